@@ -1,0 +1,93 @@
+"""Development sessions. ``uv run nox`` runs the default ones (the README's test command)."""
+
+from __future__ import annotations
+
+import os
+
+import nox
+
+nox.options.default_venv_backend = "uv"
+nox.options.reuse_existing_virtualenvs = True
+nox.options.error_on_missing_interpreters = True
+nox.options.sessions = [
+    "lint",
+    "typecheck",
+    "contracts",
+    "tests",
+    "tests_domain",
+    "tests_engine",
+]
+
+PYTHON = "3.11"
+PACKAGES = ("domain", "engine")
+SOURCES = [f"packages/{p}/src" for p in PACKAGES]
+TEST_TOOLS = ("pytest>=8.4", "pytest-timeout>=2.4", "hypothesis>=6.150")
+
+
+def _sync(session: nox.Session, *extra: str) -> None:
+    """Install the locked workspace (every package, dev tools) into the session's venv."""
+    session.run_install(
+        "uv",
+        "sync",
+        "--locked",
+        "--all-packages",
+        *extra,
+        env={"UV_PROJECT_ENVIRONMENT": session.virtualenv.location},
+        external=True,
+    )
+
+
+@nox.session(python=PYTHON)
+def lint(session: nox.Session) -> None:
+    """Ruff: lint and format check."""
+    _sync(session)
+    session.run("ruff", "check", ".")
+    session.run("ruff", "format", "--check", ".")
+
+
+@nox.session(python=PYTHON)
+def typecheck(session: nox.Session) -> None:
+    """mypy --strict over every package and the tests."""
+    _sync(session)
+    session.run("mypy", *SOURCES, "tests", "noxfile.py")
+
+
+@nox.session(python=PYTHON)
+def contracts(session: nox.Session) -> None:
+    """import-linter: the dependency rule of SPEC §2."""
+    _sync(session)
+    session.run("lint-imports")
+
+
+@nox.session(python=PYTHON)
+def tests(session: nox.Session) -> None:
+    """Every test, in the full workspace environment."""
+    _sync(session)
+    session.run("pytest", *(session.posargs or ["tests"]), env=_test_env())
+
+
+# Each package with the workspace packages it declares as dependencies.
+WORKSPACE_DEPENDENCIES = {"domain": (), "engine": ("domain",)}
+
+
+def _package_tests(session: nox.Session, package: str) -> None:
+    """Install only one package (and what it declares) with the test tools, then run its tests."""
+    local = [f"./packages/{p}" for p in (*WORKSPACE_DEPENDENCIES[package], package)]
+    session.install(*local, *TEST_TOOLS)
+    session.run("pytest", f"tests/{package}", *session.posargs, env=_test_env())
+
+
+@nox.session(python=PYTHON)
+def tests_domain(session: nox.Session) -> None:
+    """The domain's tests with only workload-domain installed."""
+    _package_tests(session, "domain")
+
+
+@nox.session(python=PYTHON)
+def tests_engine(session: nox.Session) -> None:
+    """The engine's tests with only workload-engine (and workload-domain) installed."""
+    _package_tests(session, "engine")
+
+
+def _test_env() -> dict[str, str]:
+    return {"XDG_RUNTIME_DIR": os.environ.get("XDG_RUNTIME_DIR", "/tmp")}  # noqa: S108

@@ -1,0 +1,84 @@
+"""The workflow definition as users write it (SPEC §3): strict pydantic models.
+
+Strict means no coercion (``"3"`` is not ``3``, ``true`` is not ``1``) and no unknown fields.
+Bounds that only make sense together (``max_backoff_seconds >= initial_backoff_seconds``) and
+everything about the task graph are checked by :mod:`workload_domain.compiler`, which reports
+every problem at once.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+
+__all__ = [
+    "DEFAULT_TIMEOUT_SECONDS",
+    "MAX_ACTION_LENGTH",
+    "MAX_ATTEMPTS",
+    "MAX_BACKOFF_SECONDS",
+    "MAX_DESCRIPTION_LENGTH",
+    "MAX_TASKS",
+    "MAX_TIMEOUT_SECONDS",
+    "TASK_KEY_PATTERN",
+    "WORKFLOW_ID_PATTERN",
+    "RetryPolicy",
+    "TaskSpec",
+    "WorkflowDefinition",
+]
+
+WORKFLOW_ID_PATTERN = r"^[a-z0-9][a-z0-9._-]{0,62}$"
+TASK_KEY_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$"
+MAX_TASKS = 1000
+MAX_ACTION_LENGTH = 128
+MAX_DESCRIPTION_LENGTH = 4096
+DEFAULT_TIMEOUT_SECONDS = 300
+MAX_TIMEOUT_SECONDS = 86400
+MAX_ATTEMPTS = 100
+MAX_BACKOFF_SECONDS = 604800
+"""Backoff values are capped at 7 days so that every retry time is a representable instant."""
+
+_STRICT = ConfigDict(strict=True, extra="forbid", frozen=True)
+
+WorkflowId = Annotated[str, StringConstraints(pattern=WORKFLOW_ID_PATTERN)]
+TaskKey = Annotated[str, StringConstraints(pattern=TASK_KEY_PATTERN)]
+
+
+class RetryPolicy(BaseModel):
+    """How often a task is attempted and how long to wait between attempts."""
+
+    model_config = _STRICT
+
+    max_attempts: int = Field(default=1, ge=1, le=MAX_ATTEMPTS)
+    initial_backoff_seconds: float = Field(
+        default=1, ge=0, le=MAX_BACKOFF_SECONDS, allow_inf_nan=False
+    )
+    backoff_multiplier: float = Field(default=2, ge=1, le=1000, allow_inf_nan=False)
+    max_backoff_seconds: float = Field(
+        default=60, ge=0, le=MAX_BACKOFF_SECONDS, allow_inf_nan=False
+    )
+
+
+class TaskSpec(BaseModel):
+    """One task of a workflow: what to execute and when it may start."""
+
+    model_config = _STRICT
+
+    key: TaskKey
+    action: str = Field(min_length=1, max_length=MAX_ACTION_LENGTH)
+    input: dict[str, Any] = Field(default_factory=dict)
+    depends_on: list[str] = Field(default_factory=list)
+    timeout_seconds: float = Field(
+        default=DEFAULT_TIMEOUT_SECONDS, gt=0, le=MAX_TIMEOUT_SECONDS, allow_inf_nan=False
+    )
+    retry: RetryPolicy = Field(default_factory=RetryPolicy)
+
+
+class WorkflowDefinition(BaseModel):
+    """A workflow: an id, an optional description and a DAG of tasks."""
+
+    model_config = _STRICT
+
+    id: WorkflowId
+    description: str = Field(default="", max_length=MAX_DESCRIPTION_LENGTH)
+    tasks: list[TaskSpec] = Field(min_length=1, max_length=MAX_TASKS)

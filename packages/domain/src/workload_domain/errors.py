@@ -1,0 +1,255 @@
+"""Domain errors: one base class, stable categories and stable codes.
+
+Every error a caller can act on is a :class:`WorkloadError`. Its ``category`` says what kind of
+failure it is (the HTTP layer maps categories to statuses in one table); its ``code`` is the
+stable machine-readable string that clients see (SPEC §6).
+
+Hierarchy::
+
+    WorkloadError
+    ├── InvalidInput                 category INVALID_INPUT
+    │   ├── InvalidDefinition        code invalid_definition (carries every problem found)
+    │   ├── InvalidArgument          code invalid_argument
+    │   ├── InvalidCursor            code invalid_cursor
+    │   └── WorkflowIdMismatch       code workflow_id_mismatch
+    ├── NotFound                     category NOT_FOUND
+    │   ├── WorkflowNotFound · VersionNotFound · RunNotFound · TaskNotFound
+    ├── Conflict                     category CONFLICT
+    │   ├── WorkflowExists · IdempotencyKeyReused · RunFinished
+    ├── RevisionConflict             category REVISION_CONFLICT (a commit from a stale revision)
+    ├── PreconditionFailed           category PRECONDITION_FAILED (a stale If-Match)
+    ├── IllegalTransition            category INTERNAL (a bug: a status change the rules forbid)
+    └── SystemFault                  category UNAVAILABLE (the store or the lock failed)
+        ├── StoreUnavailable
+        └── LockLost
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+__all__ = [
+    "Conflict",
+    "ErrorCategory",
+    "IdempotencyKeyReused",
+    "IllegalTransition",
+    "InvalidArgument",
+    "InvalidCursor",
+    "InvalidDefinition",
+    "InvalidInput",
+    "LockLost",
+    "NotFound",
+    "PreconditionFailed",
+    "Problem",
+    "RevisionConflict",
+    "RunFinished",
+    "RunNotFound",
+    "StoreUnavailable",
+    "SystemFault",
+    "TaskNotFound",
+    "VersionNotFound",
+    "WorkflowExists",
+    "WorkflowIdMismatch",
+    "WorkflowNotFound",
+    "WorkloadError",
+]
+
+
+class ErrorCategory(enum.StrEnum):
+    """What kind of failure an error is; the HTTP layer maps each to one status."""
+
+    INVALID_INPUT = "invalid_input"
+    NOT_FOUND = "not_found"
+    CONFLICT = "conflict"
+    REVISION_CONFLICT = "revision_conflict"
+    PRECONDITION_FAILED = "precondition_failed"
+    UNAVAILABLE = "unavailable"
+    INTERNAL = "internal"
+
+
+@dataclass(frozen=True, slots=True)
+class Problem:
+    """One problem found in an input: where (a JSON Pointer, RFC 6901) and what."""
+
+    path: str
+    message: str
+
+
+class WorkloadError(Exception):
+    """Base of every error this project raises on purpose."""
+
+    category: ErrorCategory = ErrorCategory.INTERNAL
+    code: str = "internal"
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class InvalidInput(WorkloadError):
+    """The caller sent something that can never be accepted as it is."""
+
+    category = ErrorCategory.INVALID_INPUT
+    code = "invalid_argument"
+
+    def __init__(self, message: str, problems: tuple[Problem, ...] = ()) -> None:
+        super().__init__(message)
+        self.problems = problems
+
+
+class InvalidDefinition(InvalidInput):
+    """A workflow definition failed compilation; ``problems`` lists every problem found."""
+
+    code = "invalid_definition"
+
+
+class InvalidArgument(InvalidInput):
+    """A request argument (body field, query or path parameter) is malformed."""
+
+    code = "invalid_argument"
+
+
+class InvalidCursor(InvalidInput):
+    """A pagination cursor is malformed, tampered with, or belongs to another listing."""
+
+    code = "invalid_cursor"
+
+
+class WorkflowIdMismatch(InvalidInput):
+    """A new version's body names another workflow than its path."""
+
+    code = "workflow_id_mismatch"
+
+
+class NotFound(WorkloadError):
+    """The addressed resource does not exist."""
+
+    category = ErrorCategory.NOT_FOUND
+    code = "not_found"
+
+
+class WorkflowNotFound(NotFound):
+    """No workflow has this id."""
+
+    code = "workflow_not_found"
+
+    def __init__(self, workflow_id: str) -> None:
+        super().__init__(f"workflow {workflow_id!r} does not exist")
+        self.workflow_id = workflow_id
+
+
+class VersionNotFound(NotFound):
+    """The workflow exists but has no such version."""
+
+    code = "version_not_found"
+
+    def __init__(self, workflow_id: str, version: int) -> None:
+        super().__init__(f"workflow {workflow_id!r} has no version {version}")
+        self.workflow_id = workflow_id
+        self.version = version
+
+
+class RunNotFound(NotFound):
+    """No run has this id."""
+
+    code = "run_not_found"
+
+    def __init__(self, run_id: str) -> None:
+        super().__init__(f"run {run_id!r} does not exist")
+        self.run_id = run_id
+
+
+class TaskNotFound(NotFound):
+    """The run exists but has no task with this key."""
+
+    code = "task_not_found"
+
+    def __init__(self, run_id: str, task_key: str) -> None:
+        super().__init__(f"run {run_id!r} has no task {task_key!r}")
+        self.run_id = run_id
+        self.task_key = task_key
+
+
+class Conflict(WorkloadError):
+    """The request is valid but conflicts with the current state."""
+
+    category = ErrorCategory.CONFLICT
+    code = "conflict"
+
+
+class WorkflowExists(Conflict):
+    """A workflow with this id already exists."""
+
+    code = "workflow_exists"
+
+    def __init__(self, workflow_id: str) -> None:
+        super().__init__(f"workflow {workflow_id!r} already exists")
+        self.workflow_id = workflow_id
+
+
+class IdempotencyKeyReused(Conflict):
+    """The idempotency key was used before for a different request."""
+
+    code = "idempotency_key_reused"
+
+    def __init__(self) -> None:
+        super().__init__("this Idempotency-Key was already used for a different request")
+
+
+class RunFinished(Conflict):
+    """The run already reached a terminal status that forbids the operation."""
+
+    code = "run_finished"
+
+    def __init__(self, run_id: str, status: str) -> None:
+        super().__init__(f"run {run_id!r} already finished with status {status!r}")
+        self.run_id = run_id
+        self.status = status
+
+
+class RevisionConflict(WorkloadError):
+    """A commit was made from a stale revision; nothing was written."""
+
+    category = ErrorCategory.REVISION_CONFLICT
+    code = "revision_conflict"
+
+    def __init__(self, run_id: str, expected_revision: int) -> None:
+        super().__init__(f"run {run_id!r} is no longer at revision {expected_revision}")
+        self.run_id = run_id
+        self.expected_revision = expected_revision
+
+
+class PreconditionFailed(WorkloadError):
+    """The client's precondition (``If-Match``) does not hold; nothing was written."""
+
+    category = ErrorCategory.PRECONDITION_FAILED
+    code = "precondition_failed"
+
+
+class IllegalTransition(WorkloadError):
+    """A status change the rules forbid: always a bug in the writer, never user input."""
+
+    category = ErrorCategory.INTERNAL
+    code = "internal"
+
+    def __init__(self, entity: str, current: str, target: str) -> None:
+        super().__init__(f"illegal {entity} transition {current!r} -> {target!r}")
+        self.entity = entity
+        self.current = current
+        self.target = target
+
+
+class SystemFault(WorkloadError):
+    """Infrastructure failed (database, lock): execution must stop, never record a failure."""
+
+    category = ErrorCategory.UNAVAILABLE
+    code = "unavailable"
+
+
+class StoreUnavailable(SystemFault):
+    """The store could not complete an operation; its outcome may be unknown."""
+
+
+class LockLost(SystemFault):
+    """The coordinator lock is no longer held by this process."""

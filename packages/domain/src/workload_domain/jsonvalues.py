@@ -1,0 +1,107 @@
+r"""JSON values: canonical encoding, JSON Pointers, and the checks PostgreSQL JSONB imposes.
+
+The domain accepts JSON objects from callers (task inputs, run inputs, executor outputs). They are
+stored as JSONB, which cannot hold ``\\u0000`` and has no NaN or Infinity, so every such value is
+checked here before anything is written.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from workload_domain.errors import Problem
+
+__all__ = [
+    "MAX_JSON_DEPTH",
+    "JsonObject",
+    "canonical_json",
+    "json_problems",
+    "pointer",
+    "sha256_tag",
+]
+
+JsonObject = dict[str, Any]
+"""A JSON object as Python holds it after ``json.loads``."""
+
+MAX_JSON_DEPTH = 64
+"""Deepest nesting of objects and arrays accepted inside a user-supplied JSON value."""
+
+
+def pointer(parts: Iterable[str | int]) -> str:
+    """Return the JSON Pointer (RFC 6901) of a location; the root is ``""``."""
+    return "".join("/" + str(p).replace("~", "~0").replace("/", "~1") for p in parts)
+
+
+def canonical_json(value: Any) -> bytes:
+    """Encode ``value`` canonically: sorted keys, no spaces, UTF-8, no NaN."""
+    return json.dumps(
+        value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+    ).encode("utf-8")
+
+
+def sha256_tag(data: bytes) -> str:
+    """Return ``"sha256:" + hex digest`` of ``data``."""
+    return "sha256:" + hashlib.sha256(data).hexdigest()
+
+
+def json_problems(
+    value: Any, path: tuple[str | int, ...] = (), *, max_depth: int = MAX_JSON_DEPTH
+) -> list[Problem]:
+    """List why ``value`` is not a storable JSON value (empty when it is).
+
+    Rejects non-JSON types, non-string keys, NaN and infinities, the NUL character in strings and
+    keys, and nesting deeper than ``max_depth``.
+    """
+    problems: list[Problem] = []
+    # An explicit stack: hostile input must not reach Python's recursion limit.
+    stack: list[tuple[Any, tuple[str | int, ...], int]] = [(value, path, 0)]
+    while stack:
+        item, where, depth = stack.pop()
+        if isinstance(item, bool) or item is None or isinstance(item, int):
+            continue
+        if isinstance(item, float):
+            if not math.isfinite(item):
+                problems.append(Problem(pointer(where), "numbers must be finite"))
+            continue
+        if isinstance(item, str):
+            problem = _string_problem(item)
+            if problem:
+                problems.append(Problem(pointer(where), f"strings {problem}"))
+            continue
+        if isinstance(item, Mapping | list | tuple):
+            if depth >= max_depth:
+                problems.append(
+                    Problem(pointer(where), f"nesting is deeper than {max_depth} levels")
+                )
+                continue
+            if isinstance(item, Mapping):
+                for key, child in item.items():
+                    if not isinstance(key, str):
+                        problems.append(Problem(pointer(where), "object keys must be strings"))
+                        continue
+                    problem = _string_problem(key)
+                    if problem:
+                        problems.append(Problem(pointer((*where, key)), f"keys {problem}"))
+                    stack.append((child, (*where, key), depth + 1))
+            else:
+                for index, child in enumerate(item):
+                    stack.append((child, (*where, index), depth + 1))
+            continue
+        problems.append(Problem(pointer(where), f"{type(item).__name__} is not a JSON value"))
+    problems.sort(key=lambda p: p.path)
+    return problems
+
+
+def _string_problem(text: str) -> str | None:
+    if "\x00" in text:
+        return "must not contain U+0000"
+    if not text.isascii():
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:
+            return "must be valid Unicode (no lone surrogates)"
+    return None

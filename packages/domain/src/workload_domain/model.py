@@ -1,0 +1,197 @@
+"""Value objects exchanged through the ports: records of runs, tasks, attempts and events.
+
+They are immutable; a change to a run is described by a :class:`RunCommit` that the store applies
+atomically, conditioned on the run's expected revision.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from workload_domain.events import EventType
+from workload_domain.jsonvalues import JsonObject
+from workload_domain.statuses import AttemptStatus, RunStatus, TaskStatus
+
+__all__ = [
+    "AttemptRecord",
+    "EventRecord",
+    "ExecutorFailure",
+    "ExecutorRequest",
+    "ExecutorResult",
+    "ExecutorSuccess",
+    "NewRun",
+    "RunCommit",
+    "RunRecord",
+    "RunSnapshot",
+    "TaskError",
+    "TaskRecord",
+    "VersionRecord",
+    "WorkflowRecord",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class TaskError:
+    """Why an attempt or a task failed."""
+
+    code: str
+    message: str
+    retryable: bool
+
+    def to_json(self) -> JsonObject:
+        """Return the error object of the API (``code``, ``message``, ``retryable``)."""
+        return {"code": self.code, "message": self.message, "retryable": self.retryable}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> TaskError:
+        """Build from the error object of the API."""
+        return cls(str(data["code"]), str(data["message"]), bool(data["retryable"]))
+
+
+@dataclass(frozen=True, slots=True)
+class WorkflowRecord:
+    """A workflow: the id under which versions are created."""
+
+    workflow_id: str
+    latest_version: int
+    description: str
+    created_at: datetime
+    updated_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class VersionRecord:
+    """An immutable version of a workflow with its normalized definition."""
+
+    workflow_id: str
+    version: int
+    definition_hash: str
+    task_count: int
+    created_at: datetime
+    definition: JsonObject
+
+
+@dataclass(frozen=True, slots=True)
+class RunRecord:
+    """The run row: its status, revision and lifecycle times."""
+
+    run_id: str
+    workflow_id: str
+    version: int
+    status: RunStatus
+    revision: int
+    input: JsonObject
+    cancel_requested: bool
+    created_at: datetime
+    updated_at: datetime
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class TaskRecord:
+    """One task of a run; ``position`` is its index in the definition."""
+
+    task_key: str
+    position: int
+    status: TaskStatus
+    depends_on: tuple[str, ...]
+    attempt_count: int
+    max_attempts: int
+    next_attempt_at: datetime | None = None
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+    output: JsonObject | None = None
+    error: TaskError | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class AttemptRecord:
+    """One attempt at executing a task; attempts are numbered from 1 per task."""
+
+    task_key: str
+    attempt: int
+    status: AttemptStatus
+    started_at: datetime
+    finished_at: datetime | None = None
+    output: JsonObject | None = None
+    error: TaskError | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class EventRecord:
+    """One entry of a run's history; ``sequence`` is 1, 2, 3 … per run."""
+
+    sequence: int
+    type: EventType
+    occurred_at: datetime
+    task_key: str | None = None
+    attempt: int | None = None
+    data: JsonObject = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class RunSnapshot:
+    """What an executor of a run needs to decide its next step, read in one consistent view."""
+
+    run: RunRecord
+    tasks: tuple[TaskRecord, ...]
+    running_attempts: tuple[AttemptRecord, ...]
+    last_sequence: int
+
+
+@dataclass(frozen=True, slots=True)
+class NewRun:
+    """Everything written when a run is created, in one transaction."""
+
+    run: RunRecord
+    tasks: tuple[TaskRecord, ...]
+    events: tuple[EventRecord, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class RunCommit:
+    """One atomic change of a run, valid only if the run is still at ``expected_revision``.
+
+    ``run`` holds the new run row (its revision is ``expected_revision + 1``); ``tasks`` the
+    changed task rows; ``attempts`` new or changed attempt rows; ``events`` the appended events,
+    numbered right after the snapshot's last sequence.
+    """
+
+    expected_revision: int
+    run: RunRecord
+    tasks: tuple[TaskRecord, ...] = ()
+    attempts: tuple[AttemptRecord, ...] = ()
+    events: tuple[EventRecord, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ExecutorRequest:
+    """What an executor receives for one attempt (SPEC §4)."""
+
+    run_id: str
+    task_key: str
+    attempt: int
+    action: str
+    input: JsonObject
+    run_input: JsonObject
+
+
+@dataclass(frozen=True, slots=True)
+class ExecutorSuccess:
+    """The attempt succeeded with an ``output`` JSON object."""
+
+    output: JsonObject
+
+
+@dataclass(frozen=True, slots=True)
+class ExecutorFailure:
+    """The attempt failed with ``error``."""
+
+    error: TaskError
+
+
+ExecutorResult = ExecutorSuccess | ExecutorFailure
+"""What an executor returns for one attempt."""

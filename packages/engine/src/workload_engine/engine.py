@@ -1,0 +1,126 @@
+"""The engine: supervises the runners of every run this process executes.
+
+:class:`Engine` is started inside a task group (the coordinator's, or a test's). Runs are handed
+to it with :meth:`Engine.submit` only after their creating transaction committed; at start-up
+:meth:`Engine.recover` hands it every non-terminal run. The first system fault of any runner
+propagates out of :meth:`Engine.run`, interrupting every other runner: fail-stop.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import anyio
+from anyio.abc import TaskGroup, TaskStatus
+
+from workload_domain.model import RunSnapshot
+from workload_domain.ports import Clock, ExecutionStore, Executor
+from workload_engine._groups import first_error
+from workload_engine.definitions import DefinitionCache
+from workload_engine.runner import RunRunner
+
+__all__ = ["DEFAULT_MAX_CONCURRENT_ATTEMPTS", "Engine"]
+
+DEFAULT_MAX_CONCURRENT_ATTEMPTS = 64
+
+
+class Engine:
+    """Executes runs through the ports with the semantics of SPEC §4."""
+
+    def __init__(
+        self,
+        store: ExecutionStore,
+        executor: Executor,
+        clock: Clock,
+        *,
+        max_concurrent_attempts: int = DEFAULT_MAX_CONCURRENT_ATTEMPTS,
+        definitions: DefinitionCache | None = None,
+    ) -> None:
+        if max_concurrent_attempts < 1:
+            raise ValueError("max_concurrent_attempts must be at least 1")
+        self.store = store
+        self.executor = executor
+        self.clock = clock
+        self.definitions = definitions or DefinitionCache(store)
+        self.limiter = anyio.CapacityLimiter(max_concurrent_attempts)
+        self._runners: dict[str, RunRunner] = {}
+        self._group: TaskGroup | None = None
+        self._finished: dict[str, anyio.Event] = {}
+
+    @property
+    def active_runs(self) -> int:
+        """How many runs this engine is executing now."""
+        return len(self._runners)
+
+    async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        """Supervise runners until cancelled; re-raises the first system fault of any runner."""
+        try:
+            async with anyio.create_task_group() as group:
+                self._group = group
+                task_status.started()
+                await anyio.sleep_forever()
+        except BaseExceptionGroup as errors:
+            raise first_error(errors) from errors
+        finally:
+            self._group = None
+
+    def submit(self, run_id: str) -> None:
+        """Start executing a committed run (no-op if this engine already executes it)."""
+        if self._group is None:
+            raise RuntimeError("the engine is not running")
+        if run_id in self._runners:
+            return
+        runner = self._new_runner(run_id)
+        self._runners[run_id] = runner
+        self._group.start_soon(self._supervise, runner, name=f"run {run_id}")
+
+    def notify(self, run_id: str) -> None:
+        """Tell the runner of ``run_id`` (if any) that the run changed elsewhere."""
+        runner = self._runners.get(run_id)
+        if runner is not None:
+            runner.notify()
+
+    async def recover(self, page_size: int = 500) -> int:
+        """Hand every non-terminal run to the engine, reading them page by page.
+
+        Returns how many runs were handed over. Does not wait for them to finish.
+        """
+        handed = 0
+        after: str | None = None
+        while True:
+            page = await self.store.list_unfinished_runs(after, page_size)
+            for run_id in page:
+                self.submit(run_id)
+            handed += len(page)
+            if len(page) < page_size:
+                return handed
+            after = page[-1]
+
+    async def wait_finished(self, run_id: str) -> None:
+        """Wait until the runner of ``run_id`` (submitted to this engine) has finished."""
+        if run_id not in self._runners:
+            return
+        await self._finished.setdefault(run_id, anyio.Event()).wait()
+
+    async def execute(self, run_id: str) -> RunSnapshot:
+        """Execute one run in the caller's task until it is terminal (local mode, tests)."""
+        return await self._new_runner(run_id).run()
+
+    def _new_runner(self, run_id: str) -> RunRunner:
+        return RunRunner(
+            run_id,
+            store=self.store,
+            executor=self.executor,
+            clock=self.clock,
+            limiter=self.limiter,
+            definitions=self.definitions,
+        )
+
+    async def _supervise(self, runner: RunRunner, **_: Any) -> None:
+        try:
+            await runner.run()
+        finally:
+            self._runners.pop(runner.run_id, None)
+            event = self._finished.pop(runner.run_id, None)
+            if event is not None:
+                event.set()

@@ -1,0 +1,408 @@
+"""The functional core of execution: from a run's state and new facts, the next commit.
+
+:func:`plan` is pure. Given a :class:`~workload_domain.model.RunSnapshot`, the compiled
+workflow, the current time and what the runner observed since the last commit (finished
+attempts, granted concurrency slots), it returns the one commit that moves the run forward and
+the effects to perform *after* that commit succeeds (attempts to launch, slots to request or
+release, when to wake up). The runner owns all I/O; replaying the same facts onto a re-read
+snapshot after a revision conflict is therefore safe.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterable, Sequence
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
+from typing import Any
+
+from workload_domain.compiler import CompiledWorkflow
+from workload_domain.events import EventType
+from workload_domain.model import (
+    AttemptRecord,
+    EventRecord,
+    ExecutorRequest,
+    RunCommit,
+    RunSnapshot,
+    TaskError,
+    TaskRecord,
+)
+from workload_domain.retry import next_attempt_at, should_retry
+from workload_domain.statuses import AttemptStatus, RunStatus, TaskStatus, check_transition
+
+__all__ = [
+    "INTERRUPTED_ERROR",
+    "TIMED_OUT_ERROR",
+    "AttemptOutcome",
+    "Launch",
+    "Plan",
+    "cancel_commit",
+    "plan",
+]
+
+INTERRUPTED_ERROR = TaskError(
+    "interrupted", "the attempt was interrupted: its coordinator stopped executing", True
+)
+TIMED_OUT_ERROR = TaskError("attempt_timed_out", "the attempt exceeded timeout_seconds", True)
+
+AttemptKey = tuple[str, int]
+
+
+@dataclass(frozen=True, slots=True)
+class AttemptOutcome:
+    """How an attempt executed by this process ended (observed, not yet committed)."""
+
+    task_key: str
+    attempt: int
+    status: AttemptStatus
+    finished_at: datetime
+    output: dict[str, Any] | None = None
+    error: TaskError | None = None
+
+    @property
+    def key(self) -> AttemptKey:
+        """The attempt's identity within the run."""
+        return (self.task_key, self.attempt)
+
+
+@dataclass(frozen=True, slots=True)
+class Launch:
+    """An attempt to execute once its commit succeeded."""
+
+    request: ExecutorRequest
+    deadline: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """The next commit of a run and what to do after it succeeds."""
+
+    commit: RunCommit | None
+    after: RunSnapshot
+    launches: tuple[Launch, ...]
+    wanted_slots: tuple[str, ...]
+    unused_slots: frozenset[str]
+    wake_at: datetime | None
+
+    @property
+    def finished(self) -> bool:
+        """Whether the run is terminal after this plan."""
+        return self.after.run.status.is_terminal
+
+
+class _Draft:
+    """A copy-on-write working state of one run that records what changed."""
+
+    def __init__(self, snapshot: RunSnapshot, now: datetime) -> None:
+        self.before = snapshot
+        self.now = now
+        self.run = snapshot.run
+        self.tasks = list(snapshot.tasks)
+        self.positions = {t.task_key: i for i, t in enumerate(self.tasks)}
+        self.running = {(a.task_key, a.attempt): a for a in snapshot.running_attempts}
+        self.changed_tasks: set[int] = set()
+        self.changed_attempts: dict[AttemptKey, AttemptRecord] = {}
+        self.events: list[EventRecord] = []
+        self.sequence = snapshot.last_sequence
+
+    def emit(
+        self,
+        type_: EventType,
+        task_key: str | None = None,
+        attempt: int | None = None,
+        data: dict[str, Any] | None = None,
+    ) -> None:
+        self.sequence += 1
+        self.events.append(
+            EventRecord(self.sequence, type_, self.now, task_key, attempt, data or {})
+        )
+
+    def set_run(self, status: RunStatus | None = None, **changes: Any) -> None:
+        if status is not None and status is not self.run.status:
+            changes["status"] = check_transition(self.run.status, status)
+        if changes:
+            self.run = replace(self.run, **changes)
+
+    def task(self, key: str) -> TaskRecord:
+        return self.tasks[self.positions[key]]
+
+    def set_task(self, key: str, status: TaskStatus | None = None, **changes: Any) -> TaskRecord:
+        i = self.positions[key]
+        current = self.tasks[i]
+        if status is not None and status is not current.status:
+            changes["status"] = check_transition(current.status, status)
+        self.tasks[i] = replace(current, **changes)
+        self.changed_tasks.add(i)
+        return self.tasks[i]
+
+    def end_attempt(
+        self,
+        key: AttemptKey,
+        status: AttemptStatus,
+        finished_at: datetime,
+        output: dict[str, Any] | None = None,
+        error: TaskError | None = None,
+    ) -> None:
+        attempt = self.running.pop(key)
+        ended = replace(
+            attempt,
+            status=check_transition(attempt.status, status),
+            finished_at=finished_at,
+            output=output,
+            error=error,
+        )
+        self.changed_attempts[key] = ended
+
+    def start_attempt(self, key: str) -> AttemptRecord:
+        task = self.task(key)
+        number = task.attempt_count + 1
+        attempt = AttemptRecord(key, number, AttemptStatus.RUNNING, self.now)
+        self.running[(key, number)] = attempt
+        self.changed_attempts[(key, number)] = attempt
+        self.set_task(
+            key,
+            TaskStatus.RUNNING,
+            attempt_count=number,
+            next_attempt_at=None,
+            started_at=task.started_at or self.now,
+        )
+        return attempt
+
+    def changed(self) -> bool:
+        return bool(self.events or self.changed_tasks or self.changed_attempts) or (
+            self.run != self.before.run
+        )
+
+    def result(self) -> tuple[RunCommit | None, RunSnapshot]:
+        if not self.changed():
+            return None, self.before
+        run = replace(self.run, revision=self.before.run.revision + 1, updated_at=self.now)
+        commit = RunCommit(
+            expected_revision=self.before.run.revision,
+            run=run,
+            tasks=tuple(self.tasks[i] for i in sorted(self.changed_tasks)),
+            attempts=tuple(self.changed_attempts.values()),
+            events=tuple(self.events),
+        )
+        after = RunSnapshot(
+            run=run,
+            tasks=tuple(self.tasks),
+            running_attempts=tuple(self.running.values()),
+            last_sequence=self.sequence,
+        )
+        return commit, after
+
+
+def plan(
+    snapshot: RunSnapshot,
+    workflow: CompiledWorkflow,
+    *,
+    now: datetime,
+    outcomes: Sequence[AttemptOutcome] = (),
+    slots: Collection[str] = (),
+    executing: Collection[AttemptKey] = (),
+    recovering: bool = False,
+) -> Plan:
+    """Decide the next commit of a run.
+
+    Args:
+        snapshot: the run as last read or committed.
+        workflow: the compiled definition of the run's version.
+        now: the current time; every timestamp written by this commit uses it.
+        outcomes: attempts this process executed that ended since the last commit.
+        slots: keys of tasks for which this process holds a concurrency slot.
+        executing: attempts this process is executing right now. A ``running`` attempt that is
+            neither executing nor in ``outcomes`` was left by a stopped coordinator: it is
+            written ``interrupted`` and follows the retry rule.
+        recovering: this process took the run over from a stopped coordinator; record it.
+    """
+    draft = _Draft(snapshot, now)
+    if draft.run.status.is_terminal:
+        return _plan(draft, workflow, slots, launches=(), wanted=())
+
+    known = {o.key for o in outcomes} | set(executing)
+    if not draft.run.cancel_requested:
+        orphans = [k for k in draft.running if k not in known]
+        if recovering and draft.run.status is not RunStatus.PENDING:
+            draft.emit(EventType.RUN_RECOVERED, data={"interrupted_attempts": len(orphans)})
+        for key in sorted(orphans, key=lambda k: draft.positions[k[0]]):
+            draft.end_attempt(key, AttemptStatus.INTERRUPTED, now, error=INTERRUPTED_ERROR)
+            draft.emit(
+                EventType.ATTEMPT_INTERRUPTED,
+                key[0],
+                key[1],
+                {"error": INTERRUPTED_ERROR.to_json()},
+            )
+            _after_failure(draft, workflow, key[0], INTERRUPTED_ERROR, now)
+
+    for outcome in outcomes:
+        if outcome.key in draft.running:
+            _apply_outcome(draft, workflow, outcome)
+
+    if draft.run.cancel_requested:
+        _cancel_everything(draft)
+        return _plan(draft, workflow, slots, launches=(), wanted=())
+
+    if draft.run.status is RunStatus.PENDING:
+        draft.set_run(RunStatus.RUNNING, started_at=now)
+        draft.emit(EventType.RUN_STARTED)
+
+    launches: list[Launch] = []
+    wanted: list[str] = []  # in topological order, so slots are requested deterministically
+    for i in workflow.topological_order:
+        task = draft.tasks[i]
+        if not _is_ready(draft, workflow, i, task):
+            continue
+        if task.task_key not in slots:
+            wanted.append(task.task_key)
+            continue
+        attempt = draft.start_attempt(task.task_key)
+        draft.emit(EventType.ATTEMPT_STARTED, task.task_key, attempt.attempt)
+        spec = workflow.tasks[i]
+        launches.append(
+            Launch(
+                ExecutorRequest(
+                    run_id=draft.run.run_id,
+                    task_key=task.task_key,
+                    attempt=attempt.attempt,
+                    action=spec.action,
+                    input=spec.input,
+                    run_input=draft.run.input,
+                ),
+                deadline=now + timedelta(seconds=spec.timeout_seconds),
+            )
+        )
+
+    _settle_run(draft, has_ready=bool(wanted))
+    return _plan(draft, workflow, slots, launches=tuple(launches), wanted=tuple(wanted))
+
+
+def cancel_commit(snapshot: RunSnapshot, *, now: datetime) -> RunCommit:
+    """The commit that records a cancel request on a run that is not terminal.
+
+    A ``pending`` run (no attempt ever started) is canceled in the same commit; a started run
+    only records the request, and its runner converges it to ``canceled``.
+    """
+    draft = _Draft(snapshot, now)
+    draft.set_run(cancel_requested=True)
+    draft.emit(EventType.RUN_CANCEL_REQUESTED)
+    if draft.run.status is RunStatus.PENDING:
+        _cancel_everything(draft)
+    commit, _ = draft.result()
+    assert commit is not None  # the request itself is always a change
+    return commit
+
+
+def _plan(
+    draft: _Draft,
+    workflow: CompiledWorkflow,
+    slots: Iterable[str],
+    *,
+    launches: tuple[Launch, ...],
+    wanted: tuple[str, ...],
+) -> Plan:
+    commit, after = draft.result()
+    started = {launch.request.task_key for launch in launches}
+    waiting = [
+        t.next_attempt_at
+        for t in after.tasks
+        if t.status is TaskStatus.WAITING_RETRY
+        and t.next_attempt_at is not None
+        and t.task_key not in wanted
+    ]
+    return Plan(
+        commit=commit,
+        after=after,
+        launches=launches,
+        wanted_slots=wanted,
+        unused_slots=frozenset(s for s in slots if s not in started),
+        wake_at=min(waiting) if waiting and not after.run.status.is_terminal else None,
+    )
+
+
+def _is_ready(draft: _Draft, workflow: CompiledWorkflow, i: int, task: TaskRecord) -> bool:
+    if task.status is TaskStatus.WAITING_RETRY:
+        return task.next_attempt_at is None or task.next_attempt_at <= draft.now
+    if task.status is not TaskStatus.PENDING:
+        return False
+    return all(draft.tasks[d].status is TaskStatus.SUCCEEDED for d in workflow.dependencies[i])
+
+
+def _apply_outcome(draft: _Draft, workflow: CompiledWorkflow, outcome: AttemptOutcome) -> None:
+    key, number = outcome.task_key, outcome.attempt
+    draft.end_attempt(
+        outcome.key, outcome.status, outcome.finished_at, outcome.output, outcome.error
+    )
+    if outcome.status is AttemptStatus.SUCCEEDED:
+        draft.emit(EventType.ATTEMPT_SUCCEEDED, key, number)
+        draft.set_task(
+            key,
+            TaskStatus.SUCCEEDED,
+            finished_at=outcome.finished_at,
+            output=outcome.output,
+            error=None,
+        )
+        draft.emit(EventType.TASK_SUCCEEDED, key, number)
+        return
+    error = outcome.error or TIMED_OUT_ERROR
+    event = (
+        EventType.ATTEMPT_TIMED_OUT
+        if outcome.status is AttemptStatus.TIMED_OUT
+        else EventType.ATTEMPT_FAILED
+    )
+    draft.emit(event, key, number, {"error": error.to_json()})
+    _after_failure(draft, workflow, key, error, outcome.finished_at)
+
+
+def _after_failure(
+    draft: _Draft, workflow: CompiledWorkflow, key: str, error: TaskError, finished_at: datetime
+) -> None:
+    """The retry rule of SPEC §4, then skipping everything downstream of a failed task."""
+    task = draft.task(key)
+    policy = workflow.task(key).retry
+    if should_retry(policy, task.attempt_count, retryable=error.retryable):
+        due = next_attempt_at(policy, task.attempt_count, finished_at)
+        draft.set_task(key, TaskStatus.WAITING_RETRY, next_attempt_at=due, error=error)
+        draft.emit(
+            EventType.TASK_WAITING_RETRY,
+            key,
+            task.attempt_count,
+            {"next_attempt_at": due.isoformat()},
+        )
+        return
+    draft.set_task(key, TaskStatus.FAILED, finished_at=finished_at, error=error)
+    draft.emit(EventType.TASK_FAILED, key, task.attempt_count, {"error": error.to_json()})
+    for i in sorted(workflow.descendants(workflow.index[key])):
+        downstream = draft.tasks[i]
+        if downstream.status is TaskStatus.PENDING:
+            draft.set_task(downstream.task_key, TaskStatus.SKIPPED, finished_at=draft.now)
+            draft.emit(EventType.TASK_SKIPPED, downstream.task_key, data={"because": key})
+
+
+def _cancel_everything(draft: _Draft) -> None:
+    for key in sorted(draft.running, key=lambda k: draft.positions[k[0]]):
+        draft.end_attempt(key, AttemptStatus.CANCELED, draft.now)
+        draft.emit(EventType.ATTEMPT_CANCELED, key[0], key[1])
+    for task in list(draft.tasks):
+        if not task.status.is_terminal:
+            draft.set_task(task.task_key, TaskStatus.CANCELED, finished_at=draft.now)
+            draft.emit(EventType.TASK_CANCELED, task.task_key)
+    draft.set_run(RunStatus.CANCELED, finished_at=draft.now)
+    draft.emit(EventType.RUN_CANCELED)
+
+
+def _settle_run(draft: _Draft, *, has_ready: bool) -> None:
+    """Derive the run's status from its tasks (SPEC §4)."""
+    statuses = [t.status for t in draft.tasks]
+    if all(s.is_terminal for s in statuses):
+        if all(s is TaskStatus.SUCCEEDED for s in statuses):
+            draft.set_run(RunStatus.SUCCEEDED, finished_at=draft.now)
+            draft.emit(EventType.RUN_SUCCEEDED)
+        else:
+            failed = [t.task_key for t in draft.tasks if t.status is TaskStatus.FAILED]
+            draft.set_run(RunStatus.FAILED, finished_at=draft.now)
+            draft.emit(EventType.RUN_FAILED, data={"failed_tasks": failed})
+        return
+    if has_ready or TaskStatus.RUNNING in statuses:
+        draft.set_run(RunStatus.RUNNING)
+    elif TaskStatus.WAITING_RETRY in statuses:
+        draft.set_run(RunStatus.WAITING_RETRY)

@@ -1,0 +1,265 @@
+"""The runner of one run: a single-writer loop that turns observations into commits.
+
+Each run being executed has one :class:`RunRunner`. Attempts, slot waiters and the retry timer
+are tasks that only *report* to the runner through a channel; the runner alone commits, so a
+run's commits are serialized in-process and a revision conflict can only come from another
+writer (a cancel request, another process). On a conflict the runner re-reads the run and
+replays what it observed onto the fresh state (:func:`~workload_engine.planner.plan` is pure).
+
+Attempts are launched only after the commit that records them succeeded (persist first, execute
+second). Cancellation of the runner's scope is *interruption*: nothing is written, and the next
+coordinator marks the attempts left ``running`` as ``interrupted``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import anyio
+from anyio.abc import TaskGroup
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+
+from workload_domain.errors import RevisionConflict
+from workload_domain.model import ExecutorFailure, ExecutorResult, RunSnapshot, TaskError
+from workload_domain.ports import Clock, ExecutionStore, Executor
+from workload_domain.statuses import AttemptStatus, RunStatus
+from workload_engine._groups import first_error
+from workload_engine.definitions import DefinitionCache
+from workload_engine.planner import TIMED_OUT_ERROR, AttemptOutcome, Launch, plan
+
+__all__ = ["RunRunner"]
+
+
+@dataclass(frozen=True, slots=True)
+class _SlotGranted:
+    task_key: str
+
+
+@dataclass(frozen=True, slots=True)
+class _Wake:
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class _Refresh:
+    pass
+
+
+_Message = AttemptOutcome | _SlotGranted | _Wake | _Refresh
+
+
+class _LocalAttempt:
+    __slots__ = ("done", "scope")
+
+    def __init__(self) -> None:
+        self.scope = anyio.CancelScope()
+        self.done = anyio.Event()
+
+
+class RunRunner:
+    """Executes one run until it is terminal, or until its scope is cancelled (interruption)."""
+
+    def __init__(
+        self,
+        run_id: str,
+        *,
+        store: ExecutionStore,
+        executor: Executor,
+        clock: Clock,
+        limiter: anyio.CapacityLimiter,
+        definitions: DefinitionCache,
+    ) -> None:
+        self.run_id = run_id
+        self._store = store
+        self._executor = executor
+        self._clock = clock
+        self._limiter = limiter
+        self._definitions = definitions
+        send, receive = anyio.create_memory_object_stream[_Message](math.inf)
+        self._send: MemoryObjectSendStream[_Message] = send
+        self._receive: MemoryObjectReceiveStream[_Message] = receive
+        self._attempts: dict[tuple[str, int], _LocalAttempt] = {}
+        self._slots: dict[str, object] = {}
+        self._slot_waiters: dict[str, anyio.CancelScope] = {}
+        self._timer: anyio.CancelScope | None = None
+        self._timer_at: datetime | None = None
+
+    def notify(self) -> None:
+        """Tell the runner that someone else changed the run (e.g. a cancel request)."""
+        # A runner that already finished has nothing left to refresh.
+        with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
+            self._send.send_nowait(_Refresh())
+
+    async def run(self) -> RunSnapshot:
+        """Drive the run to a terminal status and return its final state.
+
+        System faults (the store failing) propagate and stop the run's execution without
+        writing anything about them.
+        """
+        try:
+            async with anyio.create_task_group() as tg:
+                final = await self._loop(tg)
+                tg.cancel_scope.cancel()
+        except BaseExceptionGroup as group:
+            # Callers handle one fault, not a group: the first one stops the run anyway.
+            raise first_error(group) from group
+        finally:
+            for token in self._slots.values():
+                self._limiter.release_on_behalf_of(token)
+            self._slots.clear()
+            self._send.close()
+            self._receive.close()
+        return final
+
+    async def _loop(self, tg: TaskGroup) -> RunSnapshot:
+        snapshot = await self._store.load_run(self.run_id)
+        workflow = await self._definitions.get(snapshot.run.workflow_id, snapshot.run.version)
+        recovering = snapshot.run.status is not RunStatus.PENDING
+        outcomes: list[AttemptOutcome] = []
+        refresh = False
+        while True:
+            if refresh:
+                snapshot = await self._store.load_run(self.run_id)
+                refresh = False
+            if snapshot.run.cancel_requested and self._attempts:
+                await self._stop_attempts()
+            decided = plan(
+                snapshot,
+                workflow,
+                now=self._clock.now(),
+                outcomes=outcomes,
+                slots=self._slots.keys(),
+                executing=self._attempts.keys(),
+                recovering=recovering,
+            )
+            if decided.commit is not None:
+                try:
+                    await self._store.commit(decided.commit)
+                except RevisionConflict:
+                    refresh = True
+                    continue
+                recovering = False
+            snapshot = decided.after
+            outcomes = []
+            for key in decided.unused_slots:
+                self._limiter.release_on_behalf_of(self._slots.pop(key))
+            for launch in decided.launches:
+                token = self._slots.pop(launch.request.task_key)
+                local = _LocalAttempt()
+                self._attempts[(launch.request.task_key, launch.request.attempt)] = local
+                tg.start_soon(self._attempt, launch, token, local)
+            for key in decided.wanted_slots:
+                if key not in self._slot_waiters and key not in self._slots:
+                    scope = anyio.CancelScope()
+                    self._slot_waiters[key] = scope
+                    tg.start_soon(self._wait_for_slot, key, scope)
+            self._set_timer(tg, decided.wake_at)
+            if decided.finished:
+                return snapshot
+
+            batch = [await self._receive.receive()]
+            while True:
+                try:
+                    batch.append(self._receive.receive_nowait())
+                except anyio.WouldBlock:
+                    break
+            for message in batch:
+                if isinstance(message, AttemptOutcome):
+                    outcomes.append(message)
+                    self._attempts.pop(message.key, None)
+                elif isinstance(message, _Refresh):
+                    refresh = True
+
+    async def _stop_attempts(self) -> None:
+        attempts = list(self._attempts.values())
+        self._attempts.clear()
+        for local in attempts:
+            local.scope.cancel()
+        for local in attempts:
+            await local.done.wait()
+
+    async def _attempt(self, launch: Launch, token: object, local: _LocalAttempt) -> None:
+        try:
+            with local.scope:
+                status, output, error = await self._execute(launch)
+                request = launch.request
+                self._send.send_nowait(
+                    AttemptOutcome(
+                        request.task_key,
+                        request.attempt,
+                        status,
+                        self._clock.now(),
+                        output=output,
+                        error=error,
+                    )
+                )
+        finally:
+            self._limiter.release_on_behalf_of(token)
+            local.done.set()
+
+    async def _execute(
+        self, launch: Launch
+    ) -> tuple[AttemptStatus, dict[str, Any] | None, TaskError | None]:
+        """Race the executor against the attempt's deadline on the clock."""
+        result: ExecutorResult | None = None
+        timed_out = False
+
+        async with anyio.create_task_group() as race:
+
+            async def execute() -> None:
+                nonlocal result
+                try:
+                    result = await self._executor.execute(launch.request)
+                except Exception as exc:  # an executor's crash is the task's failure, not ours
+                    result = ExecutorFailure(
+                        TaskError("executor_error", f"{type(exc).__name__}: {exc}", True)
+                    )
+                if not timed_out:
+                    race.cancel_scope.cancel()
+
+            async def expire() -> None:
+                nonlocal timed_out
+                await self._clock.sleep_until(launch.deadline)
+                if result is None:
+                    timed_out = True
+                    race.cancel_scope.cancel()
+
+            race.start_soon(execute)
+            race.start_soon(expire)
+
+        if timed_out or result is None:
+            return AttemptStatus.TIMED_OUT, None, TIMED_OUT_ERROR
+        if isinstance(result, ExecutorFailure):
+            return AttemptStatus.FAILED, None, result.error
+        return AttemptStatus.SUCCEEDED, result.output, None
+
+    async def _wait_for_slot(self, key: str, scope: anyio.CancelScope) -> None:
+        with scope:
+            token = object()
+            await self._limiter.acquire_on_behalf_of(token)
+            self._slots[key] = token
+            self._send.send_nowait(_SlotGranted(key))
+        self._slot_waiters.pop(key, None)
+
+    def _set_timer(self, tg: TaskGroup, wake_at: datetime | None) -> None:
+        if wake_at == self._timer_at:
+            return
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        self._timer_at = wake_at
+        if wake_at is None:
+            return
+        scope = anyio.CancelScope()
+        self._timer = scope
+        tg.start_soon(self._wake, scope, wake_at)
+
+    async def _wake(self, scope: anyio.CancelScope, wake_at: datetime) -> None:
+        with scope:
+            await self._clock.sleep_until(wake_at)
+            self._timer_at = None
+            self._send.send_nowait(_Wake())

@@ -1,0 +1,107 @@
+"""Application services of runs: build a new run, request its cancellation."""
+
+from __future__ import annotations
+
+from workload_domain.compiler import CompiledWorkflow
+from workload_domain.errors import PreconditionFailed, RevisionConflict, RunFinished
+from workload_domain.events import EventType
+from workload_domain.jsonvalues import JsonObject
+from workload_domain.model import EventRecord, NewRun, RunRecord, TaskRecord
+from workload_domain.ports import Clock, ExecutionStore
+from workload_domain.statuses import RunStatus, TaskStatus
+from workload_engine.planner import cancel_commit
+
+__all__ = ["CancelResult", "build_run", "request_cancel"]
+
+_MAX_CANCEL_TRIES = 50
+
+
+def build_run(
+    workflow: CompiledWorkflow,
+    *,
+    version: int,
+    run_id: str,
+    run_input: JsonObject,
+    clock: Clock,
+) -> NewRun:
+    """Everything written when a run of ``workflow`` at ``version`` is created."""
+    now = clock.now()
+    run = RunRecord(
+        run_id=run_id,
+        workflow_id=workflow.workflow_id,
+        version=version,
+        status=RunStatus.PENDING,
+        revision=1,
+        input=run_input,
+        cancel_requested=False,
+        created_at=now,
+        updated_at=now,
+    )
+    tasks = tuple(
+        TaskRecord(
+            task_key=spec.key,
+            position=i,
+            status=TaskStatus.PENDING,
+            depends_on=tuple(spec.depends_on),
+            attempt_count=0,
+            max_attempts=spec.retry.max_attempts,
+        )
+        for i, spec in enumerate(workflow.tasks)
+    )
+    created = EventRecord(
+        1,
+        EventType.RUN_CREATED,
+        now,
+        data={"workflow_id": workflow.workflow_id, "version": version},
+    )
+    return NewRun(run=run, tasks=tasks, events=(created,))
+
+
+class CancelResult:
+    """The run after a cancel request, and whether it had been canceled already."""
+
+    __slots__ = ("already_canceled", "run")
+
+    def __init__(self, run: RunRecord, *, already_canceled: bool) -> None:
+        self.run = run
+        self.already_canceled = already_canceled
+
+
+async def request_cancel(
+    store: ExecutionStore,
+    clock: Clock,
+    run_id: str,
+    *,
+    if_revision: int | None = None,
+) -> CancelResult:
+    """Record a cancel request (SPEC §4): a pending run is canceled at once.
+
+    The caller notifies the engine afterwards so that a started run converges to ``canceled``.
+
+    Raises:
+        RunNotFound: no such run.
+        RunFinished: the run succeeded or failed.
+        PreconditionFailed: ``if_revision`` is not the run's current revision.
+    """
+    for _ in range(_MAX_CANCEL_TRIES):
+        snapshot = await store.load_run(run_id)
+        run = snapshot.run
+        if if_revision is not None and run.revision != if_revision:
+            raise PreconditionFailed(
+                f"run {run_id!r} is at revision {run.revision}, not {if_revision}"
+            )
+        if run.status is RunStatus.CANCELED:
+            return CancelResult(run, already_canceled=True)
+        if run.status.is_terminal:
+            raise RunFinished(run_id, run.status.value)
+        if run.cancel_requested:
+            return CancelResult(run, already_canceled=False)
+        commit = cancel_commit(snapshot, now=clock.now())
+        try:
+            await store.commit(commit)
+        except RevisionConflict:
+            if if_revision is not None:
+                raise PreconditionFailed(f"run {run_id!r} changed concurrently") from None
+            continue
+        return CancelResult(commit.run, already_canceled=False)
+    raise RevisionConflict(run_id, -1)
