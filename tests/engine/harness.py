@@ -51,6 +51,18 @@ class CrashingStore(InMemoryStore):
             raise CrashAfter(f"crash after commit {self.commits}")
 
 
+class RecordingStore(InMemoryStore):
+    """Records the revision step of every successful commit."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.revision_steps: list[tuple[int, int]] = []
+
+    async def commit(self, commit: RunCommit) -> None:
+        await super().commit(commit)
+        self.revision_steps.append((commit.expected_revision, commit.run.revision))
+
+
 class CountingExecutor:
     """Wraps an executor and records the peak number of attempts executing at once."""
 

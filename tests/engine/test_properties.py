@@ -9,7 +9,14 @@ import anyio
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.engine.harness import CountingExecutor, CrashAfter, CrashingStore, Harness, RunView
+from tests.engine.harness import (
+    CountingExecutor,
+    CrashAfter,
+    CrashingStore,
+    Harness,
+    RecordingStore,
+    RunView,
+)
 from workload_domain.statuses import TaskStatus
 from workload_engine.clock import FakeClock
 from workload_engine.mock_executor import MockExecutor
@@ -104,19 +111,23 @@ def check_invariants(definition: dict[str, Any], view: RunView) -> None:
 def test_random_dags_keep_the_invariants(case: tuple[dict[str, Any], int]) -> None:
     definition, limit = case
 
+    store = RecordingStore()
+
     async def scenario() -> tuple[RunView, int]:
         clock = FakeClock()
         counting = CountingExecutor(MockExecutor(clock))
-        h = Harness(clock=clock, executor=counting, max_concurrent_attempts=limit)
+        h = Harness(store=store, clock=clock, executor=counting, max_concurrent_attempts=limit)
         view = await h.run(definition)
         return view, counting.peak
 
     view, peak = anyio.run(scenario)
     check_invariants(definition, view)
     assert peak <= limit
-    revisions = view.snapshot.run.revision
+    # Revision 1 at creation, then exactly +1 per commit, with no gap and no repeat.
+    final = view.snapshot.run.revision
+    assert store.revision_steps == [(r, r + 1) for r in range(1, final)]
     # Every commit appends at least one event, so there are no more commits than events.
-    assert 1 <= revisions <= len(view.events)
+    assert final - 1 < len(view.events)
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import heapq
 import json
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -117,7 +118,9 @@ def compile_definition(raw: object, *, workflow_id: str | None = None) -> Compil
         model = WorkflowDefinition.model_validate(raw)
     except ValidationError as exc:
         problems.extend(_pydantic_problems(exc))
-    problems.extend(_value_problems(raw))
+    reported = {p.path for p in problems}
+    # One problem per location: pydantic's word on a field stands when both checks object.
+    problems.extend(p for p in _value_problems(raw) if p.path not in reported)
     graph = _raw_graph(raw)
     problems.extend(_graph_problems(graph))
     if problems or model is None:
@@ -128,9 +131,7 @@ def compile_definition(raw: object, *, workflow_id: str | None = None) -> Compil
 
 def _path_key(path: str) -> tuple[tuple[int, int | str], ...]:
     # Numeric segments sort numerically so that /tasks/10 comes after /tasks/9.
-    return tuple(
-        (0, int(s)) if s.isascii() and s.isdigit() else (1, s) for s in path.split("/")
-    )
+    return tuple((0, int(s)) if s.isascii() and s.isdigit() else (1, s) for s in path.split("/"))
 
 
 def _pydantic_problems(exc: ValidationError) -> list[Problem]:
@@ -176,7 +177,8 @@ def _value_problems(raw: Mapping[str, Any]) -> list[Problem]:
 
 
 def _is_number(value: object) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool)
+    # Only finite numbers are compared; NaN and infinities are reported on their own field.
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
 
 
 @dataclass(frozen=True, slots=True)
