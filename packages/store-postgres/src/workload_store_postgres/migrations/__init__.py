@@ -20,8 +20,10 @@ import re
 from dataclasses import dataclass
 from datetime import datetime
 from importlib import resources
+from typing import Any
 
 import psycopg
+from psycopg.rows import class_row
 
 __all__ = [
     "MIGRATION_LOCK_KEY",
@@ -120,18 +122,16 @@ def known_migrations() -> tuple[Migration, ...]:
     return tuple(found)
 
 
-async def _applied(conn: psycopg.AsyncConnection[tuple[object, ...]]) -> list[AppliedMigration]:
+async def _applied(conn: psycopg.AsyncConnection[Any]) -> list[AppliedMigration]:
     exists = await conn.execute("SELECT to_regclass('schema_migrations') IS NOT NULL")
     row = await exists.fetchone()
     if row is None or not row[0]:
         return []
-    cursor = await conn.execute(
-        "SELECT version, name, checksum, applied_at FROM schema_migrations ORDER BY version"
-    )
-    return [
-        AppliedMigration(int(str(v)), str(n), str(c), a)  # type: ignore[arg-type]
-        for v, n, c, a in await cursor.fetchall()
-    ]
+    async with conn.cursor(row_factory=class_row(AppliedMigration)) as cursor:
+        await cursor.execute(
+            "SELECT version, name, checksum, applied_at FROM schema_migrations ORDER BY version"
+        )
+        return await cursor.fetchall()
 
 
 def _status(applied: list[AppliedMigration]) -> MigrationStatus:
