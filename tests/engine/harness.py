@@ -11,12 +11,14 @@ from typing import Any
 import anyio
 
 from workload_domain.compiler import CompiledWorkflow, compile_definition
+from workload_domain.idempotency import IdempotentWrite
 from workload_domain.model import (
     AttemptRecord,
     EventRecord,
     ExecutorRequest,
     ExecutorResult,
     RunCommit,
+    RunRecord,
     RunSnapshot,
     TaskRecord,
     VersionRecord,
@@ -44,8 +46,10 @@ class CrashingStore(InMemoryStore):
         super().__init__()
         self.crash_after: int | None = None
 
-    async def commit(self, commit: RunCommit) -> None:
-        await super().commit(commit)
+    async def commit(
+        self, commit: RunCommit, idempotency: IdempotentWrite[RunRecord] | None = None
+    ) -> None:
+        await super().commit(commit, idempotency)
         if self.crash_after is not None and self.commits >= self.crash_after:
             self.crash_after = None
             raise CrashAfter(f"crash after commit {self.commits}")
@@ -58,8 +62,10 @@ class RecordingStore(InMemoryStore):
         super().__init__()
         self.revision_steps: list[tuple[int, int]] = []
 
-    async def commit(self, commit: RunCommit) -> None:
-        await super().commit(commit)
+    async def commit(
+        self, commit: RunCommit, idempotency: IdempotentWrite[RunRecord] | None = None
+    ) -> None:
+        await super().commit(commit, idempotency)
         self.revision_steps.append((commit.expected_revision, commit.run.revision))
 
 

@@ -13,7 +13,8 @@ from workload_domain.errors import (
     RunNotFound,
     StoreUnavailable,
 )
-from workload_domain.model import RunCommit
+from workload_domain.idempotency import IdempotentWrite
+from workload_domain.model import RunCommit, RunRecord
 from workload_domain.statuses import RunStatus
 from workload_engine.clock import wait_until_idle
 from workload_engine.memory_store import InMemoryStore
@@ -223,9 +224,11 @@ async def test_a_stale_commit_is_rejected_and_the_runner_reconciles() -> None:
     class Spying(InMemoryStore):
         conflicts = 0
 
-        async def commit(self, commit: RunCommit) -> None:
+        async def commit(
+            self, commit: RunCommit, idempotency: IdempotentWrite[RunRecord] | None = None
+        ) -> None:
             try:
-                await super().commit(commit)
+                await super().commit(commit, idempotency)
             except RevisionConflict:
                 Spying.conflicts += 1
                 raise
@@ -259,10 +262,12 @@ async def test_a_store_fault_stops_execution_and_is_never_recorded() -> None:
     class Failing(InMemoryStore):
         fail = False
 
-        async def commit(self, commit: RunCommit) -> None:
+        async def commit(
+            self, commit: RunCommit, idempotency: IdempotentWrite[RunRecord] | None = None
+        ) -> None:
             if self.fail:
                 raise StoreUnavailable("the database went away")
-            await super().commit(commit)
+            await super().commit(commit, idempotency)
 
     store = Failing()
     h = Harness(store=store)

@@ -6,10 +6,13 @@ Adapters: the engine package ships ``InMemoryStore``, ``FakeClock``, ``SystemClo
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Protocol
 
+from workload_domain.cursors import Page
+from workload_domain.idempotency import IdempotencyClaim, IdempotentWrite, Outcome
+from workload_domain.jsonvalues import JsonObject
 from workload_domain.model import (
     AttemptRecord,
     EventRecord,
@@ -23,12 +26,14 @@ from workload_domain.model import (
     VersionRecord,
     WorkflowRecord,
 )
+from workload_domain.statuses import RunStatus
 
 __all__ = [
     "Clock",
     "CoordinatorLock",
     "ExecutionStore",
     "Executor",
+    "IdempotencyStore",
     "RunReads",
     "Store",
     "WorkflowStore",
@@ -74,17 +79,24 @@ class CoordinatorLock(Protocol):
 class WorkflowStore(Protocol):
     """Workflows and their immutable versions."""
 
-    async def create_workflow(self, workflow: WorkflowRecord, version: VersionRecord) -> None:
+    async def create_workflow(
+        self,
+        workflow: WorkflowRecord,
+        version: VersionRecord,
+        idempotency: IdempotentWrite[VersionRecord] | None = None,
+    ) -> VersionRecord:
         """Create a workflow and its version 1; ``WorkflowExists`` if the id is taken."""
         ...
 
     async def create_version(
         self,
+        *,
         workflow_id: str,
         definition_hash: str,
-        definition: dict[str, object],
+        definition: JsonObject,
         task_count: int,
         created_at: datetime,
+        idempotency: IdempotentWrite[VersionRecord] | None = None,
     ) -> VersionRecord:
         """Create version ``latest + 1``; ``WorkflowNotFound`` if there is no such workflow."""
         ...
@@ -97,6 +109,16 @@ class WorkflowStore(Protocol):
         """Return a version; ``WorkflowNotFound`` or ``VersionNotFound`` if absent."""
         ...
 
+    async def page_workflows(self, cursor: str | None, limit: int) -> Page[WorkflowRecord]:
+        """Workflows in ``(created_at, workflow_id)`` order."""
+        ...
+
+    async def page_versions(
+        self, workflow_id: str, cursor: str | None, limit: int
+    ) -> Page[VersionRecord]:
+        """A workflow's versions by number; ``WorkflowNotFound`` if absent."""
+        ...
+
 
 class ExecutionStore(Protocol):
     """What executing runs needs: create, load and commit runs; find unfinished ones."""
@@ -105,15 +127,19 @@ class ExecutionStore(Protocol):
         """Return a version; ``WorkflowNotFound`` or ``VersionNotFound`` if absent."""
         ...
 
-    async def create_run(self, new_run: NewRun) -> None:
-        """Write the run, its tasks and its first events in one transaction."""
+    async def create_run(
+        self, new_run: NewRun, idempotency: IdempotentWrite[RunRecord] | None = None
+    ) -> RunRecord:
+        """Write the run, its tasks, its first events (and the idempotency record) atomically."""
         ...
 
     async def load_run(self, run_id: str) -> RunSnapshot:
         """Read a run, its tasks and running attempts consistently; ``RunNotFound``."""
         ...
 
-    async def commit(self, commit: RunCommit) -> None:
+    async def commit(
+        self, commit: RunCommit, idempotency: IdempotentWrite[RunRecord] | None = None
+    ) -> None:
         """Apply ``commit`` atomically; ``RevisionConflict`` (nothing written) if stale."""
         ...
 
@@ -122,11 +148,41 @@ class ExecutionStore(Protocol):
         ...
 
 
+class IdempotencyStore(Protocol):
+    """Outcomes of idempotent writes, scoped to a principal."""
+
+    async def find_outcome(self, claim: IdempotencyClaim) -> Outcome | None:
+        """The stored outcome for this claim's key, if any.
+
+        Raises ``IdempotencyKeyReused`` if the key was used for another request.
+        """
+        ...
+
+    async def save_outcome(self, claim: IdempotencyClaim, outcome: Outcome) -> None:
+        """Record the outcome of a request that wrote nothing else.
+
+        Raises ``Replay`` or ``IdempotencyKeyReused`` when the key is already taken.
+        """
+        ...
+
+    async def purge_outcomes(self, older_than: datetime) -> int:
+        """Delete records created before ``older_than``; return how many."""
+        ...
+
+
 class RunReads(Protocol):
     """Reads of a run's state and history, in the orders of the API."""
 
     async def get_run(self, run_id: str) -> RunRecord:
         """Return the run row; ``RunNotFound`` if absent."""
+        ...
+
+    async def get_task(self, run_id: str, task_key: str) -> TaskRecord:
+        """Return one task; ``RunNotFound`` / ``TaskNotFound``."""
+        ...
+
+    async def task_counts(self, run_ids: Sequence[str]) -> Mapping[str, Mapping[str, int]]:
+        """For each run id, how many of its tasks are in each status (absent: zero)."""
         ...
 
     async def list_tasks(self, run_id: str) -> Sequence[TaskRecord]:
@@ -143,6 +199,30 @@ class RunReads(Protocol):
         """Return events with ``sequence > after_sequence`` in order; ``RunNotFound``."""
         ...
 
+    async def page_runs(
+        self,
+        workflow_id: str | None,
+        status: RunStatus | None,
+        cursor: str | None,
+        limit: int,
+    ) -> Page[RunRecord]:
+        """Runs in ``(created_at, run_id)`` order, optionally filtered."""
+        ...
 
-class Store(WorkflowStore, ExecutionStore, RunReads, Protocol):
+    async def page_tasks(self, run_id: str, cursor: str | None, limit: int) -> Page[TaskRecord]:
+        """A run's tasks in definition order; ``RunNotFound``."""
+        ...
+
+    async def page_attempts(
+        self, run_id: str, task_key: str, cursor: str | None, limit: int
+    ) -> Page[AttemptRecord]:
+        """A task's attempts by number; ``RunNotFound`` / ``TaskNotFound``."""
+        ...
+
+    async def page_events(self, run_id: str, cursor: str | None, limit: int) -> Page[EventRecord]:
+        """A run's events by sequence; ``RunNotFound``."""
+        ...
+
+
+class Store(WorkflowStore, ExecutionStore, IdempotencyStore, RunReads, Protocol):
     """The whole persistence port: every adapter implements all of it."""

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from typing import Protocol
+
 from workload_domain.compiler import CompiledWorkflow
 from workload_domain.errors import PreconditionFailed, RevisionConflict, RunFinished
 from workload_domain.events import EventType
+from workload_domain.idempotency import IdempotentWrite
 from workload_domain.jsonvalues import JsonObject
 from workload_domain.model import EventRecord, NewRun, RunRecord, TaskRecord
-from workload_domain.ports import Clock, ExecutionStore
+from workload_domain.ports import Clock, ExecutionStore, IdempotencyStore
 from workload_domain.statuses import RunStatus, TaskStatus
 from workload_engine.planner import cancel_commit
 
@@ -67,12 +70,17 @@ class CancelResult:
         self.already_canceled = already_canceled
 
 
+class _CancelStore(ExecutionStore, IdempotencyStore, Protocol):
+    """What canceling needs from the store."""
+
+
 async def request_cancel(
-    store: ExecutionStore,
+    store: _CancelStore,
     clock: Clock,
     run_id: str,
     *,
     if_revision: int | None = None,
+    idempotency: IdempotentWrite[RunRecord] | None = None,
 ) -> CancelResult:
     """Record a cancel request (SPEC §4): a pending run is canceled at once.
 
@@ -82,6 +90,7 @@ async def request_cancel(
         RunNotFound: no such run.
         RunFinished: the run succeeded or failed.
         PreconditionFailed: ``if_revision`` is not the run's current revision.
+        Replay: the idempotency key was already used for this request (its outcome inside).
     """
     for _ in range(_MAX_CANCEL_TRIES):
         snapshot = await store.load_run(run_id)
@@ -90,15 +99,16 @@ async def request_cancel(
             raise PreconditionFailed(
                 f"run {run_id!r} is at revision {run.revision}, not {if_revision}"
             )
-        if run.status is RunStatus.CANCELED:
-            return CancelResult(run, already_canceled=True)
+        if run.status is RunStatus.CANCELED or run.cancel_requested:
+            # Nothing to write but the outcome, which a retry with the same key must replay.
+            if idempotency is not None:
+                await store.save_outcome(idempotency.claim, idempotency.render(run))
+            return CancelResult(run, already_canceled=run.status is RunStatus.CANCELED)
         if run.status.is_terminal:
             raise RunFinished(run_id, run.status.value)
-        if run.cancel_requested:
-            return CancelResult(run, already_canceled=False)
         commit = cancel_commit(snapshot, now=clock.now())
         try:
-            await store.commit(commit)
+            await store.commit(commit, idempotency)
         except RevisionConflict:
             if if_revision is not None:
                 raise PreconditionFailed(f"run {run_id!r} changed concurrently") from None
