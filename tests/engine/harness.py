@@ -12,6 +12,7 @@ import anyio
 
 from workload_domain.compiler import CompiledWorkflow, compile_definition
 from workload_domain.idempotency import IdempotentWrite
+from workload_domain.ids import uuid7
 from workload_domain.model import (
     AttemptRecord,
     EventRecord,
@@ -24,7 +25,7 @@ from workload_domain.model import (
     VersionRecord,
     WorkflowRecord,
 )
-from workload_domain.ports import Executor
+from workload_domain.ports import Executor, Store
 from workload_domain.statuses import AttemptStatus
 from workload_engine.clock import FakeClock
 from workload_engine.engine import Engine
@@ -123,13 +124,13 @@ class Harness:
     def __init__(
         self,
         *,
-        store: InMemoryStore | None = None,
+        store: Store | None = None,
         clock: FakeClock | None = None,
         executor: Executor | None = None,
         max_concurrent_attempts: int = 64,
     ) -> None:
-        self.store = store or InMemoryStore()
         self.clock = clock or FakeClock()
+        self.store: Store = store or InMemoryStore(self.clock)
         self.executor = executor or MockExecutor(self.clock)
         self.engine = Engine(
             self.store, self.executor, self.clock, max_concurrent_attempts=max_concurrent_attempts
@@ -158,7 +159,9 @@ class Harness:
                     workflow.document(),
                 ),
             )
-        run_id = f"run-{next(_run_ids):06d}"
+        # Time-ordered UUIDs, like the service's; deterministic from the fake clock.
+        unix_ms = int(self.clock.now().timestamp() * 1000)
+        run_id = uuid7(unix_ms, next(_run_ids).to_bytes(10, "big"))
         await self.store.create_run(
             build_run(
                 workflow, version=1, run_id=run_id, run_input=run_input or {}, clock=self.clock

@@ -12,6 +12,7 @@ import asyncio
 import itertools
 import os
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
@@ -56,7 +57,9 @@ def template_database(postgres_server_url: str) -> str:
             sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(_TEMPLATE))
         )
         conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(_TEMPLATE)))
-    asyncio.run(migrate_up(with_database(postgres_server_url, _TEMPLATE)))
+    # A thread of its own: this fixture may be set up from inside a running event loop.
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        pool.submit(asyncio.run, migrate_up(with_database(postgres_server_url, _TEMPLATE))).result()
     return _TEMPLATE
 
 

@@ -19,6 +19,7 @@ Hierarchy::
     ├── RevisionConflict             category REVISION_CONFLICT (a commit from a stale revision)
     ├── PreconditionFailed           category PRECONDITION_FAILED (a stale If-Match)
     ├── IllegalTransition            category INTERNAL (a bug: a status change the rules forbid)
+    ├── StoreIntegrityError          category INTERNAL (a bug: a write a constraint refuses)
     └── SystemFault                  category UNAVAILABLE (the store or the lock failed)
         ├── StoreUnavailable
         └── LockLost
@@ -45,6 +46,7 @@ __all__ = [
     "RevisionConflict",
     "RunFinished",
     "RunNotFound",
+    "StoreIntegrityError",
     "StoreUnavailable",
     "SystemFault",
     "TaskNotFound",
@@ -238,6 +240,13 @@ class IllegalTransition(WorkloadError):
         self.entity = entity
         self.current = current
         self.target = target
+
+
+class StoreIntegrityError(WorkloadError):
+    """A write that the store's constraints refuse: always a bug in the writer."""
+
+    category = ErrorCategory.INTERNAL
+    code = "internal"
 
 
 class SystemFault(WorkloadError):

@@ -24,6 +24,7 @@ from workload_domain.errors import (
     IdempotencyKeyReused,
     RevisionConflict,
     RunNotFound,
+    StoreIntegrityError,
     TaskNotFound,
     VersionNotFound,
     WorkflowExists,
@@ -46,10 +47,6 @@ from workload_domain.statuses import AttemptStatus, RunStatus
 from workload_engine.clock import SystemClock
 
 __all__ = ["InMemoryStore", "StoreIntegrityError"]
-
-
-class StoreIntegrityError(Exception):
-    """A write that a database constraint would reject: always a bug in the writer."""
 
 
 @dataclass

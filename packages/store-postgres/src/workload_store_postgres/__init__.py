@@ -1,6 +1,8 @@
-"""Workload's PostgreSQL adapter: schema migrations (more of the Store port to come)."""
+"""Workload's PostgreSQL adapter: the Store and CoordinatorLock ports, and schema migrations."""
 
+from workload_store_postgres.lock import COORDINATOR_LOCK_KEY, PostgresCoordinatorLock
 from workload_store_postgres.migrations import (
+    ChecksumMismatch,
     MigrationError,
     MigrationStatus,
     SchemaBehind,
@@ -9,10 +11,15 @@ from workload_store_postgres.migrations import (
     migrate_up,
     migration_status,
 )
+from workload_store_postgres.store import PostgresStore
 
 __all__ = [
+    "COORDINATOR_LOCK_KEY",
+    "ChecksumMismatch",
     "MigrationError",
     "MigrationStatus",
+    "PostgresCoordinatorLock",
+    "PostgresStore",
     "SchemaBehind",
     "UnknownMigration",
     "check_schema",

@@ -1,0 +1,376 @@
+"""The coordinator lock: one coordinator per database (SPEC §5, §7).
+
+:class:`PostgresCoordinatorLock` implements the ``CoordinatorLock`` port with a *session-level*
+PostgreSQL advisory lock, ``pg_try_advisory_lock(COORDINATOR_LOCK_KEY)``.
+
+Why a dedicated connection
+    A session-level advisory lock belongs to the backend (server process) that took it and lives
+    exactly as long as that backend's session. A pooled connection is shared, reset and recycled
+    by the pool: the lock would be released (or leaked to an unrelated caller) behind the
+    coordinator's back, and a pool may transparently replace a broken connection, silently
+    dropping the lock. So the lock gets its own autocommit ``psycopg.AsyncConnection`` that is
+    never pooled, never reconnected, and used for nothing else (it shows up in
+    ``pg_stat_activity`` as ``application_name = 'workload-coordinator-lock'``). When that
+    connection dies, the lock is gone for good: the coordinator must fail-stop, never re-take it.
+
+Why :meth:`~PostgresCoordinatorLock.check` reads ``pg_locks``
+    A connection that answers ``SELECT 1`` does not prove the lock is held: the session could
+    have unlocked it (``pg_advisory_unlock_all()``, ``DISCARD ALL``), or the client library could
+    have reconnected to a new backend that never held it. ``check`` therefore asks the server
+    whether *this* backend (``pid = pg_backend_pid()``, also compared with the pid remembered at
+    acquisition) holds a *granted* advisory lock on *this* database with this key. A 64-bit key
+    ``k`` appears in ``pg_locks`` as (verified against PostgreSQL 18)::
+
+        locktype = 'advisory'
+        database = <oid of the current database>   -- advisory locks are per database
+        classid  = (k >> 32) & 0xFFFFFFFF          -- high 32 bits, as an unsigned oid
+        objid    = k & 0xFFFFFFFF                  -- low 32 bits, as an unsigned oid
+        objsubid = 1                               -- 1: one bigint key; 2: two int4 keys
+
+    (negative keys use their two's-complement bits, e.g. ``-1`` is ``classid = objid =
+    4294967295``). The check is bounded by a short timeout, both on the server
+    (``statement_timeout``) and on the client, so a dead network raises
+    :class:`~workload_domain.errors.LockLost` instead of hanging.
+
+Errors: psycopg exceptions never leave this module. Failing to reach the database while
+acquiring raises :class:`~workload_domain.errors.StoreUnavailable`; any doubt about the lock
+after it was acquired raises :class:`~workload_domain.errors.LockLost`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import math
+from collections.abc import Awaitable, Callable
+from typing import Any, Final, TypeVar
+
+import psycopg
+
+from workload_domain.errors import LockLost, StoreUnavailable
+from workload_store_postgres.migrations import MIGRATION_LOCK_KEY
+
+__all__ = [
+    "APPLICATION_NAME",
+    "COORDINATOR_LOCK_KEY",
+    "PostgresCoordinatorLock",
+    "advisory_lock_ids",
+]
+
+COORDINATOR_LOCK_KEY: Final = 0x574B4C44_434F5244
+"""The advisory-lock key of the coordinator: ASCII ``"WKLDCORD"`` read as a 64-bit integer.
+
+It differs from ``MIGRATION_LOCK_KEY`` (``"WKLDMIGR"``) so that running migrations and
+running a coordinator never block each other. In ``pg_locks`` it is ``classid = 1464552516``,
+``objid = 1129271876``, ``objsubid = 1``.
+"""
+
+APPLICATION_NAME: Final = "workload-coordinator-lock"
+"""The ``application_name`` of the lock's connection, to find it in ``pg_stat_activity``."""
+
+_INT64_MIN: Final = -(2**63)
+_INT64_MAX: Final = 2**63 - 1
+_UINT32_MASK: Final = 0xFFFFFFFF
+_UNWIND_SECONDS: Final = 1.0
+
+_ACQUIRE = "SELECT pg_try_advisory_lock(%s::bigint), pg_backend_pid()"
+_SETTINGS = (
+    "SELECT set_config('statement_timeout', %s, false),"
+    " set_config('idle_session_timeout', '0', false),"
+    " set_config('idle_in_transaction_session_timeout', '0', false)"
+)
+_CHECK = """
+SELECT pg_backend_pid(),
+       EXISTS (
+           SELECT 1
+           FROM pg_locks
+           WHERE locktype = 'advisory'
+             AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
+             AND classid = %(classid)s::bigint::oid
+             AND objid = %(objid)s::bigint::oid
+             AND objsubid = 1
+             AND granted
+             AND pid = pg_backend_pid()
+       )
+"""
+_UNLOCK = "SELECT pg_advisory_unlock(%s::bigint)"
+
+_T = TypeVar("_T")
+_Conn = psycopg.AsyncConnection[tuple[Any, ...]]
+
+
+def advisory_lock_ids(key: int) -> tuple[int, int]:
+    """Split a 64-bit advisory-lock key into its ``pg_locks`` ``(classid, objid)``.
+
+    Args:
+        key: A signed 64-bit key, as passed to ``pg_advisory_lock(bigint)``.
+
+    Returns:
+        The high and the low 32 bits of the key's two's-complement form, as unsigned integers.
+
+    Raises:
+        ValueError: ``key`` does not fit in a signed 64-bit integer.
+    """
+    if not _INT64_MIN <= key <= _INT64_MAX:
+        raise ValueError(f"advisory-lock key {key} does not fit in a signed 64-bit integer")
+    return (key >> 32) & _UINT32_MASK, key & _UINT32_MASK
+
+
+class PostgresCoordinatorLock:
+    """A PostgreSQL session advisory lock held on a dedicated connection.
+
+    One object takes the lock at most once: after :meth:`release`, or after :meth:`check`
+    found the lock lost, :meth:`acquire` refuses (a coordinator never re-takes its lock in the
+    same process; SPEC §7). Acquiring may be retried while it keeps returning ``False``.
+
+    Example::
+
+        lock = PostgresCoordinatorLock(url)
+        if not await lock.acquire():
+            ...  # another coordinator holds it: exit 3
+        try:
+            await lock.check()  # every interval; LockLost -> fail-stop
+        finally:
+            await lock.release()
+    """
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        key: int = COORDINATOR_LOCK_KEY,
+        connect_timeout: float = 5,
+        check_timeout: float = 2,
+    ) -> None:
+        """Describe the lock; nothing is opened until :meth:`acquire`.
+
+        Args:
+            url: Any libpq connection string or URL (TCP or Unix socket).
+            key: The 64-bit advisory-lock key; must not be the migrations' key.
+            connect_timeout: Seconds allowed to connect and take the lock (libpq rounds the
+                connection part up to whole seconds, at least 2).
+            check_timeout: Seconds allowed for one :meth:`check` (and for unlocking).
+
+        Raises:
+            ValueError: the key is out of range or is the migrations' key, or a timeout is not
+                positive.
+        """
+        self._classid, self._objid = advisory_lock_ids(key)
+        if key == MIGRATION_LOCK_KEY:
+            raise ValueError("the coordinator lock key must differ from MIGRATION_LOCK_KEY")
+        if connect_timeout <= 0 or check_timeout <= 0:
+            raise ValueError("timeouts must be positive")
+        self._url = url
+        self._key = key
+        self._connect_timeout = connect_timeout
+        self._check_timeout = check_timeout
+        self._conn: _Conn | None = None
+        self._pid: int | None = None
+        self._finished = False
+        self._stragglers: set[asyncio.Future[Any]] = set()
+
+    @property
+    def key(self) -> int:
+        """The advisory-lock key."""
+        return self._key
+
+    @property
+    def backend_pid(self) -> int | None:
+        """The pid of the backend holding the lock, or ``None`` when it is not held."""
+        return self._pid if self._conn is not None else None
+
+    async def acquire(self) -> bool:
+        """Try to take the lock at once, on a new dedicated connection.
+
+        Returns:
+            ``True`` if this object now holds the lock; ``False`` if another session holds it
+            (the connection is closed again).
+
+        Raises:
+            StoreUnavailable: the database cannot be reached, or did not answer in time.
+            RuntimeError: the lock is already held by this object, or was held and then released
+                or lost.
+        """
+        if self._conn is not None or self._finished:
+            raise RuntimeError("this coordinator lock was already acquired; it is taken once")
+        try:
+            conn = await asyncio.wait_for(
+                psycopg.AsyncConnection.connect(
+                    self._url,
+                    autocommit=True,
+                    prepare_threshold=None,
+                    application_name=APPLICATION_NAME,
+                    connect_timeout=str(max(1, math.ceil(self._connect_timeout))),
+                ),
+                # psycopg enforces the libpq timeout per host; this bounds all of them.
+                timeout=max(2.0, math.ceil(self._connect_timeout)) + 1,
+            )
+        except (psycopg.Error, OSError, TimeoutError) as exc:
+            raise StoreUnavailable(
+                f"cannot connect to PostgreSQL to take the coordinator lock: {_describe(exc)}"
+            ) from exc
+        try:
+            taken, pid = await self._bounded(
+                conn, lambda c: _take(c, self._key, self._check_timeout), self._connect_timeout
+            )
+        except (psycopg.Error, OSError, TimeoutError) as exc:
+            await self._close(conn)
+            raise StoreUnavailable(
+                f"PostgreSQL failed while taking the coordinator lock: {_describe(exc)}"
+            ) from exc
+        except BaseException:
+            await self._close(conn)
+            raise
+        if not taken:
+            await self._close(conn)
+            return False
+        self._conn, self._pid = conn, pid
+        return True
+
+    async def check(self) -> None:
+        """Prove that this object's backend still holds the lock on this database.
+
+        Raises:
+            LockLost: the lock is not held: never acquired, released, its connection closed or
+                terminated, the check failed or timed out, the backend changed, or ``pg_locks``
+                has no granted lock for this key and backend. The connection is then closed and
+                the lock can never be used again by this object.
+        """
+        conn, pid = self._conn, self._pid
+        if conn is None or pid is None:
+            raise LockLost("the coordinator lock is not held (never acquired, released or lost)")
+        problem: str | None = None
+        if conn.closed or conn.broken:
+            problem = "its connection is closed"
+        else:
+            try:
+                current_pid, held = await self._bounded(
+                    conn,
+                    lambda c: _query_held(c, self._classid, self._objid),
+                    self._check_timeout,
+                )
+            except TimeoutError:
+                problem = f"the lock check did not answer within {self._check_timeout:g} s"
+            except (psycopg.Error, OSError) as exc:
+                problem = f"the lock check failed: {_describe(exc)}"
+            except BaseException:
+                # Interrupted mid-query: the connection's state is unknown, so it is unusable.
+                await self._lose()
+                raise
+            else:
+                if current_pid != pid:
+                    problem = f"the lock's backend changed from pid {pid} to pid {current_pid}"
+                elif not held:
+                    problem = f"pg_locks shows no granted lock {self._key:#x} for backend {pid}"
+        if problem is not None:
+            await self._lose()
+            raise LockLost(f"the coordinator lock was lost: {problem}")
+
+    async def release(self) -> None:
+        """Unlock and close the connection; idempotent, and never raises on a dead connection."""
+        conn, self._conn = self._conn, None
+        self._finished = self._finished or conn is not None
+        if conn is None:
+            await self._settle_stragglers()
+            return
+        if not (conn.closed or conn.broken):
+            try:
+                await self._bounded(
+                    conn, lambda c: c.execute(_UNLOCK, (self._key,)), self._check_timeout
+                )
+            except (psycopg.Error, OSError, TimeoutError):
+                pass  # closing the session below releases the lock anyway
+            except BaseException:
+                await self._close(conn)
+                raise
+        await self._close(conn)
+        await self._settle_stragglers()
+
+    async def __aenter__(self) -> PostgresCoordinatorLock:
+        """Acquire the lock.
+
+        Raises:
+            LockLost: another coordinator holds the lock.
+            StoreUnavailable: the database cannot be reached.
+        """
+        if not await self.acquire():
+            raise LockLost("another coordinator holds the coordinator lock")
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        """Release the lock."""
+        await self.release()
+
+    async def _lose(self) -> None:
+        conn, self._conn = self._conn, None
+        self._finished = True
+        if conn is not None:
+            await self._close(conn)
+
+    async def _bounded(
+        self, conn: _Conn, operation: Callable[[_Conn], Awaitable[_T]], seconds: float
+    ) -> _T:
+        """Run ``operation`` on ``conn``; on timeout close ``conn`` and raise ``TimeoutError``.
+
+        ``asyncio.wait_for`` is not enough: on cancellation psycopg tries to cancel the query on
+        the server and waits for it (seconds more on a dead network). Closing the connection
+        first makes the operation end at once.
+        """
+        task = asyncio.ensure_future(operation(conn))
+        try:
+            done, _ = await asyncio.wait({task}, timeout=seconds)
+        except BaseException:
+            await self._abandon(conn, task)
+            raise
+        if task not in done:
+            await self._abandon(conn, task)
+            raise TimeoutError
+        return task.result()
+
+    async def _abandon(self, conn: _Conn, task: asyncio.Future[Any]) -> None:
+        task.cancel()
+        await self._close(conn)
+        self._stragglers.add(task)
+        task.add_done_callback(_consume)
+        task.add_done_callback(self._stragglers.discard)
+        await self._settle_stragglers()
+
+    async def _settle_stragglers(self) -> None:
+        if self._stragglers:
+            await asyncio.wait(set(self._stragglers), timeout=_UNWIND_SECONDS)
+
+    @staticmethod
+    async def _close(conn: _Conn) -> None:
+        with contextlib.suppress(psycopg.Error, OSError):  # already dead: nothing to release
+            await conn.close()
+
+
+async def _take(conn: _Conn, key: int, statement_timeout: float) -> tuple[bool, int]:
+    # Bound server-side work; never let the server drop the idle lock session on its own.
+    await conn.execute(_SETTINGS, (f"{max(1, math.ceil(statement_timeout * 1000))}ms",))
+    cursor = await conn.execute(_ACQUIRE, (key,))
+    row = await cursor.fetchone()
+    if row is None:  # pragma: no cover - a SELECT without FROM returns one row
+        raise psycopg.InterfaceError("pg_try_advisory_lock returned no row")
+    return bool(row[0]), int(row[1])
+
+
+async def _query_held(conn: _Conn, classid: int, objid: int) -> tuple[int, bool]:
+    cursor = await conn.execute(_CHECK, {"classid": classid, "objid": objid})
+    row = await cursor.fetchone()
+    if row is None:  # pragma: no cover - a SELECT without FROM returns one row
+        raise psycopg.InterfaceError("the lock check returned no row")
+    return int(row[0]), bool(row[1])
+
+
+def _consume(task: asyncio.Future[Any]) -> None:
+    """Retrieve an abandoned task's outcome so asyncio does not log it as unretrieved."""
+    if not task.cancelled():
+        task.exception()
+
+
+def _describe(exc: BaseException) -> str:
+    if isinstance(exc, TimeoutError):
+        return "timed out"
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__

@@ -1,0 +1,33 @@
+"""One Store contract, two adapters: every test here runs on InMemoryStore and PostgresStore."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import pytest
+
+from tests.plugins.postgres import (  # noqa: F401 - fixtures are found by name
+    database_url,
+    empty_database_url,
+    postgres_server_url,
+    template_database,
+)
+from workload_domain.ports import Store
+from workload_engine.clock import FakeClock
+from workload_engine.memory_store import InMemoryStore
+from workload_store_postgres.store import PostgresStore
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+@pytest.fixture(params=["memory", "postgres"])
+async def store(request: pytest.FixtureRequest, clock: FakeClock) -> AsyncIterator[Store]:
+    if request.param == "memory":
+        yield InMemoryStore(clock)
+        return
+    url: str = request.getfixturevalue("database_url")
+    async with PostgresStore(url, max_size=4) as postgres:
+        yield postgres

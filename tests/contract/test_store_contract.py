@@ -1,0 +1,322 @@
+"""The behaviour every Store adapter must have (SPEC §5, §6): run against both adapters."""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Awaitable, Callable
+from dataclasses import replace
+from datetime import timedelta
+from typing import Any
+
+import pytest
+
+from tests.engine.harness import Harness, mock, workflow
+from workload_domain.compiler import compile_definition
+from workload_domain.errors import (
+    IdempotencyKeyReused,
+    InvalidCursor,
+    RevisionConflict,
+    RunNotFound,
+    StoreIntegrityError,
+    TaskNotFound,
+    VersionNotFound,
+    WorkflowExists,
+    WorkflowNotFound,
+)
+from workload_domain.events import EventType
+from workload_domain.idempotency import IdempotencyClaim, IdempotentWrite, Outcome, Replay
+from workload_domain.model import (
+    EventRecord,
+    NewRun,
+    RunCommit,
+    RunRecord,
+    VersionRecord,
+    WorkflowRecord,
+)
+from workload_domain.ports import Store
+from workload_domain.statuses import RunStatus
+from workload_engine.clock import FakeClock
+
+pytestmark = pytest.mark.anyio
+
+DIAMOND = workflow(
+    mock("a", sleep_ms=10),
+    mock("b", ["a"], fail_first=1, retry={"max_attempts": 3, "initial_backoff_seconds": 1}),
+    mock("c", ["a"], sleep_ms=5),
+    mock("d", ["b", "c"], output={"ok": True}),
+)
+
+
+async def create_workflow(store: Store, clock: FakeClock, workflow_id: str = "wf") -> VersionRecord:
+    compiled = compile_definition(workflow(mock("x"), workflow_id=workflow_id))
+    now = clock.now()
+    return await store.create_workflow(
+        WorkflowRecord(workflow_id, 1, "", now, now),
+        VersionRecord(workflow_id, 1, compiled.definition_hash, 1, now, compiled.document()),
+    )
+
+
+def claim(key: str = "k1", request_hash: str = "h1", principal: str = "op") -> IdempotencyClaim:
+    return IdempotencyClaim(principal, key, "create_run", request_hash)
+
+
+def render_run(run: RunRecord) -> Outcome:
+    return Outcome(202, {"run_id": run.run_id, "status": run.status.value})
+
+
+async def test_workflows_and_versions(store: Store, clock: FakeClock) -> None:
+    v1 = await create_workflow(store, clock)
+    assert v1.version == 1
+    with pytest.raises(WorkflowExists):
+        await create_workflow(store, clock)
+    clock.advance(1)
+    definition = compile_definition(workflow(mock("y"), workflow_id="wf")).document()
+    definition["description"] = "second"
+    v2 = await store.create_version(
+        workflow_id="wf",
+        definition_hash="sha256:" + "b" * 64,
+        definition=definition,
+        task_count=1,
+        created_at=clock.now(),
+    )
+    assert v2.version == 2
+    got = await store.get_workflow("wf")
+    assert (got.latest_version, got.description, got.updated_at) == (2, "second", clock.now())
+    assert (await store.get_version("wf", 1)).definition == v1.definition
+    assert (await store.get_version("wf", 2)).definition == definition
+    with pytest.raises(VersionNotFound):
+        await store.get_version("wf", 3)
+    with pytest.raises(WorkflowNotFound):
+        await store.get_version("nope", 1)
+    with pytest.raises(WorkflowNotFound):
+        await store.get_workflow("nope")
+    with pytest.raises(WorkflowNotFound):
+        await store.create_version(
+            workflow_id="nope",
+            definition_hash="sha256:" + "b" * 64,
+            definition=definition,
+            task_count=1,
+            created_at=clock.now(),
+        )
+
+
+async def test_engine_runs_identically_on_the_store(store: Store, clock: FakeClock) -> None:
+    h = Harness(store=store, clock=clock)
+    view = await h.run(DIAMOND, {"doc": "x.pdf", "n": 1.5})
+    assert view.status == "succeeded"
+    assert view.task_statuses() == dict.fromkeys("abcd", "succeeded")
+    assert view.attempt_statuses("b") == ["failed", "succeeded"]
+    assert view.tasks["d"].output == {"ok": True}
+    assert view.snapshot.run.input == {"doc": "x.pdf", "n": 1.5}
+    assert [e.sequence for e in view.events] == list(range(1, len(view.events) + 1))
+    assert view.snapshot.last_sequence == len(view.events)
+    assert view.events[0].type is EventType.RUN_CREATED
+    error = view.attempts["b"][0].error
+    assert error is not None
+    assert error.code == "mock_failure"
+    counts = await store.task_counts([view.snapshot.run.run_id, "not-a-run"])
+    assert counts == {view.snapshot.run.run_id: {"succeeded": 4}}
+    assert await store.list_unfinished_runs(None, 10) == []
+
+
+async def test_a_stale_commit_changes_nothing(store: Store, clock: FakeClock) -> None:
+    h = Harness(store=store, clock=clock)
+    run_id = await h.create(DIAMOND)
+    snapshot = await store.load_run(run_id)
+    now = clock.now()
+    first = RunCommit(
+        expected_revision=1,
+        run=replace(snapshot.run, revision=2, status=RunStatus.RUNNING, started_at=now),
+        events=(EventRecord(2, EventType.RUN_STARTED, now),),
+    )
+    await store.commit(first)
+    before = (await store.load_run(run_id), await store.list_events(run_id))
+    stale = replace(
+        first,
+        run=replace(first.run, cancel_requested=True),
+        events=(EventRecord(2, EventType.RUN_CANCEL_REQUESTED, now),),
+    )
+    with pytest.raises(RevisionConflict):
+        await store.commit(stale)
+    gap = RunCommit(
+        expected_revision=2,
+        run=replace(first.run, revision=3),
+        events=(EventRecord(9, EventType.RUN_CANCEL_REQUESTED, now),),
+    )
+    with pytest.raises(StoreIntegrityError):
+        await store.commit(gap)
+    assert (await store.load_run(run_id), await store.list_events(run_id)) == before
+    with pytest.raises(RunNotFound):
+        await store.commit(
+            replace(first, run=replace(first.run, run_id="00000000-0000-7000-8000-000000000000"))
+        )
+
+
+async def test_reads_of_missing_things(store: Store, clock: FakeClock) -> None:
+    h = Harness(store=store, clock=clock)
+    run_id = await h.create(DIAMOND)
+    for missing in ("00000000-0000-7000-8000-000000000000", "not-a-uuid", "'; DROP TABLE x; --"):
+        with pytest.raises(RunNotFound):
+            await store.get_run(missing)
+        with pytest.raises(RunNotFound):
+            await store.load_run(missing)
+        with pytest.raises(RunNotFound):
+            await store.page_tasks(missing, None, 10)
+        with pytest.raises(RunNotFound):
+            await store.page_events(missing, None, 10)
+        with pytest.raises(RunNotFound):
+            await store.get_task(missing, "a")
+    with pytest.raises(TaskNotFound):
+        await store.get_task(run_id, "zzz")
+    with pytest.raises(TaskNotFound):
+        await store.page_attempts(run_id, "zzz", None, 10)
+    assert (await store.page_attempts(run_id, "a", None, 10)).items == ()
+    with pytest.raises(WorkflowNotFound):
+        await store.page_versions("nope", None, 10)
+
+
+async def collect(fetch: Any, limit: int) -> tuple[list[Any], int]:
+    items: list[Any] = []
+    cursor = None
+    pages = 0
+    while True:
+        page = await fetch(cursor, limit)
+        items.extend(page.items)
+        pages += 1
+        if page.next_cursor is None:
+            return items, pages
+        cursor = page.next_cursor
+
+
+async def test_keyset_pages_return_every_row_once_in_order(store: Store, clock: FakeClock) -> None:
+    for i in range(7):
+        await create_workflow(store, clock, f"wf-{i}")
+        if i % 2:
+            clock.advance(0.000001)  # some share a created_at: the id breaks the tie
+    workflows, pages = await collect(store.page_workflows, 3)
+    assert pages == 3
+    assert [w.workflow_id for w in workflows] == [f"wf-{i}" for i in range(7)]
+
+    h = Harness(store=store, clock=clock)
+    run_ids = []
+    for i in range(7):
+        run_ids.append(
+            await h.create(workflow(*[mock(f"t{j}") for j in range(5)], workflow_id=f"wf-{i % 2}"))
+        )
+        clock.advance(0.5)
+    runs, pages = await collect(lambda c, n: store.page_runs(None, None, c, n), 2)
+    assert [r.run_id for r in runs] == run_ids
+    assert pages == 4
+    only_wf0, _ = await collect(lambda c, n: store.page_runs("wf-0", RunStatus.PENDING, c, n), 2)
+    assert [r.run_id for r in only_wf0] == run_ids[0::2]
+    assert (await store.page_runs("wf-0", RunStatus.SUCCEEDED, None, 10)).items == ()
+
+    tasks, pages = await collect(lambda c, n: store.page_tasks(run_ids[0], c, n), 2)
+    assert [t.task_key for t in tasks] == [f"t{j}" for j in range(5)]
+    assert pages == 3
+    events, _ = await collect(lambda c, n: store.page_events(run_ids[0], c, n), 1)
+    assert [e.sequence for e in events] == [1]
+
+    view = await h.run(
+        workflow(
+            mock("f", fail_always=True, retry={"max_attempts": 5, "initial_backoff_seconds": 0}),
+            workflow_id="wf-attempts",
+        )
+    )
+    run_id = view.snapshot.run.run_id
+    attempts, pages = await collect(lambda c, n: store.page_attempts(run_id, "f", c, n), 2)
+    assert [a.attempt for a in attempts] == [1, 2, 3, 4, 5]
+    assert pages == 3
+    events, _ = await collect(lambda c, n: store.page_events(run_id, c, n), 4)
+    assert [e.sequence for e in events] == list(range(1, len(view.events) + 1))
+
+
+async def test_cursors_are_bound_to_their_listing(store: Store, clock: FakeClock) -> None:
+    h = Harness(store=store, clock=clock)
+    first = await h.create(workflow(*[mock(f"t{j}") for j in range(3)]))
+    second = await h.create(workflow(*[mock(f"t{j}") for j in range(3)]))
+    tasks_cursor = (await store.page_tasks(first, None, 1)).next_cursor
+    runs_cursor = (await store.page_runs("wf", None, None, 1)).next_cursor
+    assert tasks_cursor is not None
+    assert runs_cursor is not None
+    # Valid where issued.
+    assert len((await store.page_tasks(first, tasks_cursor, 1)).items) == 1
+    assert len((await store.page_runs("wf", None, runs_cursor, 1)).items) == 1
+    raw = base64.urlsafe_b64decode(tasks_cursor + "=" * (-len(tasks_cursor) % 4))
+    flipped = bytearray(raw)
+    flipped[-3] ^= 0x01
+    tampered = base64.urlsafe_b64encode(bytes(flipped)).rstrip(b"=").decode()
+    bad: list[Callable[[], Awaitable[object]]] = [
+        lambda: store.page_tasks(second, tasks_cursor, 1),  # another parent
+        lambda: store.page_events(first, tasks_cursor, 1),  # another kind
+        lambda: store.page_runs("other", None, runs_cursor, 1),  # other filters
+        lambda: store.page_runs("wf", RunStatus.PENDING, runs_cursor, 1),
+        lambda: store.page_runs(None, None, runs_cursor, 1),
+        lambda: store.page_tasks(first, tasks_cursor[:-4], 1),  # truncated
+        lambda: store.page_tasks(first, tampered, 1),  # bit-flipped
+        lambda: store.page_tasks(first, "A" * 5000, 1),  # oversized
+        lambda: store.page_tasks(first, "!!not base64!!", 1),
+        lambda: store.page_tasks(first, "", 1),
+        lambda: store.page_tasks(first, "é", 1),
+    ]
+    for call in bad:
+        with pytest.raises(InvalidCursor):
+            await call()
+
+
+async def test_idempotent_create_run_replays_and_refuses_reuse(
+    store: Store, clock: FakeClock
+) -> None:
+    h = Harness(store=store, clock=clock)
+    run_id = await h.create(DIAMOND)
+    snapshot = await store.load_run(run_id)
+    tasks = await store.list_tasks(run_id)
+    new = NewRun(
+        replace(snapshot.run, run_id="01890000-0000-7000-8000-000000000001"),
+        tuple(tasks),
+        tuple(await store.list_events(run_id)),
+    )
+    write = IdempotentWrite(claim(), render_run)
+    created = await store.create_run(new, write)
+    assert await store.find_outcome(claim()) == render_run(created)
+    again = replace(new, run=replace(new.run, run_id="01890000-0000-7000-8000-000000000002"))
+    with pytest.raises(Replay) as replay:
+        await store.create_run(again, write)
+    assert replay.value.outcome == render_run(created)
+    with pytest.raises(RunNotFound):
+        await store.get_run(again.run.run_id)  # the replay wrote nothing
+    with pytest.raises(IdempotencyKeyReused):
+        await store.create_run(again, IdempotentWrite(claim(request_hash="other"), render_run))
+    with pytest.raises(IdempotencyKeyReused):
+        await store.find_outcome(claim(request_hash="other"))
+    # The same key under another principal is another key.
+    await store.create_run(again, IdempotentWrite(claim(principal="someone-else"), render_run))
+    assert (await store.get_run(again.run.run_id)).run_id == again.run.run_id
+
+
+async def test_outcomes_without_a_write_and_purge(store: Store, clock: FakeClock) -> None:
+    outcome = Outcome(200, {"status": "canceled"})
+    await store.save_outcome(claim("cancel-1"), outcome)
+    with pytest.raises(Replay) as replay:
+        await store.save_outcome(claim("cancel-1"), Outcome(202, {}))
+    assert replay.value.outcome == outcome
+    with pytest.raises(IdempotencyKeyReused):
+        await store.save_outcome(claim("cancel-1", "h2"), outcome)
+    assert await store.find_outcome(claim("unknown")) is None
+    future = clock.now() + timedelta(days=3650)
+    assert await store.purge_outcomes(future - timedelta(days=7300)) == 0
+    assert await store.find_outcome(claim("cancel-1")) == outcome
+
+
+async def test_unfinished_runs_page_by_id(store: Store, clock: FakeClock) -> None:
+    h = Harness(store=store, clock=clock)
+    ids = sorted([await h.create(workflow(mock("x"))) for _ in range(5)])
+    seen: list[str] = []
+    after = None
+    while True:
+        page = await store.list_unfinished_runs(after, 2)
+        seen.extend(page)
+        if len(page) < 2:
+            break
+        after = page[-1]
+    assert seen == ids

@@ -1,0 +1,188 @@
+"""PostgreSQL-specific guarantees: transactions, races, timeouts.
+
+The contract suite (tests/contract) covers the behaviour shared with the in-memory store.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import AsyncIterator
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+
+import anyio
+import psycopg
+import pytest
+
+from workload_domain.compiler import CompiledWorkflow, compile_definition
+from workload_domain.errors import RevisionConflict, RunNotFound, StoreUnavailable
+from workload_domain.events import EventType
+from workload_domain.idempotency import IdempotencyClaim, IdempotentWrite, Outcome, Replay
+from workload_domain.ids import uuid7
+from workload_domain.model import (
+    EventRecord,
+    NewRun,
+    RunCommit,
+    RunRecord,
+    TaskRecord,
+    VersionRecord,
+    WorkflowRecord,
+)
+from workload_domain.statuses import RunStatus, TaskStatus
+from workload_store_postgres.store import PostgresStore
+
+pytestmark = pytest.mark.anyio
+
+T0 = datetime(2026, 3, 1, tzinfo=UTC)
+_ids = itertools.count(1)
+WORKFLOW = compile_definition(
+    {"id": "wf", "tasks": [{"key": f"t{i}", "action": "mock"} for i in range(3)]}
+)
+
+
+def new_run(workflow: CompiledWorkflow = WORKFLOW, at: datetime = T0) -> NewRun:
+    run_id = uuid7(int(at.timestamp() * 1000), next(_ids).to_bytes(10, "big"))
+    run = RunRecord(run_id, workflow.workflow_id, 1, RunStatus.PENDING, 1, {}, False, at, at)
+    tasks = tuple(
+        TaskRecord(t.key, i, TaskStatus.PENDING, tuple(t.depends_on), 0, t.retry.max_attempts)
+        for i, t in enumerate(workflow.tasks)
+    )
+    return NewRun(run, tasks, (EventRecord(1, EventType.RUN_CREATED, at),))
+
+
+@pytest.fixture
+async def store(database_url: str) -> AsyncIterator[PostgresStore]:
+    async with PostgresStore(database_url, max_size=8) as opened:
+        await opened.create_workflow(
+            WorkflowRecord("wf", 1, "", T0, T0),
+            VersionRecord("wf", 1, WORKFLOW.definition_hash, 3, T0, WORKFLOW.document()),
+        )
+        yield opened
+
+
+def count(url: str, table: str) -> int:
+    with psycopg.connect(url) as conn:
+        row = conn.execute(f"SELECT count(*) FROM {table}").fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+async def test_a_failure_after_the_task_rows_rolls_back_run_and_idempotency_record(
+    store: PostgresStore, database_url: str
+) -> None:
+    def explode(run: RunRecord) -> Outcome:
+        raise RuntimeError("injected after tasks and events were written")
+
+    claim = IdempotencyClaim("op", "key-1", "create_run", "h")
+    run = new_run()
+    with pytest.raises(RuntimeError, match="injected"):
+        await store.create_run(run, IdempotentWrite(claim, explode))
+    for table in ("workflow_runs", "task_runs", "state_events", "idempotency_records"):
+        assert count(database_url, table) == 0, table
+    with pytest.raises(RunNotFound):
+        await store.get_run(run.run.run_id)
+    assert await store.find_outcome(claim) is None
+
+
+async def test_concurrent_duplicates_create_exactly_one_run(
+    store: PostgresStore, database_url: str
+) -> None:
+    claim = IdempotencyClaim("op", "same-key", "create_run", "same-request")
+    outcomes: list[Outcome] = []
+
+    def render(run: RunRecord) -> Outcome:
+        return Outcome(202, {"run_id": run.run_id})
+
+    async def create() -> None:
+        try:
+            created = await store.create_run(new_run(), IdempotentWrite(claim, render))
+            outcomes.append(render(created))
+        except Replay as replay:
+            outcomes.append(replay.outcome)
+
+    with anyio.fail_after(30):
+        async with anyio.create_task_group() as tg:
+            for _ in range(20):
+                tg.start_soon(create)
+    assert count(database_url, "workflow_runs") == 1
+    assert count(database_url, "idempotency_records") == 1
+    assert len(outcomes) == 20
+    assert len({o.body["run_id"] for o in outcomes}) == 1
+
+
+async def test_two_commits_from_the_same_revision_exactly_one_wins(
+    store: PostgresStore,
+) -> None:
+    created = new_run()
+    await store.create_run(created)
+    snapshot = await store.load_run(created.run.run_id)
+
+    def commit(event: EventType) -> RunCommit:
+        return RunCommit(
+            expected_revision=1,
+            run=replace(snapshot.run, revision=2, status=RunStatus.RUNNING, started_at=T0),
+            events=(EventRecord(2, event, T0),),
+        )
+
+    results: list[str] = []
+
+    async def attempt(event: EventType) -> None:
+        try:
+            await store.commit(commit(event))
+            results.append(event.value)
+        except RevisionConflict:
+            results.append("conflict")
+
+    async with anyio.create_task_group() as tg:
+        for event in (EventType.RUN_STARTED, EventType.RUN_RECOVERED) * 5:
+            tg.start_soon(attempt, event)
+    assert sorted(results).count("conflict") == 9
+    winner = next(r for r in results if r != "conflict")
+    events = await store.list_events(created.run.run_id)
+    assert [e.type.value for e in events] == ["run.created", winner]
+    assert (await store.get_run(created.run.run_id)).revision == 2
+
+
+async def test_pagination_returns_every_row_once_under_concurrent_inserts(
+    store: PostgresStore,
+) -> None:
+    first = [new_run(at=T0 + timedelta(seconds=i)) for i in range(9)]
+    for run in first:
+        await store.create_run(run)
+    seen: list[str] = []
+    cursor = None
+    pages = 0
+    while True:
+        page = await store.page_runs(None, None, cursor, 2)
+        seen.extend(r.run_id for r in page.items)
+        pages += 1
+        # Meanwhile, rows keep arriving, before and after the reader's position.
+        await store.create_run(new_run(at=T0 + timedelta(seconds=100 + pages)))
+        await store.create_run(new_run(at=T0 - timedelta(seconds=pages)))
+        if page.next_cursor is None:
+            break
+        cursor = page.next_cursor
+    assert len(seen) == len(set(seen))
+    assert seen[:9] == [r.run.run_id for r in first]
+    assert pages >= 5
+    assert seen == sorted(seen, key=seen.index)  # keyset order held throughout
+
+
+async def test_pool_connections_have_a_statement_timeout(database_url: str) -> None:
+    async with (
+        PostgresStore(database_url, statement_timeout_ms=1234) as store,
+        store._tx() as conn,
+    ):
+        row = await (await conn.execute("SHOW statement_timeout")).fetchone()
+        assert row is not None
+        assert row["statement_timeout"] == "1234ms"
+        with pytest.raises(StoreUnavailable):
+            async with store._tx() as slow:
+                await slow.execute("SELECT pg_sleep(5)")
+
+
+async def test_an_unreachable_server_is_unavailable_not_a_driver_error() -> None:
+    store = PostgresStore("postgresql://postgres@/x?host=/nonexistent", pool_timeout_seconds=1)
+    with anyio.fail_after(10), pytest.raises(StoreUnavailable):
+        await store.open()
+    await store.close()
