@@ -52,7 +52,7 @@ def lint(session: nox.Session) -> None:
 def typecheck(session: nox.Session) -> None:
     """mypy --strict over every package and the tests."""
     _sync(session)
-    session.run("mypy", *SOURCES, "tests", "noxfile.py")
+    session.run("mypy", *SOURCES, "tests", "benchmarks", "noxfile.py")
 
 
 @nox.session(python=PYTHON)
@@ -120,3 +120,10 @@ def tests_postgres15(session: nox.Session) -> None:
     _sync(session)
     env = {**_test_env(), "WORKLOAD_TEST_POSTGRES_BIN": DEBIAN_POSTGRES_15}
     session.run("pytest", "tests/store_postgres", "tests/contract", *session.posargs, env=env)
+
+
+@nox.session(python=PYTHON)
+def bench(session: nox.Session) -> None:
+    """Benchmarks (not run by default): prints JSON with p50/p95/p99 and throughput."""
+    _sync(session)
+    session.run("python", "-m", "benchmarks.store_bench", env=_test_env())
