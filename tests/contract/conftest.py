@@ -29,5 +29,5 @@ async def store(request: pytest.FixtureRequest, clock: FakeClock) -> AsyncIterat
         yield InMemoryStore(clock)
         return
     url: str = request.getfixturevalue("database_url")
-    async with PostgresStore(url, max_size=4) as postgres:
+    async with PostgresStore(url, max_size=4, clock=clock) as postgres:
         yield postgres

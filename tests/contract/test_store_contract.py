@@ -145,6 +145,23 @@ async def test_a_stale_commit_changes_nothing(store: Store, clock: FakeClock) ->
     )
     with pytest.raises(StoreIntegrityError):
         await store.commit(gap)
+    shuffled = replace(
+        gap,
+        events=(
+            EventRecord(5, EventType.RUN_CANCEL_REQUESTED, now),
+            EventRecord(3, EventType.RUN_RECOVERED, now),
+            EventRecord(4, EventType.RUN_RECOVERED, now),
+        ),
+    )
+    with pytest.raises(StoreIntegrityError):
+        await store.commit(shuffled)
+    unknown_task = replace(
+        gap,
+        tasks=(replace(snapshot.tasks[0], task_key="zzz"),),
+        events=(EventRecord(3, EventType.RUN_RECOVERED, now),),
+    )
+    with pytest.raises(StoreIntegrityError):
+        await store.commit(unknown_task)
     assert (await store.load_run(run_id), await store.list_events(run_id)) == before
     with pytest.raises(RunNotFound):
         await store.commit(
@@ -155,7 +172,14 @@ async def test_a_stale_commit_changes_nothing(store: Store, clock: FakeClock) ->
 async def test_reads_of_missing_things(store: Store, clock: FakeClock) -> None:
     h = Harness(store=store, clock=clock)
     run_id = await h.create(DIAMOND)
-    for missing in ("00000000-0000-7000-8000-000000000000", "not-a-uuid", "'; DROP TABLE x; --"):
+    spellings = (run_id.upper(), run_id.replace("-", ""), "{" + run_id + "}")
+    for missing in (
+        "00000000-0000-7000-8000-000000000000",
+        "not-a-uuid",
+        "'; DROP TABLE x; --",
+        "\x00",
+        *spellings,
+    ):
         with pytest.raises(RunNotFound):
             await store.get_run(missing)
         with pytest.raises(RunNotFound):
@@ -264,6 +288,26 @@ async def test_cursors_are_bound_to_their_listing(store: Store, clock: FakeClock
             await call()
 
 
+async def test_new_runs_must_be_well_formed(store: Store, clock: FakeClock) -> None:
+    h = Harness(store=store, clock=clock)
+    run_id = await h.create(DIAMOND)
+    snapshot = await store.load_run(run_id)
+    tasks = tuple(await store.list_tasks(run_id))
+    events = tuple(await store.list_events(run_id))
+    fresh = "01890000-0000-7000-8000-0000000000aa"
+    bad = [
+        NewRun(replace(snapshot.run, run_id="r1"), tasks, events),
+        NewRun(replace(snapshot.run, run_id=fresh.upper()), tasks, events),
+        NewRun(replace(snapshot.run, run_id=fresh, revision=5), tasks, events),
+        NewRun(replace(snapshot.run, run_id=fresh), tasks, (replace(events[0], sequence=2),)),
+    ]
+    for new in bad:
+        with pytest.raises(StoreIntegrityError):
+            await store.create_run(new)
+    with pytest.raises(RunNotFound):
+        await store.get_run(fresh)
+
+
 async def test_idempotent_create_run_replays_and_refuses_reuse(
     store: Store, clock: FakeClock
 ) -> None:
@@ -303,9 +347,12 @@ async def test_outcomes_without_a_write_and_purge(store: Store, clock: FakeClock
     with pytest.raises(IdempotencyKeyReused):
         await store.save_outcome(claim("cancel-1", "h2"), outcome)
     assert await store.find_outcome(claim("unknown")) is None
-    future = clock.now() + timedelta(days=3650)
-    assert await store.purge_outcomes(future - timedelta(days=7300)) == 0
-    assert await store.find_outcome(claim("cancel-1")) == outcome
+    clock.advance(3600)
+    await store.save_outcome(claim("cancel-2"), outcome)
+    assert await store.purge_outcomes(clock.now() - timedelta(hours=2)) == 0
+    assert await store.purge_outcomes(clock.now() - timedelta(minutes=30)) == 1
+    assert await store.find_outcome(claim("cancel-1")) is None
+    assert await store.find_outcome(claim("cancel-2")) == outcome
 
 
 async def test_unfinished_runs_page_by_id(store: Store, clock: FakeClock) -> None:

@@ -146,7 +146,7 @@ class VersionNotFound(NotFound):
 
     code = "version_not_found"
 
-    def __init__(self, workflow_id: str, version: int) -> None:
+    def __init__(self, workflow_id: str, version: int | str) -> None:
         super().__init__(f"workflow {workflow_id!r} has no version {version}")
         self.workflow_id = workflow_id
         self.version = version

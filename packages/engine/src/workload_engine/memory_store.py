@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import copy
 import secrets
+import uuid
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -156,6 +157,8 @@ class InMemoryStore:
         await anyio.lowlevel.checkpoint()
         self._check_claim(idempotency)
         run = new_run.run
+        if not _is_canonical_uuid(run.run_id):
+            raise StoreIntegrityError(f"run ids are canonical UUIDs, not {run.run_id!r}")
         if run.run_id in self._runs:
             raise StoreIntegrityError(f"run {run.run_id!r} already exists")
         if (run.workflow_id, run.version) not in self._versions:
@@ -448,6 +451,13 @@ class InMemoryStore:
             return self._runs[run_id]
         except KeyError:
             raise RunNotFound(run_id) from None
+
+
+def _is_canonical_uuid(value: str) -> bool:
+    try:
+        return str(uuid.UUID(value)) == value
+    except ValueError:
+        return False
 
 
 def _same_request(stored: IdempotencyClaim, claim: IdempotencyClaim) -> None:

@@ -276,20 +276,21 @@ def plan(
     return _plan(draft, workflow, slots, launches=tuple(launches), wanted=tuple(wanted))
 
 
-def cancel_commit(snapshot: RunSnapshot, *, now: datetime) -> RunCommit:
+def cancel_commit(snapshot: RunSnapshot, *, now: datetime) -> tuple[RunCommit, RunSnapshot]:
     """The commit that records a cancel request on a run that is not terminal.
 
     A ``pending`` run (no attempt ever started) is canceled in the same commit; a started run
-    only records the request, and its runner converges it to ``canceled``.
+    only records the request, and its runner converges it to ``canceled``. Returns the commit
+    and the run's state after it.
     """
     draft = _Draft(snapshot, now)
     draft.set_run(cancel_requested=True)
     draft.emit(EventType.RUN_CANCEL_REQUESTED)
     if draft.run.status is RunStatus.PENDING:
         _cancel_everything(draft)
-    commit, _ = draft.result()
+    commit, after = draft.result()
     assert commit is not None  # the request itself is always a change
-    return commit
+    return commit, after
 
 
 def _plan(

@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Protocol
 
 from workload_domain.compiler import CompiledWorkflow
 from workload_domain.errors import PreconditionFailed, RevisionConflict, RunFinished
 from workload_domain.events import EventType
-from workload_domain.idempotency import IdempotentWrite
+from workload_domain.idempotency import IdempotencyClaim, IdempotentWrite, Outcome
 from workload_domain.jsonvalues import JsonObject
-from workload_domain.model import EventRecord, NewRun, RunRecord, TaskRecord
+from workload_domain.model import EventRecord, NewRun, RunRecord, RunSnapshot, TaskRecord
 from workload_domain.ports import Clock, ExecutionStore, IdempotencyStore
 from workload_domain.statuses import RunStatus, TaskStatus
 from workload_engine.planner import cancel_commit
@@ -63,11 +64,16 @@ def build_run(
 class CancelResult:
     """The run after a cancel request, and whether it had been canceled already."""
 
-    __slots__ = ("already_canceled", "run")
+    __slots__ = ("already_canceled", "snapshot")
 
-    def __init__(self, run: RunRecord, *, already_canceled: bool) -> None:
-        self.run = run
+    def __init__(self, snapshot: RunSnapshot, *, already_canceled: bool) -> None:
+        self.snapshot = snapshot
         self.already_canceled = already_canceled
+
+    @property
+    def run(self) -> RunRecord:
+        """The run row after the request."""
+        return self.snapshot.run
 
 
 class _CancelStore(ExecutionStore, IdempotencyStore, Protocol):
@@ -80,11 +86,15 @@ async def request_cancel(
     run_id: str,
     *,
     if_revision: int | None = None,
-    idempotency: IdempotentWrite[RunRecord] | None = None,
+    claim: IdempotencyClaim | None = None,
+    render: Callable[[RunSnapshot, bool], Outcome] | None = None,
 ) -> CancelResult:
     """Record a cancel request (SPEC §4): a pending run is canceled at once.
 
     The caller notifies the engine afterwards so that a started run converges to ``canceled``.
+    With ``claim``, the outcome ``render`` makes of the run's new state (and whether it was
+    canceled already) is saved with the write, or alone when there is nothing to write, for
+    idempotent replays.
 
     Raises:
         RunNotFound: no such run.
@@ -101,17 +111,26 @@ async def request_cancel(
             )
         if run.status is RunStatus.CANCELED or run.cancel_requested:
             # Nothing to write but the outcome, which a retry with the same key must replay.
-            if idempotency is not None:
-                await store.save_outcome(idempotency.claim, idempotency.render(run))
-            return CancelResult(run, already_canceled=run.status is RunStatus.CANCELED)
+            already = run.status is RunStatus.CANCELED
+            if claim is not None and render is not None:
+                await store.save_outcome(claim, render(snapshot, already))
+            return CancelResult(snapshot, already_canceled=already)
         if run.status.is_terminal:
             raise RunFinished(run_id, run.status.value)
-        commit = cancel_commit(snapshot, now=clock.now())
+        commit, after = cancel_commit(snapshot, now=clock.now())
+        write = None
+        if claim is not None and render is not None:
+            write = IdempotentWrite[RunRecord](claim, _constant(render(after, False)))
         try:
-            await store.commit(commit, idempotency)
+            await store.commit(commit, write)
         except RevisionConflict:
             if if_revision is not None:
                 raise PreconditionFailed(f"run {run_id!r} changed concurrently") from None
             continue
-        return CancelResult(commit.run, already_canceled=False)
+        return CancelResult(after, already_canceled=False)
     raise RevisionConflict(run_id, -1)
+
+
+def _constant(outcome: Outcome) -> Callable[[RunRecord], Outcome]:
+    """A render that ignores the written row: the outcome was rendered from the full state."""
+    return lambda _: outcome

@@ -142,7 +142,7 @@ FROM idempotency_records WHERE principal = %(principal)s AND idempotency_key = %
 INSERT INTO idempotency_records
     (principal, idempotency_key, operation, request_hash, status_code, response, created_at)
 VALUES (%(principal)s, %(key)s, %(operation)s, %(request_hash)s, %(status_code)s, %(response)s,
-        now())
+        %(created_at)s)
 
 -- name: purge_outcomes
 DELETE FROM idempotency_records WHERE created_at < %(older_than)s

@@ -16,12 +16,12 @@ import secrets
 import uuid
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 import psycopg
 from psycopg import sql
-from psycopg.errors import ForeignKeyViolation, IntegrityError, UniqueViolation
+from psycopg.errors import ForeignKeyViolation, IntegrityError, UndefinedTable, UniqueViolation
 from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
@@ -61,8 +61,10 @@ from workload_domain.model import (
     VersionRecord,
     WorkflowRecord,
 )
+from workload_domain.ports import Clock
 from workload_domain.statuses import AttemptStatus, RunStatus, TaskStatus
 from workload_store_postgres._queries import query
+from workload_store_postgres.migrations import SchemaBehind
 
 __all__ = ["DEFAULT_STATEMENT_TIMEOUT_MS", "PostgresStore"]
 
@@ -73,6 +75,16 @@ _MIN_TIME = from_micros(-62135596800 * 1_000_000)  # 0001-01-01T00:00:00Z
 _T = TypeVar("_T")
 Row = dict[str, Any]
 Conn = psycopg.AsyncConnection[Row]
+
+
+class _UtcClock:
+    """The wall clock, when no Clock is injected (records' created_at, for the purge)."""
+
+    def now(self) -> datetime:
+        return datetime.now(UTC)
+
+    async def sleep_until(self, deadline: datetime) -> None:  # pragma: no cover - unused
+        raise NotImplementedError
 
 
 class PostgresStore:
@@ -86,6 +98,7 @@ class PostgresStore:
         max_size: int = 10,
         statement_timeout_ms: int = DEFAULT_STATEMENT_TIMEOUT_MS,
         pool_timeout_seconds: float = 5.0,
+        clock: Clock | None = None,
     ) -> None:
         self._pool: AsyncConnectionPool[Conn] = AsyncConnectionPool(
             url,
@@ -102,6 +115,7 @@ class PostgresStore:
             },
         )
         self._open_timeout = pool_timeout_seconds
+        self._clock: Clock = clock or _UtcClock()
         self._codec: CursorCodec | None = None
 
     async def open(self) -> None:
@@ -134,8 +148,14 @@ class PostgresStore:
         try:
             async with self._pool.connection() as conn:
                 yield conn
+        except UndefinedTable as exc:
+            raise SchemaBehind(
+                "the database has no Workload schema: run `workload migrate up`"
+            ) from exc
         except (psycopg.OperationalError, psycopg.InterfaceError, PoolTimeout) as exc:
             raise StoreUnavailable(f"PostgreSQL is unavailable: {exc}") from exc
+        except psycopg.DataError as exc:  # a value the domain should have refused: a bug
+            raise StoreIntegrityError(f"PostgreSQL refused a value: {exc}") from exc
 
     # -- workflows ---------------------------------------------------------------------------
 
@@ -151,7 +171,7 @@ class PostgresStore:
                 await _check_claim(conn, idempotency)
                 await conn.execute(query("insert_workflow"), _workflow_params(workflow))
                 await conn.execute(query("insert_version"), _version_params(version))
-                await _save_claim(conn, idempotency, version)
+                await _save_claim(conn, idempotency, version, self._clock.now())
         except UniqueViolation as exc:
             await self._replay_after_race(idempotency)
             if exc.diag.constraint_name == "workflows_pkey":
@@ -195,7 +215,7 @@ class PostgresStore:
                     definition,
                 )
                 await conn.execute(query("insert_version"), _version_params(record))
-                await _save_claim(conn, idempotency, record)
+                await _save_claim(conn, idempotency, record, self._clock.now())
         except UniqueViolation as exc:
             await self._replay_after_race(idempotency)
             raise StoreIntegrityError(str(exc)) from exc
@@ -265,7 +285,12 @@ class PostgresStore:
     ) -> RunRecord:
         """Write the run, its tasks, its first events and the idempotency record atomically."""
         run = new_run.run
-        run_uuid = _run_uuid(run.run_id)
+        run_uuid = _maybe_uuid(run.run_id)
+        if run_uuid is None:
+            raise StoreIntegrityError(f"run ids are canonical UUIDs, not {run.run_id!r}")
+        if run.revision != 1:
+            raise StoreIntegrityError("a new run starts at revision 1")
+        _check_sequences(new_run.events, 0)
         try:
             async with self._tx() as conn:
                 await _check_claim(conn, idempotency)
@@ -279,7 +304,7 @@ class PostgresStore:
                     await cur.executemany(
                         query("insert_event"), [_event_params(run_uuid, e) for e in new_run.events]
                     )
-                await _save_claim(conn, idempotency, run)
+                await _save_claim(conn, idempotency, run, self._clock.now())
         except ForeignKeyViolation:
             raise VersionNotFound(run.workflow_id, run.version) from None
         except UniqueViolation as exc:
@@ -326,15 +351,14 @@ class PostgresStore:
                     if await _one(conn, "run_exists", {"run_id": run_uuid}) is None:
                         raise RunNotFound(run.run_id)
                     raise RevisionConflict(run.run_id, commit.expected_revision)
-                if commit.events and row["last_sequence"] != commit.events[-1].sequence:
-                    raise StoreIntegrityError(
-                        "event sequences must continue the run's history contiguously"
-                    )
+                _check_sequences(commit.events, row["last_sequence"] - len(commit.events))
                 async with conn.cursor() as cur:
                     if commit.tasks:
                         await cur.executemany(
                             query("update_task"), [_task_params(run_uuid, t) for t in commit.tasks]
                         )
+                        if cur.rowcount != len(commit.tasks):
+                            raise StoreIntegrityError("the commit updates a task the run lacks")
                     if commit.attempts:
                         await cur.executemany(
                             query("upsert_attempt"),
@@ -345,7 +369,7 @@ class PostgresStore:
                             query("insert_event"),
                             [_event_params(run_uuid, e) for e in commit.events],
                         )
-                await _save_claim(conn, idempotency, run)
+                await _save_claim(conn, idempotency, run, self._clock.now())
         except UniqueViolation as exc:
             await self._replay_after_race(idempotency)
             raise StoreIntegrityError(str(exc)) from exc
@@ -528,10 +552,10 @@ class PostgresStore:
         try:
             async with self._tx() as conn:
                 await _check_claim(conn, write)
-                await _save_claim(conn, write, None)
-        except UniqueViolation:
+                await _save_claim(conn, write, None, self._clock.now())
+        except UniqueViolation as exc:
             await self._replay_after_race(write)
-            raise
+            raise StoreIntegrityError("the idempotency record vanished during a race") from exc
 
     async def purge_outcomes(self, older_than: datetime) -> int:
         """Delete records created before ``older_than``."""
@@ -607,7 +631,9 @@ async def _check_claim(conn: Conn, write: IdempotentWrite[_T] | None) -> None:
             raise Replay(outcome)
 
 
-async def _save_claim(conn: Conn, write: IdempotentWrite[_T] | None, resource: _T) -> None:
+async def _save_claim(
+    conn: Conn, write: IdempotentWrite[_T] | None, resource: _T, created_at: datetime
+) -> None:
     if write is None:
         return
     claim = write.claim
@@ -621,15 +647,23 @@ async def _save_claim(conn: Conn, write: IdempotentWrite[_T] | None, resource: _
             "request_hash": claim.request_hash,
             "status_code": outcome.status_code,
             "response": Jsonb(outcome.body),
+            "created_at": created_at,
         },
     )
 
 
 def _maybe_uuid(run_id: str) -> uuid.UUID | None:
+    """The UUID a run id spells, only in its canonical form (one id, one spelling)."""
     try:
-        return uuid.UUID(run_id)
+        parsed = uuid.UUID(run_id)
     except (ValueError, TypeError, AttributeError):
         return None
+    return parsed if str(parsed) == run_id else None
+
+
+def _check_sequences(events: Sequence[EventRecord], last: int) -> None:
+    if [e.sequence for e in events] != list(range(last + 1, last + 1 + len(events))):
+        raise StoreIntegrityError("event sequences must continue the run's history contiguously")
 
 
 def _run_uuid(run_id: str) -> uuid.UUID:

@@ -69,8 +69,6 @@ CREATE TABLE task_runs (
     CHECK (attempt_count <= max_attempts),
     CHECK ((status = 'waiting_retry') = (next_attempt_at IS NOT NULL))
 );
--- Tasks waiting to retry, by due time.
-CREATE INDEX task_runs_waiting_retry ON task_runs (next_attempt_at) WHERE status = 'waiting_retry';
 
 CREATE TABLE attempts (
     run_id      uuid        NOT NULL,
@@ -86,7 +84,7 @@ CREATE TABLE attempts (
     FOREIGN KEY (run_id, task_key) REFERENCES task_runs (run_id, task_key),
     CHECK ((status = 'running') = (finished_at IS NULL))
 );
--- Loading a run's running attempts, and marking leftovers interrupted at start-up.
+-- load_run: a run's running attempts (every runner turn after a conflict, and recovery).
 CREATE INDEX attempts_running ON attempts (run_id) WHERE status = 'running';
 
 CREATE TABLE state_events (
