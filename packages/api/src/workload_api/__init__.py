@@ -1,0 +1,1 @@
+"""Workload HTTP API."""

@@ -1,0 +1,74 @@
+"""Bearer authentication with two roles (SPEC §6): viewers read, operators read and write.
+
+Tokens are compared in constant time against every configured token, so timing tells nothing
+about which token (or which prefix) matched. A principal is identified by a hash of its token:
+idempotency keys are scoped to it, and no token value is ever kept in a log or a record.
+"""
+
+from __future__ import annotations
+
+import enum
+import hashlib
+import hmac
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from pydantic import SecretStr
+
+from workload_api.problems import HttpProblem
+
+__all__ = ["Authenticator", "Principal", "Role"]
+
+_REALM = 'Bearer realm="workload"'
+
+
+class Role(enum.IntEnum):
+    """What a principal may do; a higher role includes the lower ones."""
+
+    VIEWER = 1
+    OPERATOR = 2
+
+
+@dataclass(frozen=True, slots=True)
+class Principal:
+    """An authenticated caller."""
+
+    id: str
+    role: Role
+
+
+class Authenticator:
+    """Resolves ``Authorization`` headers to principals."""
+
+    def __init__(self, viewers: Iterable[SecretStr], operators: Iterable[SecretStr]) -> None:
+        self._tokens: list[tuple[bytes, Role]] = [
+            (t.get_secret_value().encode("utf-8"), Role.VIEWER) for t in viewers
+        ] + [(t.get_secret_value().encode("utf-8"), Role.OPERATOR) for t in operators]
+
+    def authenticate(self, authorization: str | None, required: Role) -> Principal:
+        """Return the principal, or raise 401 (no or bad token) / 403 (role too low)."""
+        if not authorization:
+            raise HttpProblem(
+                401,
+                "unauthenticated",
+                "this operation needs a bearer token",
+                headers={"WWW-Authenticate": _REALM},
+            )
+        scheme, _, token = authorization.partition(" ")
+        presented = token.strip().encode("utf-8", "surrogateescape")
+        role: Role | None = None
+        # No early exit: every configured token is compared, matched or not.
+        for known, known_role in self._tokens:
+            if hmac.compare_digest(presented, known) and scheme.lower() == "bearer":
+                role = known_role if role is None else max(role, known_role)
+        if role is None:
+            raise HttpProblem(
+                401,
+                "unauthenticated",
+                "the bearer token is not valid",
+                headers={"WWW-Authenticate": f'{_REALM}, error="invalid_token"'},
+            )
+        if role < required:
+            raise HttpProblem(403, "forbidden", "this operation needs the operator role")
+        principal_id = "sha256:" + hashlib.sha256(presented).hexdigest()[:32]
+        return Principal(principal_id, role)

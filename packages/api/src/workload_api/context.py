@@ -1,0 +1,120 @@
+"""Request ids and the access log: one JSON line per request, never tokens or bodies."""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import sys
+import time
+import uuid
+from typing import Any
+
+from starlette.datastructures import MutableHeaders
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from workload_api.problems import HttpProblem, problem_response
+
+__all__ = ["ACCESS_LOGGER", "JsonFormatter", "RequestContext", "configure_logging"]
+
+ACCESS_LOGGER = "workload.access"
+_REQUEST_ID = re.compile(r"^[A-Za-z0-9._-]{1,128}$")
+_log = logging.getLogger(ACCESS_LOGGER)
+_errors = logging.getLogger("workload.errors")
+
+
+class JsonFormatter(logging.Formatter):
+    """Formats a record as one JSON object; structured fields come from ``extra={"fields": …}``."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        """One line of JSON."""
+        entry: dict[str, Any] = {
+            "time": self.formatTime(record, "%Y-%m-%dT%H:%M:%S%z"),
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "message": record.getMessage(),
+        }
+        entry.update(getattr(record, "fields", {}))
+        if record.exc_info and record.exc_info[0] is not None:
+            entry["exception"] = record.exc_info[0].__name__
+        return json.dumps(entry, ensure_ascii=False, default=str)
+
+
+def configure_logging(level: str = "INFO") -> None:
+    """Send ``workload.*`` logs to stderr as JSON lines (idempotent)."""
+    logger = logging.getLogger("workload")
+    logger.setLevel(level.upper())
+    if not any(getattr(h, "_workload", False) for h in logger.handlers):
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(JsonFormatter())
+        handler._workload = True  # type: ignore[attr-defined]  # marks our own handler
+        logger.addHandler(handler)
+    logger.propagate = False
+
+
+class RequestContext:
+    """ASGI middleware: request ids, the access log, and a problem for any escaped error.
+
+    Every response carries ``X-Request-ID``; every request logs one JSON line; an error that
+    escapes a handler becomes a 500 problem (never a traceback).
+    """
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Handle one connection scope."""
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        request_id = _request_id(scope)
+        state = scope.setdefault("state", {})
+        state["request_id"] = request_id
+        started = time.perf_counter()
+        status = 500
+        response_started = False
+
+        async def send_with_id(message: Message) -> None:
+            nonlocal status, response_started
+            if message["type"] == "http.response.start":
+                response_started = True
+                status = message["status"]
+                MutableHeaders(scope=message)["X-Request-ID"] = request_id
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_with_id)
+        except Exception:
+            _errors.exception("unhandled error", extra={"fields": {"request_id": request_id}})
+            if not response_started:
+                state["error_code"] = "internal"
+                problem = HttpProblem(
+                    500,
+                    "internal",
+                    "an internal error occurred; it was logged with this request id",
+                )
+                await problem_response(problem, request_id)(scope, receive, send_with_id)
+        finally:
+            _log.info(
+                "request",
+                extra={
+                    "fields": {
+                        "request_id": request_id,
+                        "method": scope["method"],
+                        "route": state.get("route", "<unmatched>"),
+                        "status": status,
+                        "duration_ms": round((time.perf_counter() - started) * 1000, 3),
+                        "error_code": state.get("error_code"),
+                    }
+                },
+            )
+
+
+def _request_id(scope: Scope) -> str:
+    for name, value in scope["headers"]:
+        if name == b"x-request-id":
+            candidate: str = value.decode("latin-1")
+            if _REQUEST_ID.match(candidate):
+                return candidate
+            break
+    return uuid.uuid4().hex

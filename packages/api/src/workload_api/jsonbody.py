@@ -1,0 +1,100 @@
+"""Strict request bodies (SPEC §6): media type, size, UTF-8, one JSON object, no duplicates/NaN."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from starlette.requests import Request
+
+from workload_api.problems import HttpProblem
+from workload_domain.errors import Problem
+from workload_domain.jsonvalues import MAX_JSON_DEPTH, json_problems
+
+__all__ = ["MAX_BODY_BYTES", "read_json_object"]
+
+MAX_BODY_BYTES = 1024 * 1024
+
+
+class _Duplicate(ValueError):
+    pass
+
+
+def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    result: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in result:
+            raise _Duplicate(f"duplicate object key {key!r}")
+        result[key] = value
+    return result
+
+
+def _no_constants(name: str) -> Any:
+    raise ValueError(f"{name} is not valid JSON")
+
+
+async def _read_limited(request: Request) -> bytes:
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > MAX_BODY_BYTES:
+        raise HttpProblem(413, "payload_too_large", "the request body is larger than 1 MiB")
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > MAX_BODY_BYTES:
+            raise HttpProblem(413, "payload_too_large", "the request body is larger than 1 MiB")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _is_json_media_type(content_type: str | None) -> bool:
+    if not content_type:
+        return False
+    media, _, params = content_type.partition(";")
+    if media.strip().lower() != "application/json":
+        return False
+    for param in params.split(";"):
+        name, _, value = param.partition("=")
+        if name.strip().lower() == "charset" and value.strip().strip('"').lower() != "utf-8":
+            return False
+    return True
+
+
+async def read_json_object(request: Request, *, optional: bool = False) -> dict[str, Any] | None:
+    """Read the body as one strict JSON object.
+
+    Args:
+        request: the request.
+        optional: an empty body is allowed (and needs no content type); returns None.
+
+    Raises:
+        HttpProblem: 413 over 1 MiB, 415 not ``application/json``, 400 ``invalid_json``.
+    """
+    body = await _read_limited(request)
+    if not body and optional:
+        return None
+    if not _is_json_media_type(request.headers.get("content-type")):
+        raise HttpProblem(
+            415, "unsupported_media_type", "request bodies must be application/json (UTF-8)"
+        )
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError:
+        raise HttpProblem(400, "invalid_json", "the body is not valid UTF-8") from None
+    try:
+        value = json.loads(text, object_pairs_hook=_no_duplicates, parse_constant=_no_constants)
+    except _Duplicate as exc:
+        raise HttpProblem(400, "invalid_json", str(exc)) from None
+    except (ValueError, RecursionError):
+        raise HttpProblem(400, "invalid_json", "the body is not valid JSON") from None
+    if not isinstance(value, dict):
+        raise HttpProblem(400, "invalid_json", "the body must be one JSON object")
+    deep = [p for p in json_problems(value, max_depth=MAX_JSON_DEPTH + 4) if "nesting" in p.message]
+    if deep:
+        raise HttpProblem(
+            400,
+            "invalid_json",
+            "the body is nested too deeply",
+            problems=[Problem(deep[0].path, deep[0].message)],
+        )
+    return value

@@ -1,0 +1,187 @@
+"""The OpenAPI 3.1 document, generated from the operations table and the pydantic models."""
+
+from __future__ import annotations
+
+from http import HTTPStatus
+from typing import Any
+
+from pydantic import BaseModel
+from pydantic.json_schema import models_json_schema
+
+from workload_api import schemas
+from workload_api.operations import OPERATIONS, Operation
+from workload_domain.definition import WorkflowDefinition
+
+__all__ = ["openapi_document"]
+
+_REF = "#/components/schemas/{model}"
+_PROBLEM = {"$ref": "#/components/schemas/ProblemDetails"}
+_IDEMPOTENCY_KEY = {
+    "name": "Idempotency-Key",
+    "in": "header",
+    "required": True,
+    "description": "1-255 visible ASCII characters; the same key replays the first outcome",
+    "schema": {"type": "string", "minLength": 1, "maxLength": 255, "pattern": "^[!-~]+$"},
+}
+_IF_MATCH = {
+    "name": "If-Match",
+    "in": "header",
+    "required": False,
+    "description": 'the ETag of GET run ("<revision>"): cancel only if the run is unchanged',
+    "schema": {"type": "string"},
+}
+
+
+def _components() -> dict[str, Any]:
+    models: list[type[BaseModel]] = [
+        WorkflowDefinition,
+        schemas.ProblemDetails,
+        schemas.Health,
+        schemas.StartRunRequest,
+        *{op.response for op in OPERATIONS},
+    ]
+    _, top = models_json_schema(
+        [(m, "validation" if m is WorkflowDefinition else "serialization") for m in models],
+        ref_template=_REF,
+    )
+    linked: dict[str, Any] = _link_definitions(dict(top.get("$defs", {})))
+    return linked
+
+
+def _link_definitions(node: Any) -> Any:
+    """Replace the definition placeholders with references to WorkflowDefinition."""
+    if isinstance(node, dict):
+        if node.get(schemas.DEFINITION_MARKER):
+            return {"$ref": _REF.format(model="WorkflowDefinition")}
+        return {k: _link_definitions(v) for k, v in node.items()}
+    if isinstance(node, list):
+        return [_link_definitions(v) for v in node]
+    return node
+
+
+def _path_parameters(path: str) -> list[dict[str, Any]]:
+    names = [part[1:-1] for part in path.split("/") if part.startswith("{")]
+    return [
+        {"name": n, "in": "path", "required": True, "schema": {"type": "string"}} for n in names
+    ]
+
+
+def _operation(op: Operation, refs: dict[str, str]) -> dict[str, Any]:
+    parameters = _path_parameters(op.path)
+    parameters += [
+        {
+            "name": q.name,
+            "in": "query",
+            "required": False,
+            "description": q.description,
+            "schema": dict(q.schema),
+        }
+        for q in op.query
+    ]
+    if op.writes:
+        parameters.append(_IDEMPOTENCY_KEY)
+    if op.operation_id == "cancelRun":
+        parameters.append(_IF_MATCH)
+    success_headers: dict[str, Any] = {
+        "X-Request-ID": {"schema": {"type": "string"}},
+    }
+    if op.etag:
+        success_headers["ETag"] = {"schema": {"type": "string"}}
+    if op.operation_id == "startRun":
+        success_headers["Location"] = {"schema": {"type": "string"}}
+    content = {"application/json": {"schema": {"$ref": refs[op.operation_id]}}}
+    responses: dict[str, Any] = {
+        str(op.success): {
+            "description": HTTPStatus(op.success).phrase,
+            "headers": success_headers,
+            "content": content,
+        }
+    }
+    if op.operation_id == "cancelRun":
+        responses["200"] = {
+            "description": "the run was already canceled",
+            "headers": success_headers,
+            "content": content,
+        }
+    if op.writes:
+        responses.setdefault(str(op.success), {})
+    for status in (*op.errors, 500):
+        responses[str(status)] = {
+            "description": HTTPStatus(status).phrase,
+            "content": {"application/problem+json": {"schema": _PROBLEM}},
+        }
+    document: dict[str, Any] = {
+        "operationId": op.operation_id,
+        "summary": op.summary,
+        "parameters": parameters,
+        "responses": responses,
+        "security": [{"bearer": []}],
+    }
+    if op.body == "definition":
+        document["requestBody"] = {
+            "required": True,
+            "content": {
+                "application/json": {"schema": {"$ref": "#/components/schemas/WorkflowDefinition"}}
+            },
+        }
+    elif op.body == "start_run":
+        document["requestBody"] = {
+            "required": False,
+            "content": {
+                "application/json": {"schema": {"$ref": "#/components/schemas/StartRunRequest"}}
+            },
+        }
+    return document
+
+
+def _public(
+    summary: str, operation_id: str, statuses: tuple[int, ...], schema: dict[str, Any]
+) -> dict[str, Any]:
+    return {
+        "operationId": operation_id,
+        "summary": summary,
+        "security": [],
+        "responses": {
+            str(s): {
+                "description": HTTPStatus(s).phrase,
+                "content": {"application/json": {"schema": schema}},
+            }
+            for s in statuses
+        },
+    }
+
+
+def openapi_document() -> dict[str, Any]:
+    """The whole OpenAPI 3.1 document of the service."""
+    components = _components()
+    refs: dict[str, str] = {}
+    for op in OPERATIONS:
+        title = op.response.model_json_schema(mode="serialization")["title"]
+        key = next(
+            (k for k, v in components.items() if v.get("title") == title),
+            op.response.__name__,
+        )
+        refs[op.operation_id] = _REF.format(model=key)
+    paths: dict[str, dict[str, Any]] = {}
+    for op in OPERATIONS:
+        paths.setdefault(op.path, {})[op.method.lower()] = _operation(op, refs)
+    health = {"$ref": "#/components/schemas/Health"}
+    paths["/api/v1/openapi.json"] = {
+        "get": _public("This OpenAPI document", "getOpenApi", (200,), {"type": "object"})
+    }
+    paths["/livez"] = {"get": _public("Liveness", "getLivez", (200,), health)}
+    paths["/readyz"] = {"get": _public("Readiness", "getReadyz", (200, 503), health)}
+    return {
+        "openapi": "3.1.0",
+        "info": {
+            "title": "Workload control plane API",
+            "version": "1.0.0",
+            "description": "Workflows as immutable versions, runs, tasks, attempts and events.",
+        },
+        "servers": [{"url": "/"}],
+        "paths": paths,
+        "components": {
+            "schemas": components,
+            "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
+        },
+    }

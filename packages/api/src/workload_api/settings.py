@@ -1,0 +1,39 @@
+"""Service configuration: every ``WORKLOAD_*`` setting, read once by the composition root."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+from pydantic import Field, SecretStr, field_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+__all__ = ["Settings"]
+
+Tokens = Annotated[tuple[SecretStr, ...], NoDecode]
+
+
+class Settings(BaseSettings):
+    """Configuration from the environment (``WORKLOAD_*``) or from explicit arguments."""
+
+    model_config = SettingsConfigDict(env_prefix="WORKLOAD_", extra="ignore", frozen=True)
+
+    database_url: str | None = None
+    host: str = "127.0.0.1"
+    port: int = Field(default=8080, ge=0, le=65535)
+    data_dir: Path | None = None
+    log_level: str = "INFO"
+    viewer_tokens: Tokens = ()
+    operator_tokens: Tokens = ()
+    max_concurrent_attempts: int = Field(default=64, ge=1, le=10_000)
+    lock_check_interval_seconds: float = Field(default=1.0, gt=0, le=3600)
+    statement_timeout_ms: int = Field(default=5000, ge=100, le=600_000)
+    pool_max_size: int = Field(default=10, ge=1, le=1000)
+
+    @field_validator("viewer_tokens", "operator_tokens", mode="before")
+    @classmethod
+    def _split_tokens(cls, value: object) -> object:
+        # Comma-separated, so that tokens can rotate: old and new are both valid for a while.
+        if isinstance(value, str):
+            return tuple(SecretStr(t.strip()) for t in value.split(",") if t.strip())
+        return value
