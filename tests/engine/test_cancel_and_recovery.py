@@ -13,8 +13,8 @@ from workload_domain.errors import (
     RunNotFound,
     StoreUnavailable,
 )
-from workload_domain.idempotency import IdempotentWrite
-from workload_domain.model import RunCommit, RunRecord
+from workload_domain.idempotency import IdempotencyClaim, IdempotentWrite, Outcome, Replay
+from workload_domain.model import RunCommit, RunRecord, RunSnapshot
 from workload_domain.statuses import RunStatus
 from workload_engine.clock import wait_until_idle
 from workload_engine.memory_store import InMemoryStore
@@ -310,3 +310,26 @@ async def test_recover_hands_every_unfinished_run_to_the_engine() -> None:
         tg.cancel_scope.cancel()
     for run_id in unfinished:
         assert (await h.view(run_id)).status == "succeeded"
+
+
+async def test_cancel_with_an_idempotency_claim_saves_and_replays_its_outcome() -> None:
+    h = Harness()
+    running = await h.create(CHAIN)
+    pending = await h.create(CHAIN)
+    claim = IdempotencyClaim("op", "cancel-key", "cancel_run", "hash")
+
+    def render(after: RunSnapshot, already: bool) -> Outcome:
+        return Outcome(200 if already else 202, {"status": after.run.status.value})
+
+    result = await request_cancel(h.store, h.clock, pending, claim=claim, render=render)
+    assert result.run.status is RunStatus.CANCELED
+    assert await h.store.find_outcome(claim) == Outcome(202, {"status": "canceled"})
+    with pytest.raises(Replay) as replay:
+        await request_cancel(h.store, h.clock, running, claim=claim, render=render)
+    assert replay.value.outcome == Outcome(202, {"status": "canceled"})
+    assert not (await h.store.get_run(running)).cancel_requested
+    # A cancel that writes nothing (already canceled) still records its outcome.
+    other = IdempotencyClaim("op", "cancel-again", "cancel_run", "hash")
+    again = await request_cancel(h.store, h.clock, pending, claim=other, render=render)
+    assert again.already_canceled
+    assert await h.store.find_outcome(other) == Outcome(200, {"status": "canceled"})

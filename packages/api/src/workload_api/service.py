@@ -18,7 +18,7 @@ from workload_api import schemas
 from workload_domain.compiler import compile_definition
 from workload_domain.cursors import Page
 from workload_domain.errors import InvalidArgument, Problem, VersionNotFound
-from workload_domain.idempotency import IdempotencyClaim, IdempotentWrite, Outcome
+from workload_domain.idempotency import IdempotencyClaim, IdempotentWrite, Outcome, Replay
 from workload_domain.ids import uuid7
 from workload_domain.jsonvalues import json_problems
 from workload_domain.model import RunRecord, RunSnapshot, VersionRecord, WorkflowRecord
@@ -50,6 +50,16 @@ class ControlPlane:
         self.clock = clock
         self._new_run_id = new_run_id or self._uuid7
 
+    async def _replay_if_seen(self, claim: IdempotencyClaim) -> None:
+        """Answer a retried request from its stored outcome before doing any work.
+
+        Checked first, so a retry replays even when its preconditions no longer hold (a cancel
+        retried with an ETag that its own first attempt made stale).
+        """
+        outcome = await self.store.find_outcome(claim)
+        if outcome is not None:
+            raise Replay(outcome)
+
     def _uuid7(self) -> str:
         return uuid7(int(self.clock.now().timestamp() * 1000), secrets.token_bytes(10))
 
@@ -57,6 +67,7 @@ class ControlPlane:
 
     async def create_workflow(self, body: dict[str, Any], claim: IdempotencyClaim) -> Outcome:
         """Compile the definition and create the workflow with it as version 1."""
+        await self._replay_if_seen(claim)
         compiled = compile_definition(body)
         now = self.clock.now()
         version = VersionRecord(
@@ -80,6 +91,7 @@ class ControlPlane:
         self, workflow_id: str, body: dict[str, Any], claim: IdempotencyClaim
     ) -> Outcome:
         """Compile the definition and add it as the workflow's next version."""
+        await self._replay_if_seen(claim)
         await self.store.get_workflow(workflow_id)  # 404 before 400: the path is checked first
         compiled = compile_definition(body, workflow_id=workflow_id)
         created = await self.store.create_version(
@@ -101,6 +113,7 @@ class ControlPlane:
         claim: IdempotencyClaim,
     ) -> Outcome:
         """Create a run in one transaction, then hand it to the engine."""
+        await self._replay_if_seen(claim)
         request = _start_request(body)
         compiled = await self.engine.definitions.get(workflow_id, version)
         new_run = build_run(
@@ -125,6 +138,7 @@ class ControlPlane:
         self, run_id: str, if_revision: int | None, claim: IdempotencyClaim
     ) -> Outcome:
         """Record a cancel request; 200 if the run was already canceled, else 202."""
+        await self._replay_if_seen(claim)
 
         def render(after: RunSnapshot, already_canceled: bool) -> Outcome:
             counts = Counter(t.status.value for t in after.tasks)

@@ -118,9 +118,9 @@ async def request_cancel(
         if run.status.is_terminal:
             raise RunFinished(run_id, run.status.value)
         commit, after = cancel_commit(snapshot, now=clock.now())
-        write = None
+        write: IdempotentWrite[RunRecord] | None = None
         if claim is not None and render is not None:
-            write = IdempotentWrite[RunRecord](claim, _constant(render(after, False)))
+            write = IdempotentWrite(claim, _constant(render(after, False)))
         try:
             await store.commit(commit, write)
         except RevisionConflict:

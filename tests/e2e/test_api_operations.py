@@ -1,0 +1,348 @@
+"""Every operation of SPEC §6 through real HTTP, with its success and error statuses."""
+
+from __future__ import annotations
+
+import itertools
+import time
+from typing import Any
+
+import httpx
+
+from tests.plugins.live_api import ROTATED_OPERATOR_TOKEN, LiveApi
+
+_keys = itertools.count(1)
+
+DIAMOND: dict[str, Any] = {
+    "id": "diamond",
+    "description": "fan-out, fan-in",
+    "tasks": [
+        {"key": "a", "action": "mock", "input": {"sleep_ms": 20}},
+        {
+            "key": "b",
+            "action": "mock",
+            "depends_on": ["a"],
+            "input": {"fail_first": 2},
+            "retry": {"max_attempts": 3, "initial_backoff_seconds": 0.05},
+        },
+        {
+            "key": "c",
+            "action": "mock",
+            "depends_on": ["a"],
+            "input": {"sleep_ms": 5000},
+            "timeout_seconds": 0.2,
+            "retry": {"max_attempts": 2, "initial_backoff_seconds": 0},
+        },
+        {"key": "d", "action": "mock", "depends_on": ["b"], "input": {"output": {"ok": True}}},
+    ],
+}
+
+
+def post(
+    client: httpx.Client, path: str, body: Any = None, *, key: str | None = None, **headers: str
+) -> httpx.Response:
+    sent = {"Idempotency-Key": key or f"key-{next(_keys)}", **headers}
+    if body is None:
+        return client.post(path, headers=sent)
+    return client.post(path, json=body, headers=sent)
+
+
+def problem(response: httpx.Response, status: int, code: str) -> dict[str, Any]:
+    assert response.status_code == status, response.text
+    assert response.headers["content-type"] == "application/problem+json"
+    body: dict[str, Any] = response.json()
+    assert body["status"] == status
+    assert body["code"] == code
+    assert body["type"] == f"urn:workload:problem:{code}"
+    assert body["request_id"] == response.headers["x-request-id"]
+    assert body["title"]
+    assert body["detail"]
+    return body
+
+
+def wait_until(check: Any, timeout: float = 20) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        value = check()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError("condition not met in time")
+        time.sleep(0.02)
+
+
+def test_health_and_document(live_api: LiveApi) -> None:
+    assert live_api.anonymous.get("/livez").json() == {"status": "ok"}
+    ready = live_api.anonymous.get("/readyz")
+    assert (ready.status_code, ready.json()) == (200, {"status": "ready"})
+    document = live_api.anonymous.get("/api/v1/openapi.json")
+    assert document.status_code == 200
+    assert document.json()["openapi"] == "3.1.0"
+
+
+def test_workflows_and_versions(live_api: LiveApi) -> None:
+    op, viewer = live_api.operator, live_api.viewer
+    created = post(op, "/api/v1/workflows", DIAMOND)
+    assert created.status_code == 201, created.text
+    v1 = created.json()
+    assert (v1["workflow_id"], v1["version"], v1["task_count"]) == ("diamond", 1, 4)
+    assert v1["definition_hash"].startswith("sha256:")
+    assert v1["definition"]["tasks"][0]["retry"] == {
+        "max_attempts": 1,
+        "initial_backoff_seconds": 1,
+        "backoff_multiplier": 2,
+        "max_backoff_seconds": 60,
+    }
+    assert v1["definition"]["tasks"][0]["timeout_seconds"] == 300
+    problem(post(op, "/api/v1/workflows", DIAMOND), 409, "workflow_exists")
+
+    workflow = viewer.get("/api/v1/workflows/diamond").json()
+    assert workflow["latest_version"] == 1
+    assert workflow["description"] == "fan-out, fan-in"
+    problem(viewer.get("/api/v1/workflows/nope"), 404, "workflow_not_found")
+
+    second = {key: value for key, value in DIAMOND.items() if key != "id"}
+    second["description"] = "v2"
+    second["tasks"] = [{"key": "only", "action": "mock"}]
+    v2 = post(op, "/api/v1/workflows/diamond/versions", second)
+    assert v2.status_code == 201, v2.text
+    assert v2.json()["version"] == 2
+    problem(
+        post(op, "/api/v1/workflows/diamond/versions", {**second, "id": "other"}),
+        400,
+        "workflow_id_mismatch",
+    )
+    problem(post(op, "/api/v1/workflows/nope/versions", second), 404, "workflow_not_found")
+    assert viewer.get("/api/v1/workflows/diamond").json()["latest_version"] == 2
+
+    versions = viewer.get("/api/v1/workflows/diamond/versions").json()
+    assert [v["version"] for v in versions["items"]] == [1, 2]
+    assert "definition" not in versions["items"][0]
+    assert versions["next_cursor"] is None
+    page = viewer.get("/api/v1/workflows/diamond/versions", params={"limit": 1}).json()
+    assert [v["version"] for v in page["items"]] == [1]
+    rest = viewer.get(
+        "/api/v1/workflows/diamond/versions", params={"limit": 1, "cursor": page["next_cursor"]}
+    ).json()
+    assert ([v["version"] for v in rest["items"]], rest["next_cursor"]) == ([2], None)
+    problem(viewer.get("/api/v1/workflows/nope/versions"), 404, "workflow_not_found")
+
+    assert viewer.get("/api/v1/workflows/diamond/versions/1").json() == v1
+    problem(viewer.get("/api/v1/workflows/diamond/versions/3"), 404, "version_not_found")
+    problem(viewer.get("/api/v1/workflows/diamond/versions/x"), 404, "version_not_found")
+    problem(viewer.get("/api/v1/workflows/nope/versions/1"), 404, "workflow_not_found")
+
+    listed = viewer.get("/api/v1/workflows").json()
+    assert [w["workflow_id"] for w in listed["items"]] == ["diamond"]
+
+
+def test_a_run_with_a_diamond_retries_and_a_timeout(live_api: LiveApi) -> None:
+    assert post(live_api.operator, "/api/v1/workflows", DIAMOND).status_code == 201
+    started = post(
+        live_api.operator, "/api/v1/workflows/diamond/versions/1/runs", {"input": {"doc": 1}}
+    )
+    assert started.status_code == 202, started.text
+    run = started.json()
+    assert started.headers["location"] == f"/api/v1/runs/{run['run_id']}"
+    assert (run["status"], run["revision"], run["input"]) == ("pending", 1, {"doc": 1})
+    assert run["task_counts"]["pending"] == 4
+
+    final = live_api.wait_for_run(run["run_id"])
+    assert final["status"] == "failed"
+    assert final["finished_at"] is not None
+    tasks = {
+        t["task_key"]: t
+        for t in live_api.viewer.get(f"/api/v1/runs/{run['run_id']}/tasks").json()["items"]
+    }
+    assert {k: t["status"] for k, t in tasks.items()} == {
+        "a": "succeeded",
+        "b": "succeeded",
+        "c": "failed",
+        "d": "succeeded",
+    }
+    assert final["task_counts"]["succeeded"] == 3
+    assert final["task_counts"]["failed"] == 1
+    assert tasks["d"]["output"] == {"ok": True}
+    assert tasks["c"]["error"]["code"] == "attempt_timed_out"
+    attempts = live_api.viewer.get(f"/api/v1/runs/{run['run_id']}/tasks/b/attempts").json()["items"]
+    assert [a["status"] for a in attempts] == ["failed", "failed", "succeeded"]
+    assert [a["attempt"] for a in attempts] == [1, 2, 3]
+    timed = live_api.viewer.get(f"/api/v1/runs/{run['run_id']}/tasks/c/attempts").json()["items"]
+    assert [a["status"] for a in timed] == ["timed_out", "timed_out"]
+    task = live_api.viewer.get(f"/api/v1/runs/{run['run_id']}/tasks/b").json()
+    assert (task["attempt_count"], task["max_attempts"], task["depends_on"]) == (3, 3, ["a"])
+    problem(live_api.viewer.get(f"/api/v1/runs/{run['run_id']}/tasks/zz"), 404, "task_not_found")
+    problem(
+        live_api.viewer.get(f"/api/v1/runs/{run['run_id']}/tasks/zz/attempts"),
+        404,
+        "task_not_found",
+    )
+
+    # Events, paginated in order.
+    events: list[dict[str, Any]] = []
+    cursor = None
+    pages = 0
+    while True:
+        params: dict[str, Any] = {"limit": 5}
+        if cursor:
+            params["cursor"] = cursor
+        page = live_api.viewer.get(f"/api/v1/runs/{run['run_id']}/events", params=params).json()
+        events.extend(page["items"])
+        pages += 1
+        cursor = page["next_cursor"]
+        if cursor is None:
+            break
+    assert pages >= 3
+    assert [e["sequence"] for e in events] == list(range(1, len(events) + 1))
+    assert events[0]["type"] == "run.created"
+    assert events[-1]["type"] == "run.failed"
+    assert final["revision"] >= 2
+
+
+def test_versions_are_immutable_for_runs(live_api: LiveApi) -> None:
+    op, viewer = live_api.operator, live_api.viewer
+    post(op, "/api/v1/workflows", {"id": "ver", "tasks": [{"key": "a", "action": "mock"}]})
+    v1 = viewer.get("/api/v1/workflows/ver/versions/1").json()
+    run = post(op, "/api/v1/workflows/ver/versions/1/runs").json()
+    post(op, "/api/v1/workflows/ver/versions", {"tasks": [{"key": "z", "action": "mock"}]})
+    finished = live_api.wait_for_run(run["run_id"])
+    assert finished["version"] == 1
+    assert finished["status"] == "succeeded"
+    tasks = viewer.get(f"/api/v1/runs/{run['run_id']}/tasks").json()["items"]
+    assert [t["task_key"] for t in tasks] == ["a"]
+    assert viewer.get("/api/v1/workflows/ver/versions/1").json() == v1
+    run2 = post(op, "/api/v1/workflows/ver/versions/2/runs").json()
+    assert run2["version"] == 2
+    problem(post(op, "/api/v1/workflows/ver/versions/3/runs"), 404, "version_not_found")
+    problem(post(op, "/api/v1/workflows/nope/versions/1/runs"), 404, "workflow_not_found")
+
+
+def test_cancel_running_converges_and_revisions_guard_cancel(live_api: LiveApi) -> None:
+    op, viewer = live_api.operator, live_api.viewer
+    slow = {
+        "id": "slow",
+        "tasks": [
+            {"key": "long", "action": "mock", "input": {"sleep_ms": 60000}},
+            {"key": "other", "action": "mock", "input": {"sleep_ms": 60000}},
+            {"key": "after", "action": "mock", "depends_on": ["long"]},
+        ],
+    }
+    post(op, "/api/v1/workflows", slow)
+    run_id = post(op, "/api/v1/workflows/slow/versions/1/runs").json()["run_id"]
+    wait_until(lambda: viewer.get(f"/api/v1/runs/{run_id}").json()["status"] == "running")
+    current = viewer.get(f"/api/v1/runs/{run_id}")
+    etag = current.headers["etag"]
+    assert etag == f'"{current.json()["revision"]}"'
+
+    stale = f'"{current.json()["revision"] - 1}"'
+    problem(
+        post(op, f"/api/v1/runs/{run_id}/cancel", **{"If-Match": stale}), 412, "precondition_failed"
+    )
+    assert viewer.get(f"/api/v1/runs/{run_id}").json()["revision"] == current.json()["revision"]
+
+    accepted = post(op, f"/api/v1/runs/{run_id}/cancel", **{"If-Match": etag})
+    assert accepted.status_code == 202, accepted.text
+    assert accepted.json()["cancel_requested"] is True
+    final = live_api.wait_for_run(run_id)
+    assert final["status"] == "canceled"
+    tasks = viewer.get(f"/api/v1/runs/{run_id}/tasks").json()["items"]
+    assert {t["status"] for t in tasks} == {"canceled"}
+    for key in ("long", "other"):
+        attempts = viewer.get(f"/api/v1/runs/{run_id}/tasks/{key}/attempts").json()["items"]
+        assert [a["status"] for a in attempts] == ["canceled"]
+    again = post(op, f"/api/v1/runs/{run_id}/cancel")
+    assert again.status_code == 200
+    assert again.json()["status"] == "canceled"
+    problem(
+        post(op, "/api/v1/runs/00000000-0000-7000-8000-000000000000/cancel"), 404, "run_not_found"
+    )
+
+
+def test_cancel_pending_and_finished_runs(live_api: LiveApi) -> None:
+    op = live_api.operator
+    post(op, "/api/v1/workflows", {"id": "quick", "tasks": [{"key": "a", "action": "mock"}]})
+    run_id = post(op, "/api/v1/workflows/quick/versions/1/runs").json()["run_id"]
+    final = live_api.wait_for_run(run_id)
+    assert final["status"] == "succeeded"
+    problem(post(op, f"/api/v1/runs/{run_id}/cancel"), 409, "run_finished")
+
+
+def test_runs_filtered_by_workflow_and_status_with_bound_cursors(live_api: LiveApi) -> None:
+    op, viewer = live_api.operator, live_api.viewer
+    post(op, "/api/v1/workflows", {"id": "ok", "tasks": [{"key": "a", "action": "mock"}]})
+    post(op, "/api/v1/workflows", {"id": "bad", "tasks": [{"key": "a", "action": "nope"}]})
+    ok_runs = [post(op, "/api/v1/workflows/ok/versions/1/runs").json()["run_id"] for _ in range(5)]
+    bad_runs = [
+        post(op, "/api/v1/workflows/bad/versions/1/runs").json()["run_id"] for _ in range(2)
+    ]
+    for run_id in ok_runs + bad_runs:
+        live_api.wait_for_run(run_id)
+
+    everything = viewer.get("/api/v1/runs", params={"limit": 200}).json()["items"]
+    assert [r["run_id"] for r in everything] == ok_runs + bad_runs
+    seen: list[str] = []
+    params: dict[str, Any] = {"workflow_id": "ok", "status": "succeeded", "limit": 2}
+    while True:
+        page = viewer.get("/api/v1/runs", params=params).json()
+        seen.extend(r["run_id"] for r in page["items"])
+        if page["next_cursor"] is None:
+            break
+        cursor = page["next_cursor"]
+        params = {**params, "cursor": cursor}
+    assert seen == ok_runs
+    failed = viewer.get("/api/v1/runs", params={"status": "failed"}).json()["items"]
+    assert [r["run_id"] for r in failed] == bad_runs
+    assert (
+        viewer.get("/api/v1/runs", params={"workflow_id": "bad", "status": "succeeded"}).json()[
+            "items"
+        ]
+        == []
+    )
+    problem(
+        viewer.get(
+            "/api/v1/runs", params={"workflow_id": "bad", "status": "succeeded", "cursor": cursor}
+        ),
+        400,
+        "invalid_cursor",
+    )
+    problem(viewer.get("/api/v1/runs", params={"status": "paused"}), 400, "invalid_argument")
+    problem(viewer.get("/api/v1/runs/not-a-run"), 404, "run_not_found")
+
+
+def test_idempotent_writes_replay_and_refuse_reuse(live_api: LiveApi) -> None:
+    op = live_api.operator
+    first = post(op, "/api/v1/workflows", DIAMOND, key="same")
+    replay = post(op, "/api/v1/workflows", DIAMOND, key="same")
+    assert replay.status_code == 201
+    assert replay.headers["idempotent-replayed"] == "true"
+    assert replay.json() == first.json()
+    assert "idempotent-replayed" not in first.headers
+    problem(
+        post(op, "/api/v1/workflows", {**DIAMOND, "description": "x"}, key="same"),
+        409,
+        "idempotency_key_reused",
+    )
+
+    started = post(op, "/api/v1/workflows/diamond/versions/1/runs", {"input": {"n": 1}}, key="run")
+    again = post(op, "/api/v1/workflows/diamond/versions/1/runs", {"input": {"n": 1}}, key="run")
+    assert again.status_code == 202
+    assert again.json() == started.json()
+    assert again.headers["location"] == started.headers["location"]
+    assert again.headers["idempotent-replayed"] == "true"
+    problem(
+        post(op, "/api/v1/workflows/diamond/versions/1/runs", {"input": {"n": 2}}, key="run"),
+        409,
+        "idempotency_key_reused",
+    )
+    runs = live_api.viewer.get("/api/v1/runs").json()["items"]
+    assert [r["run_id"] for r in runs] == [started.json()["run_id"]]
+    # The key is scoped to the principal: the rotated operator token is another caller.
+    other = post(
+        op,
+        "/api/v1/workflows/diamond/versions/1/runs",
+        {"input": {"n": 1}},
+        key="run",
+        Authorization=f"Bearer {ROTATED_OPERATOR_TOKEN}",
+    )
+    assert other.status_code == 202
+    assert other.json()["run_id"] != started.json()["run_id"]
+    problem(op.post("/api/v1/workflows", json=DIAMOND), 400, "idempotency_key_required")
