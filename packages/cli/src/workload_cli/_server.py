@@ -1,0 +1,127 @@
+"""The server commands: ``serve`` and ``migrate``. Imported only when one of them runs."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import sys
+from typing import Any
+
+from pydantic import ValidationError
+
+from workload_api.container import Container
+from workload_api.context import configure_logging
+from workload_api.coordinator import Coordinator, ExitCode
+from workload_api.settings import Settings
+from workload_cli._embedded import EmbeddedPostgres, dev_credentials
+from workload_store_postgres.lock import PostgresCoordinatorLock
+from workload_store_postgres.migrations import MigrationError, migration_status
+from workload_store_postgres.migrations import migrate_up as apply_migrations
+
+__all__ = ["migrate_status", "migrate_up", "serve"]
+
+_log = logging.getLogger("workload.cli")
+
+
+def _say(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def serve(overrides: dict[str, Any]) -> int:
+    """Run ``workload serve``; return the exit code."""
+    try:
+        settings = Settings(**overrides)
+    except ValidationError as exc:
+        _say(f"error: invalid configuration:\n{exc}")
+        return ExitCode.USAGE
+    configure_logging(settings.log_level)
+    if settings.database_url:
+        return asyncio.run(_run(settings))
+    # Embedded development mode: a private PostgreSQL in the data directory, migrated here.
+    embedded = EmbeddedPostgres.in_data_dir(settings.data_dir)
+    _say(f"data directory: {embedded.data_dir}")
+    try:
+        url = embedded.start()
+        asyncio.run(apply_migrations(url))
+        updates: dict[str, Any] = {"database_url": url}
+        if not settings.viewer_tokens and not settings.operator_tokens:
+            credentials = dev_credentials(
+                embedded.data_dir, f"http://{settings.host}:{settings.port}"
+            )
+            updates["viewer_tokens"] = credentials.viewer_token
+            updates["operator_tokens"] = credentials.operator_token
+            _say(
+                "development tokens (saved, mode 0600, in "
+                f"{credentials.path}):\n  operator: {credentials.operator_token}\n"
+                f"  viewer:   {credentials.viewer_token}"
+            )
+        return asyncio.run(_run(Settings(**{**overrides, **updates})))
+    finally:
+        embedded.stop()
+
+
+async def _run(settings: Settings) -> int:
+    assert settings.database_url is not None
+    container = Container(settings=settings)
+    coordinator = Coordinator(
+        container,
+        PostgresCoordinatorLock(settings.database_url),
+        database_url=settings.database_url,
+        host=settings.host,
+        port=settings.port,
+        lock_check_interval=settings.lock_check_interval_seconds,
+        on_ready=lambda url: _say(f"serving on {url}"),
+    )
+    return int(await coordinator.run())
+
+
+def _url(database_url: str | None) -> str | None:
+    if database_url:
+        return database_url
+    try:
+        return Settings().database_url
+    except ValidationError:
+        return None
+
+
+def migrate_up(database_url: str | None) -> int:
+    """Run ``workload migrate up``; return the exit code."""
+    url = _url(database_url)
+    if not url:
+        _say("error: give --database-url or set WORKLOAD_DATABASE_URL")
+        return ExitCode.USAGE
+    try:
+        applied = asyncio.run(apply_migrations(url))
+    except MigrationError as exc:
+        _say(f"error: {exc}")
+        return ExitCode.SCHEMA
+    except Exception as exc:  # a connection failure is the operator's to fix, not a traceback
+        _say(f"error: cannot migrate: {exc}")
+        return ExitCode.FAIL_STOP
+    for migration in applied:
+        print(f"applied {migration.version:04d}_{migration.name}")
+    if not applied:
+        print("the schema is up to date")
+    return ExitCode.OK
+
+
+def migrate_status(database_url: str | None) -> int:
+    """Run ``workload migrate status``; return 0 if up to date, 4 otherwise."""
+    url = _url(database_url)
+    if not url:
+        _say("error: give --database-url or set WORKLOAD_DATABASE_URL")
+        return ExitCode.USAGE
+    try:
+        status = asyncio.run(migration_status(url))
+    except Exception as exc:  # a connection failure is the operator's to fix, not a traceback
+        _say(f"error: cannot read the schema: {exc}")
+        return ExitCode.FAIL_STOP
+    for applied in status.applied:
+        print(f"applied  {applied.version:04d}_{applied.name}  {applied.applied_at.isoformat()}")
+    for pending in status.pending:
+        print(f"pending  {pending.version:04d}_{pending.name}")
+    for unknown in status.unknown:
+        print(f"unknown  {unknown.version:04d}_{unknown.name}")
+    for changed in status.changed:
+        print(f"changed  {changed.version:04d}_{changed.name}")
+    return ExitCode.OK if status.up_to_date else ExitCode.SCHEMA

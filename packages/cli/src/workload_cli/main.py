@@ -1,0 +1,100 @@
+"""The ``workload`` command (SPEC §8): one Typer app; server commands load lazily."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Annotated
+
+import typer
+
+__all__ = ["app", "main"]
+
+app = typer.Typer(
+    name="workload",
+    help="Workload: a control plane for multi-step AI workloads.",
+    no_args_is_help=True,
+    add_completion=True,
+    pretty_exceptions_enable=False,
+)
+migrate_app = typer.Typer(help="Database schema migrations.", no_args_is_help=True)
+app.add_typer(migrate_app, name="migrate")
+
+DatabaseUrl = Annotated[
+    str | None,
+    typer.Option(
+        "--database-url",
+        help="libpq URL (Unix sockets too: postgresql://user@/db?host=/dir). "
+        "Env: WORKLOAD_DATABASE_URL.",
+        show_default=False,
+    ),
+]
+
+
+@app.command()
+def serve(
+    host: Annotated[
+        str | None,
+        typer.Option(help="Bind address (env WORKLOAD_HOST).", show_default="127.0.0.1"),
+    ] = None,
+    port: Annotated[
+        int | None, typer.Option(help="Port (env WORKLOAD_PORT).", show_default="8080")
+    ] = None,
+    database_url: DatabaseUrl = None,
+    data_dir: Annotated[
+        Path | None,
+        typer.Option(
+            help="Embedded mode's data directory (env WORKLOAD_DATA_DIR).", show_default=False
+        ),
+    ] = None,
+    log_level: Annotated[
+        str | None, typer.Option(help="Log level (env WORKLOAD_LOG_LEVEL).", show_default="INFO")
+    ] = None,
+) -> None:
+    """Run the service: HTTP API, coordinator and execution.
+
+    Without a database URL, an embedded PostgreSQL runs in the data directory (development).
+    Exit codes: 0 stopped, 2 usage or configuration, 3 another coordinator holds the lock,
+    4 schema not migrated, 5 fail-stop (lost lock or database).
+    """
+    server = _server_commands()
+    overrides = {
+        "host": host,
+        "port": port,
+        "database_url": database_url,
+        "data_dir": data_dir,
+        "log_level": log_level,
+    }
+    code = server.serve({k: v for k, v in overrides.items() if v is not None})
+    raise typer.Exit(code)
+
+
+@migrate_app.command("up")
+def migrate_up(database_url: DatabaseUrl = None) -> None:
+    """Apply every pending migration (each in its own transaction, under an advisory lock)."""
+    raise typer.Exit(_server_commands().migrate_up(database_url))
+
+
+@migrate_app.command("status")
+def migrate_status(database_url: DatabaseUrl = None) -> None:
+    """Show applied, pending and unknown migrations (exit 4 unless up to date)."""
+    raise typer.Exit(_server_commands().migrate_status(database_url))
+
+
+def _server_commands() -> ModuleType:
+    try:
+        from workload_cli import _server  # noqa: PLC0415 - server packages are optional
+    except ImportError as exc:
+        typer.echo(
+            f"error: the server commands need the server packages ({exc.name} is missing); "
+            "install them with: pip install 'workload-cli[server]'",
+            err=True,
+        )
+        raise typer.Exit(2) from None
+    return _server
+
+
+def main() -> None:
+    """Entry point of the ``workload`` script."""
+    sys.exit(app())
