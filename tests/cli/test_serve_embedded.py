@@ -1,0 +1,103 @@
+"""`workload serve` with no configuration: the one command a newcomer runs (SPEC §7).
+
+Runs the real console script as a subprocess with an empty data directory and nothing but a
+private runtime dir in its environment: it must start the embedded PostgreSQL, migrate it,
+print development tokens, serve on the default 127.0.0.1:8080, execute a run created with the
+printed operator token, and stop everything on SIGTERM with exit code 0.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import stat
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+
+DEFAULT_URL = "http://127.0.0.1:8080"
+
+
+def _wait(check: object, deadline: float, describe: str, log: Path) -> None:
+    while time.monotonic() < deadline:
+        if callable(check) and check():
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"{describe}; service log:\n{log.read_text(errors='replace')[-4000:]}")
+
+
+def _ready() -> bool:
+    try:
+        return httpx.get(f"{DEFAULT_URL}/readyz", timeout=1).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
+def test_serve_with_no_configuration_runs_a_workflow(tmp_path: Path) -> None:
+    with socket.socket() as probe:  # the default port must be free for this test to mean much
+        probe.bind(("127.0.0.1", 8080))
+    data_dir = tmp_path / "data"
+    runtime = tmp_path / "runtime"
+    runtime.mkdir(mode=0o700)
+    log = tmp_path / "serve.log"
+    workload = shutil.which("workload", path=str(Path(sys.executable).parent))
+    assert workload is not None
+    env = {
+        "PATH": os.environ.get("PATH", ""),
+        "HOME": str(tmp_path),
+        "XDG_RUNTIME_DIR": str(runtime),
+        "WORKLOAD_DATA_DIR": str(data_dir),
+    }
+    with log.open("wb") as output:
+        process = subprocess.Popen(
+            [workload, "serve"], stdout=output, stderr=subprocess.STDOUT, env=env
+        )
+    try:
+        _wait(_ready, time.monotonic() + 90, "the service did not become ready", log)
+        text = log.read_text()
+        assert f"data directory: {data_dir}" in text
+        printed = re.search(r"operator: (\S+)", text)
+        assert printed is not None, text
+        token = printed[1]
+        credentials = data_dir / "credentials.json"
+        assert stat.S_IMODE(credentials.stat().st_mode) == 0o600
+        stored = json.loads(credentials.read_text())
+        assert stored["operator_token"] == token
+        assert stored["url"] == DEFAULT_URL
+
+        headers = {"Authorization": f"Bearer {token}"}
+        created = httpx.post(
+            f"{DEFAULT_URL}/api/v1/workflows",
+            json={"id": "hello", "tasks": [{"key": "a", "action": "mock"}]},
+            headers={**headers, "Idempotency-Key": "hello-1"},
+        )
+        assert created.status_code == 201, created.text
+        started = httpx.post(
+            f"{DEFAULT_URL}/api/v1/workflows/hello/versions/1/runs",
+            headers={**headers, "Idempotency-Key": "hello-run-1"},
+        )
+        assert started.status_code == 202, started.text
+        run_url = f"{DEFAULT_URL}{started.headers['location']}"
+
+        def finished() -> bool:
+            return bool(httpx.get(run_url, headers=headers).json()["status"] == "succeeded")
+
+        _wait(finished, time.monotonic() + 30, "the run did not succeed", log)
+    finally:
+        process.send_signal(signal.SIGTERM)
+        try:
+            code = process.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            raise
+    assert code == 0, log.read_text()[-4000:]
+    assert "stopping on SIGTERM" in log.read_text()
+    # The embedded PostgreSQL stopped with the service: its postmaster.pid is gone.
+    assert not (data_dir / "postgres" / "postmaster.pid").exists()
