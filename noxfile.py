@@ -19,11 +19,12 @@ nox.options.sessions = [
     "tests_engine",
     "tests_store_postgres",
     "tests_api",
+    "tests_sdk",
     "tests_postgres15",
 ]
 
 PYTHON = "3.11"
-PACKAGES = ("domain", "engine", "store-postgres", "api", "cli")
+PACKAGES = ("domain", "engine", "store-postgres", "api", "cli", "sdk")
 SOURCES = [f"packages/{p}/src" for p in PACKAGES]
 TEST_TOOLS = ("pytest>=8.4", "pytest-timeout>=2.4", "hypothesis>=6.150")
 
@@ -76,6 +77,7 @@ WORKSPACE_DEPENDENCIES = {
     "engine": ("domain",),
     "store-postgres": ("domain",),
     "api": ("domain", "engine", "store-postgres"),
+    "sdk": (),
 }
 
 
@@ -136,3 +138,9 @@ def bench(session: nox.Session) -> None:
 def tests_api(session: nox.Session) -> None:
     """The API package's own tests with only workload-api and what it declares."""
     _package_tests(session, "api", "httpx>=0.28")
+
+
+@nox.session(python=PYTHON)
+def tests_sdk(session: nox.Session) -> None:
+    """The SDK's unit tests with only workload-sdk (httpx + pydantic) installed."""
+    _package_tests(session, "sdk")

@@ -102,9 +102,13 @@ def create_app(
             return JSONResponse({"status": "ready"})
         return JSONResponse({"status": readiness.reason}, status_code=503)
 
+    # One route per path with every method of that path, so a 405 lists them all in Allow.
+    by_path: dict[str, dict[str, Callable[[Request], Awaitable[Response]]]] = {}
+    for op in OPERATIONS:
+        by_path.setdefault(op.path, {})[op.method] = _endpoint(op, control_plane, authenticator)
     routes = [
-        Route(op.path, _endpoint(op, control_plane, authenticator), methods=[op.method])
-        for op in OPERATIONS
+        Route(path, _dispatch(endpoints), methods=list(endpoints))
+        for path, endpoints in by_path.items()
     ]
     routes += [
         Route("/api/v1/openapi.json", openapi, methods=["GET"]),
@@ -128,12 +132,25 @@ def create_app(
         request.state.error_code = problem.code
         return problem_response(problem, _request_id(request))
 
-    return Starlette(
+    app = Starlette(
         routes=routes,
         middleware=[Middleware(RequestContext)],
         exception_handlers={HTTPException: http_error},
         lifespan=lifespan,
     )
+    # "/x/" is not "/x": a redirect would be built from the client's Host header.
+    app.router.redirect_slashes = False
+    return app
+
+
+def _dispatch(
+    endpoints: dict[str, Callable[[Request], Awaitable[Response]]],
+) -> Callable[[Request], Awaitable[Response]]:
+    async def dispatch(request: Request) -> Response:
+        method = "GET" if request.method == "HEAD" else request.method
+        return await endpoints[method](request)
+
+    return dispatch
 
 
 @contextlib.asynccontextmanager

@@ -41,15 +41,15 @@ class JsonFormatter(logging.Formatter):
 
 
 def configure_logging(level: str = "INFO") -> None:
-    """Send ``workload.*`` logs to stderr as JSON lines (idempotent)."""
-    logger = logging.getLogger("workload")
-    logger.setLevel(level.upper())
-    if not any(getattr(h, "_workload", False) for h in logger.handlers):
-        handler = logging.StreamHandler(sys.stderr)
-        handler.setFormatter(JsonFormatter())
-        handler._workload = True  # type: ignore[attr-defined]  # marks our own handler
-        logger.addHandler(handler)
-    logger.propagate = False
+    """Send ``workload.*`` and uvicorn's logs to stderr as JSON lines (idempotent)."""
+    for name in ("workload", "uvicorn"):
+        logger = logging.getLogger(name)
+        logger.setLevel(level.upper())
+        if not any(isinstance(h.formatter, JsonFormatter) for h in logger.handlers):
+            handler = logging.StreamHandler(sys.stderr)
+            handler.setFormatter(JsonFormatter())
+            logger.addHandler(handler)
+        logger.propagate = False
 
 
 class RequestContext:

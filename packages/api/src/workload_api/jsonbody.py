@@ -33,6 +33,13 @@ def _no_constants(name: str) -> Any:
     raise ValueError(f"{name} is not valid JSON")
 
 
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if value in (float("inf"), float("-inf")):  # 1e400 parses to infinity: not storable JSON
+        raise ValueError(f"the number {text[:40]} is out of range")
+    return value
+
+
 async def _read_limited(request: Request) -> bytes:
     declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > MAX_BODY_BYTES:
@@ -82,13 +89,25 @@ async def read_json_object(request: Request, *, optional: bool = False) -> dict[
     except UnicodeDecodeError:
         raise HttpProblem(400, "invalid_json", "the body is not valid UTF-8") from None
     try:
-        value = json.loads(text, object_pairs_hook=_no_duplicates, parse_constant=_no_constants)
+        value = json.loads(
+            text,
+            object_pairs_hook=_no_duplicates,
+            parse_constant=_no_constants,
+            parse_float=_finite_float,
+        )
     except _Duplicate as exc:
         raise HttpProblem(400, "invalid_json", str(exc)) from None
     except (ValueError, RecursionError):
         raise HttpProblem(400, "invalid_json", "the body is not valid JSON") from None
     if not isinstance(value, dict):
         raise HttpProblem(400, "invalid_json", "the body must be one JSON object")
+    try:
+        # A "\ud800" escape parses into a lone surrogate, which is no Unicode text at all.
+        json.dumps(value, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        raise HttpProblem(
+            400, "invalid_json", "the body escapes a lone UTF-16 surrogate (not Unicode text)"
+        ) from None
     deep = [p for p in json_problems(value, max_depth=MAX_JSON_DEPTH + 4) if "nesting" in p.message]
     if deep:
         raise HttpProblem(

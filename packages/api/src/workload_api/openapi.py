@@ -23,6 +23,16 @@ _IDEMPOTENCY_KEY = {
     "description": "1-255 visible ASCII characters; the same key replays the first outcome",
     "schema": {"type": "string", "minLength": 1, "maxLength": 255, "pattern": "^[!-~]+$"},
 }
+_REQUEST_ID_HEADER = {
+    "description": "the request id (the client's X-Request-ID if valid, else generated)",
+    "required": True,
+    "schema": {"type": "string", "pattern": "^[A-Za-z0-9._-]{1,128}$"},
+}
+_WWW_AUTHENTICATE = {
+    "description": 'Bearer realm="workload" (plus error="invalid_token" for a wrong token)',
+    "required": True,
+    "schema": {"type": "string"},
+}
 _IF_MATCH = {
     "name": "If-Match",
     "in": "header",
@@ -45,6 +55,14 @@ def _components() -> dict[str, Any]:
         ref_template=_REF,
     )
     linked: dict[str, Any] = _link_definitions(dict(top.get("$defs", {})))
+    # A new version's body may omit "id" (it defaults to the path's).
+    version_body = dict(linked["WorkflowDefinition"])
+    version_body["required"] = [f for f in version_body["required"] if f != "id"]
+    version_body["title"] = "VersionDefinition"
+    version_body["description"] = (
+        "A workflow definition for a new version; id defaults to the path's workflow_id."
+    )
+    linked["VersionDefinition"] = version_body
     return linked
 
 
@@ -82,13 +100,19 @@ def _operation(op: Operation, refs: dict[str, str]) -> dict[str, Any]:
         parameters.append(_IDEMPOTENCY_KEY)
     if op.operation_id == "cancelRun":
         parameters.append(_IF_MATCH)
-    success_headers: dict[str, Any] = {
-        "X-Request-ID": {"schema": {"type": "string"}},
-    }
+    success_headers: dict[str, Any] = {"X-Request-ID": _REQUEST_ID_HEADER}
     if op.etag:
-        success_headers["ETag"] = {"schema": {"type": "string"}}
+        success_headers["ETag"] = {
+            "description": 'the run\'s revision, "<revision>"; send it back in If-Match',
+            "required": True,
+            "schema": {"type": "string", "pattern": '^"[0-9]+"$'},
+        }
     if op.operation_id == "startRun":
-        success_headers["Location"] = {"schema": {"type": "string"}}
+        success_headers["Location"] = {
+            "description": "/api/v1/runs/{run_id}",
+            "required": True,
+            "schema": {"type": "string"},
+        }
     content = {"application/json": {"schema": {"$ref": refs[op.operation_id]}}}
     responses: dict[str, Any] = {
         str(op.success): {
@@ -106,8 +130,12 @@ def _operation(op: Operation, refs: dict[str, str]) -> dict[str, Any]:
     if op.writes:
         responses.setdefault(str(op.success), {})
     for status in (*op.errors, 500):
+        headers: dict[str, Any] = {"X-Request-ID": _REQUEST_ID_HEADER}
+        if status == 401:
+            headers["WWW-Authenticate"] = _WWW_AUTHENTICATE
         responses[str(status)] = {
             "description": HTTPStatus(status).phrase,
+            "headers": headers,
             "content": {"application/problem+json": {"schema": _PROBLEM}},
         }
     document: dict[str, Any] = {
@@ -118,11 +146,10 @@ def _operation(op: Operation, refs: dict[str, str]) -> dict[str, Any]:
         "security": [{"bearer": []}],
     }
     if op.body == "definition":
+        schema = "VersionDefinition" if op.operation_id == "createVersion" else "WorkflowDefinition"
         document["requestBody"] = {
             "required": True,
-            "content": {
-                "application/json": {"schema": {"$ref": "#/components/schemas/WorkflowDefinition"}}
-            },
+            "content": {"application/json": {"schema": {"$ref": _REF.format(model=schema)}}},
         }
     elif op.body == "start_run":
         document["requestBody"] = {
@@ -144,6 +171,7 @@ def _public(
         "responses": {
             str(s): {
                 "description": HTTPStatus(s).phrase,
+                "headers": {"X-Request-ID": _REQUEST_ID_HEADER},
                 "content": {"application/json": {"schema": schema}},
             }
             for s in statuses

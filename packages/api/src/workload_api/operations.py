@@ -28,7 +28,9 @@ _IDEMPOTENCY_KEY = re.compile(r"^[\x21-\x7e]{1,255}$")
 _WORKFLOW_ID = re.compile(WORKFLOW_ID_PATTERN)
 _TASK_KEY = re.compile(TASK_KEY_PATTERN)
 _DIGITS = re.compile(r"^[0-9]{1,9}$")
-_ETAG = re.compile(r'^\s*(?:W/)?"([0-9]{1,18})"\s*$')
+_VERSION = re.compile(r"^[1-9][0-9]{0,8}$")  # one spelling per version: no sign, no leading 0
+# If-Match compares strongly (RFC 9110 §13.1.1): a weak tag never matches.
+_ETAG = re.compile(r'^\s*"([0-9]{1,18})"\s*$')
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,10 +73,11 @@ class Call:
             raise WorkflowNotFound(value)
         return value
 
-    def task_key(self, run_id: str) -> str:
-        """The path's task key; one that cannot exist is simply not found."""
+    async def task_key(self, run_id: str) -> str:
+        """The path's task key; one that cannot exist is not found (after its run is)."""
         value = self.path("task_key")
         if not _TASK_KEY.match(value):
+            await self.service.store.get_run(run_id)  # a missing run is the answer first
             raise TaskNotFound(run_id, value)
         return value
 
@@ -159,7 +162,7 @@ async def list_versions(call: Call) -> Response:
 
 def _version(call: Call) -> int | str:
     raw = call.path("version")
-    return int(raw) if _DIGITS.match(raw) and int(raw) >= 1 else raw
+    return int(raw) if _VERSION.match(raw) else raw
 
 
 async def get_version(call: Call) -> Response:
@@ -171,7 +174,8 @@ async def start_run(call: Call) -> Response:
     workflow_id = call.workflow_id()
     version = _version(call)
     body = await read_json_object(call.request, optional=True)
-    claim = call.claim("start_run", body)
+    # An absent body and {"input": {}} are the same request.
+    claim = call.claim("start_run", {"input": {}, **(body or {})})
     if isinstance(version, str):  # names no version: the right 404 for the path
         await call.service.get_version(workflow_id, version)
     outcome = await call.service.start_run(workflow_id, int(version), body, claim)
@@ -216,7 +220,7 @@ async def cancel_run(call: Call) -> Response:
     body = await read_json_object(call.request, optional=True)
     if body:
         raise HttpProblem(400, "invalid_argument", "cancel takes no body fields")
-    claim = call.claim("cancel_run", body)
+    claim = call.claim("cancel_run", {})
     if_revision = _if_match(call)
     return _outcome(await call.service.cancel_run(run_id, if_revision, claim))
 
@@ -229,13 +233,13 @@ async def list_tasks(call: Call) -> Response:
 async def get_task(call: Call) -> Response:
     call.page_args()
     run_id = call.path("run_id")
-    return JSONResponse(await call.service.get_task(run_id, call.task_key(run_id)))
+    return JSONResponse(await call.service.get_task(run_id, await call.task_key(run_id)))
 
 
 async def list_attempts(call: Call) -> Response:
     cursor, limit = call.page_args()
     run_id = call.path("run_id")
-    key = call.task_key(run_id)
+    key = await call.task_key(run_id)
     return JSONResponse(await call.service.list_attempts(run_id, key, cursor, limit))
 
 

@@ -1,0 +1,98 @@
+"""Python SDK of the Workload control plane: typed sync and async clients over httpx.
+
+Example:
+    >>> from workload_sdk import Client  # doctest: +SKIP
+    >>> with Client() as client:  # WORKLOAD_URL / WORKLOAD_TOKEN from the environment
+    ...     run = client.runs.start("document-pipeline", 1, {"doc": 7})
+    ...     run = client.wait_for_run(run.run_id)
+
+The SDK imports no server package: its models are its own (httpx + pydantic only).
+"""
+
+from workload_sdk._async_resources import AsyncRuns, AsyncVersions, AsyncWorkflows
+from workload_sdk._client import AsyncClient, Client
+from workload_sdk._requests import new_idempotency_key
+from workload_sdk._resources import Runs, Versions, Workflows
+from workload_sdk._version import __version__
+from workload_sdk.errors import (
+    APIConnectionError,
+    APIResponseValidationError,
+    APIStatusError,
+    APITimeoutError,
+    Conflict,
+    Forbidden,
+    InvalidRequest,
+    MethodNotAllowed,
+    NotFound,
+    PayloadTooLarge,
+    PreconditionFailed,
+    ServerError,
+    Unauthenticated,
+    Unavailable,
+    UnsupportedMediaType,
+    WaitTimeout,
+    WorkloadError,
+    from_response,
+)
+from workload_sdk.models import (
+    Attempt,
+    AttemptStatus,
+    ErrorObject,
+    Event,
+    Page,
+    ProblemItem,
+    Run,
+    RunStatus,
+    TaskRun,
+    TaskStatus,
+    Version,
+    VersionSummary,
+    Workflow,
+)
+from workload_sdk.pagination import AsyncPager, Pager
+
+__all__ = [
+    "APIConnectionError",
+    "APIResponseValidationError",
+    "APIStatusError",
+    "APITimeoutError",
+    "AsyncClient",
+    "AsyncPager",
+    "AsyncRuns",
+    "AsyncVersions",
+    "AsyncWorkflows",
+    "Attempt",
+    "AttemptStatus",
+    "Client",
+    "Conflict",
+    "ErrorObject",
+    "Event",
+    "Forbidden",
+    "InvalidRequest",
+    "MethodNotAllowed",
+    "NotFound",
+    "Page",
+    "Pager",
+    "PayloadTooLarge",
+    "PreconditionFailed",
+    "ProblemItem",
+    "Run",
+    "RunStatus",
+    "Runs",
+    "ServerError",
+    "TaskRun",
+    "TaskStatus",
+    "Unauthenticated",
+    "Unavailable",
+    "UnsupportedMediaType",
+    "Version",
+    "VersionSummary",
+    "Versions",
+    "WaitTimeout",
+    "Workflow",
+    "Workflows",
+    "WorkloadError",
+    "__version__",
+    "from_response",
+    "new_idempotency_key",
+]

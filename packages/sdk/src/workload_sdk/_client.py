@@ -1,0 +1,204 @@
+"""The entry points: :class:`Client` (blocking) and :class:`AsyncClient` (asyncio).
+
+Both are configured the same way (arguments, then ``WORKLOAD_URL`` / ``WORKLOAD_TOKEN``, then
+defaults), group endpoints the same way (``.workflows``, ``.versions``, ``.runs``) and return the
+same models; they differ only in whether calls block or are awaited.
+"""
+
+from __future__ import annotations
+
+from types import TracebackType
+
+import httpx
+
+from workload_sdk._async_resources import AsyncRuns, AsyncVersions, AsyncWorkflows
+from workload_sdk._base_client import DEFAULT_MAX_RETRIES, DEFAULT_TIMEOUT, ClientOptions
+from workload_sdk._resources import Runs, Versions, Workflows
+from workload_sdk._sender import AsyncSender, SyncSender
+from workload_sdk.models import Run
+
+__all__ = ["AsyncClient", "Client"]
+
+
+class Client:
+    """A blocking client of the Workload API.
+
+    Args:
+        base_url: The server, e.g. ``http://127.0.0.1:8080``; default ``WORKLOAD_URL``, else
+            ``http://127.0.0.1:8080``.
+        token: The bearer token (viewer reads; operator reads and writes); default
+            ``WORKLOAD_TOKEN``, else no ``Authorization`` header.
+        timeout: Seconds (or an :class:`httpx.Timeout`) for each HTTP request; None for none.
+        max_retries: How many times a *read* is retried after a transient transport failure
+            or a 502/503/504 (with a small exponential backoff). Writes are never retried.
+        transport: An httpx transport to send through instead of the network (e.g.
+            :class:`httpx.MockTransport` in tests).
+
+    Example:
+        >>> with Client(token="...") as client:  # doctest: +SKIP
+        ...     client.workflows.create({"id": "hello", "tasks": [{"key": "a", "action": "mock"}]})
+        ...     run = client.runs.start("hello", 1, {"name": "world"})
+        ...     print(client.wait_for_run(run.run_id).status)
+    """
+
+    workflows: Workflows
+    versions: Versions
+    runs: Runs
+
+    def __init__(
+        self,
+        *,
+        base_url: str | None = None,
+        token: str | None = None,
+        timeout: float | httpx.Timeout | None = DEFAULT_TIMEOUT,
+        max_retries: int = DEFAULT_MAX_RETRIES,
+        transport: httpx.BaseTransport | None = None,
+    ) -> None:
+        self._options = ClientOptions.resolve(
+            base_url=base_url, token=token, timeout=timeout, max_retries=max_retries
+        )
+        self._http = httpx.Client(
+            base_url=self._options.base_url,
+            headers=self._options.headers(),
+            timeout=self._options.timeout,
+            transport=transport,
+        )
+        sender = SyncSender(self._http, self._options.max_retries)
+        self.workflows = Workflows(sender)
+        self.versions = Versions(sender)
+        self.runs = Runs(sender)
+
+    @property
+    def base_url(self) -> str:
+        """The server's base URL."""
+        return self._options.base_url
+
+    @property
+    def max_retries(self) -> int:
+        """How many times a read is retried after a transient failure."""
+        return self._options.max_retries
+
+    def wait_for_run(
+        self,
+        run_id: str,
+        *,
+        timeout: float | None = 300.0,
+        poll_interval: float = 0.5,
+    ) -> Run:
+        """Poll a run until it is terminal and return it (see :meth:`Runs.wait`).
+
+        Args:
+            run_id: The run.
+            timeout: Seconds to wait at most; None waits forever.
+            poll_interval: Seconds between polls.
+
+        Raises:
+            WaitTimeout: the run was still not terminal at the deadline.
+        """
+        return self.runs.wait(run_id, timeout=timeout, poll_interval=poll_interval)
+
+    def close(self) -> None:
+        """Close the connection pool (idempotent)."""
+        self._http.close()
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"Client(base_url={self.base_url!r})"
+
+
+class AsyncClient:
+    """An asyncio client of the Workload API: the twin of :class:`Client`, with awaited calls.
+
+    Args:
+        base_url: The server; default ``WORKLOAD_URL``, else ``http://127.0.0.1:8080``.
+        token: The bearer token; default ``WORKLOAD_TOKEN``.
+        timeout: Seconds (or an :class:`httpx.Timeout`) for each HTTP request; None for none.
+        max_retries: How many times a *read* is retried after a transient failure. Writes are
+            never retried.
+        transport: An async httpx transport (e.g. :class:`httpx.MockTransport`).
+
+    Example:
+        >>> async with AsyncClient(token="...") as client:  # doctest: +SKIP
+        ...     run = await client.runs.start("hello", 1)
+        ...     async for event in client.runs.events(run.run_id):
+        ...         print(event.type)
+    """
+
+    workflows: AsyncWorkflows
+    versions: AsyncVersions
+    runs: AsyncRuns
+
+    def __init__(
+        self,
+        *,
+        base_url: str | None = None,
+        token: str | None = None,
+        timeout: float | httpx.Timeout | None = DEFAULT_TIMEOUT,
+        max_retries: int = DEFAULT_MAX_RETRIES,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        self._options = ClientOptions.resolve(
+            base_url=base_url, token=token, timeout=timeout, max_retries=max_retries
+        )
+        self._http = httpx.AsyncClient(
+            base_url=self._options.base_url,
+            headers=self._options.headers(),
+            timeout=self._options.timeout,
+            transport=transport,
+        )
+        sender = AsyncSender(self._http, self._options.max_retries)
+        self.workflows = AsyncWorkflows(sender)
+        self.versions = AsyncVersions(sender)
+        self.runs = AsyncRuns(sender)
+
+    @property
+    def base_url(self) -> str:
+        """The server's base URL."""
+        return self._options.base_url
+
+    @property
+    def max_retries(self) -> int:
+        """How many times a read is retried after a transient failure."""
+        return self._options.max_retries
+
+    async def wait_for_run(
+        self,
+        run_id: str,
+        *,
+        timeout: float | None = 300.0,  # noqa: ASYNC109 - a polling deadline, as in the sync twin
+        poll_interval: float = 0.5,
+    ) -> Run:
+        """Poll a run until it is terminal and return it (see :meth:`AsyncRuns.wait`).
+
+        Raises:
+            WaitTimeout: the run was still not terminal at the deadline.
+        """
+        return await self.runs.wait(run_id, timeout=timeout, poll_interval=poll_interval)
+
+    async def close(self) -> None:
+        """Close the connection pool (idempotent)."""
+        await self._http.aclose()
+
+    async def __aenter__(self) -> AsyncClient:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    def __repr__(self) -> str:
+        return f"AsyncClient(base_url={self.base_url!r})"

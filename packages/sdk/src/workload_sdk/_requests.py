@@ -1,0 +1,279 @@
+"""Request building: one function per API operation, shared by the sync and async clients.
+
+Each function returns an :class:`ApiRequest` (method, path, query, headers, body, and how to
+parse the success body), so :class:`~workload_sdk.Client` and
+:class:`~workload_sdk.AsyncClient` differ only in how they send it. Nothing here does I/O.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Generic, TypeVar
+from urllib.parse import quote
+
+from workload_sdk.models import (
+    Attempt,
+    Event,
+    Page,
+    Run,
+    RunStatus,
+    TaskRun,
+    Version,
+    VersionSummary,
+    Workflow,
+)
+
+__all__ = [
+    "ApiRequest",
+    "cancel_run",
+    "create_version",
+    "create_workflow",
+    "get_run",
+    "get_task",
+    "get_version",
+    "get_workflow",
+    "list_attempts",
+    "list_events",
+    "list_runs",
+    "list_tasks",
+    "list_versions",
+    "list_workflows",
+    "new_idempotency_key",
+    "start_run",
+]
+
+T = TypeVar("T")
+_PREFIX = "/api/v1"
+_IDEMPOTENCY_KEY = re.compile(r"^[\x21-\x7e]{1,255}$")
+
+
+@dataclass(frozen=True, slots=True)
+class ApiRequest(Generic[T]):
+    """One API call, ready to send: what to send and how to read the answer."""
+
+    method: str
+    path: str
+    parse: Callable[[Any], T]
+    params: Mapping[str, str | int] = field(default_factory=dict)
+    headers: Mapping[str, str] = field(default_factory=dict)
+    json: Mapping[str, Any] | None = None
+    idempotency_key: str | None = None
+
+    @property
+    def is_write(self) -> bool:
+        """Whether the call writes (every POST); writes are never retried automatically."""
+        return self.method == "POST"
+
+
+def new_idempotency_key() -> str:
+    """A fresh ``Idempotency-Key`` (a random UUID).
+
+    Generate one before a write when you want to be able to retry that exact write: passing the
+    same key again makes the server answer the original outcome instead of writing twice.
+    """
+    return str(uuid.uuid4())
+
+
+def _idempotency_key(given: str | None) -> str:
+    if given is None:
+        return new_idempotency_key()
+    if not _IDEMPOTENCY_KEY.match(given):
+        raise ValueError("idempotency_key must be 1-255 visible ASCII characters (0x21-0x7E)")
+    return given
+
+
+def _write(
+    path: str,
+    parse: Callable[[Any], T],
+    idempotency_key: str | None,
+    *,
+    json: Mapping[str, Any] | None = None,
+    headers: Mapping[str, str] | None = None,
+) -> ApiRequest[T]:
+    key = _idempotency_key(idempotency_key)
+    return ApiRequest(
+        "POST",
+        path,
+        parse,
+        headers={"Idempotency-Key": key, **(headers or {})},
+        json=json,
+        idempotency_key=key,
+    )
+
+
+def _segment(value: str | int) -> str:
+    """A path segment, escaped so that no id can reach another route."""
+    return quote(str(value), safe="")
+
+
+def _page_params(limit: int | None, cursor: str | None) -> dict[str, str | int]:
+    params: dict[str, str | int] = {}
+    if limit is not None:
+        params["limit"] = limit
+    if cursor is not None:
+        params["cursor"] = cursor
+    return params
+
+
+def _workflow(workflow_id: str) -> str:
+    return f"{_PREFIX}/workflows/{_segment(workflow_id)}"
+
+
+def _run(run_id: str) -> str:
+    return f"{_PREFIX}/runs/{_segment(run_id)}"
+
+
+def _task(run_id: str, task_key: str) -> str:
+    return f"{_run(run_id)}/tasks/{_segment(task_key)}"
+
+
+# -- workflows and versions --------------------------------------------------------------------
+
+
+def create_workflow(
+    definition: Mapping[str, Any], idempotency_key: str | None
+) -> ApiRequest[Version]:
+    """``POST /workflows``: create a workflow and its version 1."""
+    return _write(
+        f"{_PREFIX}/workflows", Version.model_validate, idempotency_key, json=dict(definition)
+    )
+
+
+def list_workflows(limit: int | None, cursor: str | None) -> ApiRequest[Page[Workflow]]:
+    """``GET /workflows``: one page of workflows."""
+    return ApiRequest(
+        "GET",
+        f"{_PREFIX}/workflows",
+        Page[Workflow].model_validate,
+        params=_page_params(limit, cursor),
+    )
+
+
+def get_workflow(workflow_id: str) -> ApiRequest[Workflow]:
+    """``GET /workflows/{workflow_id}``."""
+    return ApiRequest("GET", _workflow(workflow_id), Workflow.model_validate)
+
+
+def create_version(
+    workflow_id: str, definition: Mapping[str, Any], idempotency_key: str | None
+) -> ApiRequest[Version]:
+    """``POST /workflows/{workflow_id}/versions``: the next version of a workflow."""
+    return _write(
+        f"{_workflow(workflow_id)}/versions",
+        Version.model_validate,
+        idempotency_key,
+        json=dict(definition),
+    )
+
+
+def list_versions(
+    workflow_id: str, limit: int | None, cursor: str | None
+) -> ApiRequest[Page[VersionSummary]]:
+    """``GET /workflows/{workflow_id}/versions``: one page of version summaries."""
+    return ApiRequest(
+        "GET",
+        f"{_workflow(workflow_id)}/versions",
+        Page[VersionSummary].model_validate,
+        params=_page_params(limit, cursor),
+    )
+
+
+def get_version(workflow_id: str, version: int) -> ApiRequest[Version]:
+    """``GET /workflows/{workflow_id}/versions/{version}``: a version with its definition."""
+    return ApiRequest(
+        "GET", f"{_workflow(workflow_id)}/versions/{_segment(version)}", Version.model_validate
+    )
+
+
+# -- runs ----------------------------------------------------------------------------------------
+
+
+def start_run(
+    workflow_id: str,
+    version: int,
+    input: Mapping[str, Any] | None,
+    idempotency_key: str | None,
+) -> ApiRequest[Run]:
+    """``POST /workflows/{workflow_id}/versions/{version}/runs`` (no body without ``input``)."""
+    return _write(
+        f"{_workflow(workflow_id)}/versions/{_segment(version)}/runs",
+        Run.model_validate,
+        idempotency_key,
+        json=None if input is None else {"input": dict(input)},
+    )
+
+
+def list_runs(
+    workflow_id: str | None,
+    status: RunStatus | str | None,
+    limit: int | None,
+    cursor: str | None,
+) -> ApiRequest[Page[Run]]:
+    """``GET /runs?workflow_id=&status=``: one page of runs, optionally filtered."""
+    params = _page_params(limit, cursor)
+    if workflow_id is not None:
+        params["workflow_id"] = workflow_id
+    if status is not None:
+        params["status"] = str(status)
+    return ApiRequest("GET", f"{_PREFIX}/runs", Page[Run].model_validate, params=params)
+
+
+def get_run(run_id: str) -> ApiRequest[Run]:
+    """``GET /runs/{run_id}`` (answered with ``ETag: "<revision>"``)."""
+    return ApiRequest("GET", _run(run_id), Run.model_validate)
+
+
+def cancel_run(
+    run_id: str,
+    *,
+    if_revision: int | None,
+    if_match: str | None,
+    idempotency_key: str | None,
+) -> ApiRequest[Run]:
+    """``POST /runs/{run_id}/cancel``, conditional on a revision when one is given."""
+    if if_revision is not None and if_match is not None:
+        raise ValueError("pass if_revision or if_match, not both")
+    if if_revision is not None:
+        if_match = f'"{if_revision}"'
+    headers = {} if if_match is None else {"If-Match": if_match}
+    return _write(f"{_run(run_id)}/cancel", Run.model_validate, idempotency_key, headers=headers)
+
+
+def list_tasks(run_id: str, limit: int | None, cursor: str | None) -> ApiRequest[Page[TaskRun]]:
+    """``GET /runs/{run_id}/tasks``: one page of task runs, in definition order."""
+    return ApiRequest(
+        "GET",
+        f"{_run(run_id)}/tasks",
+        Page[TaskRun].model_validate,
+        params=_page_params(limit, cursor),
+    )
+
+
+def get_task(run_id: str, task_key: str) -> ApiRequest[TaskRun]:
+    """``GET /runs/{run_id}/tasks/{task_key}``."""
+    return ApiRequest("GET", _task(run_id, task_key), TaskRun.model_validate)
+
+
+def list_attempts(
+    run_id: str, task_key: str, limit: int | None, cursor: str | None
+) -> ApiRequest[Page[Attempt]]:
+    """``GET /runs/{run_id}/tasks/{task_key}/attempts``: one page of attempts."""
+    return ApiRequest(
+        "GET",
+        f"{_task(run_id, task_key)}/attempts",
+        Page[Attempt].model_validate,
+        params=_page_params(limit, cursor),
+    )
+
+
+def list_events(run_id: str, limit: int | None, cursor: str | None) -> ApiRequest[Page[Event]]:
+    """``GET /runs/{run_id}/events``: one page of a run's history, by sequence."""
+    return ApiRequest(
+        "GET",
+        f"{_run(run_id)}/events",
+        Page[Event].model_validate,
+        params=_page_params(limit, cursor),
+    )

@@ -1,0 +1,101 @@
+"""The only I/O of the SDK: sending an API request, with the read retry policy.
+
+:class:`SyncSender` and :class:`AsyncSender` are twins: the same loop, one blocking and one
+awaiting. Everything they decide (what to retry, how long to wait, what a response means) comes
+from :mod:`workload_sdk._base_client`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import TypeVar
+
+import httpx
+
+from workload_sdk._base_client import (
+    build_request,
+    parse_response,
+    retry_delay,
+    retryable_exception,
+    retryable_response,
+    transport_error,
+)
+from workload_sdk._requests import ApiRequest
+
+__all__ = ["AsyncSender", "SyncSender"]
+
+T = TypeVar("T")
+
+
+class SyncSender:
+    """Sends API requests over a blocking httpx client."""
+
+    def __init__(self, http: httpx.Client, max_retries: int) -> None:
+        self._http = http
+        self._max_retries = max_retries
+
+    def send(self, request: ApiRequest[T]) -> T:
+        """Send a request; return its parsed resource or raise its error."""
+        return self.send_with_response(request)[0]
+
+    def send_with_response(self, request: ApiRequest[T]) -> tuple[T, httpx.Response]:
+        """Send a request; return its parsed resource and the HTTP response.
+
+        Reads are retried up to ``max_retries`` times after a transient transport failure or a
+        502/503/504; writes are sent exactly once.
+        """
+        retry = 0
+        while True:
+            try:
+                response = self._http.send(build_request(self._http, request))
+            except httpx.TransportError as exc:
+                if retry < self._max_retries and retryable_exception(request, exc):
+                    time.sleep(retry_delay(retry))
+                    retry += 1
+                    continue
+                raise transport_error(request, exc) from exc
+            if retry < self._max_retries and retryable_response(request, response):
+                response.close()
+                time.sleep(retry_delay(retry))
+                retry += 1
+                continue
+            return parse_response(request, response), response
+
+
+class AsyncSender:
+    """Sends API requests over an async httpx client (the twin of :class:`SyncSender`).
+
+    Backoff sleeps use :func:`asyncio.sleep`: the async client runs on asyncio.
+    """
+
+    def __init__(self, http: httpx.AsyncClient, max_retries: int) -> None:
+        self._http = http
+        self._max_retries = max_retries
+
+    async def send(self, request: ApiRequest[T]) -> T:
+        """Send a request; return its parsed resource or raise its error."""
+        return (await self.send_with_response(request))[0]
+
+    async def send_with_response(self, request: ApiRequest[T]) -> tuple[T, httpx.Response]:
+        """Send a request; return its parsed resource and the HTTP response.
+
+        Reads are retried up to ``max_retries`` times after a transient transport failure or a
+        502/503/504; writes are sent exactly once.
+        """
+        retry = 0
+        while True:
+            try:
+                response = await self._http.send(build_request(self._http, request))
+            except httpx.TransportError as exc:
+                if retry < self._max_retries and retryable_exception(request, exc):
+                    await asyncio.sleep(retry_delay(retry))
+                    retry += 1
+                    continue
+                raise transport_error(request, exc) from exc
+            if retry < self._max_retries and retryable_response(request, response):
+                await response.aclose()
+                await asyncio.sleep(retry_delay(retry))
+                retry += 1
+                continue
+            return parse_response(request, response), response

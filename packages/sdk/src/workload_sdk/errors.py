@@ -1,0 +1,272 @@
+"""Errors raised by the SDK: one base class, one subclass per family of problem codes.
+
+The server answers errors as RFC 9457 ``application/problem+json`` documents carrying a stable
+``code`` and the ``request_id`` of its log lines (SPEC §6). :func:`from_response` turns any error
+response (a problem document or not) into the exception of its status family, so callers catch
+families and branch on ``code`` when they need to.
+
+Hierarchy::
+
+    WorkloadError                  status, code, detail, request_id, errors, response,
+    │                              idempotency_key (of the write that failed)
+    ├── APIStatusError             the server answered with an error status
+    │   ├── InvalidRequest         400 invalid_json, invalid_argument, invalid_definition,
+    │   │                              invalid_cursor, idempotency_key_required,
+    │   │                              workflow_id_mismatch
+    │   ├── Unauthenticated        401 unauthenticated
+    │   ├── Forbidden              403 forbidden
+    │   ├── NotFound               404 workflow_not_found, version_not_found, run_not_found,
+    │   │                              task_not_found, not_found
+    │   ├── MethodNotAllowed       405 method_not_allowed
+    │   ├── Conflict               409 workflow_exists, idempotency_key_reused, run_finished
+    │   ├── PreconditionFailed     412 precondition_failed
+    │   ├── PayloadTooLarge        413 payload_too_large
+    │   ├── UnsupportedMediaType   415 unsupported_media_type
+    │   └── ServerError            5xx internal
+    │       └── Unavailable        503 unavailable
+    ├── APIResponseValidationError a success response that is not the documented resource
+    ├── APIConnectionError         no response: connecting, sending or receiving failed
+    │   └── APITimeoutError        no response within the timeout
+    └── WaitTimeout                wait_for_run's deadline passed (also a TimeoutError)
+
+A write that failed without a response (:class:`APIConnectionError`) may or may not have been
+applied: retry it with the same ``idempotency_key`` (carried by the exception) and the server
+answers the original outcome instead of writing twice.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from http import HTTPStatus
+from typing import TYPE_CHECKING, Any
+
+import httpx
+
+from workload_sdk.models import ProblemItem
+
+if TYPE_CHECKING:
+    from workload_sdk.models import Run
+
+__all__ = [
+    "APIConnectionError",
+    "APIResponseValidationError",
+    "APIStatusError",
+    "APITimeoutError",
+    "Conflict",
+    "Forbidden",
+    "InvalidRequest",
+    "MethodNotAllowed",
+    "NotFound",
+    "PayloadTooLarge",
+    "PreconditionFailed",
+    "ServerError",
+    "Unauthenticated",
+    "Unavailable",
+    "UnsupportedMediaType",
+    "WaitTimeout",
+    "WorkloadError",
+    "from_response",
+]
+
+_MAX_DETAIL_CHARS = 500
+
+
+class WorkloadError(Exception):
+    """Base of every error the SDK raises.
+
+    Attributes:
+        status: The HTTP status of the response, or None when there was no response.
+        code: The problem's stable ``code`` (e.g. ``run_not_found``), or None when the response
+            carried none (or there was no response).
+        detail: A human-readable explanation.
+        request_id: The server's request id (problem body or ``X-Request-ID``), for its logs.
+        errors: Validation problems (``path``, ``message``), e.g. every problem of a rejected
+            workflow definition; empty otherwise.
+        response: The HTTP response, when there was one.
+        idempotency_key: The ``Idempotency-Key`` the failed write was sent with (None for
+            reads). Pass it back to retry the same write safely.
+    """
+
+    def __init__(
+        self,
+        detail: str,
+        *,
+        status: int | None = None,
+        code: str | None = None,
+        request_id: str | None = None,
+        errors: Sequence[ProblemItem] = (),
+        response: httpx.Response | None = None,
+        idempotency_key: str | None = None,
+    ) -> None:
+        self.status = status
+        self.code = code
+        self.detail = detail
+        self.request_id = request_id
+        self.errors = list(errors)
+        self.response = response
+        self.idempotency_key = idempotency_key
+        super().__init__(self._message())
+
+    def _message(self) -> str:
+        head = " ".join(str(part) for part in (self.status, self.code) if part is not None)
+        text = f"{head}: {self.detail}" if head else self.detail
+        if self.request_id:
+            text += f" (request_id {self.request_id})"
+        return text
+
+
+class APIStatusError(WorkloadError):
+    """The server answered with an error status (the base of every status family)."""
+
+    status: int
+
+
+class InvalidRequest(APIStatusError):
+    """400: the request can never succeed as sent (body, query, cursor or headers)."""
+
+
+class Unauthenticated(APIStatusError):
+    """401: no token, or a token the server does not know."""
+
+
+class Forbidden(APIStatusError):
+    """403: the token is valid but its role may not do this (a viewer writing)."""
+
+
+class NotFound(APIStatusError):
+    """404: the workflow, version, run, task or route does not exist."""
+
+
+class MethodNotAllowed(APIStatusError):
+    """405: the route exists but not with this method."""
+
+
+class Conflict(APIStatusError):
+    """409: the request conflicts with the current state (exists, key reused, run finished)."""
+
+
+class PreconditionFailed(APIStatusError):
+    """412: ``If-Match`` named a revision the run no longer has; nothing was written."""
+
+
+class PayloadTooLarge(APIStatusError):
+    """413: the request body is over the server's limit (1 MiB)."""
+
+
+class UnsupportedMediaType(APIStatusError):
+    """415: the request body is not ``application/json``."""
+
+
+class ServerError(APIStatusError):
+    """5xx: the server failed; the body says nothing about internals."""
+
+
+class Unavailable(ServerError):
+    """503: the service cannot serve now (store or lock lost, shutting down); try later."""
+
+
+class APIResponseValidationError(WorkloadError):
+    """A success response whose body is not the resource the API documents."""
+
+
+class APIConnectionError(WorkloadError):
+    """No response: connecting, sending or receiving failed (a write may have been applied)."""
+
+
+class APITimeoutError(APIConnectionError):
+    """No response within the client's timeout (a write may have been applied)."""
+
+
+class WaitTimeout(WorkloadError, TimeoutError):
+    """``wait_for_run`` gave up before the run finished; ``run`` is the last state seen."""
+
+    def __init__(self, detail: str, *, run: Run) -> None:
+        super().__init__(detail)
+        self.run = run
+
+
+_CLASS_BY_STATUS: Mapping[int, type[APIStatusError]] = {
+    400: InvalidRequest,
+    401: Unauthenticated,
+    403: Forbidden,
+    404: NotFound,
+    405: MethodNotAllowed,
+    409: Conflict,
+    412: PreconditionFailed,
+    413: PayloadTooLarge,
+    415: UnsupportedMediaType,
+    503: Unavailable,
+}
+
+
+def _error_class(status: int) -> type[APIStatusError]:
+    cls = _CLASS_BY_STATUS.get(status)
+    if cls is not None:
+        return cls
+    return ServerError if status >= 500 else APIStatusError
+
+
+def _body(response: httpx.Response) -> tuple[Any, str]:
+    """The parsed JSON body (None if not JSON) and the text of a response."""
+    try:
+        text = response.text
+    except httpx.ResponseNotRead:
+        return None, ""
+    try:
+        return response.json(), text
+    except ValueError:
+        return None, text
+
+
+def _problem_items(raw: Any) -> list[ProblemItem]:
+    if not isinstance(raw, list):
+        return []
+    items = []
+    for item in raw:
+        if isinstance(item, Mapping) and isinstance(item.get("message"), str):
+            items.append(ProblemItem(path=str(item.get("path", "")), message=item["message"]))
+    return items
+
+
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) and value else None
+
+
+def from_response(
+    response: httpx.Response, *, idempotency_key: str | None = None
+) -> APIStatusError:
+    """The exception of an error response, chosen by its status family.
+
+    A problem document gives ``code``, ``detail``, ``request_id`` and ``errors``; any other body
+    (a proxy's HTML page, plain text, an empty body) still gives the right class, with the
+    body's text (or the status phrase) as ``detail`` and ``X-Request-ID`` as ``request_id``.
+
+    Args:
+        response: An HTTP response with a 4xx or 5xx status.
+        idempotency_key: The key the request was sent with, if it was a write.
+
+    Returns:
+        An :class:`APIStatusError` subclass (not raised).
+    """
+    status = response.status_code
+    body, text = _body(response)
+    problem: Mapping[str, Any] = body if isinstance(body, Mapping) else {}
+    try:
+        phrase = HTTPStatus(status).phrase
+    except ValueError:
+        phrase = "error"
+    detail = (
+        _text(problem.get("detail"))
+        or _text(problem.get("title"))
+        or (None if problem else text.strip()[:_MAX_DETAIL_CHARS])
+        or phrase
+    )
+    return _error_class(status)(
+        detail,
+        status=status,
+        code=_text(problem.get("code")),
+        request_id=_text(problem.get("request_id")) or response.headers.get("x-request-id"),
+        errors=_problem_items(problem.get("errors")),
+        response=response,
+        idempotency_key=idempotency_key,
+    )

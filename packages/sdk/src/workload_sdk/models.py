@@ -1,0 +1,203 @@
+"""The API's resources as pydantic models (SPEC §6), owned by the SDK itself.
+
+Field names are the API's contract. Every model allows extra fields, so a newer server that adds
+a field does not break an older client (the extra value is kept: ``model.model_extra``).
+Timestamps are parsed into timezone-aware :class:`~datetime.datetime` objects.
+"""
+
+from __future__ import annotations
+
+import enum
+from datetime import datetime
+from typing import Any, Generic, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = [
+    "Attempt",
+    "AttemptStatus",
+    "ErrorObject",
+    "Event",
+    "Page",
+    "ProblemItem",
+    "Run",
+    "RunStatus",
+    "TaskRun",
+    "TaskStatus",
+    "Version",
+    "VersionSummary",
+    "Workflow",
+]
+
+T = TypeVar("T")
+JsonObject = dict[str, Any]
+
+
+class RunStatus(enum.StrEnum):
+    """Status of a run: ``pending`` → ``running`` ⇄ ``waiting_retry`` → a terminal status."""
+
+    PENDING = "pending"
+    RUNNING = "running"
+    WAITING_RETRY = "waiting_retry"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    CANCELED = "canceled"
+
+    @property
+    def is_terminal(self) -> bool:
+        """Whether a run in this status can never change again."""
+        return self in {RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.CANCELED}
+
+
+class TaskStatus(enum.StrEnum):
+    """Status of one task of a run (``pending`` waits on its dependencies)."""
+
+    PENDING = "pending"
+    RUNNING = "running"
+    WAITING_RETRY = "waiting_retry"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    CANCELED = "canceled"
+    SKIPPED = "skipped"
+
+    @property
+    def is_terminal(self) -> bool:
+        """Whether a task in this status can never change again."""
+        return self not in {TaskStatus.PENDING, TaskStatus.RUNNING, TaskStatus.WAITING_RETRY}
+
+
+class AttemptStatus(enum.StrEnum):
+    """Status of one attempt at executing a task."""
+
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    TIMED_OUT = "timed_out"
+    CANCELED = "canceled"
+    INTERRUPTED = "interrupted"
+
+    @property
+    def is_terminal(self) -> bool:
+        """Whether the attempt has finished."""
+        return self is not AttemptStatus.RUNNING
+
+
+class _Resource(BaseModel):
+    """Base of every resource: immutable, tolerant of fields added by newer servers."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+
+
+class ErrorObject(_Resource):
+    """Why a task or an attempt failed."""
+
+    code: str
+    message: str
+    retryable: bool
+
+
+class ProblemItem(_Resource):
+    """One validation problem of a rejected request: where (a JSON Pointer) and what."""
+
+    path: str
+    message: str
+
+
+class Workflow(_Resource):
+    """A workflow: the id under which immutable versions are created."""
+
+    workflow_id: str
+    latest_version: int
+    description: str
+    created_at: datetime
+    updated_at: datetime
+
+
+class VersionSummary(_Resource):
+    """A version without its definition, as listed."""
+
+    workflow_id: str
+    version: int
+    definition_hash: str
+    task_count: int
+    created_at: datetime
+
+
+class Version(VersionSummary):
+    """A version with its normalized definition (every default explicit)."""
+
+    definition: JsonObject
+
+
+class Run(_Resource):
+    """A run of one workflow version.
+
+    ``revision`` grows by one per committed state change; pass it back as
+    ``client.runs.cancel(run.run_id, if_revision=run.revision)`` to act only on the state you
+    saw (a stale revision raises :class:`~workload_sdk.PreconditionFailed`).
+    """
+
+    run_id: str
+    workflow_id: str
+    version: int
+    status: RunStatus
+    revision: int
+    input: JsonObject
+    cancel_requested: bool
+    created_at: datetime
+    updated_at: datetime
+    started_at: datetime | None
+    finished_at: datetime | None
+    task_counts: dict[TaskStatus, int] = Field(default_factory=dict)
+
+    @property
+    def is_terminal(self) -> bool:
+        """Whether the run has finished (succeeded, failed or canceled)."""
+        return self.status.is_terminal
+
+
+class TaskRun(_Resource):
+    """One task of a run."""
+
+    task_key: str
+    status: TaskStatus
+    depends_on: list[str]
+    attempt_count: int
+    max_attempts: int
+    next_attempt_at: datetime | None
+    started_at: datetime | None
+    finished_at: datetime | None
+    output: JsonObject | None
+    error: ErrorObject | None
+
+
+class Attempt(_Resource):
+    """One attempt at executing a task (numbered from 1)."""
+
+    attempt: int
+    status: AttemptStatus
+    started_at: datetime
+    finished_at: datetime | None
+    output: JsonObject | None
+    error: ErrorObject | None
+
+
+class Event(_Resource):
+    """One entry of a run's history, such as ``run.created`` or ``attempt.failed``.
+
+    ``type`` is a plain string so that event types added by newer servers parse too.
+    """
+
+    sequence: int
+    type: str
+    occurred_at: datetime
+    task_key: str | None
+    attempt: int | None
+    data: JsonObject
+
+
+class Page(_Resource, Generic[T]):
+    """One page of a listing; pass ``next_cursor`` back as ``cursor`` for the next one."""
+
+    items: list[T]
+    next_cursor: str | None

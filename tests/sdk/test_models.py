@@ -1,0 +1,88 @@
+"""The SDK's own models against the API's published OpenAPI document (a drift guard).
+
+The SDK may not import the server's schemas, so this reads ``docs/openapi.json`` (generated from
+them) as plain JSON: every documented field and status must exist in the SDK.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+from pathlib import Path
+from typing import Any
+
+import pydantic
+import pytest
+
+import workload_sdk
+from tests.sdk.fakes import run_body
+from workload_sdk import AttemptStatus, Run, RunStatus, TaskStatus
+
+DOCUMENT = Path(__file__).parents[2] / "docs" / "openapi.json"
+RESOURCES = [
+    "Workflow",
+    "VersionSummary",
+    "Version",
+    "Run",
+    "TaskRun",
+    "Attempt",
+    "Event",
+    "ErrorObject",
+    "ProblemItem",
+]
+
+
+@pytest.fixture(scope="module")
+def schemas() -> dict[str, Any]:
+    document: dict[str, Any] = json.loads(DOCUMENT.read_text(encoding="utf-8"))
+    found: dict[str, Any] = document["components"]["schemas"]
+    return found
+
+
+@pytest.mark.parametrize("name", RESOURCES)
+def test_every_documented_field_is_modelled(schemas: dict[str, Any], name: str) -> None:
+    model: type[pydantic.BaseModel] = getattr(workload_sdk, name)
+    schema = schemas[name]
+    assert set(schema["properties"]) <= set(model.model_fields)
+    required = {n for n, f in model.model_fields.items() if f.is_required()}
+    assert required <= set(schema.get("required", [])), "the SDK requires an optional field"
+
+
+@pytest.mark.parametrize(
+    ("name", "statuses"),
+    [("RunStatus", RunStatus), ("TaskStatus", TaskStatus), ("AttemptStatus", AttemptStatus)],
+)
+def test_every_documented_status_is_an_enum_member(
+    schemas: dict[str, Any], name: str, statuses: type[enum.StrEnum]
+) -> None:
+    assert set(schemas[name]["enum"]) == {s.value for s in statuses}
+
+
+def test_terminal_statuses() -> None:
+    assert {s for s in RunStatus if s.is_terminal} == {"succeeded", "failed", "canceled"}
+    assert {s for s in TaskStatus if s.is_terminal} == {
+        "succeeded",
+        "failed",
+        "canceled",
+        "skipped",
+    }
+    assert [s for s in AttemptStatus if not s.is_terminal] == [AttemptStatus.RUNNING]
+
+
+def test_models_are_immutable_and_compare_by_value() -> None:
+    run = Run.model_validate(run_body())
+    assert run == Run.model_validate(run_body())
+    with pytest.raises(pydantic.ValidationError):
+        run.status = RunStatus.FAILED  # type: ignore[misc]
+
+
+def test_an_unknown_status_is_refused() -> None:
+    with pytest.raises(pydantic.ValidationError):
+        Run.model_validate(run_body(status="paused"))
+
+
+def test_timestamps_are_aware_and_in_utc() -> None:
+    run = Run.model_validate(run_body(started_at="2025-01-02T05:04:05+02:00"))
+    assert run.created_at.utcoffset() is not None
+    assert run.started_at is not None
+    assert run.started_at == run.created_at.replace(microsecond=0)
