@@ -19,9 +19,11 @@ from workload_engine._groups import first_error
 from workload_engine.definitions import DefinitionCache
 from workload_engine.runner import RunRunner
 
-__all__ = ["DEFAULT_MAX_CONCURRENT_ATTEMPTS", "Engine"]
+__all__ = ["DEFAULT_MAX_CONCURRENT_ATTEMPTS", "DEFAULT_STARTUP_CONCURRENCY", "Engine"]
 
 DEFAULT_MAX_CONCURRENT_ATTEMPTS = 64
+DEFAULT_STARTUP_CONCURRENCY = 8
+"""How many runners may be starting (first load, commit, launches) at once."""
 
 
 class Engine:
@@ -35,6 +37,7 @@ class Engine:
         *,
         max_concurrent_attempts: int = DEFAULT_MAX_CONCURRENT_ATTEMPTS,
         definitions: DefinitionCache | None = None,
+        startup_concurrency: int = DEFAULT_STARTUP_CONCURRENCY,
     ) -> None:
         if max_concurrent_attempts < 1:
             raise ValueError("max_concurrent_attempts must be at least 1")
@@ -43,6 +46,7 @@ class Engine:
         self.clock = clock
         self.definitions = definitions or DefinitionCache(store)
         self.limiter = anyio.CapacityLimiter(max_concurrent_attempts)
+        self.startup = anyio.CapacityLimiter(startup_concurrency)
         self._runners: dict[str, RunRunner] = {}
         self._group: TaskGroup | None = None
         self._finished: dict[str, anyio.Event] = {}
@@ -114,6 +118,7 @@ class Engine:
             clock=self.clock,
             limiter=self.limiter,
             definitions=self.definitions,
+            startup=self.startup,
         )
 
     async def _supervise(self, runner: RunRunner, **_: Any) -> None:

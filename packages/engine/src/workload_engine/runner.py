@@ -72,6 +72,7 @@ class RunRunner:
         clock: Clock,
         limiter: anyio.CapacityLimiter,
         definitions: DefinitionCache,
+        startup: anyio.CapacityLimiter | None = None,
     ) -> None:
         self.run_id = run_id
         self._store = store
@@ -79,6 +80,8 @@ class RunRunner:
         self._clock = clock
         self._limiter = limiter
         self._definitions = definitions
+        self._startup = startup or anyio.CapacityLimiter(1)
+        self._started = False
         send, receive = anyio.create_memory_object_stream[_Message](math.inf)
         self._send: MemoryObjectSendStream[_Message] = send
         self._receive: MemoryObjectReceiveStream[_Message] = receive
@@ -116,6 +119,20 @@ class RunRunner:
         return final
 
     async def _loop(self, tg: TaskGroup) -> RunSnapshot:
+        # Start-up (the first load, commit and launches) is bounded across runners, so that a
+        # recovery of thousands of runs neither starves the pool nor delays readiness.
+        await self._startup.acquire()
+        try:
+            return await self._drive(tg)
+        finally:
+            self._end_startup()
+
+    def _end_startup(self) -> None:
+        if not self._started:
+            self._started = True
+            self._startup.release()
+
+    async def _drive(self, tg: TaskGroup) -> RunSnapshot:
         snapshot = await self._store.load_run(self.run_id)
         workflow = await self._definitions.get(snapshot.run.workflow_id, snapshot.run.version)
         recovering = snapshot.run.status is not RunStatus.PENDING
@@ -161,6 +178,7 @@ class RunRunner:
             if decided.finished:
                 return snapshot
 
+            self._end_startup()
             batch = [await self._receive.receive()]
             while True:
                 try:

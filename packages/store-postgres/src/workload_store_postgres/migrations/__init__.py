@@ -15,8 +15,11 @@ Errors::
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import re
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from importlib import resources
@@ -24,6 +27,8 @@ from typing import Any
 
 import psycopg
 from psycopg.rows import class_row
+
+from workload_domain.errors import StoreUnavailable
 
 __all__ = [
     "MIGRATION_LOCK_KEY",
@@ -147,9 +152,30 @@ def _status(applied: list[AppliedMigration]) -> MigrationStatus:
     )
 
 
+CONNECT_TIMEOUT_SECONDS = 10
+"""How long a migration command or the start-up check waits for the server to answer."""
+
+
+@asynccontextmanager
+async def _connect(url: str) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
+    """One connection with a bounded connect time; driver errors become StoreUnavailable."""
+    try:
+        async with asyncio.timeout(CONNECT_TIMEOUT_SECONDS * 3):
+            conn = await psycopg.AsyncConnection.connect(
+                url, autocommit=True, connect_timeout=CONNECT_TIMEOUT_SECONDS
+            )
+    except (psycopg.Error, TimeoutError, OSError) as exc:
+        raise StoreUnavailable(f"cannot connect to PostgreSQL: {exc}") from exc
+    try:
+        async with conn:
+            yield conn
+    except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
+        raise StoreUnavailable(f"PostgreSQL failed during a migration command: {exc}") from exc
+
+
 async def migration_status(url: str) -> MigrationStatus:
     """Read which migrations are applied, pending, unknown or changed."""
-    async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
+    async with _connect(url) as conn:
         return _status(await _applied(conn))
 
 
@@ -184,7 +210,7 @@ def _raise_for(status: MigrationStatus, *, allow_pending: bool) -> None:
 
 async def migrate_up(url: str) -> tuple[Migration, ...]:
     """Apply every pending migration, each in its own transaction; return those applied."""
-    async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
+    async with _connect(url) as conn:
         await conn.execute("SELECT pg_advisory_lock(%s)", (MIGRATION_LOCK_KEY,))
         try:
             await conn.execute(_CREATE_TABLE)
