@@ -11,6 +11,7 @@ import json
 import os
 import secrets
 import signal
+import socket
 import time
 from typing import Any
 
@@ -452,3 +453,21 @@ def test_database_not_answering_at_start_up_exits_instead_of_hanging(
     finally:
         pg.thaw()
     assert code == EXIT_CODE_FAIL_STOP, f"exit code {code}, not 5\n{service.stderr_tail()}"
+
+
+# -- a port that is taken: a configuration error ---------------------------------------------------
+
+
+def test_a_port_in_use_exits_2_and_releases_the_lock(
+    pg: PgCluster, database_url: str, services: Services
+) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        refused = services.start(database_url, port=port)
+        code = refused.wait_exit(30)
+    assert code == 2, f"exit code {code}, not 2\n{refused.stderr_tail()}"
+    assert "cannot listen" in refused.stderr(), refused.stderr_tail()
+    # The lock went with it: another service starts at once.
+    services.start(database_url).wait_ready()

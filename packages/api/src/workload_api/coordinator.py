@@ -140,6 +140,7 @@ class Coordinator:
         except SystemFault as exc:
             _log.error("cannot open the store: %s", exc)
             return ExitCode.FAIL_STOP
+        bind_failed = False
         try:
             async with anyio.create_task_group() as tg:
                 engine_scope = anyio.CancelScope()
@@ -163,7 +164,13 @@ class Coordinator:
                 tg.start_soon(guarded, "idempotency purge failed", self._purge_loop)
                 tg.start_soon(self._watch_signals, server)
                 tg.start_soon(self._announce_ready, server, handed)
-                await server.serve()
+                try:
+                    await server.serve()
+                except SystemExit:
+                    # uvicorn exits when it cannot listen (address in use, no permission):
+                    # a configuration error, answered with the usage exit code.
+                    _log.error("cannot listen on %s:%s", self._host, self._port)
+                    bind_failed = True
                 # HTTP has stopped: interrupt execution (nothing is written as canceled).
                 self.readiness.ready = False
                 engine_scope.cancel()
@@ -171,7 +178,9 @@ class Coordinator:
         finally:
             with anyio.CancelScope(shield=True):
                 await store.close()
-        return ExitCode.FAIL_STOP if self.fault is not None else ExitCode.OK
+        if self.fault is not None:
+            return ExitCode.FAIL_STOP
+        return ExitCode.USAGE if bind_failed else ExitCode.OK
 
     async def _announce_ready(self, server: uvicorn.Server, handed: int) -> None:
         while not server.started:
