@@ -333,3 +333,30 @@ async def test_cancel_with_an_idempotency_claim_saves_and_replays_its_outcome() 
     again = await request_cancel(h.store, h.clock, pending, claim=other, render=render)
     assert again.already_canceled
     assert await h.store.find_outcome(other) == Outcome(200, {"status": "canceled"})
+
+
+async def test_cancel_while_a_task_waits_to_retry_clears_its_retry_time() -> None:
+    h = Harness()
+    run_id = await h.create(
+        workflow(
+            mock("t", fail_always=True, retry={"max_attempts": 3, "initial_backoff_seconds": 60})
+        )
+    )
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(h.engine.run)
+        await wait_until_idle()
+        h.engine.submit(run_id)
+        await wait_until_idle()
+        waiting = await h.view(run_id)
+        assert waiting.status == "waiting_retry"
+        assert waiting.tasks["t"].next_attempt_at is not None
+        await request_cancel(h.store, h.clock, run_id)
+        h.engine.notify(run_id)
+        with anyio.fail_after(5):
+            await h.engine.wait_finished(run_id)
+        tg.cancel_scope.cancel()
+    view = await h.view(run_id)
+    assert view.status == "canceled"
+    assert view.tasks["t"].status.value == "canceled"
+    assert view.tasks["t"].next_attempt_at is None
+    assert view.attempt_statuses("t") == ["failed"]

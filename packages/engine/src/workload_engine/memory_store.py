@@ -44,7 +44,7 @@ from workload_domain.model import (
     WorkflowRecord,
 )
 from workload_domain.ports import Clock
-from workload_domain.statuses import AttemptStatus, RunStatus
+from workload_domain.statuses import AttemptStatus, RunStatus, TaskStatus
 from workload_engine.clock import SystemClock
 
 __all__ = ["InMemoryStore", "StoreIntegrityError"]
@@ -169,6 +169,7 @@ class InMemoryStore:
         if len(set(keys)) != len(keys):
             raise StoreIntegrityError("duplicate task keys")
         _check_sequences(new_run.events, 0)
+        _check_rows(run, new_run.tasks, ())
         self._runs[run.run_id] = _RunData(
             run=_copy(run),
             tasks={t.task_key: t for t in new_run.tasks},
@@ -208,6 +209,7 @@ class InMemoryStore:
             if attempt.task_key not in data.tasks:
                 raise StoreIntegrityError(f"attempt of unknown task {attempt.task_key!r}")
         _check_sequences(commit.events, len(data.events))
+        _check_rows(commit.run, commit.tasks, commit.attempts)
         # Everything is valid: apply all of it with no await in between.
         data.run = _copy(commit.run)
         for task in commit.tasks:
@@ -471,6 +473,22 @@ def _workflow_position(w: WorkflowRecord) -> tuple[str | int, ...]:
 
 def _run_position(r: RunRecord) -> tuple[str | int, ...]:
     return (to_micros(r.created_at), r.run_id)
+
+
+def _check_rows(
+    run: RunRecord, tasks: Sequence[TaskRecord], attempts: Sequence[AttemptRecord]
+) -> None:
+    """The CHECK constraints of the PostgreSQL schema, so this store refuses what it refuses."""
+    if run.status.is_terminal != (run.finished_at is not None):
+        raise StoreIntegrityError("a run has finished_at exactly when it is terminal")
+    for task in tasks:
+        if (task.status is TaskStatus.WAITING_RETRY) != (task.next_attempt_at is not None):
+            raise StoreIntegrityError("a task has next_attempt_at exactly when waiting to retry")
+        if not 0 <= task.attempt_count <= task.max_attempts:
+            raise StoreIntegrityError("attempt_count must be within 0..max_attempts")
+    for attempt in attempts:
+        if (attempt.status is AttemptStatus.RUNNING) != (attempt.finished_at is None):
+            raise StoreIntegrityError("an attempt has finished_at exactly when it ended")
 
 
 def _check_sequences(events: Sequence[EventRecord], last: int) -> None:

@@ -385,7 +385,9 @@ def _cancel_everything(draft: _Draft) -> None:
         draft.emit(EventType.ATTEMPT_CANCELED, key[0], key[1])
     for task in list(draft.tasks):
         if not task.status.is_terminal:
-            draft.set_task(task.task_key, TaskStatus.CANCELED, finished_at=draft.now)
+            draft.set_task(
+                task.task_key, TaskStatus.CANCELED, finished_at=draft.now, next_attempt_at=None
+            )
             draft.emit(EventType.TASK_CANCELED, task.task_key)
     draft.set_run(RunStatus.CANCELED, finished_at=draft.now)
     draft.emit(EventType.RUN_CANCELED)
