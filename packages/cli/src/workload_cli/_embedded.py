@@ -12,17 +12,17 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
-__all__ = ["CREDENTIALS_FILE", "Credentials", "EmbeddedPostgres", "dev_credentials"]
+from workload_cli._datadir import CREDENTIALS_FILE, default_data_dir
 
-CREDENTIALS_FILE = "credentials.json"
+__all__ = [
+    "CREDENTIALS_FILE",
+    "Credentials",
+    "EmbeddedPostgres",
+    "default_data_dir",
+    "dev_credentials",
+]
+
 DATABASE = "workload"
-
-
-def default_data_dir() -> Path:
-    """The user data directory of the platform (e.g. ``~/.local/share/workload``)."""
-    import platformdirs  # noqa: PLC0415 - a server-only dependency
-
-    return Path(platformdirs.user_data_dir("workload", appauthor=False))
 
 
 class EmbeddedPostgres:

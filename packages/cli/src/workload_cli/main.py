@@ -1,4 +1,8 @@
-"""The ``workload`` command (SPEC §8): one Typer app; server commands load lazily."""
+"""The ``workload`` command (SPEC §8): one Typer app.
+
+Client commands (``workflows``, ``runs``, ``demo``) talk to a server through the SDK only;
+``run-local`` imports the engine and ``serve`` / ``migrate`` the server packages, both lazily.
+"""
 
 from __future__ import annotations
 
@@ -9,17 +13,70 @@ from typing import Annotated
 
 import typer
 
+from workload_cli._completion import completion
+from workload_cli._demo import demo
+from workload_cli._exit import EXIT_CODES_HELP
+from workload_cli._local import run_local
+from workload_cli._output import OutputFormat
+from workload_cli._runs import runs_app
+from workload_cli._session import GlobalOptions
+from workload_cli._workflows import workflows_app
+
 __all__ = ["app", "main"]
 
 app = typer.Typer(
     name="workload",
     help="Workload: a control plane for multi-step AI workloads.",
+    epilog=EXIT_CODES_HELP,
     no_args_is_help=True,
     add_completion=True,
     pretty_exceptions_enable=False,
 )
 migrate_app = typer.Typer(help="Database schema migrations.", no_args_is_help=True)
 app.add_typer(migrate_app, name="migrate")
+_CLIENT = "Client commands (through the API)"
+app.add_typer(workflows_app, name="workflows", rich_help_panel=_CLIENT)
+app.add_typer(runs_app, name="runs", rich_help_panel=_CLIENT)
+app.command("demo", epilog=EXIT_CODES_HELP, rich_help_panel=_CLIENT)(demo)
+app.command("run-local", epilog=EXIT_CODES_HELP, rich_help_panel="Without a server")(run_local)
+app.command("completion", rich_help_panel="Shell")(completion)
+
+
+@app.callback()
+def _global_options(
+    ctx: typer.Context,
+    url: Annotated[
+        str | None,
+        typer.Option(
+            help="The server (env WORKLOAD_URL; else the dev credentials file; else "
+            "http://127.0.0.1:8080).",
+            show_default=False,
+        ),
+    ] = None,
+    token: Annotated[
+        str | None,
+        typer.Option(
+            help="Bearer token (env WORKLOAD_TOKEN; else the dev credentials file's operator "
+            "token, for the default URL or the file's).",
+            show_default=False,
+        ),
+    ] = None,
+    output: Annotated[
+        OutputFormat | None,
+        typer.Option(
+            "--output",
+            "-o",
+            help="table, plain or json (env WORKLOAD_OUTPUT; default: table on a terminal, "
+            "plain text otherwise).",
+            envvar="WORKLOAD_OUTPUT",
+            show_default=False,
+            case_sensitive=False,
+        ),
+    ] = None,
+) -> None:
+    """Options of the client commands, given before the command."""
+    ctx.obj = GlobalOptions(url=url, token=token, output=output)
+
 
 DatabaseUrl = Annotated[
     str | None,

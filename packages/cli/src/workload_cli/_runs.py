@@ -1,0 +1,225 @@
+"""``workload runs …``: start, list, show, cancel and watch runs; their tasks, attempts, events."""
+
+from __future__ import annotations
+
+import itertools
+import time
+from typing import Annotated
+
+import typer
+
+from workload_cli._exit import EXIT_CODES_HELP
+from workload_cli._inputs import check_idempotency_key, run_input
+from workload_cli._options import IdempotencyKeyOption, OutputOption, RunArgument
+from workload_cli._session import Session, session
+from workload_cli._views import (
+    ATTEMPT_COLUMNS,
+    EVENT_COLUMNS,
+    RUN_COLUMNS,
+    TASK_COLUMNS,
+)
+from workload_cli._watch import DEFAULT_INTERVAL, watch_run
+from workload_sdk import RunStatus
+
+__all__ = ["runs_app"]
+
+runs_app = typer.Typer(
+    help="Runs of workflow versions: start, watch, cancel, inspect.", no_args_is_help=True
+)
+
+_PAGE = 200
+
+IntervalOption = Annotated[
+    float, typer.Option(help="Seconds between polls.", min=0.05, show_default=True)
+]
+TimeoutOption = Annotated[
+    float | None,
+    typer.Option(
+        help="Give up watching after this many seconds (exit 12; the run goes on).",
+        min=0,
+        show_default=False,
+    ),
+]
+
+
+@runs_app.command("start", epilog=EXIT_CODES_HELP)
+def start(
+    ctx: typer.Context,
+    workflow_id: Annotated[str, typer.Argument(help="The workflow to run.", show_default=False)],
+    *,
+    version: Annotated[
+        int | None,
+        typer.Option(help="The version to run (default: the latest).", min=1, show_default=False),
+    ] = None,
+    input_: Annotated[
+        str | None,
+        typer.Option(
+            "--input",
+            help="The run input: a JSON object, @FILE, or @- for standard input.",
+            show_default=False,
+        ),
+    ] = None,
+    idempotency_key: IdempotencyKeyOption = None,
+    wait: Annotated[
+        bool, typer.Option("--wait", help="Show the run live until it finishes.")
+    ] = False,
+    timeout: TimeoutOption = None,
+    interval: IntervalOption = DEFAULT_INTERVAL,
+    quiet: Annotated[
+        bool,
+        typer.Option(
+            "--quiet", "-q", help="Print only the run id (with --wait: no progress either)."
+        ),
+    ] = False,
+    output: OutputOption = None,
+) -> None:
+    """Start a run of a workflow version; print it (or, with --wait, follow it to the end)."""
+    with session(ctx, output) as s:
+        data = run_input(input_)
+        key = check_idempotency_key(idempotency_key)
+        number = version or s.client.workflows.get(workflow_id).latest_version
+        run = s.client.runs.start(workflow_id, number, data, idempotency_key=key)
+        if quiet:
+            s.out.echo(run.run_id)
+        elif not wait:
+            s.out.resource(run)
+        if not quiet:
+            s.out.say(f"started run {run.run_id} of {workflow_id} version {number}")
+        if wait:
+            code = watch_run(s, run.run_id, interval=interval, timeout=timeout, quiet=quiet)
+            raise typer.Exit(code)
+
+
+@runs_app.command("list")
+def list_runs(
+    ctx: typer.Context,
+    workflow: Annotated[
+        str | None, typer.Option(help="Only this workflow's runs.", show_default=False)
+    ] = None,
+    status: Annotated[
+        RunStatus | None, typer.Option(help="Only runs in this status.", show_default=False)
+    ] = None,
+    limit: Annotated[
+        int | None,
+        typer.Option(help="Show at most this many runs (default: all).", min=1, show_default=False),
+    ] = None,
+    output: OutputOption = None,
+) -> None:
+    """List runs, oldest first, optionally filtered."""
+    with session(ctx, output) as s:
+        pager = s.client.runs.list(
+            workflow_id=workflow, status=status, limit=min(limit or _PAGE, _PAGE)
+        )
+        s.out.listing(itertools.islice(pager, limit), RUN_COLUMNS)
+
+
+@runs_app.command("show")
+def show(ctx: typer.Context, run_id: RunArgument, output: OutputOption = None) -> None:
+    """Show a run: status, revision, input, timestamps and task counts."""
+    with session(ctx, output) as s:
+        s.out.resource(s.client.runs.get(run_id))
+
+
+@runs_app.command("cancel")
+def cancel(
+    ctx: typer.Context,
+    run_id: RunArgument,
+    if_revision: Annotated[
+        int | None,
+        typer.Option(
+            help="Cancel only if the run is still at this revision (else exit 7, "
+            "precondition_failed, and nothing is written).",
+            min=1,
+            show_default=False,
+        ),
+    ] = None,
+    idempotency_key: IdempotencyKeyOption = None,
+    output: OutputOption = None,
+) -> None:
+    """Request cancellation of a run; print the run (a pending run is canceled at once)."""
+    with session(ctx, output) as s:
+        key = check_idempotency_key(idempotency_key)
+        run = s.client.runs.cancel(run_id, if_revision=if_revision, idempotency_key=key)
+        s.out.resource(run)
+        s.out.say(f"cancel requested for run {run.run_id} (now {run.status.value})")
+
+
+@runs_app.command("watch", epilog=EXIT_CODES_HELP)
+def watch(
+    ctx: typer.Context,
+    run_id: RunArgument,
+    timeout: TimeoutOption = None,
+    interval: IntervalOption = DEFAULT_INTERVAL,
+    output: OutputOption = None,
+) -> None:
+    """Show a run's tasks live until the run finishes; the exit code says how it ended.
+
+    On a terminal: a table redrawn in place. Otherwise: one line per change. With
+    --output json: the final run only.
+    """
+    with session(ctx, output) as s:
+        raise typer.Exit(watch_run(s, run_id, interval=interval, timeout=timeout))
+
+
+@runs_app.command("tasks")
+def tasks(ctx: typer.Context, run_id: RunArgument, output: OutputOption = None) -> None:
+    """List a run's tasks in definition order."""
+    with session(ctx, output) as s:
+        s.out.listing(s.client.runs.tasks(run_id, limit=_PAGE), TASK_COLUMNS)
+
+
+@runs_app.command("attempts")
+def attempts(
+    ctx: typer.Context,
+    run_id: RunArgument,
+    task_key: Annotated[str, typer.Argument(help="The task's key.", show_default=False)],
+    output: OutputOption = None,
+) -> None:
+    """List the attempts at one task of a run."""
+    with session(ctx, output) as s:
+        s.out.listing(s.client.runs.attempts(run_id, task_key, limit=_PAGE), ATTEMPT_COLUMNS)
+
+
+@runs_app.command("events")
+def events(
+    ctx: typer.Context,
+    run_id: RunArgument,
+    follow: Annotated[
+        bool,
+        typer.Option(
+            "--follow",
+            "-f",
+            help="Keep printing new events until the run finishes (JSON: one object a line).",
+        ),
+    ] = False,
+    interval: IntervalOption = DEFAULT_INTERVAL,
+    output: OutputOption = None,
+) -> None:
+    """List a run's history (every state change), by sequence."""
+    with session(ctx, output) as s:
+        if follow:
+            _follow(s, run_id, interval)
+        else:
+            s.out.listing(s.client.runs.events(run_id, limit=_PAGE), EVENT_COLUMNS)
+
+
+def _follow(s: Session, run_id: str, interval: float) -> None:
+    """Print events as they are appended until the run is terminal and all are printed."""
+    write = s.out.stream(EVENT_COLUMNS)
+    last = 0
+    # Re-read from the start of the last page seen: a cursor is only issued for a full page.
+    cursor: str | None = None
+    while True:
+        finished = s.client.runs.get(run_id).is_terminal  # read before the events: none missed
+        while True:
+            page = s.client.runs.events_page(run_id, limit=_PAGE, cursor=cursor)
+            for event in page.items:
+                if event.sequence > last:
+                    write(event)
+                    last = event.sequence
+            if page.next_cursor is None:
+                break
+            cursor = page.next_cursor
+        if finished:
+            return
+        time.sleep(interval)

@@ -1,0 +1,93 @@
+"""``workload workflows …``: create workflows and versions, list and show them."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from workload_cli._inputs import check_idempotency_key, read_object_file
+from workload_cli._options import IdempotencyKeyOption, OutputOption
+from workload_cli._session import session
+from workload_cli._views import VERSION_COLUMNS, WORKFLOW_COLUMNS
+
+__all__ = ["workflows_app"]
+
+workflows_app = typer.Typer(help="Workflows and their immutable versions.", no_args_is_help=True)
+
+FileArgument = Annotated[
+    str,
+    typer.Argument(
+        help="A JSON workflow definition (- for standard input).",
+        metavar="FILE",
+        show_default=False,
+    ),
+]
+WorkflowArgument = Annotated[str, typer.Argument(help="The workflow id.", show_default=False)]
+
+
+@workflows_app.command("create")
+def create(
+    ctx: typer.Context,
+    file: FileArgument,
+    idempotency_key: IdempotencyKeyOption = None,
+    output: OutputOption = None,
+) -> None:
+    """Create a workflow and its version 1 from a definition file; print the version."""
+    with session(ctx, output) as s:
+        definition = read_object_file(file)
+        key = check_idempotency_key(idempotency_key)
+        version = s.client.workflows.create(definition, idempotency_key=key)
+        s.out.resource(version)
+        s.out.say(f"created {version.workflow_id} version {version.version}")
+
+
+@workflows_app.command("new-version")
+def new_version(
+    ctx: typer.Context,
+    workflow_id: WorkflowArgument,
+    file: FileArgument,
+    idempotency_key: IdempotencyKeyOption = None,
+    output: OutputOption = None,
+) -> None:
+    """Create the next version of a workflow (the file's id may be omitted); print it."""
+    with session(ctx, output) as s:
+        definition = read_object_file(file)
+        key = check_idempotency_key(idempotency_key)
+        version = s.client.versions.create(workflow_id, definition, idempotency_key=key)
+        s.out.resource(version)
+        s.out.say(f"created {version.workflow_id} version {version.version}")
+
+
+@workflows_app.command("list")
+def list_workflows(ctx: typer.Context, output: OutputOption = None) -> None:
+    """List every workflow, oldest first."""
+    with session(ctx, output) as s:
+        s.out.listing(s.client.workflows.list(limit=200), WORKFLOW_COLUMNS)
+
+
+@workflows_app.command("show")
+def show(
+    ctx: typer.Context,
+    workflow_id: WorkflowArgument,
+    version: Annotated[
+        int | None,
+        typer.Option("--version", help="Show this version with its definition instead.", min=1),
+    ] = None,
+    output: OutputOption = None,
+) -> None:
+    """Show a workflow, or one of its versions with its normalized definition."""
+    with session(ctx, output) as s:
+        if version is None:
+            s.out.resource(s.client.workflows.get(workflow_id))
+        else:
+            s.out.resource(s.client.versions.get(workflow_id, version))
+
+
+@workflows_app.command("versions")
+def versions(
+    ctx: typer.Context, workflow_id: WorkflowArgument, output: OutputOption = None
+) -> None:
+    """List a workflow's versions (summaries, without definitions)."""
+    with session(ctx, output) as s:
+        s.out.listing(s.client.versions.list(workflow_id, limit=200), VERSION_COLUMNS)
