@@ -90,6 +90,18 @@ def test_serve_with_no_configuration_runs_a_workflow(tmp_path: Path) -> None:
             return bool(httpx.get(run_url, headers=headers).json()["status"] == "succeeded")
 
         _wait(finished, time.monotonic() + 30, "the run did not succeed", log)
+
+        # A second terminal with no configuration at all: the CLI finds the dev credentials.
+        demo = subprocess.run(  # noqa: S603 - our own console script
+            [workload, "--output", "json", "demo"],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        assert demo.returncode == 0, demo.stdout + demo.stderr
+        assert json.loads(demo.stdout)["status"] == "succeeded", demo.stdout
     finally:
         process.send_signal(signal.SIGTERM)
         try:
