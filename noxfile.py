@@ -86,7 +86,8 @@ def _package_tests(session: nox.Session, package: str, *extra: str) -> None:
     local = [f"./packages/{p}" for p in (*WORKSPACE_DEPENDENCIES[package], package)]
     session.install(*local, *TEST_TOOLS, *extra)
     tests_dir = package.replace("-", "_")
-    session.run("pytest", f"tests/{tests_dir}", *session.posargs, env=_test_env())
+    env = {**_test_env(), "WORKLOAD_ONLY_PACKAGE": package}
+    session.run("pytest", f"tests/{tests_dir}", *session.posargs, env=env)
 
 
 @nox.session(python=PYTHON)
