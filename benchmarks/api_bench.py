@@ -111,9 +111,36 @@ async def _bench(base_url: str) -> dict[str, Any]:
             await client.aclose()
 
 
+async def _baseline(database_url: str) -> dict[str, float]:
+    """A single-row INSERT+COMMIT on the same server, serial: the floor of any durable write."""
+    async with await psycopg.AsyncConnection.connect(database_url) as conn:
+        await conn.execute("CREATE TABLE IF NOT EXISTS bench_baseline (id bigserial PRIMARY KEY)")
+        await conn.commit()
+        latencies: list[float] = []
+        began = time.perf_counter()
+        for _ in range(SERIAL_OPS):
+            start = time.perf_counter()
+            await conn.execute("INSERT INTO bench_baseline DEFAULT VALUES")
+            await conn.commit()
+            latencies.append(time.perf_counter() - start)
+        return _stats(latencies, time.perf_counter() - began)
+
+
+def _ratios(result: dict[str, Any], base: dict[str, float]) -> dict[str, float]:
+    serial = result["serial"]
+    return {
+        "create_run_p50": round(serial["create_run"]["p50_ms"] / base["p50_ms"], 2),
+        "get_run_p50": round(serial["get_run"]["p50_ms"] / base["p50_ms"], 2),
+        "create_run_throughput": round(
+            serial["create_run"]["throughput_per_s"] / base["throughput_per_s"], 3
+        ),
+    }
+
+
 def run(database_url: str) -> dict[str, Any]:
-    """Serve on an ephemeral port and measure."""
+    """Serve on an ephemeral port and measure, next to a PostgreSQL commit baseline."""
     asyncio.run(migrate_up(database_url))
+    base = asyncio.run(_baseline(database_url))
     container = Container(
         settings=Settings(database_url=database_url, operator_tokens=TOKEN, pool_max_size=10)
     )
@@ -137,7 +164,10 @@ def run(database_url: str) -> dict[str, Any]:
         time.sleep(0.01)
     try:
         port = server.servers[0].sockets[0].getsockname()[1]
-        return asyncio.run(_bench(f"http://127.0.0.1:{port}"))
+        result = asyncio.run(_bench(f"http://127.0.0.1:{port}"))
+        result["baseline_insert_commit"] = base
+        result["ratio_to_baseline"] = _ratios(result, base)
+        return result
     finally:
         server.should_exit = True
         thread.join(timeout=30)
