@@ -92,7 +92,7 @@ def test_serve_with_no_configuration_runs_a_workflow(tmp_path: Path) -> None:
         _wait(finished, time.monotonic() + 30, "the run did not succeed", log)
 
         # A second terminal with no configuration at all: the CLI finds the dev credentials.
-        demo = subprocess.run(  # noqa: S603 - our own console script
+        demo = subprocess.run(
             [workload, "--output", "json", "demo"],
             env=env,
             capture_output=True,
