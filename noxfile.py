@@ -20,6 +20,7 @@ nox.options.sessions = [
     "tests_store_postgres",
     "tests_api",
     "tests_sdk",
+    "tests_cli",
     "tests_postgres15",
 ]
 
@@ -78,12 +79,16 @@ WORKSPACE_DEPENDENCIES = {
     "store-postgres": ("domain",),
     "api": ("domain", "engine", "store-postgres"),
     "sdk": (),
+    "cli": ("sdk", "domain", "engine", "store-postgres", "api"),
 }
+# The extras a package's own tests need (the CLI's server and run-local commands).
+PACKAGE_EXTRAS = {"cli": "[server,local]"}
 
 
 def _package_tests(session: nox.Session, package: str, *extra: str) -> None:
     """Install only one package (and what it declares) with the test tools, then run its tests."""
-    local = [f"./packages/{p}" for p in (*WORKSPACE_DEPENDENCIES[package], package)]
+    local = [f"./packages/{p}" for p in WORKSPACE_DEPENDENCIES[package]]
+    local.append(f"./packages/{package}{PACKAGE_EXTRAS.get(package, '')}")
     session.install(*local, *TEST_TOOLS, *extra)
     tests_dir = package.replace("-", "_")
     env = {**_test_env(), "WORKLOAD_ONLY_PACKAGE": package}
@@ -146,3 +151,9 @@ def tests_api(session: nox.Session) -> None:
 def tests_sdk(session: nox.Session) -> None:
     """The SDK's unit tests with only workload-sdk (httpx + pydantic) installed."""
     _package_tests(session, "sdk")
+
+
+@nox.session(python=PYTHON)
+def tests_cli(session: nox.Session) -> None:
+    """The CLI's tests with workload-cli[server,local] and what it declares (a live server)."""
+    _package_tests(session, "cli")

@@ -26,6 +26,7 @@ from workload_domain.errors import (
 from workload_domain.events import EventType
 from workload_domain.idempotency import IdempotencyClaim, IdempotentWrite, Outcome, Replay
 from workload_domain.model import (
+    AttemptRecord,
     EventRecord,
     NewRun,
     RunCommit,
@@ -34,7 +35,7 @@ from workload_domain.model import (
     WorkflowRecord,
 )
 from workload_domain.ports import Store
-from workload_domain.statuses import RunStatus
+from workload_domain.statuses import AttemptStatus, RunStatus, TaskStatus
 from workload_engine.clock import FakeClock
 
 pytestmark = pytest.mark.anyio
@@ -367,3 +368,25 @@ async def test_unfinished_runs_page_by_id(store: Store, clock: FakeClock) -> Non
             break
         after = page[-1]
     assert seen == ids
+
+
+async def test_runs_with_running_attempts(store: Store, clock: FakeClock) -> None:
+    h = Harness(store=store, clock=clock)
+    run_id = await h.create(DIAMOND)
+    assert await store.runs_with_running_attempts() == []
+    snapshot = await store.load_run(run_id)
+    now = clock.now()
+    task = snapshot.tasks[0]
+    await store.commit(
+        RunCommit(
+            expected_revision=1,
+            run=replace(snapshot.run, revision=2, status=RunStatus.RUNNING, started_at=now),
+            tasks=(replace(task, status=TaskStatus.RUNNING, attempt_count=1, started_at=now),),
+            attempts=(AttemptRecord(task.task_key, 1, AttemptStatus.RUNNING, now),),
+            events=(
+                EventRecord(2, EventType.RUN_STARTED, now),
+                EventRecord(3, EventType.ATTEMPT_STARTED, now, task.task_key, 1),
+            ),
+        )
+    )
+    assert await store.runs_with_running_attempts() == [run_id]

@@ -62,12 +62,14 @@ class RecordingStore(InMemoryStore):
     def __init__(self) -> None:
         super().__init__()
         self.revision_steps: list[tuple[int, int]] = []
+        self.event_counts: list[int] = []
 
     async def commit(
         self, commit: RunCommit, idempotency: IdempotentWrite[RunRecord] | None = None
     ) -> None:
         await super().commit(commit, idempotency)
         self.revision_steps.append((commit.expected_revision, commit.run.revision))
+        self.event_counts.append(len(commit.events))
 
 
 class CountingExecutor:

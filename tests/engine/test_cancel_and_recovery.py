@@ -360,3 +360,29 @@ async def test_cancel_while_a_task_waits_to_retry_clears_its_retry_time() -> Non
     assert view.tasks["t"].status.value == "canceled"
     assert view.tasks["t"].next_attempt_at is None
     assert view.attempt_statuses("t") == ["failed"]
+
+
+async def test_recover_marks_leftover_attempts_interrupted_before_it_returns() -> None:
+    h = Harness()
+    busy = await h.create(workflow(mock("a", sleep_ms=1000, retry={"max_attempts": 2})))
+    idle = [await h.create(workflow(mock("a"))) for _ in range(3)]
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(h.engine.execute, busy)
+        await wait_until_idle()
+        tg.cancel_scope.cancel()  # a stop while attempt 1 of "a" runs
+    assert await h.store.runs_with_running_attempts() == [busy]
+
+    restarted = h.restarted()
+    async with anyio.create_task_group() as tg:
+        await tg.start(restarted.engine.run)
+        assert await restarted.engine.recover() == 4
+        # Returned: the leftover is already interrupted, whatever else is still starting.
+        assert await h.store.runs_with_running_attempts() == []
+        view = await h.view(busy)
+        assert view.attempt_statuses("a")[0] == "interrupted"
+        tg.start_soon(h.clock.autojump)
+        with anyio.fail_after(5):
+            for run_id in [busy, *idle]:
+                await restarted.engine.wait_finished(run_id)
+        tg.cancel_scope.cancel()
+    assert (await h.view(busy)).status == "succeeded"

@@ -126,7 +126,8 @@ def test_random_dags_keep_the_invariants(case: tuple[dict[str, Any], int]) -> No
     # Revision 1 at creation, then exactly +1 per commit, with no gap and no repeat.
     final = view.snapshot.run.revision
     assert store.revision_steps == [(r, r + 1) for r in range(1, final)]
-    # Every commit appends at least one event, so there are no more commits than events.
+    # Every commit appends at least one event (SPEC §4).
+    assert all(n >= 1 for n in store.event_counts), store.event_counts
     assert final - 1 < len(view.events)
 
 

@@ -8,6 +8,7 @@ import re
 import sys
 import time
 import uuid
+from datetime import UTC, datetime
 from typing import Any
 
 from starlette.datastructures import MutableHeaders
@@ -28,8 +29,9 @@ class JsonFormatter(logging.Formatter):
 
     def format(self, record: logging.LogRecord) -> str:
         """One line of JSON."""
+        instant = datetime.fromtimestamp(record.created, UTC)
         entry: dict[str, Any] = {
-            "time": self.formatTime(record, "%Y-%m-%dT%H:%M:%S%z"),
+            "time": instant.isoformat(timespec="milliseconds").replace("+00:00", "Z"),
             "level": record.levelname.lower(),
             "logger": record.name,
             "message": record.getMessage(),
@@ -41,15 +43,25 @@ class JsonFormatter(logging.Formatter):
 
 
 def configure_logging(level: str = "INFO") -> None:
-    """Send ``workload.*`` and uvicorn's logs to stderr as JSON lines (idempotent)."""
-    for name in ("workload", "uvicorn"):
+    """Send the service's logs (ours, uvicorn's, psycopg's) to stderr as JSON lines.
+
+    Idempotent; libraries' warnings keep their level, ours follow ``level``.
+    """
+    for name in ("workload", "uvicorn", "psycopg"):
         logger = logging.getLogger(name)
-        logger.setLevel(level.upper())
+        logger.setLevel(
+            level.upper() if name == "workload" else max(logging.WARNING, _level(level))
+        )
         if not any(isinstance(h.formatter, JsonFormatter) for h in logger.handlers):
             handler = logging.StreamHandler(sys.stderr)
             handler.setFormatter(JsonFormatter())
             logger.addHandler(handler)
         logger.propagate = False
+
+
+def _level(name: str) -> int:
+    value = logging.getLevelName(name.upper())
+    return value if isinstance(value, int) else logging.INFO
 
 
 class RequestContext:

@@ -121,12 +121,16 @@ class Coordinator:
             )
         )
 
+        engine_scope = anyio.CancelScope()
+
         def fail(reason: str, error: BaseException) -> None:
             if self.fault is None:
                 self.fault = error
                 _log.error("fail-stop: %s: %s", reason, error)
+            # SPEC §7's order: not ready, stop local execution (interruption), then HTTP.
             self.readiness.ready = False
             self.readiness.reason = "failed"
+            engine_scope.cancel()
             server.should_exit = True
 
         async def guarded(reason: str, work: Callable[[], Awaitable[None]]) -> None:
@@ -143,7 +147,6 @@ class Coordinator:
         bind_failed = False
         try:
             async with anyio.create_task_group() as tg:
-                engine_scope = anyio.CancelScope()
 
                 async def run_engine(
                     *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED

@@ -10,6 +10,7 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 __all__ = ["Settings"]
 
+_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 Tokens = Annotated[tuple[SecretStr, ...], NoDecode]
 
 
@@ -29,6 +30,14 @@ class Settings(BaseSettings):
     lock_check_interval_seconds: float = Field(default=1.0, gt=0, le=3600)
     statement_timeout_ms: int = Field(default=5000, ge=100, le=600_000)
     pool_max_size: int = Field(default=10, ge=1, le=1000)
+
+    @field_validator("log_level")
+    @classmethod
+    def _known_level(cls, value: str) -> str:
+        level = value.strip().upper()
+        if level not in _LEVELS:
+            raise ValueError(f"log level must be one of {', '.join(_LEVELS)}")
+        return level
 
     @field_validator("viewer_tokens", "operator_tokens", mode="before")
     @classmethod

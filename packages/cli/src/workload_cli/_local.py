@@ -6,6 +6,7 @@ The engine is imported only when the command runs: it is an optional dependency
 
 from __future__ import annotations
 
+import importlib
 import json
 from pathlib import Path
 from types import ModuleType
@@ -24,7 +25,8 @@ __all__ = ["run_local"]
 
 def _engine() -> ModuleType:
     try:
-        from workload_cli import _local_engine  # noqa: PLC0415 - the engine is optional
+        # By name at run time: only run-local loads the engine (see the import contracts).
+        _local_engine = importlib.import_module("workload_cli._local_engine")
     except ImportError as exc:
         typer.echo(
             f"error: run-local needs the engine ({exc.name} is missing); install it with: "

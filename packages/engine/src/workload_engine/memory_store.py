@@ -230,6 +230,15 @@ class InMemoryStore:
         )
         return ids[:limit]
 
+    async def runs_with_running_attempts(self) -> Sequence[str]:
+        """Ids of runs with an attempt still running, in id order."""
+        await anyio.lowlevel.checkpoint()
+        return sorted(
+            run_id
+            for run_id, data in self._runs.items()
+            if any(a.status is AttemptStatus.RUNNING for a in data.attempts.values())
+        )
+
     # -- reads -------------------------------------------------------------------------------
 
     async def get_run(self, run_id: str) -> RunRecord:

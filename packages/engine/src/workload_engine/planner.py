@@ -406,6 +406,13 @@ def _settle_run(draft: _Draft, *, has_ready: bool) -> None:
             draft.emit(EventType.RUN_FAILED, data={"failed_tasks": failed})
         return
     if has_ready or TaskStatus.RUNNING in statuses:
-        draft.set_run(RunStatus.RUNNING)
+        target = RunStatus.RUNNING
     elif TaskStatus.WAITING_RETRY in statuses:
-        draft.set_run(RunStatus.WAITING_RETRY)
+        target = RunStatus.WAITING_RETRY
+    else:
+        return
+    # Every commit appends events (SPEC §4), and running <-> waiting_retry has none of its own:
+    # the flip waits for a commit that has (a retry due but still waiting for a concurrency
+    # slot stays waiting_retry until its attempt.started).
+    if target is not draft.run.status and (draft.events or draft.run.status is RunStatus.PENDING):
+        draft.set_run(target)

@@ -82,6 +82,8 @@ class RunRunner:
         self._definitions = definitions
         self._startup = startup or anyio.CapacityLimiter(1)
         self._started = False
+        self.started = anyio.Event()
+        """Set once the runner's first commit is done (or it ended): its leftovers are marked."""
         send, receive = anyio.create_memory_object_stream[_Message](math.inf)
         self._send: MemoryObjectSendStream[_Message] = send
         self._receive: MemoryObjectReceiveStream[_Message] = receive
@@ -131,6 +133,7 @@ class RunRunner:
         if not self._started:
             self._started = True
             self._startup.release()
+            self.started.set()
 
     async def _drive(self, tg: TaskGroup) -> RunSnapshot:
         snapshot = await self._store.load_run(self.run_id)

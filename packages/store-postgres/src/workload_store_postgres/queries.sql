@@ -134,6 +134,10 @@ WHERE status IN ('pending', 'running', 'waiting_retry') AND run_id > %(after)s
 ORDER BY run_id
 LIMIT %(limit)s
 
+-- name: runs_with_running_attempts
+-- Served by attempts_running (partial on status = 'running'): few rows, even with a big backlog.
+SELECT DISTINCT run_id FROM attempts WHERE status = 'running' ORDER BY run_id
+
 -- name: find_outcome
 SELECT operation, request_hash, status_code, response
 FROM idempotency_records WHERE principal = %(principal)s AND idempotency_key = %(key)s

@@ -383,6 +383,12 @@ class PostgresStore:
             rows = await _all(conn, "unfinished_runs", {"after": after_uuid, "limit": limit})
         return [str(r["run_id"]) for r in rows]
 
+    async def runs_with_running_attempts(self) -> Sequence[str]:
+        """Ids of runs with an attempt still running, in id order."""
+        async with self._tx() as conn:
+            rows = await _all(conn, "runs_with_running_attempts", {})
+        return [str(r["run_id"]) for r in rows]
+
     async def get_run(self, run_id: str) -> RunRecord:
         """Return the run row."""
         async with self._tx() as conn:

@@ -84,7 +84,7 @@ CREATE TABLE attempts (
     FOREIGN KEY (run_id, task_key) REFERENCES task_runs (run_id, task_key),
     CHECK ((status = 'running') = (finished_at IS NULL))
 );
--- load_run: a run's running attempts (every runner turn after a conflict, and recovery).
+-- load_run: a run's running attempts; start-up: the runs whose attempts were left running.
 CREATE INDEX attempts_running ON attempts (run_id) WHERE status = 'running';
 
 CREATE TABLE state_events (
