@@ -40,21 +40,26 @@ def _ready() -> bool:
         return False
 
 
-def test_serve_with_no_configuration_runs_a_workflow(tmp_path: Path) -> None:
-    with socket.socket() as probe:  # the default port must be free for this test to mean much
-        probe.bind(("127.0.0.1", 8080))
-    data_dir = tmp_path / "data"
+def _runtime_env(tmp_path: Path) -> dict[str, str]:
+    """The environment of a newcomer's shell: a PATH, a HOME, a private runtime dir."""
     runtime = tmp_path / "runtime"
-    runtime.mkdir(mode=0o700)
-    log = tmp_path / "serve.log"
-    workload = shutil.which("workload", path=str(Path(sys.executable).parent))
-    assert workload is not None
-    env = {
+    runtime.mkdir(mode=0o700, exist_ok=True)
+    return {
         "PATH": os.environ.get("PATH", ""),
         "HOME": str(tmp_path),
         "XDG_RUNTIME_DIR": str(runtime),
-        "WORKLOAD_DATA_DIR": str(data_dir),
+        "WORKLOAD_DATA_DIR": str(tmp_path / "data"),
     }
+
+
+def test_serve_with_no_configuration_runs_a_workflow(tmp_path: Path) -> None:
+    with socket.socket() as probe:  # the default port must be free for this test to mean much
+        probe.bind(("127.0.0.1", 8080))
+    env = _runtime_env(tmp_path)
+    data_dir = Path(env["WORKLOAD_DATA_DIR"])
+    log = tmp_path / "serve.log"
+    workload = shutil.which("workload", path=str(Path(sys.executable).parent))
+    assert workload is not None
     with log.open("wb") as output:
         process = subprocess.Popen(
             [workload, "serve"], stdout=output, stderr=subprocess.STDOUT, env=env

@@ -1,0 +1,90 @@
+"""`workload serve` and `migrate` answer configuration and schema problems with SPEC §7's codes."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import psycopg
+
+from tests.cli.test_serve_embedded import _runtime_env
+from workload_cli._embedded import EmbeddedPostgres
+
+
+def _workload() -> str:
+    path = shutil.which("workload", path=str(Path(sys.executable).parent))
+    assert path is not None
+    return path
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def test_an_unknown_log_level_is_a_configuration_error(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [_workload(), "serve", "--log-level", "bogus", "--port", str(_free_port())],
+        env=_runtime_env(tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 2, done.stderr
+    assert "log level" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_embedded_serve_refuses_an_unknown_migration_with_exit_4(tmp_path: Path) -> None:
+    env = _runtime_env(tmp_path)
+    data_dir = Path(env["WORKLOAD_DATA_DIR"])
+    # Start the embedded database once (through the CLI's own helper) and plant a migration
+    # from the future in it.
+    embedded = EmbeddedPostgres.in_data_dir(data_dir)
+    url = embedded.start()
+    try:
+        migrate = subprocess.run(
+            [_workload(), "migrate", "up", "--database-url", url, "-o", "json"],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        assert migrate.returncode == 0, migrate.stderr
+        assert [m["version"] for m in json.loads(migrate.stdout)["applied"]] == [1]
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute(
+                "INSERT INTO schema_migrations (version, name, checksum) VALUES (999, 'x', 'y')"
+            )
+        status = subprocess.run(
+            [_workload(), "migrate", "status", "--database-url", url, "--output", "json"],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        assert status.returncode == 4, status.stderr
+        document = json.loads(status.stdout)
+        assert document["up_to_date"] is False
+        assert [u["version"] for u in document["unknown"]] == [999]
+    finally:
+        embedded.stop()
+    served = subprocess.run(
+        [_workload(), "serve", "--port", str(_free_port())],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert served.returncode == 4, served.stderr
+    assert "999" in served.stderr
+    assert "Traceback" not in served.stderr
