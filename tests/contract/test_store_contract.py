@@ -117,6 +117,8 @@ async def test_engine_runs_identically_on_the_store(store: Store, clock: FakeClo
     assert error.code == "mock_failure"
     counts = await store.task_counts([view.snapshot.run.run_id, "not-a-run"])
     assert counts == {view.snapshot.run.run_id: {"succeeded": 4}}
+    run, own_counts = await store.get_run_with_counts(view.snapshot.run.run_id)
+    assert (run, own_counts) == (view.snapshot.run, {"succeeded": 4})
     assert await store.list_unfinished_runs(None, 10) == []
 
 
@@ -191,6 +193,8 @@ async def test_reads_of_missing_things(store: Store, clock: FakeClock) -> None:
             await store.page_events(missing, None, 10)
         with pytest.raises(RunNotFound):
             await store.get_task(missing, "a")
+        with pytest.raises(RunNotFound):
+            await store.get_run_with_counts(missing)
     with pytest.raises(TaskNotFound):
         await store.get_task(run_id, "zzz")
     with pytest.raises(TaskNotFound):

@@ -53,8 +53,9 @@ class ControlPlane:
     async def _replay_if_seen(self, claim: IdempotencyClaim) -> None:
         """Answer a retried request from its stored outcome before doing any work.
 
-        Checked first, so a retry replays even when its preconditions no longer hold (a cancel
-        retried with an ETag that its own first attempt made stale).
+        Cancel checks first, so a retry replays even when its preconditions no longer hold (a
+        cancel retried with an ETag its own first attempt made stale). Creations need no extra
+        round trip: their store transaction looks the key up before writing and replays.
         """
         outcome = await self.store.find_outcome(claim)
         if outcome is not None:
@@ -67,7 +68,6 @@ class ControlPlane:
 
     async def create_workflow(self, body: dict[str, Any], claim: IdempotencyClaim) -> Outcome:
         """Compile the definition and create the workflow with it as version 1."""
-        await self._replay_if_seen(claim)
         compiled = compile_definition(body)
         now = self.clock.now()
         version = VersionRecord(
@@ -91,7 +91,6 @@ class ControlPlane:
         self, workflow_id: str, body: dict[str, Any], claim: IdempotencyClaim
     ) -> Outcome:
         """Compile the definition and add it as the workflow's next version."""
-        await self._replay_if_seen(claim)
         await self.store.get_workflow(workflow_id)  # 404 before 400: the path is checked first
         compiled = compile_definition(body, workflow_id=workflow_id)
         created = await self.store.create_version(
@@ -113,7 +112,6 @@ class ControlPlane:
         claim: IdempotencyClaim,
     ) -> Outcome:
         """Create a run in one transaction, then hand it to the engine."""
-        await self._replay_if_seen(claim)
         request = _start_request(body)
         compiled = await self.engine.definitions.get(workflow_id, version)
         new_run = build_run(
@@ -199,9 +197,8 @@ class ControlPlane:
 
     async def get_run(self, run_id: str) -> tuple[dict[str, Any], int]:
         """One run, and its revision (for the ETag)."""
-        run = await self.store.get_run(run_id)
-        counts = await self.store.task_counts([run_id])
-        return _json(schemas.run_out(run, counts.get(run_id, {}))), run.revision
+        run, counts = await self.store.get_run_with_counts(run_id)
+        return _json(schemas.run_out(run, counts)), run.revision
 
     async def list_tasks(self, run_id: str, cursor: str | None, limit: int) -> dict[str, Any]:
         """A page of a run's tasks."""

@@ -181,6 +181,10 @@ class RunReads(Protocol):
         """Return the run row; ``RunNotFound`` if absent."""
         ...
 
+    async def get_run_with_counts(self, run_id: str) -> tuple[RunRecord, Mapping[str, int]]:
+        """The run row and its task counts by status, in one read; ``RunNotFound``."""
+        ...
+
     async def get_task(self, run_id: str, task_key: str) -> TaskRecord:
         """Return one task; ``RunNotFound`` / ``TaskNotFound``."""
         ...

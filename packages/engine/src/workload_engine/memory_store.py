@@ -272,6 +272,12 @@ class InMemoryStore:
         events = self._run(run_id).events[max(after_sequence, 0) :]
         return _copy(events if limit is None else events[:limit])
 
+    async def get_run_with_counts(self, run_id: str) -> tuple[RunRecord, Mapping[str, int]]:
+        """The run row and its task counts by status."""
+        await anyio.lowlevel.checkpoint()
+        data = self._run(run_id)
+        return _copy(data.run), dict(Counter(t.status.value for t in data.tasks.values()))
+
     async def get_task(self, run_id: str, task_key: str) -> TaskRecord:
         """Return one task of a run."""
         await anyio.lowlevel.checkpoint()

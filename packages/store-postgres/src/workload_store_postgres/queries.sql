@@ -90,6 +90,14 @@ SELECT run_id, workflow_id, version, status, revision, input, cancel_requested, 
        updated_at, started_at, finished_at, last_sequence
 FROM workflow_runs WHERE run_id = %(run_id)s
 
+-- name: get_run_with_counts
+SELECT run_id, workflow_id, version, status, revision, input, cancel_requested, created_at,
+       updated_at, started_at, finished_at,
+       (SELECT coalesce(jsonb_object_agg(status, n), '{}'::jsonb)
+        FROM (SELECT status, count(*) AS n FROM task_runs t
+              WHERE t.run_id = r.run_id GROUP BY status) AS counts) AS task_counts
+FROM workflow_runs r WHERE run_id = %(run_id)s
+
 -- name: run_exists
 SELECT 1 FROM workflow_runs WHERE run_id = %(run_id)s
 

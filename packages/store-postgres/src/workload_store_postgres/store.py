@@ -398,6 +398,15 @@ class PostgresStore:
         row.pop("last_sequence")
         return _run(row)
 
+    async def get_run_with_counts(self, run_id: str) -> tuple[RunRecord, Mapping[str, int]]:
+        """The run row and its task counts by status, in one statement."""
+        async with self._tx() as conn:
+            row = await _one(conn, "get_run_with_counts", {"run_id": _run_uuid(run_id)})
+        if row is None:
+            raise RunNotFound(run_id)
+        counts = {str(k): int(v) for k, v in row.pop("task_counts").items()}
+        return _run(row), counts
+
     async def get_task(self, run_id: str, task_key: str) -> TaskRecord:
         """Return one task of a run."""
         run_uuid = _run_uuid(run_id)
