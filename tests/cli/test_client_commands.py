@@ -18,7 +18,6 @@ from pydantic import TypeAdapter
 
 from tests.cli.conftest import Cli
 from tests.plugins.live_api import OPERATOR_TOKEN, VIEWER_TOKEN, LiveApi
-from workload_cli._config import DEFAULT_URL, ClientConfig, resolve_config
 from workload_cli._exit import ExitCode
 from workload_sdk import (
     Attempt,
@@ -605,27 +604,3 @@ print(json.dumps(sorted({m.split(".")[0] for m in sys.modules})))
     loaded = set(json.loads(result.stdout))
     assert "workload_sdk" in loaded
     assert loaded.isdisjoint(SERVER_PACKAGES), loaded.intersection(SERVER_PACKAGES)
-
-
-def test_resolve_config_rules(tmp_path: Path) -> None:
-    env = {"WORKLOAD_DATA_DIR": str(tmp_path)}
-    assert resolve_config(url=None, token=None, environ=env) == ClientConfig(
-        DEFAULT_URL, None, "default", "none"
-    )
-    write_credentials(tmp_path, "http://127.0.0.1:9000/", "file-token")
-    from_file = resolve_config(url=None, token=None, environ=env)
-    assert (from_file.url, from_file.token) == ("http://127.0.0.1:9000", "file-token")
-    # The default URL gets the file's token too (serve wrote it for this machine).
-    default = resolve_config(url=DEFAULT_URL, token=None, environ=env)
-    assert (default.url, default.token) == (DEFAULT_URL, "file-token")
-    # Any other URL does not.
-    other = resolve_config(url=None, token=None, environ={**env, "WORKLOAD_URL": "https://x"})
-    assert (other.url, other.token) == ("https://x", None)
-    flags = resolve_config(
-        url="https://y/",
-        token="t",
-        environ={**env, "WORKLOAD_URL": "https://x", "WORKLOAD_TOKEN": "e"},
-    )
-    assert (flags.url, flags.token) == ("https://y", "t")
-    (tmp_path / "credentials.json").write_text("not json", encoding="utf-8")
-    assert resolve_config(url=None, token=None, environ=env).token is None

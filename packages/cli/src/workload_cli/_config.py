@@ -1,5 +1,10 @@
 """Where the client commands connect, and with which token: flag > env > credentials file.
 
+Typer resolves the first two: ``--url`` / ``--token`` (given before or after the command, the
+one after it winning), else ``WORKLOAD_URL`` / ``WORKLOAD_TOKEN``; the names and the default
+server are the SDK's (:mod:`workload_sdk.config`). :func:`resolve_config` takes what typer
+resolved, with where it came from, and adds the last fallbacks.
+
 The development credentials file is the ``credentials.json`` that ``workload serve`` writes in
 its data directory in embedded mode (``{"url", "operator_token", "viewer_token"}``). Its token
 is used only when the resolved URL is the default local URL or the URL the file names, so a
@@ -9,26 +14,15 @@ development token is never sent to another server.
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
 from workload_cli._datadir import credentials_path, data_dir
+from workload_sdk.config import DEFAULT_BASE_URL
 
-__all__ = [
-    "DEFAULT_URL",
-    "TOKEN_ENV",
-    "URL_ENV",
-    "ClientConfig",
-    "ConfigError",
-    "resolve_config",
-]
-
-DEFAULT_URL = "http://127.0.0.1:8080"
-URL_ENV = "WORKLOAD_URL"
-TOKEN_ENV = "WORKLOAD_TOKEN"  # noqa: S105 - the name of a variable, not a secret
+__all__ = ["ClientConfig", "ConfigError", "Given", "resolve_config"]
 
 
 class ConfigError(ValueError):
@@ -43,6 +37,14 @@ class ClientConfig:
     token: str | None
     url_source: str
     token_source: str
+
+
+@dataclass(frozen=True, slots=True)
+class Given:
+    """A value given for a setting, and where (``--url``, ``WORKLOAD_URL``, … for messages)."""
+
+    value: str
+    source: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,7 +71,7 @@ def _checked(url: str, source: str) -> str:
     return url
 
 
-def _read_credentials(environ: Mapping[str, str]) -> _DevCredentials | None:
+def _read_credentials(environ: Mapping[str, str] | None) -> _DevCredentials | None:
     """The data directory's credentials file, or None if it is missing or unreadable."""
     try:
         path = credentials_path(data_dir(environ))
@@ -87,48 +89,48 @@ def _read_credentials(environ: Mapping[str, str]) -> _DevCredentials | None:
 
 
 def resolve_config(
-    *, url: str | None, token: str | None, environ: Mapping[str, str] | None = None
+    *, url: Given | None, token: Given | None, environ: Mapping[str, str] | None = None
 ) -> ClientConfig:
     """Resolve the server URL and token.
 
     Args:
-        url: ``--url`` (wins over everything).
-        token: ``--token`` (wins over everything).
-        environ: The environment (default ``os.environ``): ``WORKLOAD_URL``,
-            ``WORKLOAD_TOKEN``, and ``WORKLOAD_DATA_DIR`` for the credentials file.
+        url: The server given by a flag or the environment (as typer resolved ``--url`` and
+            ``WORKLOAD_URL``), or None; an empty value counts as not given.
+        token: The token given by a flag or the environment, or None (empty: not given).
+        environ: The environment for ``WORKLOAD_DATA_DIR``, the credentials file's directory
+            (default ``os.environ``).
 
     Raises:
         ConfigError: the resolved URL is not an absolute http(s) URL.
 
     Returns:
-        URL: flag, else ``WORKLOAD_URL``, else the credentials file's URL, else
-        ``http://127.0.0.1:8080``. Token: flag, else ``WORKLOAD_TOKEN``, else the credentials
-        file's operator token when the URL is the default one or the file's; else none.
+        URL: the given one, else the credentials file's URL, else ``http://127.0.0.1:8080``.
+        Token: the given one, else the credentials file's operator token when the URL is the
+        default one or the file's; else none.
     """
-    env = os.environ if environ is None else environ
     file: _DevCredentials | None = None
 
     def credentials() -> _DevCredentials | None:
         nonlocal file
         if file is None:
-            file = _read_credentials(env)
+            file = _read_credentials(environ)
         return file
 
-    if url:
-        resolved_url, url_source = _normalized(url), "--url"
-    elif env.get(URL_ENV):
-        resolved_url, url_source = _normalized(env[URL_ENV]), URL_ENV
+    if url is not None and url.value:
+        resolved_url, url_source = _normalized(url.value), url.source
     elif (found := credentials()) is not None and found.url is not None:
         resolved_url, url_source = found.url, str(found.path)
     else:
-        resolved_url, url_source = DEFAULT_URL, "default"
+        resolved_url, url_source = DEFAULT_BASE_URL, "default"
 
     _checked(resolved_url, url_source)
-    if token:
-        return ClientConfig(resolved_url, token, url_source, "--token")
-    if env.get(TOKEN_ENV):
-        return ClientConfig(resolved_url, env[TOKEN_ENV], url_source, TOKEN_ENV)
+    if token is not None and token.value:
+        return ClientConfig(resolved_url, token.value, url_source, token.source)
     found = credentials()
-    if found is not None and found.token is not None and resolved_url in {DEFAULT_URL, found.url}:
+    if (
+        found is not None
+        and found.token is not None
+        and resolved_url in {DEFAULT_BASE_URL, found.url}
+    ):
         return ClientConfig(resolved_url, found.token, url_source, str(found.path))
     return ClientConfig(resolved_url, None, url_source, "none")

@@ -10,7 +10,7 @@ from typing import Annotated, Any
 
 import typer
 
-from workload_cli._options import OutputOption
+from workload_cli._options import OutputOption, TokenOption, UrlOption
 from workload_cli._session import Session, session
 from workload_cli._watch import watch_run
 from workload_sdk import Conflict, Version
@@ -73,10 +73,13 @@ def demo(
     workflow_id: Annotated[
         str, typer.Option(help="The workflow id to register the sample under.")
     ] = DEMO_WORKFLOW_ID,
+    *,
+    url: UrlOption = None,
+    token: TokenOption = None,
     output: OutputOption = None,
 ) -> None:
     """Register a sample document pipeline on the server, start a run, show it live."""
-    with session(ctx, output) as s:
+    with session(ctx, output, url=url, token=token) as s:
         version = _register(s, workflow_id)
         s.out.say(f"registered {version.workflow_id} version {version.version}")
         run = s.client.runs.start(version.workflow_id, version.version, {"document": "demo.pdf"})

@@ -1,24 +1,70 @@
-"""Options and arguments shared by several client commands."""
+"""Options and arguments shared by several client commands.
+
+``--url``, ``--token`` and ``--output`` are declared once here and used twice: on the root
+command (``workload --url X runs list``) and on every client command (``workload runs list
+--url X``). Typer reads their environment variables (``envvar=``); :func:`closest` picks, among
+the values typer resolved at both places, the one that wins: a flag after the command, else a
+flag before it, else the environment.
+"""
 
 from __future__ import annotations
 
-from typing import Annotated
+import enum
+from typing import Annotated, Any, Protocol, TypeVar
 
 import typer
 
 from workload_cli._output import OutputFormat
+from workload_sdk.config import DEFAULT_BASE_URL, TOKEN_ENV, URL_ENV
 
-__all__ = ["IdempotencyKeyOption", "OutputOption", "RunArgument"]
+__all__ = [
+    "OUTPUT_ENV",
+    "IdempotencyKeyOption",
+    "OutputOption",
+    "RunArgument",
+    "TokenOption",
+    "UrlOption",
+    "closest",
+]
+
+T = TypeVar("T")
+
+OUTPUT_ENV = "WORKLOAD_OUTPUT"
+_PANEL = "Connection and output (before or after the command; after wins)"
+
+UrlOption = Annotated[
+    str | None,
+    typer.Option(
+        "--url",
+        envvar=URL_ENV,
+        help=f"The server (else the dev credentials file's URL, else {DEFAULT_BASE_URL}).",
+        show_default=False,
+        rich_help_panel=_PANEL,
+    ),
+]
+
+TokenOption = Annotated[
+    str | None,
+    typer.Option(
+        "--token",
+        envvar=TOKEN_ENV,
+        help="Bearer token (else the dev credentials file's operator token, for the default "
+        "URL or the file's).",
+        show_default=False,
+        rich_help_panel=_PANEL,
+    ),
+]
 
 OutputOption = Annotated[
     OutputFormat | None,
     typer.Option(
         "--output",
         "-o",
-        help="table, plain or json (default: table on a terminal, plain text otherwise). "
-        "Wins over the global --output.",
+        envvar=OUTPUT_ENV,
+        help="table, plain or json (default: table on a terminal, plain text otherwise).",
         show_default=False,
         case_sensitive=False,
+        rich_help_panel=_PANEL,
     ),
 ]
 
@@ -32,3 +78,47 @@ IdempotencyKeyOption = Annotated[
 ]
 
 RunArgument = Annotated[str, typer.Argument(help="The run id.", show_default=False)]
+
+
+class _Level(Protocol):
+    """What :func:`closest` reads of a (typer or click) context."""
+
+    @property
+    def parent(self) -> _Level | None: ...
+
+    @property
+    def params(self) -> dict[str, Any]: ...
+
+    def get_parameter_source(self, name: str) -> enum.Enum | None: ...
+
+
+def closest(ctx: _Level, name: str, value: T | None) -> tuple[T, bool] | None:
+    """The winning value of a global option, and whether it came from the environment.
+
+    A flag given after the command (``value``, the command's own option) wins over one given
+    before it (the same option of an enclosing command), which wins over the environment
+    variable (which typer resolved alike at every level). An empty value counts as not given,
+    as an empty environment variable does.
+
+    Args:
+        ctx: The command's context.
+        name: The option's parameter name (``url``, ``token``, ``output``).
+        value: The command's own value of that option (a value that typer did not parse, as
+            when a caller passes its own, counts as a flag).
+
+    Returns:
+        ``(value, from_env)``, or None if the option was given nowhere.
+    """
+    from_env: T | None = None
+    level, candidate = ctx, value
+    while True:
+        if candidate:
+            source = level.get_parameter_source(name) if name in level.params else None
+            # By name: typer's vendored click and click have each their ParameterSource.
+            if source is None or source.name != "ENVIRONMENT":
+                return candidate, False
+            from_env = from_env or candidate
+        if level.parent is None:
+            return None if from_env is None else (from_env, True)
+        level = level.parent
+        candidate = level.params.get(name)

@@ -10,7 +10,13 @@ import typer
 
 from workload_cli._exit import EXIT_CODES_HELP
 from workload_cli._inputs import check_idempotency_key, run_input
-from workload_cli._options import IdempotencyKeyOption, OutputOption, RunArgument
+from workload_cli._options import (
+    IdempotencyKeyOption,
+    OutputOption,
+    RunArgument,
+    TokenOption,
+    UrlOption,
+)
 from workload_cli._session import Session, session
 from workload_cli._views import (
     ATTEMPT_COLUMNS,
@@ -71,10 +77,12 @@ def start(
             "--quiet", "-q", help="Print only the run id (with --wait: no progress either)."
         ),
     ] = False,
+    url: UrlOption = None,
+    token: TokenOption = None,
     output: OutputOption = None,
 ) -> None:
     """Start a run of a workflow version; print it (or, with --wait, follow it to the end)."""
-    with session(ctx, output) as s:
+    with session(ctx, output, url=url, token=token) as s:
         data = run_input(input_)
         key = check_idempotency_key(idempotency_key)
         number = version or s.client.workflows.get(workflow_id).latest_version
@@ -93,6 +101,7 @@ def start(
 @runs_app.command("list")
 def list_runs(
     ctx: typer.Context,
+    *,
     workflow: Annotated[
         str | None, typer.Option(help="Only this workflow's runs.", show_default=False)
     ] = None,
@@ -103,10 +112,12 @@ def list_runs(
         int | None,
         typer.Option(help="Show at most this many runs (default: all).", min=1, show_default=False),
     ] = None,
+    url: UrlOption = None,
+    token: TokenOption = None,
     output: OutputOption = None,
 ) -> None:
     """List runs, oldest first, optionally filtered."""
-    with session(ctx, output) as s:
+    with session(ctx, output, url=url, token=token) as s:
         pager = s.client.runs.list(
             workflow_id=workflow, status=status, limit=min(limit or _PAGE, _PAGE)
         )
@@ -114,9 +125,16 @@ def list_runs(
 
 
 @runs_app.command("show")
-def show(ctx: typer.Context, run_id: RunArgument, output: OutputOption = None) -> None:
+def show(
+    ctx: typer.Context,
+    run_id: RunArgument,
+    *,
+    url: UrlOption = None,
+    token: TokenOption = None,
+    output: OutputOption = None,
+) -> None:
     """Show a run: status, revision, input, timestamps and task counts."""
-    with session(ctx, output) as s:
+    with session(ctx, output, url=url, token=token) as s:
         s.out.resource(s.client.runs.get(run_id))
 
 
@@ -124,6 +142,7 @@ def show(ctx: typer.Context, run_id: RunArgument, output: OutputOption = None) -
 def cancel(
     ctx: typer.Context,
     run_id: RunArgument,
+    *,
     if_revision: Annotated[
         int | None,
         typer.Option(
@@ -134,10 +153,12 @@ def cancel(
         ),
     ] = None,
     idempotency_key: IdempotencyKeyOption = None,
+    url: UrlOption = None,
+    token: TokenOption = None,
     output: OutputOption = None,
 ) -> None:
     """Request cancellation of a run; print the run (a pending run is canceled at once)."""
-    with session(ctx, output) as s:
+    with session(ctx, output, url=url, token=token) as s:
         key = check_idempotency_key(idempotency_key)
         run = s.client.runs.cancel(run_id, if_revision=if_revision, idempotency_key=key)
         s.out.resource(run)
@@ -148,8 +169,11 @@ def cancel(
 def watch(
     ctx: typer.Context,
     run_id: RunArgument,
+    *,
     timeout: TimeoutOption = None,
     interval: IntervalOption = DEFAULT_INTERVAL,
+    url: UrlOption = None,
+    token: TokenOption = None,
     output: OutputOption = None,
 ) -> None:
     """Show a run's tasks live until the run finishes; the exit code says how it ended.
@@ -157,14 +181,21 @@ def watch(
     On a terminal: a table redrawn in place. Otherwise: one line per change. With
     --output json: the final run only.
     """
-    with session(ctx, output) as s:
+    with session(ctx, output, url=url, token=token) as s:
         raise typer.Exit(watch_run(s, run_id, interval=interval, timeout=timeout))
 
 
 @runs_app.command("tasks")
-def tasks(ctx: typer.Context, run_id: RunArgument, output: OutputOption = None) -> None:
+def tasks(
+    ctx: typer.Context,
+    run_id: RunArgument,
+    *,
+    url: UrlOption = None,
+    token: TokenOption = None,
+    output: OutputOption = None,
+) -> None:
     """List a run's tasks in definition order."""
-    with session(ctx, output) as s:
+    with session(ctx, output, url=url, token=token) as s:
         s.out.listing(s.client.runs.tasks(run_id, limit=_PAGE), TASK_COLUMNS)
 
 
@@ -173,10 +204,13 @@ def attempts(
     ctx: typer.Context,
     run_id: RunArgument,
     task_key: Annotated[str, typer.Argument(help="The task's key.", show_default=False)],
+    *,
+    url: UrlOption = None,
+    token: TokenOption = None,
     output: OutputOption = None,
 ) -> None:
     """List the attempts at one task of a run."""
-    with session(ctx, output) as s:
+    with session(ctx, output, url=url, token=token) as s:
         s.out.listing(s.client.runs.attempts(run_id, task_key, limit=_PAGE), ATTEMPT_COLUMNS)
 
 
@@ -184,6 +218,7 @@ def attempts(
 def events(
     ctx: typer.Context,
     run_id: RunArgument,
+    *,
     follow: Annotated[
         bool,
         typer.Option(
@@ -193,10 +228,12 @@ def events(
         ),
     ] = False,
     interval: IntervalOption = DEFAULT_INTERVAL,
+    url: UrlOption = None,
+    token: TokenOption = None,
     output: OutputOption = None,
 ) -> None:
     """List a run's history (every state change), by sequence."""
-    with session(ctx, output) as s:
+    with session(ctx, output, url=url, token=token) as s:
         if follow:
             _follow(s, run_id, interval)
         else:

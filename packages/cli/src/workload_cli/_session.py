@@ -12,21 +12,22 @@ from dataclasses import dataclass
 
 import typer
 
-from workload_cli._config import ClientConfig, ConfigError, resolve_config
+from workload_cli._config import ClientConfig, ConfigError, Given, resolve_config
 from workload_cli._exit import ExitCode, exit_code_for_error
+from workload_cli._options import closest
 from workload_cli._output import Output, OutputFormat
 from workload_sdk import Client, WorkloadError
+from workload_sdk.config import TOKEN_ENV, URL_ENV
 
-__all__ = ["GlobalOptions", "Session", "UsageError", "global_options", "session"]
+__all__ = ["Connection", "Session", "UsageError", "connection", "output_format", "session"]
 
 
 @dataclass(frozen=True, slots=True)
-class GlobalOptions:
-    """The options given before the command (``workload --url … runs list``)."""
+class Connection:
+    """The server and token given by a flag or the environment (None: not given)."""
 
-    url: str | None = None
-    token: str | None = None
-    output: OutputFormat | None = None
+    url: Given | None = None
+    token: Given | None = None
 
 
 class UsageError(Exception):
@@ -36,8 +37,8 @@ class UsageError(Exception):
 class Session:
     """The output and (resolved on first use) the config and SDK client of one command."""
 
-    def __init__(self, options: GlobalOptions, output: Output) -> None:
-        self._options = options
+    def __init__(self, connection: Connection, output: Output) -> None:
+        self._connection = connection
         self.out = output
         self._client: Client | None = None
 
@@ -49,7 +50,7 @@ class Session:
             UsageError: the configured URL cannot work.
         """
         try:
-            return resolve_config(url=self._options.url, token=self._options.token)
+            return resolve_config(url=self._connection.url, token=self._connection.token)
         except ConfigError as exc:
             raise UsageError(str(exc)) from None
 
@@ -67,23 +68,60 @@ class Session:
             self._client.close()
 
 
-def global_options(ctx: typer.Context) -> GlobalOptions:
-    """The options of the root command (defaults when a sub-app runs on its own)."""
-    root = ctx.find_root().obj
-    return root if isinstance(root, GlobalOptions) else GlobalOptions()
+def _given(ctx: typer.Context, name: str, value: str | None, flag: str, env: str) -> Given | None:
+    found = closest(ctx, name, value)
+    if found is None:
+        return None
+    given, from_env = found
+    return Given(given, env if from_env else flag)
+
+
+def connection(ctx: typer.Context, url: str | None = None, token: str | None = None) -> Connection:
+    """The ``--url`` / ``--token`` that win: after the command, else before it, else the env.
+
+    Args:
+        ctx: The command's context.
+        url: The command's own ``--url``.
+        token: The command's own ``--token``.
+    """
+    return Connection(
+        url=_given(ctx, "url", url, "--url", URL_ENV),
+        token=_given(ctx, "token", token, "--token", TOKEN_ENV),
+    )
+
+
+def output_format(ctx: typer.Context, output: OutputFormat | None = None) -> OutputFormat | None:
+    """The ``--output`` that wins (as :func:`connection`); None: the default for the terminal.
+
+    Args:
+        ctx: The command's context.
+        output: The command's own ``--output``.
+    """
+    found = closest(ctx, "output", output)
+    return None if found is None else found[0]
 
 
 @contextmanager
-def session(ctx: typer.Context, output: OutputFormat | None = None) -> Iterator[Session]:
+def session(
+    ctx: typer.Context,
+    output: OutputFormat | None = None,
+    *,
+    url: str | None = None,
+    token: str | None = None,
+) -> Iterator[Session]:
     """Run a client command: yield its session, then map failures to exit codes.
 
+    The options given after the command win over those given before it, which win over the
+    environment (see :func:`workload_cli._options.closest`).
+
     Args:
-        ctx: The command's context (for the global options).
-        output: The command's own ``--output``, which wins over the global one.
+        ctx: The command's context (for the options given before the command).
+        output: The command's own ``--output``.
+        url: The command's own ``--url``.
+        token: The command's own ``--token``.
     """
-    options = global_options(ctx)
-    out = Output.create(output or options.output)
-    current = Session(options, out)
+    out = Output.create(output_format(ctx, output))
+    current = Session(connection(ctx, url, token), out)
     try:
         yield current
     except WorkloadError as exc:

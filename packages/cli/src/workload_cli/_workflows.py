@@ -7,7 +7,7 @@ from typing import Annotated
 import typer
 
 from workload_cli._inputs import check_idempotency_key, read_object_file
-from workload_cli._options import IdempotencyKeyOption, OutputOption
+from workload_cli._options import IdempotencyKeyOption, OutputOption, TokenOption, UrlOption
 from workload_cli._session import session
 from workload_cli._views import VERSION_COLUMNS, WORKFLOW_COLUMNS
 
@@ -30,11 +30,14 @@ WorkflowArgument = Annotated[str, typer.Argument(help="The workflow id.", show_d
 def create(
     ctx: typer.Context,
     file: FileArgument,
+    *,
     idempotency_key: IdempotencyKeyOption = None,
+    url: UrlOption = None,
+    token: TokenOption = None,
     output: OutputOption = None,
 ) -> None:
     """Create a workflow and its version 1 from a definition file; print the version."""
-    with session(ctx, output) as s:
+    with session(ctx, output, url=url, token=token) as s:
         definition = read_object_file(file)
         key = check_idempotency_key(idempotency_key)
         version = s.client.workflows.create(definition, idempotency_key=key)
@@ -47,11 +50,14 @@ def new_version(
     ctx: typer.Context,
     workflow_id: WorkflowArgument,
     file: FileArgument,
+    *,
     idempotency_key: IdempotencyKeyOption = None,
+    url: UrlOption = None,
+    token: TokenOption = None,
     output: OutputOption = None,
 ) -> None:
     """Create the next version of a workflow (the file's id may be omitted); print it."""
-    with session(ctx, output) as s:
+    with session(ctx, output, url=url, token=token) as s:
         definition = read_object_file(file)
         key = check_idempotency_key(idempotency_key)
         version = s.client.versions.create(workflow_id, definition, idempotency_key=key)
@@ -60,9 +66,15 @@ def new_version(
 
 
 @workflows_app.command("list")
-def list_workflows(ctx: typer.Context, output: OutputOption = None) -> None:
+def list_workflows(
+    ctx: typer.Context,
+    *,
+    url: UrlOption = None,
+    token: TokenOption = None,
+    output: OutputOption = None,
+) -> None:
     """List every workflow, oldest first."""
-    with session(ctx, output) as s:
+    with session(ctx, output, url=url, token=token) as s:
         s.out.listing(s.client.workflows.list(limit=200), WORKFLOW_COLUMNS)
 
 
@@ -70,14 +82,17 @@ def list_workflows(ctx: typer.Context, output: OutputOption = None) -> None:
 def show(
     ctx: typer.Context,
     workflow_id: WorkflowArgument,
+    *,
     version: Annotated[
         int | None,
         typer.Option("--version", help="Show this version with its definition instead.", min=1),
     ] = None,
+    url: UrlOption = None,
+    token: TokenOption = None,
     output: OutputOption = None,
 ) -> None:
     """Show a workflow, or one of its versions with its normalized definition."""
-    with session(ctx, output) as s:
+    with session(ctx, output, url=url, token=token) as s:
         if version is None:
             s.out.resource(s.client.workflows.get(workflow_id))
         else:
@@ -86,8 +101,13 @@ def show(
 
 @workflows_app.command("versions")
 def versions(
-    ctx: typer.Context, workflow_id: WorkflowArgument, output: OutputOption = None
+    ctx: typer.Context,
+    workflow_id: WorkflowArgument,
+    *,
+    url: UrlOption = None,
+    token: TokenOption = None,
+    output: OutputOption = None,
 ) -> None:
     """List a workflow's versions (summaries, without definitions)."""
-    with session(ctx, output) as s:
+    with session(ctx, output, url=url, token=token) as s:
         s.out.listing(s.client.versions.list(workflow_id, limit=200), VERSION_COLUMNS)

@@ -18,9 +18,10 @@ from workload_cli._completion import completion
 from workload_cli._demo import demo
 from workload_cli._exit import EXIT_CODES_HELP
 from workload_cli._local import run_local
+from workload_cli._options import OutputOption, TokenOption, UrlOption
 from workload_cli._output import OutputFormat
 from workload_cli._runs import runs_app
-from workload_cli._session import GlobalOptions
+from workload_cli._session import output_format
 from workload_cli._workflows import workflows_app
 
 __all__ = ["app", "main"]
@@ -45,38 +46,14 @@ app.command("completion", rich_help_panel="Shell")(completion)
 
 @app.callback()
 def _global_options(
-    ctx: typer.Context,
-    url: Annotated[
-        str | None,
-        typer.Option(
-            help="The server (env WORKLOAD_URL; else the dev credentials file; else "
-            "http://127.0.0.1:8080).",
-            show_default=False,
-        ),
-    ] = None,
-    token: Annotated[
-        str | None,
-        typer.Option(
-            help="Bearer token (env WORKLOAD_TOKEN; else the dev credentials file's operator "
-            "token, for the default URL or the file's).",
-            show_default=False,
-        ),
-    ] = None,
-    output: Annotated[
-        OutputFormat | None,
-        typer.Option(
-            "--output",
-            "-o",
-            help="table, plain or json (env WORKLOAD_OUTPUT; default: table on a terminal, "
-            "plain text otherwise).",
-            envvar="WORKLOAD_OUTPUT",
-            show_default=False,
-            case_sensitive=False,
-        ),
-    ] = None,
+    url: UrlOption = None, token: TokenOption = None, output: OutputOption = None
 ) -> None:
-    """Options of the client commands, given before the command."""
-    ctx.obj = GlobalOptions(url=url, token=token, output=output)
+    """Options of the client commands, given before the command.
+
+    Each command reads them through its context (:func:`workload_cli._session.session`), so
+    the same option given after the command wins.
+    """
+    del url, token, output
 
 
 DatabaseUrl = Annotated[
@@ -135,8 +112,7 @@ MigrateOutput = Annotated[
 
 
 def _wants_json(ctx: typer.Context, output: OutputFormat | None) -> bool:
-    chosen = output or (ctx.obj.output if isinstance(ctx.obj, GlobalOptions) else None)
-    return chosen is OutputFormat.JSON
+    return output_format(ctx, output) is OutputFormat.JSON
 
 
 @migrate_app.command("up")

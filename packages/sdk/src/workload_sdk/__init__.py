@@ -6,6 +6,8 @@ Example:
     ...     run = client.runs.start("document-pipeline", 1, {"doc": 7})
     ...     run = client.wait_for_run(run.run_id)
 
+Configuration names and defaults (``URL_ENV``, ``TOKEN_ENV``, ``DEFAULT_BASE_URL`` …) are in
+:mod:`workload_sdk.config`, re-exported here; the ``workload`` command uses the same ones.
 The SDK imports no server package: its models are its own (httpx + pydantic only).
 """
 
@@ -14,6 +16,13 @@ from workload_sdk._client import AsyncClient, Client
 from workload_sdk._requests import new_idempotency_key
 from workload_sdk._resources import Runs, Versions, Workflows
 from workload_sdk._version import __version__
+from workload_sdk.config import (
+    DEFAULT_BASE_URL,
+    DEFAULT_MAX_RETRIES,
+    DEFAULT_TIMEOUT,
+    TOKEN_ENV,
+    URL_ENV,
+)
 from workload_sdk.errors import (
     APIConnectionError,
     APIResponseValidationError,
@@ -52,6 +61,11 @@ from workload_sdk.models import (
 from workload_sdk.pagination import AsyncPager, Pager
 
 __all__ = [
+    "DEFAULT_BASE_URL",
+    "DEFAULT_MAX_RETRIES",
+    "DEFAULT_TIMEOUT",
+    "TOKEN_ENV",
+    "URL_ENV",
     "APIConnectionError",
     "APIResponseValidationError",
     "APIStatusError",

@@ -1,7 +1,8 @@
 """What the sync and async clients share besides request building.
 
-Configuration, turning an :class:`~workload_sdk._requests.ApiRequest` into an httpx request and
-a response into a resource or an error, the retry policy, and the deadline of ``wait_for_run``.
+Resolving the configuration (its names and defaults live in :mod:`workload_sdk.config`), turning
+an :class:`~workload_sdk._requests.ApiRequest` into an httpx request and a response into a
+resource or an error, the retry policy, and the deadline of ``wait_for_run``.
 """
 
 from __future__ import annotations
@@ -19,6 +20,11 @@ import pydantic
 
 from workload_sdk._requests import ApiRequest
 from workload_sdk._version import __version__
+from workload_sdk.config import (
+    DEFAULT_BASE_URL,
+    TOKEN_ENV,
+    URL_ENV,
+)
 from workload_sdk.errors import (
     APIConnectionError,
     APIResponseValidationError,
@@ -29,9 +35,6 @@ from workload_sdk.errors import (
 from workload_sdk.models import Run
 
 __all__ = [
-    "DEFAULT_BASE_URL",
-    "DEFAULT_MAX_RETRIES",
-    "DEFAULT_TIMEOUT",
     "ClientOptions",
     "Deadline",
     "build_request",
@@ -43,12 +46,6 @@ __all__ = [
 ]
 
 T = TypeVar("T")
-
-DEFAULT_BASE_URL = "http://127.0.0.1:8080"
-DEFAULT_TIMEOUT = 30.0
-DEFAULT_MAX_RETRIES = 2
-URL_ENV = "WORKLOAD_URL"
-TOKEN_ENV = "WORKLOAD_TOKEN"  # noqa: S105 - the name of a variable, not a secret
 
 _RETRY_STATUSES = frozenset({502, 503, 504})
 _FIRST_DELAY = 0.1

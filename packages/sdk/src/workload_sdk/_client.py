@@ -12,9 +12,10 @@ from types import TracebackType
 import httpx
 
 from workload_sdk._async_resources import AsyncRuns, AsyncVersions, AsyncWorkflows
-from workload_sdk._base_client import DEFAULT_MAX_RETRIES, DEFAULT_TIMEOUT, ClientOptions
+from workload_sdk._base_client import ClientOptions
 from workload_sdk._resources import Runs, Versions, Workflows
 from workload_sdk._sender import AsyncSender, SyncSender
+from workload_sdk.config import DEFAULT_MAX_RETRIES, DEFAULT_TIMEOUT
 from workload_sdk.models import Run
 
 __all__ = ["AsyncClient", "Client"]
