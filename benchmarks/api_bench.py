@@ -21,9 +21,7 @@ from typing import Any
 
 import httpx
 import psycopg
-import uvicorn
 
-from workload_api.app import Readiness, create_app, serve_engine
 from workload_api.container import Container
 from workload_api.settings import Settings
 from workload_store_postgres.migrations import migrate_up
@@ -144,32 +142,22 @@ def run(database_url: str) -> dict[str, Any]:
     container = Container(
         settings=Settings(database_url=database_url, operator_tokens=TOKEN, pool_max_size=10)
     )
-    readiness = Readiness()
-    control_plane = container.control_plane()
-    app = create_app(
-        control_plane,
-        container.authenticator(),
-        readiness,
-        lifespan=lambda _app: serve_engine(control_plane, readiness),
+    # The service exactly as `workload serve` runs it (lock, store, engine, uvicorn), on port 0.
+    ready = threading.Event()
+    coordinator = container.coordinator(
+        host="127.0.0.1", port=0, on_ready=lambda _: ready.set(), handle_signals=False
     )
-    server = uvicorn.Server(
-        uvicorn.Config(app, host="127.0.0.1", port=0, log_config=None, access_log=False)
-    )
-    thread = threading.Thread(target=server.run, daemon=True)
+    thread = threading.Thread(target=lambda: asyncio.run(coordinator.run()), daemon=True)
     thread.start()
-    deadline = time.monotonic() + 30
-    while not server.started:
-        if time.monotonic() > deadline:
-            raise RuntimeError("the service did not start")
-        time.sleep(0.01)
+    if not ready.wait(timeout=30) or coordinator.url is None:
+        raise RuntimeError("the service did not start")
     try:
-        port = server.servers[0].sockets[0].getsockname()[1]
-        result = asyncio.run(_bench(f"http://127.0.0.1:{port}"))
+        result = asyncio.run(_bench(coordinator.url))
         result["baseline_insert_commit"] = base
         result["ratio_to_baseline"] = _ratios(result, base)
         return result
     finally:
-        server.should_exit = True
+        coordinator.stop()
         thread.join(timeout=30)
 
 

@@ -1,10 +1,19 @@
-"""Shared test configuration: async tests on asyncio, and the hexagon guarded in tests too."""
+"""Shared test configuration: fixture plugins, asyncio for async tests, the hexagon guarded.
+
+The plugins import nothing heavy at load time (drivers and servers are imported when a fixture
+runs), so a package tested alone (``nox -s tests_domain``) loads them without its dependencies.
+"""
 
 from __future__ import annotations
 
+import importlib.util
 from pathlib import Path
 
 import pytest
+
+pytest_plugins = ["tests.plugins.postgres"]
+if importlib.util.find_spec("workload_api") is not None:  # the service's packages are installed
+    pytest_plugins.append("tests.plugins.live_api")
 
 _DATABASE_FIXTURES = frozenset(
     {"database_url", "empty_database_url", "postgres_server_url", "template_database"}
@@ -18,15 +27,14 @@ def anyio_backend() -> str:
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Domain and engine tests must run without a database: fail any that asks for one."""
+    """Mark database tests; fail any domain or engine test that asks for a database."""
     for item in items:
+        wanted = _DATABASE_FIXTURES.intersection(getattr(item, "fixturenames", ()))
+        if wanted:
+            item.add_marker(pytest.mark.postgres)
         path = Path(str(item.path))
-        if any(path.is_relative_to(pure) for pure in _PURE):
-            wanted = _DATABASE_FIXTURES.intersection(getattr(item, "fixturenames", ()))
-            if wanted:
-                item.add_marker(
-                    pytest.mark.usefixtures("_forbid_database_in_pure_tests"),
-                )
+        if any(path.is_relative_to(pure) for pure in _PURE) and wanted:
+            item.add_marker(pytest.mark.usefixtures("_forbid_database_in_pure_tests"))
 
 
 @pytest.fixture

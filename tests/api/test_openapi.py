@@ -1,8 +1,9 @@
 """The OpenAPI document of SPEC §6: valid OpenAPI 3.1, in parity with the routes, not stale.
 
-No database: the app is built over the in-memory store only to read its route table (and to
-fetch the served document in-process). The expectations below are written from SPEC §6, not
-from the operations table that generates the document, so the checks are not circular.
+No database: the app comes from the composition root with the in-memory store, only to read
+its route table (and to fetch the served document in-process). The expectations below are
+written from SPEC §6, not from the operations table that generates the document, so the checks
+are not circular.
 """
 
 from __future__ import annotations
@@ -22,15 +23,10 @@ from schemathesis.specs.openapi.definitions import OPENAPI_31_VALIDATOR
 from starlette.applications import Starlette
 from starlette.routing import Route
 
-from workload_api.app import Readiness, create_app
-from workload_api.auth import Authenticator
+from workload_api.container import Container, use_memory_store
 from workload_api.openapi import openapi_document
-from workload_api.service import ControlPlane
+from workload_api.settings import Settings
 from workload_domain.statuses import RunStatus
-from workload_engine.clock import SystemClock
-from workload_engine.engine import Engine
-from workload_engine.memory_store import InMemoryStore
-from workload_engine.mock_executor import MockExecutor
 
 DOCUMENT_FILE = Path(__file__).resolve().parents[2] / "docs" / "openapi.json"
 REGENERATE = (
@@ -177,10 +173,8 @@ def document() -> dict[str, Any]:
 
 @pytest.fixture(scope="module")
 def app() -> Starlette:
-    clock = SystemClock()
-    store = InMemoryStore(clock)
-    engine = Engine(store, MockExecutor(clock), clock)
-    return create_app(ControlPlane(store, engine, clock), Authenticator([], []), Readiness())
+    app: Starlette = use_memory_store(Container(settings=Settings.model_construct())).app()
+    return app
 
 
 def _operations(document: dict[str, Any]) -> Iterator[tuple[str, str, dict[str, Any]]]:

@@ -1,4 +1,4 @@
-"""CLI fixtures: per-test databases, a live API on each (as in tests/e2e), and a CLI runner."""
+"""CLI fixtures: a CLI runner, pointed at the live API (in-process by default, see live_api)."""
 
 from __future__ import annotations
 
@@ -6,16 +6,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+import httpx
 import pytest
 from typer.testing import CliRunner, Result
 
-from tests.plugins.live_api import OPERATOR_TOKEN, LiveApi, live_api  # noqa: F401
-from tests.plugins.postgres import (  # noqa: F401
-    database_url,
-    empty_database_url,
-    postgres_server_url,
-    template_database,
-)
+from tests.plugins.live_api import OPERATOR_TOKEN, LiveApi
 from workload_cli.main import app
 
 # Variables that change what the CLI does; unset unless a test sets them.
@@ -38,12 +33,16 @@ class Cli:
     """Runs ``workload`` in-process (Typer's CliRunner) with a given environment."""
 
     env: dict[str, str | None]
+    transport: httpx.BaseTransport | None = None
+    """Where the SDK client sends (the in-process service); None: the network."""
 
     def __call__(
         self, *args: str, input: str | None = None, env: Mapping[str, str | None] | None = None
     ) -> Result:
         runner = CliRunner()
-        return runner.invoke(app, list(args), input=input, env={**self.env, **(env or {})})
+        return runner.invoke(
+            app, list(args), input=input, env={**self.env, **(env or {})}, obj=self.transport
+        )
 
 
 @pytest.fixture
@@ -61,8 +60,9 @@ def offline_cli(data_dir: Path) -> Cli:
 
 
 @pytest.fixture
-def cli(live_api: LiveApi, offline_cli: Cli) -> Cli:  # noqa: F811 - the imported fixture
+def cli(live_api: LiveApi, offline_cli: Cli) -> Cli:
     """The CLI pointed at the live API with the operator token (through the environment)."""
     return Cli(
-        {**offline_cli.env, "WORKLOAD_URL": live_api.base_url, "WORKLOAD_TOKEN": OPERATOR_TOKEN}
+        {**offline_cli.env, "WORKLOAD_URL": live_api.base_url, "WORKLOAD_TOKEN": OPERATOR_TOKEN},
+        live_api.transport,
     )

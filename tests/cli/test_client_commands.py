@@ -8,7 +8,6 @@ import re
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,6 +17,7 @@ from pydantic import TypeAdapter
 
 from tests.cli.conftest import Cli
 from tests.plugins.live_api import OPERATOR_TOKEN, VIEWER_TOKEN, LiveApi
+from tests.waiting import wait_until
 from workload_cli._exit import ExitCode
 from workload_sdk import (
     Attempt,
@@ -87,7 +87,7 @@ def parse(model: Any, text: str) -> Any:
 
 @pytest.fixture
 def operator(live_api: LiveApi) -> Iterator[Client]:
-    with Client(base_url=live_api.base_url, token=OPERATOR_TOKEN) as client:
+    with live_api.sdk(OPERATOR_TOKEN) as client:
         yield client
 
 
@@ -310,11 +310,7 @@ def test_watch_exit_code_canceled(cli: Cli, tmp_path: Path, operator: Client) ->
     run = started(cli, "slow")
 
     def cancel_when_long_runs() -> None:
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline:
-            if operator.runs.task(run.run_id, "long").status is TaskStatus.RUNNING:
-                break
-            time.sleep(0.02)
+        wait_until(lambda: operator.runs.task(run.run_id, "long").status is TaskStatus.RUNNING)
         operator.runs.cancel(run.run_id)
 
     canceller = threading.Thread(target=cancel_when_long_runs)
@@ -390,6 +386,7 @@ def test_invalid_definition_lists_every_problem(cli: Cli, tmp_path: Path) -> Non
     assert "request_id: " in result.stderr
 
 
+@pytest.mark.real_http_only  # unreachable URLs and which server answers
 def test_error_families_have_their_exit_codes(cli: Cli, tmp_path: Path) -> None:
     unauthenticated = cli("workflows", "list", env={"WORKLOAD_TOKEN": "wrong-token"})
     assert unauthenticated.exit_code == 8
@@ -428,6 +425,7 @@ def write_credentials(data_dir: Path, url: str, token: str) -> None:
     (data_dir / "credentials.json").write_text(json.dumps(document), encoding="utf-8")
 
 
+@pytest.mark.real_http_only  # unreachable URLs and which server answers
 def test_precedence_flag_over_env_over_credentials_file(
     cli: Cli, live_api: LiveApi, data_dir: Path
 ) -> None:
@@ -447,6 +445,7 @@ def test_precedence_flag_over_env_over_credentials_file(
     assert cli("--url", live_api.base_url, "workflows", "list", env=env_url).exit_code == 0
 
 
+@pytest.mark.real_http_only  # unreachable URLs and which server answers
 def test_credentials_file_token_is_only_sent_to_its_server(
     cli: Cli, live_api: LiveApi, data_dir: Path
 ) -> None:

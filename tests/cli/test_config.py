@@ -53,15 +53,14 @@ class Server:
 
 
 @pytest.fixture
-def server(monkeypatch: pytest.MonkeyPatch) -> Server:
-    """The commands' SDK client talks to this recorder instead of the network."""
+def server(offline_cli: Cli) -> Server:
+    """The commands' SDK client talks to this recorder instead of the network.
+
+    The CLI is handed the transport the way any in-process caller hands it one: as the root
+    context's ``obj`` (see ``workload_cli._session``).
+    """
     recorder = Server()
-    transport = httpx.MockTransport(recorder.handle)
-
-    def client(*, base_url: str, token: str | None) -> Client:
-        return Client(base_url=base_url, token=token, transport=transport)
-
-    monkeypatch.setattr(_session, "Client", client)
+    offline_cli.transport = httpx.MockTransport(recorder.handle)
     return recorder
 
 

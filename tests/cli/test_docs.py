@@ -1,4 +1,8 @@
-"""The examples of docs/cli.md and docs/sdk.md run as written, against a live service."""
+"""The examples of docs/cli.md and docs/sdk.md run as written, against a live service.
+
+They run as a reader runs them: in a shell or a Python process of their own, so the service is
+the real one on a loopback port (``real_http_only``).
+"""
 
 from __future__ import annotations
 
@@ -13,6 +17,7 @@ import pytest
 from tests.plugins.live_api import OPERATOR_TOKEN, LiveApi
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
+pytestmark = pytest.mark.real_http_only
 
 
 def blocks(name: str, language: str) -> list[str]:

@@ -17,20 +17,23 @@ import socket
 import stat
 import subprocess
 import sys
-import time
+from collections.abc import Callable
 from pathlib import Path
 
 import httpx
+import pytest
 
-DEFAULT_URL = "http://127.0.0.1:8080"
+from tests.waiting import wait_until
+from workload_sdk.config import DEFAULT_BASE_URL
+
+DEFAULT_URL = DEFAULT_BASE_URL
 
 
-def _wait(check: object, deadline: float, describe: str, log: Path) -> None:
-    while time.monotonic() < deadline:
-        if callable(check) and check():
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"{describe}; service log:\n{log.read_text(errors='replace')[-4000:]}")
+def _wait(check: Callable[[], bool], timeout: float, describe: str, log: Path) -> None:
+    def explain() -> str:
+        return f"{describe}; service log:\n{log.read_text(errors='replace')[-4000:]}"
+
+    wait_until(check, timeout=timeout, interval=0.05, message=explain)
 
 
 def _ready() -> bool:
@@ -52,6 +55,7 @@ def _runtime_env(tmp_path: Path) -> dict[str, str]:
     }
 
 
+@pytest.mark.postgres  # the embedded PostgreSQL of `workload serve`
 def test_serve_with_no_configuration_runs_a_workflow(tmp_path: Path) -> None:
     with socket.socket() as probe:  # the default port must be free for this test to mean much
         probe.bind(("127.0.0.1", 8080))
@@ -65,7 +69,7 @@ def test_serve_with_no_configuration_runs_a_workflow(tmp_path: Path) -> None:
             [workload, "serve"], stdout=output, stderr=subprocess.STDOUT, env=env
         )
     try:
-        _wait(_ready, time.monotonic() + 90, "the service did not become ready", log)
+        _wait(_ready, 90, "the service did not become ready", log)
         text = log.read_text()
         assert f"data directory: {data_dir}" in text
         printed = re.search(r"operator: (\S+)", text)
@@ -94,7 +98,7 @@ def test_serve_with_no_configuration_runs_a_workflow(tmp_path: Path) -> None:
         def finished() -> bool:
             return bool(httpx.get(run_url, headers=headers).json()["status"] == "succeeded")
 
-        _wait(finished, time.monotonic() + 30, "the run did not succeed", log)
+        _wait(finished, 30, "the run did not succeed", log)
 
         # A second terminal with no configuration at all: the CLI finds the dev credentials.
         demo = subprocess.run(

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import psycopg
+import pytest
 
 from tests.cli.test_serve_embedded import _runtime_env
 from workload_cli._embedded import EmbeddedPostgres
@@ -41,6 +42,7 @@ def test_an_unknown_log_level_is_a_configuration_error(tmp_path: Path) -> None:
     assert "Traceback" not in done.stderr
 
 
+@pytest.mark.postgres  # the embedded PostgreSQL of `workload serve`
 def test_embedded_serve_refuses_an_unknown_migration_with_exit_4(tmp_path: Path) -> None:
     env = _runtime_env(tmp_path)
     data_dir = Path(env["WORKLOAD_DATA_DIR"])

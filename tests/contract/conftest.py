@@ -6,12 +6,6 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from tests.plugins.postgres import (  # noqa: F401 - fixtures are found by name
-    database_url,
-    empty_database_url,
-    postgres_server_url,
-    template_database,
-)
 from workload_domain.ports import Store
 from workload_engine.clock import FakeClock
 from workload_engine.memory_store import InMemoryStore

@@ -20,11 +20,12 @@ from workload_domain.errors import (
     StoreIntegrityError,
     TaskNotFound,
     VersionNotFound,
+    VersionTaken,
     WorkflowExists,
     WorkflowNotFound,
 )
 from workload_domain.events import EventType
-from workload_domain.idempotency import IdempotencyClaim, IdempotentWrite, Outcome, Replay
+from workload_domain.idempotency import IdempotencyClaim, IdempotencyRecord, Outcome, Replayed
 from workload_domain.model import (
     AttemptRecord,
     EventRecord,
@@ -51,10 +52,12 @@ DIAMOND = workflow(
 async def create_workflow(store: Store, clock: FakeClock, workflow_id: str = "wf") -> VersionRecord:
     compiled = compile_definition(workflow(mock("x"), workflow_id=workflow_id))
     now = clock.now()
-    return await store.create_workflow(
+    created = await store.create_workflow(
         WorkflowRecord(workflow_id, 1, "", now, now),
         VersionRecord(workflow_id, 1, compiled.definition_hash, 1, now, compiled.document()),
     )
+    assert isinstance(created, VersionRecord)
+    return created
 
 
 def claim(key: str = "k1", request_hash: str = "h1", principal: str = "op") -> IdempotencyClaim:
@@ -73,14 +76,13 @@ async def test_workflows_and_versions(store: Store, clock: FakeClock) -> None:
     clock.advance(1)
     definition = compile_definition(workflow(mock("y"), workflow_id="wf")).document()
     definition["description"] = "second"
-    v2 = await store.create_version(
-        workflow_id="wf",
-        definition_hash="sha256:" + "b" * 64,
-        definition=definition,
-        task_count=1,
-        created_at=clock.now(),
-    )
-    assert v2.version == 2
+    v2_record = VersionRecord("wf", 2, "sha256:" + "b" * 64, 1, clock.now(), definition)
+    v2 = await store.create_version(v2_record, "second")
+    assert v2 == v2_record
+    with pytest.raises(VersionTaken):  # another writer took version 2 first: nothing written
+        await store.create_version(replace(v2_record, definition_hash="sha256:" + "c" * 64), "x")
+    with pytest.raises(VersionTaken):  # a gap is not the next version either
+        await store.create_version(replace(v2_record, version=4), "x")
     got = await store.get_workflow("wf")
     assert (got.latest_version, got.description, got.updated_at) == (2, "second", clock.now())
     assert (await store.get_version("wf", 1)).definition == v1.definition
@@ -92,13 +94,7 @@ async def test_workflows_and_versions(store: Store, clock: FakeClock) -> None:
     with pytest.raises(WorkflowNotFound):
         await store.get_workflow("nope")
     with pytest.raises(WorkflowNotFound):
-        await store.create_version(
-            workflow_id="nope",
-            definition_hash="sha256:" + "b" * 64,
-            definition=definition,
-            task_count=1,
-            created_at=clock.now(),
-        )
+        await store.create_version(replace(v2_record, workflow_id="nope", version=1), "")
 
 
 async def test_engine_runs_identically_on_the_store(store: Store, clock: FakeClock) -> None:
@@ -325,35 +321,38 @@ async def test_idempotent_create_run_replays_and_refuses_reuse(
         tuple(tasks),
         tuple(await store.list_events(run_id)),
     )
-    write = IdempotentWrite(claim(), render_run)
-    created = await store.create_run(new, write)
-    assert await store.find_outcome(claim()) == render_run(created)
+    record = IdempotencyRecord(claim(), render_run(new.run))
+    created = await store.create_run(new, record)
+    assert created == new.run
+    assert await store.find_outcome(claim()) == render_run(new.run)
     again = replace(new, run=replace(new.run, run_id="01890000-0000-7000-8000-000000000002"))
-    with pytest.raises(Replay) as replay:
-        await store.create_run(again, write)
-    assert replay.value.outcome == render_run(created)
+    replayed = await store.create_run(again, IdempotencyRecord(claim(), render_run(again.run)))
+    assert replayed == Replayed(render_run(new.run))  # the first outcome, not this one
     with pytest.raises(RunNotFound):
         await store.get_run(again.run.run_id)  # the replay wrote nothing
     with pytest.raises(IdempotencyKeyReused):
-        await store.create_run(again, IdempotentWrite(claim(request_hash="other"), render_run))
+        await store.create_run(
+            again, IdempotencyRecord(claim(request_hash="other"), record.outcome)
+        )
     with pytest.raises(IdempotencyKeyReused):
         await store.find_outcome(claim(request_hash="other"))
     # The same key under another principal is another key.
-    await store.create_run(again, IdempotentWrite(claim(principal="someone-else"), render_run))
+    await store.create_run(
+        again, IdempotencyRecord(claim(principal="someone-else"), record.outcome)
+    )
     assert (await store.get_run(again.run.run_id)).run_id == again.run.run_id
 
 
 async def test_outcomes_without_a_write_and_purge(store: Store, clock: FakeClock) -> None:
     outcome = Outcome(200, {"status": "canceled"})
-    await store.save_outcome(claim("cancel-1"), outcome)
-    with pytest.raises(Replay) as replay:
-        await store.save_outcome(claim("cancel-1"), Outcome(202, {}))
-    assert replay.value.outcome == outcome
+    assert await store.save_outcome(IdempotencyRecord(claim("cancel-1"), outcome)) is None
+    replayed = await store.save_outcome(IdempotencyRecord(claim("cancel-1"), Outcome(202, {})))
+    assert replayed == Replayed(outcome)
     with pytest.raises(IdempotencyKeyReused):
-        await store.save_outcome(claim("cancel-1", "h2"), outcome)
+        await store.save_outcome(IdempotencyRecord(claim("cancel-1", "h2"), outcome))
     assert await store.find_outcome(claim("unknown")) is None
     clock.advance(3600)
-    await store.save_outcome(claim("cancel-2"), outcome)
+    await store.save_outcome(IdempotencyRecord(claim("cancel-2"), outcome))
     assert await store.purge_outcomes(clock.now() - timedelta(hours=2)) == 0
     assert await store.purge_outcomes(clock.now() - timedelta(minutes=30)) == 1
     assert await store.find_outcome(claim("cancel-1")) is None

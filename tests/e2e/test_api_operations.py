@@ -1,14 +1,20 @@
-"""Every operation of SPEC §6 through real HTTP, with its success and error statuses."""
+"""Every operation of SPEC §6, with its success and error statuses.
+
+In-process on the in-memory store, and again through real HTTP on PostgreSQL (``real_http``).
+"""
 
 from __future__ import annotations
 
 import itertools
-import time
 from typing import Any
 
 import httpx
+import pytest
 
 from tests.plugins.live_api import ROTATED_OPERATOR_TOKEN, LiveApi
+from tests.waiting import wait_until
+
+pytestmark = pytest.mark.real_http
 
 _keys = itertools.count(1)
 
@@ -57,17 +63,6 @@ def problem(response: httpx.Response, status: int, code: str) -> dict[str, Any]:
     assert body["title"]
     assert body["detail"]
     return body
-
-
-def wait_until(check: Any, timeout: float = 20) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = check()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not met in time")
-        time.sleep(0.02)
 
 
 def test_health_and_document(live_api: LiveApi) -> None:
@@ -228,7 +223,9 @@ def test_cancel_running_converges_and_revisions_guard_cancel(live_api: LiveApi) 
     }
     post(op, "/api/v1/workflows", slow)
     run_id = post(op, "/api/v1/workflows/slow/versions/1/runs").json()["run_id"]
-    wait_until(lambda: viewer.get(f"/api/v1/runs/{run_id}").json()["status"] == "running")
+    # Both sleeping tasks started: nothing commits again until the cancel (each start may be a
+    # commit of its own, so "running" alone would leave the revision moving).
+    wait_until(lambda: viewer.get(f"/api/v1/runs/{run_id}").json()["task_counts"]["running"] == 2)
     current = viewer.get(f"/api/v1/runs/{run_id}")
     etag = current.headers["etag"]
     assert etag == f'"{current.json()["revision"]}"'

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import itertools
 import re
-import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -40,6 +39,9 @@ from schemathesis.specs.openapi.checks import (
 )
 
 from tests.plugins.live_api import OPERATOR_TOKEN, VIEWER_TOKEN, LiveApi
+from tests.waiting import wait_until
+
+pytestmark = pytest.mark.real_http_only
 
 AnyCase = Case[Any]
 Operation = APIOperation[Any, Any, Any, Any]
@@ -145,10 +147,13 @@ def _seed(live_api: LiveApi) -> Seeds:
     finished = post("/api/v1/workflows/seeded/versions/1/runs", {"input": {"seed": True}})
     running = post("/api/v1/workflows/seeded/versions/2/runs")
     assert live_api.wait_for_run(finished["run_id"])["status"] == "failed"
-    deadline = time.monotonic() + 10
-    while live_api.viewer.get(f"/api/v1/runs/{running['run_id']}").json()["status"] != "running":
-        assert time.monotonic() < deadline, "the seeded slow run never started"
-        time.sleep(0.02)
+    wait_until(
+        lambda: (
+            live_api.viewer.get(f"/api/v1/runs/{running['run_id']}").json()["status"] == "running"
+        ),
+        timeout=10,
+        message="the seeded slow run never started",
+    )
     paths = [
         {"workflow_id": "seeded", "version": "1", "run_id": finished["run_id"], "task_key": "b"},
         {"workflow_id": "seeded", "version": "2", "run_id": running["run_id"], "task_key": "slow"},

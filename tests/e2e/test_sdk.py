@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 
 from tests.plugins.live_api import OPERATOR_TOKEN, VIEWER_TOKEN, LiveApi
+from tests.waiting import wait_until
 from workload_sdk import (
-    AsyncClient,
     AttemptStatus,
     Client,
     Conflict,
@@ -27,6 +26,8 @@ from workload_sdk import (
     Workflow,
     new_idempotency_key,
 )
+
+pytestmark = pytest.mark.real_http
 
 RETRYING: dict[str, Any] = {
     "id": "retrying",
@@ -56,23 +57,14 @@ MISSING_RUN = "00000000-0000-7000-8000-000000000000"
 
 @pytest.fixture
 def operator(live_api: LiveApi) -> Iterator[Client]:
-    with Client(base_url=live_api.base_url, token=OPERATOR_TOKEN, timeout=30) as client:
+    with live_api.sdk(OPERATOR_TOKEN, timeout=30) as client:
         yield client
 
 
 @pytest.fixture
 def viewer(live_api: LiveApi) -> Iterator[Client]:
-    with Client(base_url=live_api.base_url, token=VIEWER_TOKEN) as client:
+    with live_api.sdk(VIEWER_TOKEN) as client:
         yield client
-
-
-def wait_until(check: Callable[[], Any], timeout: float = 20) -> Any:
-    deadline = time.monotonic() + timeout
-    while not (value := check()):
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not met in time")
-        time.sleep(0.02)
-    return value
 
 
 def test_workflows_and_versions(operator: Client, viewer: Client) -> None:
@@ -237,7 +229,7 @@ def test_errors_carry_request_ids(live_api: LiveApi, operator: Client, viewer: C
         viewer.runs.start("quick", 1)
     assert forbidden.value.code == "forbidden"
     with (
-        Client(base_url=live_api.base_url, token="wrong") as stranger,
+        live_api.sdk("wrong") as stranger,
         pytest.raises(Unauthenticated) as unauthenticated,
     ):
         stranger.workflows.get("quick")
@@ -250,8 +242,8 @@ def test_errors_carry_request_ids(live_api: LiveApi, operator: Client, viewer: C
 @pytest.mark.anyio
 async def test_the_async_client_end_to_end(live_api: LiveApi) -> None:
     async with (
-        AsyncClient(base_url=live_api.base_url, token=OPERATOR_TOKEN) as op,
-        AsyncClient(base_url=live_api.base_url, token=VIEWER_TOKEN) as viewer,
+        live_api.async_sdk(OPERATOR_TOKEN) as op,
+        live_api.async_sdk(VIEWER_TOKEN) as viewer,
     ):
         v1 = await op.workflows.create(RETRYING)
         assert v1.version == 1

@@ -11,7 +11,7 @@ from typing import Any
 import anyio
 
 from workload_domain.compiler import CompiledWorkflow, compile_definition
-from workload_domain.idempotency import IdempotentWrite
+from workload_domain.idempotency import IdempotencyRecord, Replayed
 from workload_domain.ids import uuid7
 from workload_domain.model import (
     AttemptRecord,
@@ -19,7 +19,6 @@ from workload_domain.model import (
     ExecutorRequest,
     ExecutorResult,
     RunCommit,
-    RunRecord,
     RunSnapshot,
     TaskRecord,
     VersionRecord,
@@ -48,12 +47,13 @@ class CrashingStore(InMemoryStore):
         self.crash_after: int | None = None
 
     async def commit(
-        self, commit: RunCommit, idempotency: IdempotentWrite[RunRecord] | None = None
-    ) -> None:
-        await super().commit(commit, idempotency)
+        self, commit: RunCommit, idempotency: IdempotencyRecord | None = None
+    ) -> Replayed | None:
+        replayed = await super().commit(commit, idempotency)
         if self.crash_after is not None and self.commits >= self.crash_after:
             self.crash_after = None
             raise CrashAfter(f"crash after commit {self.commits}")
+        return replayed
 
 
 class RecordingStore(InMemoryStore):
@@ -65,11 +65,12 @@ class RecordingStore(InMemoryStore):
         self.event_counts: list[int] = []
 
     async def commit(
-        self, commit: RunCommit, idempotency: IdempotentWrite[RunRecord] | None = None
-    ) -> None:
-        await super().commit(commit, idempotency)
+        self, commit: RunCommit, idempotency: IdempotencyRecord | None = None
+    ) -> Replayed | None:
+        replayed = await super().commit(commit, idempotency)
         self.revision_steps.append((commit.expected_revision, commit.run.revision))
         self.event_counts.append(len(commit.events))
+        return replayed
 
 
 class CountingExecutor:

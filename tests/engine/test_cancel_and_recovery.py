@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import anyio
 import pytest
 
@@ -13,12 +15,12 @@ from workload_domain.errors import (
     RunNotFound,
     StoreUnavailable,
 )
-from workload_domain.idempotency import IdempotencyClaim, IdempotentWrite, Outcome, Replay
-from workload_domain.model import RunCommit, RunRecord, RunSnapshot
+from workload_domain.idempotency import IdempotencyClaim, IdempotencyRecord, Outcome, Replayed
+from workload_domain.model import RunCommit
 from workload_domain.statuses import RunStatus
 from workload_engine.clock import wait_until_idle
 from workload_engine.memory_store import InMemoryStore
-from workload_engine.runs import request_cancel
+from workload_engine.runs import CancelResult, request_cancel
 
 pytestmark = pytest.mark.anyio
 
@@ -225,10 +227,10 @@ async def test_a_stale_commit_is_rejected_and_the_runner_reconciles() -> None:
         conflicts = 0
 
         async def commit(
-            self, commit: RunCommit, idempotency: IdempotentWrite[RunRecord] | None = None
-        ) -> None:
+            self, commit: RunCommit, idempotency: IdempotencyRecord | None = None
+        ) -> Replayed | None:
             try:
-                await super().commit(commit, idempotency)
+                return await super().commit(commit, idempotency)
             except RevisionConflict:
                 Spying.conflicts += 1
                 raise
@@ -263,11 +265,11 @@ async def test_a_store_fault_stops_execution_and_is_never_recorded() -> None:
         fail = False
 
         async def commit(
-            self, commit: RunCommit, idempotency: IdempotentWrite[RunRecord] | None = None
-        ) -> None:
+            self, commit: RunCommit, idempotency: IdempotencyRecord | None = None
+        ) -> Replayed | None:
             if self.fail:
                 raise StoreUnavailable("the database went away")
-            await super().commit(commit, idempotency)
+            return await super().commit(commit, idempotency)
 
     store = Failing()
     h = Harness(store=store)
@@ -318,19 +320,24 @@ async def test_cancel_with_an_idempotency_claim_saves_and_replays_its_outcome() 
     pending = await h.create(CHAIN)
     claim = IdempotencyClaim("op", "cancel-key", "cancel_run", "hash")
 
-    def render(after: RunSnapshot, already: bool) -> Outcome:
-        return Outcome(200 if already else 202, {"status": after.run.status.value})
+    def saving(key: IdempotencyClaim) -> Callable[[CancelResult], IdempotencyRecord]:
+        def save_with(result: CancelResult) -> IdempotencyRecord:
+            status = 200 if result.already_canceled else 202
+            return IdempotencyRecord(key, Outcome(status, {"status": result.run.status.value}))
 
-    result = await request_cancel(h.store, h.clock, pending, claim=claim, render=render)
+        return save_with
+
+    result = await request_cancel(h.store, h.clock, pending, save_with=saving(claim))
+    assert isinstance(result, CancelResult)
     assert result.run.status is RunStatus.CANCELED
     assert await h.store.find_outcome(claim) == Outcome(202, {"status": "canceled"})
-    with pytest.raises(Replay) as replay:
-        await request_cancel(h.store, h.clock, running, claim=claim, render=render)
-    assert replay.value.outcome == Outcome(202, {"status": "canceled"})
+    replayed = await request_cancel(h.store, h.clock, running, save_with=saving(claim))
+    assert replayed == Replayed(Outcome(202, {"status": "canceled"}))
     assert not (await h.store.get_run(running)).cancel_requested
     # A cancel that writes nothing (already canceled) still records its outcome.
     other = IdempotencyClaim("op", "cancel-again", "cancel_run", "hash")
-    again = await request_cancel(h.store, h.clock, pending, claim=other, render=render)
+    again = await request_cancel(h.store, h.clock, pending, save_with=saving(other))
+    assert isinstance(again, CancelResult)
     assert again.already_canceled
     assert await h.store.find_outcome(other) == Outcome(200, {"status": "canceled"})
 

@@ -20,7 +20,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -31,6 +31,7 @@ import pytest
 from psycopg import sql
 
 from tests.plugins.postgres import with_database
+from tests.waiting import wait_until
 from workload_store_postgres.lock import APPLICATION_NAME
 
 VIEWER_TOKEN = "fault-viewer-token-0123456789"
@@ -52,25 +53,6 @@ def workload_executable() -> Path:
             raise RuntimeError("the `workload` console script is not installed")
         path = Path(found)
     return path
-
-
-def wait_for(
-    check: Callable[[], _T | None],
-    *,
-    timeout: float,
-    interval: float = 0.05,
-    message: Callable[[], str] | str = "condition not met",
-) -> _T:
-    """Poll ``check`` until it returns a truthy value; fail after ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = check()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            text = message() if callable(message) else message
-            raise AssertionError(f"after {timeout:g} s: {text}")
-        time.sleep(interval)
 
 
 # -- PostgreSQL ----------------------------------------------------------------------------------
@@ -137,7 +119,7 @@ class PgCluster:
         self._pg_ctl(
             "-w", "-t", "60", "-o", options, "-l", str(self.pgdata / "log"), "start", timeout=90
         )
-        wait_for(self._accepts, timeout=30, message="PostgreSQL does not accept connections")
+        wait_until(self._accepts, timeout=30, message="PostgreSQL does not accept connections")
 
     def freeze(self) -> None:
         """SIGSTOP the postmaster and every backend: a database that stops answering."""
@@ -330,20 +312,22 @@ class Service:
 
     def wait_ready(self, timeout: float = 30) -> float:
         """Poll /readyz until 200; return the seconds since the process was started."""
-        deadline = time.monotonic() + timeout
-        while True:
-            if self.ready():
-                return time.monotonic() - self.started_at
+
+        def ready_or_exited() -> bool:
             code = self.process.poll()
             if code is not None:
                 raise AssertionError(
                     f"workload serve exited with {code} before it was ready\n{self.stderr_tail()}"
                 )
-            if time.monotonic() > deadline:
-                raise AssertionError(
-                    f"workload serve not ready after {timeout:g} s\n{self.stderr_tail()}"
-                )
-            time.sleep(0.05)
+            return self.ready()
+
+        wait_until(
+            ready_or_exited,
+            timeout=timeout,
+            interval=0.05,
+            message=lambda: f"workload serve not ready\n{self.stderr_tail()}",
+        )
+        return time.monotonic() - self.started_at
 
     def wait_exit(self, timeout: float) -> int:
         """Wait for the process to exit; return its code (fail after ``timeout``)."""
@@ -492,7 +476,7 @@ def wait_for_run(service: Service, run_id: str, *, timeout: float = 30) -> dict[
         last = get_run(service, run_id)
         return last if last["status"] in TERMINAL_RUN_STATUSES else None
 
-    return wait_for(
+    return wait_until(
         terminal,
         timeout=timeout,
         interval=0.1,
@@ -511,7 +495,7 @@ def wait_for_attempt_running(
             for a in list_attempts(service, run_id, task_key)
         )
 
-    wait_for(
+    wait_until(
         running,
         timeout=timeout,
         message=lambda: f"attempt {attempt} of {task_key} never ran\n{service.stderr_tail()}",

@@ -29,10 +29,10 @@ from tests.fault.conftest import (
     lock_backends,
     start_run,
     stored_run,
-    wait_for,
     wait_for_attempt_running,
     wait_for_run,
 )
+from tests.waiting import wait_until
 from workload_domain.compiler import compile_definition
 from workload_domain.ids import uuid7
 from workload_domain.model import VersionRecord, WorkflowRecord
@@ -187,7 +187,7 @@ def test_sigkill_mid_run_is_recovered_by_the_next_service(
     first.signal(signal.SIGKILL)
     assert first.wait_exit(10) == -signal.SIGKILL
     # The kernel closes the dead process's sockets; PostgreSQL then ends its lock session.
-    wait_for(
+    wait_until(
         lambda: not lock_backends(pg),
         timeout=10,
         message="the killed coordinator's lock session is still alive",
@@ -311,7 +311,7 @@ def test_signal_stops_with_exit_0_and_the_run_is_recovered(
     messages = [r.get("message", "") for r in first.log_records()]
     assert f"stopping on {signum.name}" in messages, first.stderr_tail()
     assert not any("fail-stop" in m for m in messages), first.stderr_tail()
-    wait_for(
+    wait_until(
         lambda: not lock_backends(pg),
         timeout=5,
         message="the lock session outlived the stopped service",
@@ -372,7 +372,7 @@ def test_start_up_with_a_backlog_of_pending_runs(
         finished = dict(pg.query(database_url, count_sql))
         return sum(finished.get(s, 0) for s in TERMINAL_RUN_STATUSES) == BACKLOG
 
-    wait_for(
+    wait_until(
         all_finished,
         timeout=BACKLOG_DEADLINE,
         interval=0.25,
@@ -418,7 +418,7 @@ def test_database_that_stops_answering_fail_stops_and_recovers(
         pg.thaw()
     report("fail_stop_after_postgres_froze_seconds", seconds=round(elapsed, 3))
     # The frozen backends notice the dead client once they run again.
-    wait_for(lambda: not lock_backends(pg), timeout=10, message="the old lock session lives on")
+    wait_until(lambda: not lock_backends(pg), timeout=10, message="the old lock session lives on")
     assert_nothing_canceled(pg, database_url)
     assert_left_interrupted(database_url, run_id)
     assert_recovers(services, database_url, run_id)

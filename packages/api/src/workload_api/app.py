@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-import contextlib
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any, Protocol
+from collections.abc import Awaitable, Callable
 
-import anyio
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
@@ -17,28 +14,16 @@ from starlette.routing import Route
 
 from workload_api.auth import Authenticator
 from workload_api.context import RequestContext
+from workload_api.lifecycle import Readiness
 from workload_api.openapi import openapi_document
 from workload_api.operations import OPERATIONS, Call, Operation
 from workload_api.problems import HttpProblem, problem_for, problem_response
-from workload_api.service import ControlPlane
+from workload_api.usecases import UseCases
 from workload_domain.errors import WorkloadError
-from workload_domain.idempotency import Replay
 
-__all__ = ["Readiness", "create_app", "serve_engine"]
+__all__ = ["create_app"]
 
 _errors = logging.getLogger("workload.errors")
-
-
-class Readiness:
-    """Whether the service is ready; the coordinator flips it (503 before and after)."""
-
-    def __init__(self, ready: bool = False) -> None:
-        self.ready = ready
-        self.reason = "starting"
-
-
-class _Lifecycle(Protocol):
-    def __call__(self, app: Starlette) -> contextlib.AbstractAsyncContextManager[None]: ...
 
 
 def _request_id(request: Request) -> str:
@@ -47,21 +32,13 @@ def _request_id(request: Request) -> str:
 
 
 def _endpoint(
-    op: Operation, control_plane: ControlPlane, authenticator: Authenticator
+    op: Operation, usecases: UseCases, authenticator: Authenticator
 ) -> Callable[[Request], Awaitable[Response]]:
     async def endpoint(request: Request) -> Response:
         request.state.route = op.path
         try:
             principal = authenticator.authenticate(request.headers.get("authorization"), op.role)
-            call = Call(request, principal, control_plane)
-            return await op.handler(call)
-        except Replay as replay:
-            headers = {"Idempotent-Replayed": "true"}
-            if "run_id" in replay.outcome.body and op.operation_id == "startRun":
-                headers["Location"] = f"/api/v1/runs/{replay.outcome.body['run_id']}"
-            return JSONResponse(
-                replay.outcome.body, status_code=replay.outcome.status_code, headers=headers
-            )
+            return await op.handler(Call(request, principal, usecases))
         except HttpProblem as problem:
             request.state.error_code = problem.code
             return problem_response(problem, _request_id(request))
@@ -79,13 +56,12 @@ def _endpoint(
     return endpoint
 
 
-def create_app(
-    control_plane: ControlPlane,
-    authenticator: Authenticator,
-    readiness: Readiness,
-    lifespan: _Lifecycle | None = None,
-) -> Starlette:
-    """Build the ASGI application over the given services."""
+def create_app(usecases: UseCases, authenticator: Authenticator, readiness: Readiness) -> Starlette:
+    """Build the ASGI application over the use cases.
+
+    The application has no lifespan of its own: the service's one lifecycle
+    (:class:`~workload_api.lifecycle.Service`) runs around it, in production and in tests.
+    """
     document = openapi_document()
 
     async def openapi(request: Request) -> Response:
@@ -105,7 +81,7 @@ def create_app(
     # One route per path with every method of that path, so a 405 lists them all in Allow.
     by_path: dict[str, dict[str, Callable[[Request], Awaitable[Response]]]] = {}
     for op in OPERATIONS:
-        by_path.setdefault(op.path, {})[op.method] = _endpoint(op, control_plane, authenticator)
+        by_path.setdefault(op.path, {})[op.method] = _endpoint(op, usecases, authenticator)
     routes = [
         Route(path, _dispatch(endpoints), methods=list(endpoints))
         for path, endpoints in by_path.items()
@@ -136,7 +112,6 @@ def create_app(
         routes=routes,
         middleware=[Middleware(RequestContext)],
         exception_handlers={HTTPException: http_error},
-        lifespan=lifespan,
     )
     # "/x/" is not "/x": a redirect would be built from the client's Host header.
     app.router.redirect_slashes = False
@@ -151,31 +126,3 @@ def _dispatch(
         return await endpoints[method](request)
 
     return dispatch
-
-
-@contextlib.asynccontextmanager
-async def serve_engine(control_plane: ControlPlane, readiness: Readiness) -> AsyncIterator[None]:
-    """Open the store, run the engine and recover unfinished runs; ready while inside.
-
-    The coordinator of ``workload serve`` adds the advisory lock and fail-stop around this.
-    """
-    store: Any = control_plane.store
-    opener = getattr(store, "open", None)
-    if opener is not None:
-        await opener()
-    try:
-        async with anyio.create_task_group() as tg:
-            await tg.start(control_plane.engine.run)
-            await control_plane.engine.recover()
-            readiness.ready = True
-            readiness.reason = "ready"
-            try:
-                yield
-            finally:
-                readiness.ready = False
-                readiness.reason = "stopping"
-                tg.cancel_scope.cancel()
-    finally:
-        closer = getattr(store, "close", None)
-        if closer is not None:
-            await closer()

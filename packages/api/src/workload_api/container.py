@@ -1,33 +1,52 @@
-"""The composition root: every adapter of the service is built here, and only here.
+"""The composition root: every part of the service is built here, and only here.
 
-Tests swap adapters with ``container.<provider>.override(...)`` (an in-memory store, a fake
-clock); nothing connects or reads the environment at import time.
+``workload serve``, the test fixtures, the benchmarks and ``workload run-local`` all take their
+objects from a :class:`Container`; they differ only by overrides (STYLE 7): the in-memory store
+and no lock for a local run or the in-process tests (:func:`use_memory_store`), a fake clock in
+tests. Nothing connects or reads the environment at import time; resources open and close in
+the one lifecycle (:class:`~workload_api.lifecycle.Service`).
 """
 
 from __future__ import annotations
 
 from dependency_injector import containers, providers
 
+from workload_api.app import create_app
 from workload_api.auth import Authenticator
-from workload_api.service import ControlPlane
+from workload_api.coordinator import Coordinator
+from workload_api.lifecycle import Readiness, Service
 from workload_api.settings import Settings
+from workload_api.usecases import RunUseCases, UseCases, WorkflowUseCases
+from workload_domain.ports import Clock
 from workload_engine.clock import SystemClock
+from workload_engine.definitions import DefinitionCache
 from workload_engine.engine import Engine
+from workload_engine.memory_store import InMemoryStore
 from workload_engine.mock_executor import MockExecutor
+from workload_store_postgres.lock import PostgresCoordinatorLock
 from workload_store_postgres.store import PostgresStore
 
-__all__ = ["Container"]
+__all__ = ["Container", "use_memory_store"]
 
 
-def _store(settings: Settings, clock: SystemClock) -> PostgresStore:
+def _database_url(settings: Settings) -> str:
     if not settings.database_url:
         raise ValueError("WORKLOAD_DATABASE_URL (or --database-url) is required")
+    return settings.database_url
+
+
+def _store(settings: Settings, clock: Clock) -> PostgresStore:
     return PostgresStore(
-        settings.database_url,
+        _database_url(settings),
         max_size=settings.pool_max_size,
         statement_timeout_ms=settings.statement_timeout_ms,
         clock=clock,
+        verify_schema=True,
     )
+
+
+def _lock(settings: Settings) -> PostgresCoordinatorLock:
+    return PostgresCoordinatorLock(_database_url(settings))
 
 
 class Container(containers.DeclarativeContainer):
@@ -36,17 +55,57 @@ class Container(containers.DeclarativeContainer):
     settings = providers.Dependency(instance_of=Settings)
     clock = providers.Singleton(SystemClock)
     store = providers.Singleton(_store, settings=settings, clock=clock)
+    lock = providers.Singleton(_lock, settings=settings)
     executor = providers.Singleton(MockExecutor, clock=clock)
+    definitions = providers.Singleton(DefinitionCache, store=store)
     engine = providers.Singleton(
         Engine,
         store=store,
         executor=executor,
         clock=clock,
         max_concurrent_attempts=settings.provided.max_concurrent_attempts,
+        definitions=definitions,
     )
+    workflows = providers.Singleton(
+        WorkflowUseCases, store=store, definitions=definitions, clock=clock
+    )
+    runs = providers.Singleton(
+        RunUseCases, store=store, engine=engine, definitions=definitions, clock=clock
+    )
+    usecases = providers.Singleton(UseCases, workflows=workflows, runs=runs)
     authenticator = providers.Singleton(
         Authenticator,
         viewers=settings.provided.viewer_tokens,
         operators=settings.provided.operator_tokens,
     )
-    control_plane = providers.Singleton(ControlPlane, store=store, engine=engine, clock=clock)
+    readiness = providers.Singleton(Readiness)
+    app = providers.Singleton(
+        create_app, usecases=usecases, authenticator=authenticator, readiness=readiness
+    )
+    service = providers.Singleton(
+        Service,
+        store=store,
+        lock=lock,
+        engine=engine,
+        clock=clock,
+        readiness=readiness,
+        lock_check_interval=settings.provided.lock_check_interval_seconds,
+        sweep_interval=settings.provided.sweep_interval_seconds,
+    )
+    coordinator = providers.Factory(
+        Coordinator,
+        service=service,
+        app=app,
+        host=settings.provided.host,
+        port=settings.provided.port,
+    )
+
+
+def use_memory_store(container: Container) -> Container:
+    """Override the database with the in-memory store and no coordinator lock.
+
+    For ``workload run-local`` and the in-process tests: the same wiring, no PostgreSQL.
+    """
+    container.store.override(providers.Singleton(InMemoryStore, clock=container.clock))
+    container.lock.override(providers.Object(None))
+    return container

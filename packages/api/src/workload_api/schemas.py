@@ -6,22 +6,12 @@ drift from what handlers send.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from datetime import datetime
 from typing import Annotated, Any, Generic, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
 
 from workload_domain.events import EventType
-from workload_domain.model import (
-    AttemptRecord,
-    EventRecord,
-    RunRecord,
-    TaskError,
-    TaskRecord,
-    VersionRecord,
-    WorkflowRecord,
-)
 from workload_domain.statuses import AttemptStatus, RunStatus, TaskStatus
 
 __all__ = [
@@ -37,13 +27,6 @@ __all__ = [
     "Version",
     "VersionSummary",
     "Workflow",
-    "attempt_out",
-    "event_out",
-    "run_out",
-    "task_out",
-    "version_out",
-    "version_summary_out",
-    "workflow_out",
 ]
 
 T = TypeVar("T")
@@ -56,7 +39,8 @@ DefinitionDocument = Annotated[
 
 
 class _Out(BaseModel):
-    model_config = ConfigDict(frozen=True)
+    # Resources are read from the domain's records by attribute (see resources.py).
+    model_config = ConfigDict(frozen=True, from_attributes=True)
 
 
 class ErrorObject(_Out):
@@ -185,92 +169,3 @@ class Health(_Out):
     """Liveness or readiness."""
 
     status: str
-
-
-def _error(error: TaskError | None) -> ErrorObject | None:
-    return None if error is None else ErrorObject(**error.to_json())
-
-
-def workflow_out(w: WorkflowRecord) -> Workflow:
-    """The workflow resource of a record."""
-    return Workflow(
-        workflow_id=w.workflow_id,
-        latest_version=w.latest_version,
-        description=w.description,
-        created_at=w.created_at,
-        updated_at=w.updated_at,
-    )
-
-
-def version_summary_out(v: VersionRecord) -> VersionSummary:
-    """The version summary of a record."""
-    return VersionSummary(
-        workflow_id=v.workflow_id,
-        version=v.version,
-        definition_hash=v.definition_hash,
-        task_count=v.task_count,
-        created_at=v.created_at,
-    )
-
-
-def version_out(v: VersionRecord) -> Version:
-    """The full version resource of a record."""
-    return Version(**version_summary_out(v).model_dump(), definition=v.definition)
-
-
-def run_out(r: RunRecord, task_counts: Mapping[str, int]) -> Run:
-    """The run resource: the record and how many tasks are in each status."""
-    return Run(
-        run_id=r.run_id,
-        workflow_id=r.workflow_id,
-        version=r.version,
-        status=r.status,
-        revision=r.revision,
-        input=r.input,
-        cancel_requested=r.cancel_requested,
-        created_at=r.created_at,
-        updated_at=r.updated_at,
-        started_at=r.started_at,
-        finished_at=r.finished_at,
-        task_counts={s: int(task_counts.get(s.value, 0)) for s in TaskStatus},
-    )
-
-
-def task_out(t: TaskRecord) -> TaskRun:
-    """The task run resource of a record."""
-    return TaskRun(
-        task_key=t.task_key,
-        status=t.status,
-        depends_on=list(t.depends_on),
-        attempt_count=t.attempt_count,
-        max_attempts=t.max_attempts,
-        next_attempt_at=t.next_attempt_at,
-        started_at=t.started_at,
-        finished_at=t.finished_at,
-        output=t.output,
-        error=_error(t.error),
-    )
-
-
-def attempt_out(a: AttemptRecord) -> Attempt:
-    """The attempt resource of a record."""
-    return Attempt(
-        attempt=a.attempt,
-        status=a.status,
-        started_at=a.started_at,
-        finished_at=a.finished_at,
-        output=a.output,
-        error=_error(a.error),
-    )
-
-
-def event_out(e: EventRecord) -> Event:
-    """The event resource of a record."""
-    return Event(
-        sequence=e.sequence,
-        type=e.type,
-        occurred_at=e.occurred_at,
-        task_key=e.task_key,
-        attempt=e.attempt,
-        data=e.data,
-    )

@@ -28,6 +28,8 @@ class Settings(BaseSettings):
     operator_tokens: Tokens = ()
     max_concurrent_attempts: int = Field(default=64, ge=1, le=10_000)
     lock_check_interval_seconds: float = Field(default=1.0, gt=0, le=3600)
+    sweep_interval_seconds: float = Field(default=5.0, gt=0, le=5)
+    """How often the leader adopts unfinished runs it does not execute (SPEC §14: ≤ 5 s)."""
     statement_timeout_ms: int = Field(default=5000, ge=100, le=600_000)
     pool_max_size: int = Field(default=10, ge=1, le=1000)
 

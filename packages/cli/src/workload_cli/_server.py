@@ -12,11 +12,10 @@ from pydantic import ValidationError
 
 from workload_api.container import Container
 from workload_api.context import configure_logging
-from workload_api.coordinator import Coordinator, ExitCode
+from workload_api.coordinator import ExitCode
 from workload_api.settings import Settings
 from workload_cli._embedded import EmbeddedPostgres, dev_credentials
 from workload_domain.errors import SystemFault
-from workload_store_postgres.lock import PostgresCoordinatorLock
 from workload_store_postgres.migrations import MigrationError, migration_status
 from workload_store_postgres.migrations import migrate_up as apply_migrations
 
@@ -71,18 +70,9 @@ def serve(overrides: dict[str, Any]) -> int:
 
 
 async def _run(settings: Settings, *, announce: bool = False) -> int:
-    assert settings.database_url is not None
     container = Container(settings=settings)
-    coordinator = Coordinator(
-        container,
-        PostgresCoordinatorLock(settings.database_url),
-        database_url=settings.database_url,
-        host=settings.host,
-        port=settings.port,
-        lock_check_interval=settings.lock_check_interval_seconds,
-        on_ready=(lambda url: _say(f"serving on {url}")) if announce else None,
-    )
-    return int(await coordinator.run())
+    on_ready = (lambda url: _say(f"serving on {url}")) if announce else None
+    return int(await container.coordinator(on_ready=on_ready).run())
 
 
 def _url(database_url: str | None) -> str | None:

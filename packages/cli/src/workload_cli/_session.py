@@ -2,6 +2,10 @@
 
 :func:`session` is the client commands' only way to the server. It also turns every failure
 into a message on stderr and a documented exit code (see :mod:`workload_cli._exit`).
+
+Whoever invokes the CLI in-process (the tests, an embedding program) may hand it an
+``httpx.BaseTransport`` as the root context's ``obj``: the SDK client then sends through it
+instead of the network (e.g. to an application served in the same process).
 """
 
 from __future__ import annotations
@@ -10,6 +14,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
+import httpx
 import typer
 
 from workload_cli._config import ClientConfig, ConfigError, Given, resolve_config
@@ -37,9 +42,15 @@ class UsageError(Exception):
 class Session:
     """The output and (resolved on first use) the config and SDK client of one command."""
 
-    def __init__(self, connection: Connection, output: Output) -> None:
+    def __init__(
+        self,
+        connection: Connection,
+        output: Output,
+        transport: httpx.BaseTransport | None = None,
+    ) -> None:
         self._connection = connection
         self.out = output
+        self._transport = transport
         self._client: Client | None = None
 
     @property
@@ -59,7 +70,9 @@ class Session:
         """The SDK client (created on first use; commands that need no server never make one)."""
         if self._client is None:
             config = self.config
-            self._client = Client(base_url=config.url, token=config.token)
+            self._client = Client(
+                base_url=config.url, token=config.token, transport=self._transport
+            )
         return self._client
 
     def close(self) -> None:
@@ -121,7 +134,9 @@ def session(
         token: The command's own ``--token``.
     """
     out = Output.create(output_format(ctx, output))
-    current = Session(connection(ctx, url, token), out)
+    given = ctx.find_root().obj
+    transport = given if isinstance(given, httpx.BaseTransport) else None
+    current = Session(connection(ctx, url, token), out, transport)
     try:
         yield current
     except WorkloadError as exc:

@@ -17,12 +17,14 @@ Hierarchy::
     ├── Conflict                     category CONFLICT
     │   ├── WorkflowExists · IdempotencyKeyReused · RunFinished
     ├── RevisionConflict             category REVISION_CONFLICT (a commit from a stale revision)
+    ├── VersionTaken                 category REVISION_CONFLICT (a concurrent new version won)
     ├── PreconditionFailed           category PRECONDITION_FAILED (a stale If-Match)
     ├── IllegalTransition            category INTERNAL (a bug: a status change the rules forbid)
     ├── StoreIntegrityError          category INTERNAL (a bug: a write a constraint refuses)
     └── SystemFault                  category UNAVAILABLE (the store or the lock failed)
         ├── StoreUnavailable
-        └── LockLost
+        ├── LockLost
+        └── ExecutionStopped         (this process stopped executing: shutdown or fail-stop)
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from dataclasses import dataclass
 __all__ = [
     "Conflict",
     "ErrorCategory",
+    "ExecutionStopped",
     "IdempotencyKeyReused",
     "IllegalTransition",
     "InvalidArgument",
@@ -51,6 +54,7 @@ __all__ = [
     "SystemFault",
     "TaskNotFound",
     "VersionNotFound",
+    "VersionTaken",
     "WorkflowExists",
     "WorkflowIdMismatch",
     "WorkflowNotFound",
@@ -222,6 +226,18 @@ class RevisionConflict(WorkloadError):
         self.expected_revision = expected_revision
 
 
+class VersionTaken(WorkloadError):
+    """Another version of the workflow was created first; nothing was written (retry)."""
+
+    category = ErrorCategory.REVISION_CONFLICT
+    code = "revision_conflict"
+
+    def __init__(self, workflow_id: str, version: int) -> None:
+        super().__init__(f"workflow {workflow_id!r} already has a version {version}")
+        self.workflow_id = workflow_id
+        self.version = version
+
+
 class PreconditionFailed(WorkloadError):
     """The client's precondition (``If-Match``) does not hold; nothing was written."""
 
@@ -262,3 +278,7 @@ class StoreUnavailable(SystemFault):
 
 class LockLost(SystemFault):
     """The coordinator lock is no longer held by this process."""
+
+
+class ExecutionStopped(SystemFault):
+    """This process no longer executes runs (it is stopping, or failed): try another, or later."""

@@ -1,34 +1,35 @@
 """Idempotent writes (SPEC §6): a key, scoped to a principal, bound to one request.
 
-A write that carries an :class:`IdempotentWrite` saves its outcome in the same transaction as the
+A write that carries an :class:`IdempotencyRecord` saves it in the same transaction as the write.
+The record holds data only: the claim and the :class:`Outcome` the caller rendered *before* the
 write. If the key was already used for the same request (same operation and request hash), the
-store writes nothing and raises :class:`Replay` with the original outcome; for a different
-request it raises :class:`~workload_domain.errors.IdempotencyKeyReused`. Concurrent duplicates
-race on the record's primary key: exactly one transaction commits, the others replay it.
+store writes nothing and returns :class:`Replayed` with the original outcome — a normal result,
+not an error; for a different request it raises
+:class:`~workload_domain.errors.IdempotencyKeyReused`. Concurrent duplicates race on the record's
+primary key: exactly one transaction commits, the others return the winner's outcome.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any, Generic, TypeVar
+from typing import Any
 
+from workload_domain.errors import IdempotencyKeyReused
 from workload_domain.jsonvalues import JsonObject, canonical_json, sha256_tag
 
 __all__ = [
     "IDEMPOTENCY_RETENTION",
     "IdempotencyClaim",
-    "IdempotentWrite",
+    "IdempotencyRecord",
     "Outcome",
-    "Replay",
+    "Replayed",
     "request_hash",
+    "same_request",
 ]
 
 IDEMPOTENCY_RETENTION = timedelta(hours=24)
 """Records are kept at least this long, then purged."""
-
-T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,24 +51,30 @@ class Outcome:
 
 
 @dataclass(frozen=True, slots=True)
-class IdempotentWrite(Generic[T]):
-    """A claim plus how to render the written resource into the stored outcome."""
+class IdempotencyRecord:
+    """What a write saves with itself: the claim and the outcome to replay later."""
 
     claim: IdempotencyClaim
-    render: Callable[[T], Outcome]
+    outcome: Outcome
 
 
-class Replay(Exception):
-    """The key was already used for this very request: here is the original outcome.
+@dataclass(frozen=True, slots=True)
+class Replayed:
+    """The key was already used for this very request: nothing was written, here is its outcome."""
 
-    Not an error: the caller answers with ``outcome`` (and ``Idempotent-Replayed: true``).
-    """
-
-    def __init__(self, outcome: Outcome) -> None:
-        super().__init__("idempotent replay")
-        self.outcome = outcome
+    outcome: Outcome
 
 
 def request_hash(operation: str, path_params: dict[str, Any], body: Any) -> str:
     """Hash of the canonical request: operation, path parameters and body."""
     return sha256_tag(canonical_json({"operation": operation, "path": path_params, "body": body}))
+
+
+def same_request(stored: IdempotencyClaim, claim: IdempotencyClaim) -> None:
+    """Check that a key is reused for the request it was first used for.
+
+    Raises:
+        IdempotencyKeyReused: the key was first used for another operation or request.
+    """
+    if (stored.operation, stored.request_hash) != (claim.operation, claim.request_hash):
+        raise IdempotencyKeyReused

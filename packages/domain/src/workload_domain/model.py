@@ -6,10 +6,12 @@ atomically, conditioned on the run's expected revision.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from workload_domain.errors import StoreIntegrityError
 from workload_domain.events import EventType
 from workload_domain.jsonvalues import JsonObject
 from workload_domain.statuses import AttemptStatus, RunStatus, TaskStatus
@@ -29,6 +31,7 @@ __all__ = [
     "TaskRecord",
     "VersionRecord",
     "WorkflowRecord",
+    "check_sequences",
 ]
 
 
@@ -195,3 +198,13 @@ class ExecutorFailure:
 
 ExecutorResult = ExecutorSuccess | ExecutorFailure
 """What an executor returns for one attempt."""
+
+
+def check_sequences(events: Sequence[EventRecord], last: int) -> None:
+    """Check that ``events`` continue a history whose last sequence is ``last``, without gaps.
+
+    Raises:
+        StoreIntegrityError: they do not (a writer bug; a store refuses such a write).
+    """
+    if [e.sequence for e in events] != list(range(last + 1, last + 1 + len(events))):
+        raise StoreIntegrityError("event sequences must continue the run's history contiguously")

@@ -11,8 +11,7 @@ from datetime import datetime
 from typing import Protocol
 
 from workload_domain.cursors import Page
-from workload_domain.idempotency import IdempotencyClaim, IdempotentWrite, Outcome
-from workload_domain.jsonvalues import JsonObject
+from workload_domain.idempotency import IdempotencyClaim, IdempotencyRecord, Outcome, Replayed
 from workload_domain.model import (
     AttemptRecord,
     EventRecord,
@@ -34,6 +33,7 @@ __all__ = [
     "ExecutionStore",
     "Executor",
     "IdempotencyStore",
+    "Resource",
     "RunReads",
     "Store",
     "WorkflowStore",
@@ -60,6 +60,18 @@ class Executor(Protocol):
         ...
 
 
+class Resource(Protocol):
+    """Something with connections to open before use and to close after (a lifecycle)."""
+
+    async def open(self) -> None:
+        """Connect and check that the resource can be used; raise ``SystemFault`` if not."""
+        ...
+
+    async def close(self) -> None:
+        """Release every connection (idempotent)."""
+        ...
+
+
 class CoordinatorLock(Protocol):
     """The lock that makes one process the only coordinator of a database."""
 
@@ -83,22 +95,24 @@ class WorkflowStore(Protocol):
         self,
         workflow: WorkflowRecord,
         version: VersionRecord,
-        idempotency: IdempotentWrite[VersionRecord] | None = None,
-    ) -> VersionRecord:
+        idempotency: IdempotencyRecord | None = None,
+    ) -> VersionRecord | Replayed:
         """Create a workflow and its version 1; ``WorkflowExists`` if the id is taken."""
         ...
 
     async def create_version(
         self,
-        *,
-        workflow_id: str,
-        definition_hash: str,
-        definition: JsonObject,
-        task_count: int,
-        created_at: datetime,
-        idempotency: IdempotentWrite[VersionRecord] | None = None,
-    ) -> VersionRecord:
-        """Create version ``latest + 1``; ``WorkflowNotFound`` if there is no such workflow."""
+        version: VersionRecord,
+        description: str,
+        idempotency: IdempotencyRecord | None = None,
+    ) -> VersionRecord | Replayed:
+        """Add ``version`` as the workflow's next one and set its description.
+
+        Raises:
+            WorkflowNotFound: there is no such workflow.
+            VersionTaken: ``version.version`` is not ``latest + 1`` (another version was
+                created meanwhile); nothing was written.
+        """
         ...
 
     async def get_workflow(self, workflow_id: str) -> WorkflowRecord:
@@ -128,8 +142,8 @@ class ExecutionStore(Protocol):
         ...
 
     async def create_run(
-        self, new_run: NewRun, idempotency: IdempotentWrite[RunRecord] | None = None
-    ) -> RunRecord:
+        self, new_run: NewRun, idempotency: IdempotencyRecord | None = None
+    ) -> RunRecord | Replayed:
         """Write the run, its tasks, its first events (and the idempotency record) atomically."""
         ...
 
@@ -138,8 +152,8 @@ class ExecutionStore(Protocol):
         ...
 
     async def commit(
-        self, commit: RunCommit, idempotency: IdempotentWrite[RunRecord] | None = None
-    ) -> None:
+        self, commit: RunCommit, idempotency: IdempotencyRecord | None = None
+    ) -> Replayed | None:
         """Apply ``commit`` atomically; ``RevisionConflict`` (nothing written) if stale."""
         ...
 
@@ -162,10 +176,11 @@ class IdempotencyStore(Protocol):
         """
         ...
 
-    async def save_outcome(self, claim: IdempotencyClaim, outcome: Outcome) -> None:
+    async def save_outcome(self, record: IdempotencyRecord) -> Replayed | None:
         """Record the outcome of a request that wrote nothing else.
 
-        Raises ``Replay`` or ``IdempotencyKeyReused`` when the key is already taken.
+        Returns the stored outcome instead when the key was already used for this request;
+        raises ``IdempotencyKeyReused`` when it was used for another.
         """
         ...
 
@@ -232,5 +247,5 @@ class RunReads(Protocol):
         ...
 
 
-class Store(WorkflowStore, ExecutionStore, IdempotencyStore, RunReads, Protocol):
+class Store(WorkflowStore, ExecutionStore, IdempotencyStore, RunReads, Resource, Protocol):
     """The whole persistence port: every adapter implements all of it."""

@@ -8,11 +8,13 @@ propagates out of :meth:`Engine.run`, interrupting every other runner: fail-stop
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 import anyio
 from anyio.abc import TaskGroup, TaskStatus
 
+from workload_domain.errors import ExecutionStopped
 from workload_domain.model import RunSnapshot
 from workload_domain.ports import Clock, ExecutionStore, Executor
 from workload_engine._groups import first_error
@@ -68,10 +70,23 @@ class Engine:
         finally:
             self._group = None
 
+    @property
+    def running(self) -> bool:
+        """Whether runs can be submitted (``run`` is active and not stopping)."""
+        return self._group is not None and not self._group.cancel_scope.cancel_called
+
+    def owns(self, run_id: str) -> bool:
+        """Whether this engine is executing ``run_id`` now."""
+        return run_id in self._runners
+
     def submit(self, run_id: str) -> None:
-        """Start executing a committed run (no-op if this engine already executes it)."""
-        if self._group is None:
-            raise RuntimeError("the engine is not running")
+        """Start executing a committed run (no-op if this engine already executes it).
+
+        Raises:
+            ExecutionStopped: the engine is not running (not started, stopping, or failed).
+        """
+        if self._group is None or self._group.cancel_scope.cancel_called:
+            raise ExecutionStopped("this process is not executing runs now")
         if run_id in self._runners:
             return
         runner = self._new_runner(run_id)
@@ -101,14 +116,35 @@ class Engine:
             if runner is not None:
                 await runner.started.wait()
         handed = 0
-        after: str | None = None
-        while True:
-            page = await self.store.list_unfinished_runs(after, page_size)
+        async for page in self._unfinished(page_size):
             for run_id in page:
                 self.submit(run_id)
             handed += len(page)
+        return handed
+
+    async def adopt_unowned(self, page_size: int = 500) -> int:
+        """Submit every non-terminal run this engine does not execute; return how many.
+
+        The safety net behind every path that hands a committed run over: a run whose
+        creating request lost its answer, or one created by another process, is executed
+        within one sweep interval.
+        """
+        adopted = 0
+        async for page in self._unfinished(page_size):
+            for run_id in page:
+                if run_id not in self._runners and self.running:
+                    self.submit(run_id)
+                    adopted += 1
+        return adopted
+
+    async def _unfinished(self, page_size: int) -> AsyncIterator[Sequence[str]]:
+        after: str | None = None
+        while True:
+            page = await self.store.list_unfinished_runs(after, page_size)
+            if page:
+                yield page
             if len(page) < page_size:
-                return handed
+                return
             after = page[-1]
 
     async def wait_finished(self, run_id: str) -> None:

@@ -11,15 +11,13 @@ snapshot after a revision conflict is therefore safe.
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
 from workload_domain.compiler import CompiledWorkflow
 from workload_domain.events import EventType
 from workload_domain.model import (
-    AttemptRecord,
-    EventRecord,
     ExecutorRequest,
     RunCommit,
     RunSnapshot,
@@ -27,7 +25,8 @@ from workload_domain.model import (
     TaskRecord,
 )
 from workload_domain.retry import next_attempt_at, should_retry
-from workload_domain.statuses import AttemptStatus, RunStatus, TaskStatus, check_transition
+from workload_domain.statuses import AttemptStatus, RunStatus, TaskStatus
+from workload_engine._draft import AttemptKey, Draft
 
 __all__ = [
     "INTERRUPTED_ERROR",
@@ -43,8 +42,6 @@ INTERRUPTED_ERROR = TaskError(
     "interrupted", "the attempt was interrupted: its coordinator stopped executing", True
 )
 TIMED_OUT_ERROR = TaskError("attempt_timed_out", "the attempt exceeded timeout_seconds", True)
-
-AttemptKey = tuple[str, int]
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,109 +86,6 @@ class Plan:
         return self.after.run.status.is_terminal
 
 
-class _Draft:
-    """A copy-on-write working state of one run that records what changed."""
-
-    def __init__(self, snapshot: RunSnapshot, now: datetime) -> None:
-        self.before = snapshot
-        self.now = now
-        self.run = snapshot.run
-        self.tasks = list(snapshot.tasks)
-        self.positions = {t.task_key: i for i, t in enumerate(self.tasks)}
-        self.running = {(a.task_key, a.attempt): a for a in snapshot.running_attempts}
-        self.changed_tasks: set[int] = set()
-        self.changed_attempts: dict[AttemptKey, AttemptRecord] = {}
-        self.events: list[EventRecord] = []
-        self.sequence = snapshot.last_sequence
-
-    def emit(
-        self,
-        type_: EventType,
-        task_key: str | None = None,
-        attempt: int | None = None,
-        data: dict[str, Any] | None = None,
-    ) -> None:
-        self.sequence += 1
-        self.events.append(
-            EventRecord(self.sequence, type_, self.now, task_key, attempt, data or {})
-        )
-
-    def set_run(self, status: RunStatus | None = None, **changes: Any) -> None:
-        if status is not None and status is not self.run.status:
-            changes["status"] = check_transition(self.run.status, status)
-        if changes:
-            self.run = replace(self.run, **changes)
-
-    def task(self, key: str) -> TaskRecord:
-        return self.tasks[self.positions[key]]
-
-    def set_task(self, key: str, status: TaskStatus | None = None, **changes: Any) -> TaskRecord:
-        i = self.positions[key]
-        current = self.tasks[i]
-        if status is not None and status is not current.status:
-            changes["status"] = check_transition(current.status, status)
-        self.tasks[i] = replace(current, **changes)
-        self.changed_tasks.add(i)
-        return self.tasks[i]
-
-    def end_attempt(
-        self,
-        key: AttemptKey,
-        status: AttemptStatus,
-        finished_at: datetime,
-        output: dict[str, Any] | None = None,
-        error: TaskError | None = None,
-    ) -> None:
-        attempt = self.running.pop(key)
-        ended = replace(
-            attempt,
-            status=check_transition(attempt.status, status),
-            finished_at=finished_at,
-            output=output,
-            error=error,
-        )
-        self.changed_attempts[key] = ended
-
-    def start_attempt(self, key: str) -> AttemptRecord:
-        task = self.task(key)
-        number = task.attempt_count + 1
-        attempt = AttemptRecord(key, number, AttemptStatus.RUNNING, self.now)
-        self.running[(key, number)] = attempt
-        self.changed_attempts[(key, number)] = attempt
-        self.set_task(
-            key,
-            TaskStatus.RUNNING,
-            attempt_count=number,
-            next_attempt_at=None,
-            started_at=task.started_at or self.now,
-        )
-        return attempt
-
-    def changed(self) -> bool:
-        return bool(self.events or self.changed_tasks or self.changed_attempts) or (
-            self.run != self.before.run
-        )
-
-    def result(self) -> tuple[RunCommit | None, RunSnapshot]:
-        if not self.changed():
-            return None, self.before
-        run = replace(self.run, revision=self.before.run.revision + 1, updated_at=self.now)
-        commit = RunCommit(
-            expected_revision=self.before.run.revision,
-            run=run,
-            tasks=tuple(self.tasks[i] for i in sorted(self.changed_tasks)),
-            attempts=tuple(self.changed_attempts.values()),
-            events=tuple(self.events),
-        )
-        after = RunSnapshot(
-            run=run,
-            tasks=tuple(self.tasks),
-            running_attempts=tuple(self.running.values()),
-            last_sequence=self.sequence,
-        )
-        return commit, after
-
-
 def plan(
     snapshot: RunSnapshot,
     workflow: CompiledWorkflow,
@@ -215,7 +109,7 @@ def plan(
             written ``interrupted`` and follows the retry rule.
         recovering: this process took the run over from a stopped coordinator; record it.
     """
-    draft = _Draft(snapshot, now)
+    draft = Draft(snapshot, now)
     if draft.run.status.is_terminal:
         return _plan(draft, workflow, slots, launches=(), wanted=())
 
@@ -283,7 +177,7 @@ def cancel_commit(snapshot: RunSnapshot, *, now: datetime) -> tuple[RunCommit, R
     only records the request, and its runner converges it to ``canceled``. Returns the commit
     and the run's state after it.
     """
-    draft = _Draft(snapshot, now)
+    draft = Draft(snapshot, now)
     draft.set_run(cancel_requested=True)
     draft.emit(EventType.RUN_CANCEL_REQUESTED)
     if draft.run.status is RunStatus.PENDING:
@@ -294,7 +188,7 @@ def cancel_commit(snapshot: RunSnapshot, *, now: datetime) -> tuple[RunCommit, R
 
 
 def _plan(
-    draft: _Draft,
+    draft: Draft,
     workflow: CompiledWorkflow,
     slots: Iterable[str],
     *,
@@ -320,7 +214,7 @@ def _plan(
     )
 
 
-def _is_ready(draft: _Draft, workflow: CompiledWorkflow, i: int, task: TaskRecord) -> bool:
+def _is_ready(draft: Draft, workflow: CompiledWorkflow, i: int, task: TaskRecord) -> bool:
     if task.status is TaskStatus.WAITING_RETRY:
         return task.next_attempt_at is None or task.next_attempt_at <= draft.now
     if task.status is not TaskStatus.PENDING:
@@ -328,7 +222,7 @@ def _is_ready(draft: _Draft, workflow: CompiledWorkflow, i: int, task: TaskRecor
     return all(draft.tasks[d].status is TaskStatus.SUCCEEDED for d in workflow.dependencies[i])
 
 
-def _apply_outcome(draft: _Draft, workflow: CompiledWorkflow, outcome: AttemptOutcome) -> None:
+def _apply_outcome(draft: Draft, workflow: CompiledWorkflow, outcome: AttemptOutcome) -> None:
     key, number = outcome.task_key, outcome.attempt
     draft.end_attempt(
         outcome.key, outcome.status, outcome.finished_at, outcome.output, outcome.error
@@ -355,7 +249,7 @@ def _apply_outcome(draft: _Draft, workflow: CompiledWorkflow, outcome: AttemptOu
 
 
 def _after_failure(
-    draft: _Draft, workflow: CompiledWorkflow, key: str, error: TaskError, finished_at: datetime
+    draft: Draft, workflow: CompiledWorkflow, key: str, error: TaskError, finished_at: datetime
 ) -> None:
     """The retry rule of SPEC §4, then skipping everything downstream of a failed task."""
     task = draft.task(key)
@@ -379,7 +273,7 @@ def _after_failure(
             draft.emit(EventType.TASK_SKIPPED, downstream.task_key, data={"because": key})
 
 
-def _cancel_everything(draft: _Draft) -> None:
+def _cancel_everything(draft: Draft) -> None:
     for key in sorted(draft.running, key=lambda k: draft.positions[k[0]]):
         draft.end_attempt(key, AttemptStatus.CANCELED, draft.now)
         draft.emit(EventType.ATTEMPT_CANCELED, key[0], key[1])
@@ -393,7 +287,7 @@ def _cancel_everything(draft: _Draft) -> None:
     draft.emit(EventType.RUN_CANCELED)
 
 
-def _settle_run(draft: _Draft, *, has_ready: bool) -> None:
+def _settle_run(draft: Draft, *, has_ready: bool) -> None:
     """Derive the run's status from its tasks (SPEC §4)."""
     statuses = [t.status for t in draft.tasks]
     if all(s.is_terminal for s in statuses):

@@ -1,14 +1,19 @@
-"""Application services of runs: build a new run, request its cancellation."""
+"""Operations on runs that are not the runner's: build a new run, record a cancel request.
+
+They hold no idempotency or presentation logic of their own: a caller that must save an
+idempotent outcome with the cancel passes a function from the run's new state to that outcome,
+evaluated before the write (the store is given data, never a callback).
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Protocol
+from typing import Protocol, overload
 
 from workload_domain.compiler import CompiledWorkflow
 from workload_domain.errors import PreconditionFailed, RevisionConflict, RunFinished
 from workload_domain.events import EventType
-from workload_domain.idempotency import IdempotencyClaim, IdempotentWrite, Outcome
+from workload_domain.idempotency import IdempotencyRecord, Replayed
 from workload_domain.jsonvalues import JsonObject
 from workload_domain.model import EventRecord, NewRun, RunRecord, RunSnapshot, TaskRecord
 from workload_domain.ports import Clock, ExecutionStore, IdempotencyStore
@@ -80,27 +85,47 @@ class _CancelStore(ExecutionStore, IdempotencyStore, Protocol):
     """What canceling needs from the store."""
 
 
+SaveWith = Callable[[CancelResult], IdempotencyRecord]
+"""The idempotency record to save with a cancel, made from its result before the write."""
+
+
+@overload
+async def request_cancel(
+    store: _CancelStore, clock: Clock, run_id: str, *, if_revision: int | None = None
+) -> CancelResult: ...
+
+
+@overload
 async def request_cancel(
     store: _CancelStore,
     clock: Clock,
     run_id: str,
     *,
     if_revision: int | None = None,
-    claim: IdempotencyClaim | None = None,
-    render: Callable[[RunSnapshot, bool], Outcome] | None = None,
-) -> CancelResult:
+    save_with: SaveWith,
+) -> CancelResult | Replayed: ...
+
+
+async def request_cancel(
+    store: _CancelStore,
+    clock: Clock,
+    run_id: str,
+    *,
+    if_revision: int | None = None,
+    save_with: SaveWith | None = None,
+) -> CancelResult | Replayed:
     """Record a cancel request (SPEC §4): a pending run is canceled at once.
 
     The caller notifies the engine afterwards so that a started run converges to ``canceled``.
-    With ``claim``, the outcome ``render`` makes of the run's new state (and whether it was
-    canceled already) is saved with the write, or alone when there is nothing to write, for
-    idempotent replays.
+    With ``save_with``, the record it makes of the result is saved with the cancel commit, or
+    alone when there is nothing to write; if its key was already used for the same request,
+    nothing is written and the stored outcome is returned (``Replayed``).
 
     Raises:
         RunNotFound: no such run.
         RunFinished: the run succeeded or failed.
         PreconditionFailed: ``if_revision`` is not the run's current revision.
-        Replay: the idempotency key was already used for this request (its outcome inside).
+        IdempotencyKeyReused: the key of ``save_with``'s record was used for another request.
     """
     for _ in range(_MAX_CANCEL_TRIES):
         snapshot = await store.load_run(run_id)
@@ -111,26 +136,21 @@ async def request_cancel(
             )
         if run.status is RunStatus.CANCELED or run.cancel_requested:
             # Nothing to write but the outcome, which a retry with the same key must replay.
-            already = run.status is RunStatus.CANCELED
-            if claim is not None and render is not None:
-                await store.save_outcome(claim, render(snapshot, already))
-            return CancelResult(snapshot, already_canceled=already)
+            result = CancelResult(snapshot, already_canceled=run.status is RunStatus.CANCELED)
+            if save_with is not None:
+                replayed = await store.save_outcome(save_with(result))
+                if replayed is not None:
+                    return replayed
+            return result
         if run.status.is_terminal:
             raise RunFinished(run_id, run.status.value)
         commit, after = cancel_commit(snapshot, now=clock.now())
-        write: IdempotentWrite[RunRecord] | None = None
-        if claim is not None and render is not None:
-            write = IdempotentWrite(claim, _constant(render(after, False)))
+        result = CancelResult(after, already_canceled=False)
         try:
-            await store.commit(commit, write)
+            replayed = await store.commit(commit, None if save_with is None else save_with(result))
         except RevisionConflict:
             if if_revision is not None:
                 raise PreconditionFailed(f"run {run_id!r} changed concurrently") from None
             continue
-        return CancelResult(after, already_canceled=False)
+        return result if replayed is None else replayed
     raise RevisionConflict(run_id, -1)
-
-
-def _constant(outcome: Outcome) -> Callable[[RunRecord], Outcome]:
-    """A render that ignores the written row: the outcome was rendered from the full state."""
-    return lambda _: outcome

@@ -1,5 +1,5 @@
 -- Named queries of the PostgreSQL store. Each starts with "-- name: <name>"; every value is a
--- bound parameter. Dynamic filters (runs by workflow/status) are composed with psycopg.sql.
+-- bound parameter. Each filter combination of a listing has its own statement (and index).
 
 -- name: insert_workflow
 INSERT INTO workflows (workflow_id, latest_version, description, created_at, updated_at)
@@ -12,10 +12,11 @@ VALUES (%(workflow_id)s, %(version)s, %(definition_hash)s, %(task_count)s, %(def
         %(created_at)s)
 
 -- name: bump_workflow
--- Serializes concurrent new versions of one workflow on its row lock.
+-- Only if the new version is the next one: concurrent new versions serialize on the row lock,
+-- and the loser finds zero rows (it re-reads and tries again with the next number).
 UPDATE workflows
-SET latest_version = latest_version + 1, updated_at = %(created_at)s, description = %(description)s
-WHERE workflow_id = %(workflow_id)s
+SET latest_version = %(version)s, updated_at = %(created_at)s, description = %(description)s
+WHERE workflow_id = %(workflow_id)s AND latest_version = %(version)s - 1
 RETURNING latest_version
 
 -- name: get_workflow
@@ -129,6 +130,43 @@ SELECT sequence, type, occurred_at, task_key, attempt, data
 FROM state_events
 WHERE run_id = %(run_id)s AND sequence > %(after)s
 ORDER BY sequence
+LIMIT %(limit)s
+
+-- name: page_runs
+-- Served by workflow_runs_keyset.
+SELECT run_id, workflow_id, version, status, revision, input, cancel_requested, created_at,
+       updated_at, started_at, finished_at
+FROM workflow_runs
+WHERE (created_at, run_id) > (%(after_at)s, %(after_id)s)
+ORDER BY created_at, run_id
+LIMIT %(limit)s
+
+-- name: page_runs_by_workflow
+-- Served by workflow_runs_by_workflow.
+SELECT run_id, workflow_id, version, status, revision, input, cancel_requested, created_at,
+       updated_at, started_at, finished_at
+FROM workflow_runs
+WHERE workflow_id = %(workflow_id)s AND (created_at, run_id) > (%(after_at)s, %(after_id)s)
+ORDER BY created_at, run_id
+LIMIT %(limit)s
+
+-- name: page_runs_by_status
+-- Served by workflow_runs_by_status.
+SELECT run_id, workflow_id, version, status, revision, input, cancel_requested, created_at,
+       updated_at, started_at, finished_at
+FROM workflow_runs
+WHERE status = %(status)s AND (created_at, run_id) > (%(after_at)s, %(after_id)s)
+ORDER BY created_at, run_id
+LIMIT %(limit)s
+
+-- name: page_runs_by_workflow_and_status
+-- Served by workflow_runs_by_workflow (status filtered on the way).
+SELECT run_id, workflow_id, version, status, revision, input, cancel_requested, created_at,
+       updated_at, started_at, finished_at
+FROM workflow_runs
+WHERE workflow_id = %(workflow_id)s AND status = %(status)s
+  AND (created_at, run_id) > (%(after_at)s, %(after_id)s)
+ORDER BY created_at, run_id
 LIMIT %(limit)s
 
 -- name: task_counts

@@ -1,0 +1,242 @@
+"""The handlers of the HTTP operations: they translate HTTP to a use case and back, only.
+
+Each parses its path, query string, headers (``Idempotency-Key``, ``If-Match``) and body,
+calls one use case, and answers its :class:`~workload_api.usecases.Result`.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+
+from workload_api.auth import Principal
+from workload_api.jsonbody import read_json_object
+from workload_api.problems import HttpProblem
+from workload_api.usecases import Result, UseCases
+from workload_domain.cursors import DEFAULT_PAGE_LIMIT, MAX_PAGE_LIMIT
+from workload_domain.definition import WORKFLOW_ID_PATTERN
+from workload_domain.errors import WorkflowNotFound
+from workload_domain.idempotency import IdempotencyClaim, request_hash
+from workload_domain.statuses import RunStatus
+
+__all__ = ["CURSOR", "LIMIT", "PAGED", "Call", "QueryParam", "respond"]
+
+_IDEMPOTENCY_KEY = re.compile(r"^[\x21-\x7e]{1,255}$")
+_WORKFLOW_ID = re.compile(WORKFLOW_ID_PATTERN)
+_DIGITS = re.compile(r"^[0-9]{1,9}$")
+_VERSION = re.compile(r"^[1-9][0-9]{0,8}$")  # one spelling per version: no sign, no leading 0
+# If-Match compares strongly (RFC 9110 §13.1.1): a weak tag never matches.
+_ETAG = re.compile(r'^\s*"([0-9]{1,18})"\s*$')
+
+
+@dataclass(frozen=True, slots=True)
+class QueryParam:
+    """A query parameter an operation accepts."""
+
+    name: str
+    schema: Mapping[str, Any]
+    description: str
+
+
+LIMIT = QueryParam(
+    "limit",
+    {"type": "integer", "minimum": 1, "maximum": MAX_PAGE_LIMIT, "default": DEFAULT_PAGE_LIMIT},
+    "page size",
+)
+CURSOR = QueryParam(
+    "cursor", {"type": "string", "maxLength": 1024}, "the next_cursor of the previous page"
+)
+PAGED = (LIMIT, CURSOR)
+
+
+@dataclass(frozen=True, slots=True)
+class Call:
+    """What a handler gets: the request, the caller, the use cases."""
+
+    request: Request
+    principal: Principal | None
+    usecases: UseCases
+
+    def path(self, name: str) -> str:
+        """A path parameter."""
+        value: str = self.request.path_params[name]
+        return value
+
+    def workflow_id(self) -> str:
+        """The path's workflow id; one that cannot exist is simply not found."""
+        value = self.path("workflow_id")
+        if not _WORKFLOW_ID.match(value):
+            raise WorkflowNotFound(value)
+        return value
+
+    def claim(self, operation: str, body: Any) -> IdempotencyClaim:
+        """The idempotency claim of a POST (SPEC §6: the key is required)."""
+        key = self.request.headers.get("idempotency-key")
+        if key is None:
+            raise HttpProblem(
+                400, "idempotency_key_required", "POST requests need an Idempotency-Key header"
+            )
+        if not _IDEMPOTENCY_KEY.match(key):
+            raise HttpProblem(
+                400,
+                "invalid_argument",
+                "Idempotency-Key must be 1-255 visible ASCII characters (0x21-0x7E)",
+            )
+        assert self.principal is not None  # every POST is authenticated
+        digest = request_hash(operation, dict(self.request.path_params), body)
+        return IdempotencyClaim(self.principal.id, key, operation, digest)
+
+    def page_args(self, *extra: str) -> tuple[str | None, int]:
+        """Validate the query string (only ``limit``, ``cursor`` and ``extra`` are known)."""
+        query = self.request.query_params
+        known = {"limit", "cursor", *extra}
+        for name in query:
+            if name not in known:
+                raise _bad_query(f"unknown query parameter {name!r}")
+        for name in known:
+            if len(query.getlist(name)) > 1:
+                raise _bad_query(f"query parameter {name!r} is repeated")
+        raw_limit = query.get("limit")
+        limit = DEFAULT_PAGE_LIMIT
+        if raw_limit is not None:
+            if not _DIGITS.match(raw_limit) or not 1 <= int(raw_limit) <= MAX_PAGE_LIMIT:
+                raise _bad_query(f"limit must be an integer from 1 to {MAX_PAGE_LIMIT}")
+            limit = int(raw_limit)
+        return query.get("cursor"), limit
+
+
+def _bad_query(detail: str) -> HttpProblem:
+    return HttpProblem(400, "invalid_argument", detail)
+
+
+def respond(result: Result, headers: Mapping[str, str] | None = None) -> JSONResponse:
+    """The response of a use case's result (``Idempotent-Replayed: true`` on a replay)."""
+    merged = dict(headers or {})
+    if result.replayed:
+        merged["Idempotent-Replayed"] = "true"
+    return JSONResponse(result.body, status_code=result.status_code, headers=merged)
+
+
+# -- handlers ----------------------------------------------------------------------------------
+
+
+async def create_workflow(call: Call) -> Response:
+    body = await read_json_object(call.request)
+    claim = call.claim("create_workflow", body)
+    return respond(await call.usecases.workflows.create(body or {}, claim))
+
+
+async def list_workflows(call: Call) -> Response:
+    cursor, limit = call.page_args()
+    return JSONResponse(await call.usecases.workflows.list(cursor, limit))
+
+
+async def get_workflow(call: Call) -> Response:
+    call.page_args()  # no query parameters
+    return JSONResponse(await call.usecases.workflows.get(call.workflow_id()))
+
+
+async def create_version(call: Call) -> Response:
+    workflow_id = call.workflow_id()
+    body = await read_json_object(call.request)
+    claim = call.claim("create_version", body)
+    return respond(await call.usecases.workflows.create_version(workflow_id, body or {}, claim))
+
+
+async def list_versions(call: Call) -> Response:
+    cursor, limit = call.page_args()
+    workflows = call.usecases.workflows
+    return JSONResponse(await workflows.list_versions(call.workflow_id(), cursor, limit))
+
+
+def _version(call: Call) -> int | str:
+    raw = call.path("version")
+    return int(raw) if _VERSION.match(raw) else raw
+
+
+async def get_version(call: Call) -> Response:
+    call.page_args()
+    workflows = call.usecases.workflows
+    return JSONResponse(await workflows.get_version(call.workflow_id(), _version(call)))
+
+
+async def start_run(call: Call) -> Response:
+    workflow_id = call.workflow_id()
+    version = _version(call)
+    body = await read_json_object(call.request, optional=True)
+    # An absent body and {"input": {}} are the same request.
+    claim = call.claim("start_run", {"input": {}, **(body or {})})
+    if isinstance(version, str):  # names no version: the right 404 for the path
+        await call.usecases.workflows.get_version(workflow_id, version)
+    result = await call.usecases.runs.start(workflow_id, int(version), body, claim)
+    return respond(result, {"Location": f"/api/v1/runs/{result.body['run_id']}"})
+
+
+async def list_runs(call: Call) -> Response:
+    cursor, limit = call.page_args("workflow_id", "status")
+    query = call.request.query_params
+    workflow_id = query.get("workflow_id")
+    if workflow_id is not None and not _WORKFLOW_ID.match(workflow_id):
+        raise _bad_query("workflow_id is not a valid workflow id")
+    raw_status = query.get("status")
+    status = None
+    if raw_status is not None:
+        try:
+            status = RunStatus(raw_status)
+        except ValueError:
+            allowed = ", ".join(s.value for s in RunStatus)
+            raise _bad_query(f"status must be one of: {allowed}") from None
+    return JSONResponse(await call.usecases.runs.list(workflow_id, status, cursor, limit))
+
+
+async def get_run(call: Call) -> Response:
+    call.page_args()
+    body, revision = await call.usecases.runs.get(call.path("run_id"))
+    return JSONResponse(body, headers={"ETag": f'"{revision}"'})
+
+
+def _if_match(call: Call) -> int | None:
+    raw = call.request.headers.get("if-match")
+    if raw is None or raw.strip() == "*":
+        return None
+    match = _ETAG.match(raw)
+    if match is None:
+        raise HttpProblem(412, "precondition_failed", "If-Match names no revision of this run")
+    return int(match[1])
+
+
+async def cancel_run(call: Call) -> Response:
+    run_id = call.path("run_id")
+    body = await read_json_object(call.request, optional=True)
+    if body:
+        raise HttpProblem(400, "invalid_argument", "cancel takes no body fields")
+    claim = call.claim("cancel_run", {})
+    if_revision = _if_match(call)
+    return respond(await call.usecases.runs.cancel(run_id, if_revision, claim))
+
+
+async def list_tasks(call: Call) -> Response:
+    cursor, limit = call.page_args()
+    return JSONResponse(await call.usecases.runs.list_tasks(call.path("run_id"), cursor, limit))
+
+
+async def get_task(call: Call) -> Response:
+    call.page_args()
+    runs = call.usecases.runs
+    return JSONResponse(await runs.get_task(call.path("run_id"), call.path("task_key")))
+
+
+async def list_attempts(call: Call) -> Response:
+    cursor, limit = call.page_args()
+    run_id, key = call.path("run_id"), call.path("task_key")
+    return JSONResponse(await call.usecases.runs.list_attempts(run_id, key, cursor, limit))
+
+
+async def list_events(call: Call) -> Response:
+    cursor, limit = call.page_args()
+    return JSONResponse(await call.usecases.runs.list_events(call.path("run_id"), cursor, limit))

@@ -1,0 +1,198 @@
+"""The service's one lifecycle, in production and in tests (SPEC §7).
+
+:meth:`Service.running` is an async context manager. Entering it opens the store (which checks
+the schema), takes the coordinator lock when there is one, starts the engine, hands it every
+unfinished run (the recovery scan) and starts the background duties: the lock check, the
+ownership sweep and the idempotency purge. Readiness turns on; the body runs (uvicorn in
+``workload serve``, a test, a local run). Leaving it interrupts execution (nothing is written as
+canceled) and closes the lock and the store.
+
+A fault of any background duty or of execution is *fail-stop*: readiness turns off
+(``failed``), execution is interrupted at once, :attr:`Service.fault` records the first fault
+and ``on_fault`` is called so that the body can stop too (the coordinator stops HTTP and exits
+5). The lifecycle never re-takes the lock.
+
+Errors raised on entry::
+
+    MigrationError      the schema is behind, ahead or edited (exit 4)
+    CoordinatorBusy     another coordinator holds the lock (exit 3)
+    SystemFault         the database or the lock cannot be reached (exit 5)
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+
+import anyio
+import anyio.abc
+
+from workload_domain.idempotency import IDEMPOTENCY_RETENTION
+from workload_domain.ports import Clock, CoordinatorLock, Store
+from workload_engine.engine import Engine
+
+__all__ = ["CoordinatorBusy", "Readiness", "Service"]
+
+_log = logging.getLogger("workload.coordinator")
+
+FaultHandler = Callable[[str, BaseException], None]
+
+
+@asynccontextmanager
+async def _single_errors() -> AsyncIterator[None]:
+    """Let the body's own exception out as itself, not inside the task group's group.
+
+    The duties never raise (a fault is fail-stop, recorded); so a group of one is the body's
+    exception (a test's assertion, a rejected definition in a local run).
+    """
+    try:
+        yield
+    except BaseExceptionGroup as group:
+        if len(group.exceptions) == 1:
+            raise group.exceptions[0] from None
+        raise
+
+
+class CoordinatorBusy(Exception):
+    """Another coordinator holds this database's lock (only one may execute)."""
+
+
+class Readiness:
+    """Whether the service is ready; ``/readyz`` answers it (503 before and after)."""
+
+    def __init__(self, ready: bool = False) -> None:
+        self.ready = ready
+        self.reason = "starting"
+
+    def set(self, ready: bool, reason: str) -> None:
+        """Turn readiness on or off, with the reason ``/readyz`` shows."""
+        self.ready = ready
+        self.reason = reason
+
+
+class Service:
+    """Store, lock, engine and background duties, opened and closed together."""
+
+    def __init__(
+        self,
+        *,
+        store: Store,
+        lock: CoordinatorLock | None,
+        engine: Engine,
+        clock: Clock,
+        readiness: Readiness,
+        lock_check_interval: float = 1.0,
+        sweep_interval: float = 5.0,
+        purge_interval: float = 3600.0,
+        recovery_page_size: int = 500,
+    ) -> None:
+        self.store = store
+        self.lock = lock
+        self.engine = engine
+        self.clock = clock
+        self.readiness = readiness
+        self.fault: BaseException | None = None
+        self.recovered = 0
+        self._lock_check_interval = lock_check_interval
+        self._sweep_interval = sweep_interval
+        self._purge_interval = purge_interval
+        self._page_size = recovery_page_size
+        self._engine_scope: anyio.CancelScope | None = None
+        self._on_fault: FaultHandler | None = None
+
+    @asynccontextmanager
+    async def running(self, on_fault: FaultHandler | None = None) -> AsyncIterator[None]:
+        """Open, lead and recover; yield while executing; then interrupt and close."""
+        self._on_fault = on_fault
+        self._engine_scope = anyio.CancelScope()
+        await self.store.open()
+        try:
+            await self._acquire()
+            try:
+                async with _single_errors(), anyio.create_task_group() as tg:
+                    await tg.start(self._run_engine)
+                    try:
+                        self.recovered = await self.engine.recover(self._page_size)
+                    except Exception as exc:
+                        self.fail("the recovery scan failed", exc)
+                    if self.lock is not None:
+                        tg.start_soon(self._guarded, "lost the coordinator lock", self._watch_lock)
+                    tg.start_soon(self._guarded, "the ownership sweep failed", self._sweep)
+                    tg.start_soon(self._guarded, "the idempotency purge failed", self._purge)
+                    if self.fault is None:
+                        self.readiness.set(True, "ready")
+                    try:
+                        yield
+                    finally:
+                        if self.fault is None:
+                            self.readiness.set(False, "stopping")
+                        self._engine_scope.cancel()
+                        tg.cancel_scope.cancel()
+            finally:
+                if self.lock is not None:
+                    with anyio.CancelScope(shield=True):
+                        await self.lock.release()
+        finally:
+            with anyio.CancelScope(shield=True):
+                await self.store.close()
+
+    def fail(self, reason: str, error: BaseException) -> None:
+        """Fail-stop: not ready, execution interrupted, the body told (first fault kept)."""
+        if self.fault is None:
+            self.fault = error
+            _log.error("fail-stop: %s: %s", reason, error)
+        # SPEC §7's order: not ready, stop local execution (interruption), then the body (HTTP).
+        self.readiness.set(False, "failed")
+        if self._engine_scope is not None:
+            self._engine_scope.cancel()
+        if self._on_fault is not None:
+            self._on_fault(reason, error)
+
+    async def _acquire(self) -> None:
+        if self.lock is not None and not await self.lock.acquire():
+            raise CoordinatorBusy("another coordinator holds the lock of this database")
+
+    async def _run_engine(
+        self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
+    ) -> None:
+        assert self._engine_scope is not None  # made when the lifecycle is entered
+        with self._engine_scope:
+            try:
+                await self.engine.run(task_status=task_status)
+            except Exception as exc:
+                self.fail("execution failed", exc)
+
+    async def _guarded(self, reason: str, duty: Callable[[], Awaitable[None]]) -> None:
+        try:
+            await duty()
+        except Exception as exc:  # any fault of a background duty stops the process
+            self.fail(reason, exc)
+
+    async def _watch_lock(self) -> None:
+        assert self.lock is not None
+        while True:
+            await anyio.sleep(self._lock_check_interval)
+            await self.lock.check()
+
+    async def _sweep(self) -> None:
+        """Hand the engine every unfinished run it does not own (the safety net of §14).
+
+        A committed run reaches execution through its creating request, a replay of it, or
+        the recovery scan; this catches whatever none of them handed over (a lost answer, a
+        run created by another process). Bounded: ids only, page by page, from an index.
+        """
+        while True:
+            await anyio.sleep(self._sweep_interval)
+            if not self.engine.running:
+                continue
+            found = await self.engine.adopt_unowned(self._page_size)
+            if found:
+                _log.info("adopted unowned runs", extra={"fields": {"runs": found}})
+
+    async def _purge(self) -> None:
+        while True:
+            purged = await self.store.purge_outcomes(self.clock.now() - IDEMPOTENCY_RETENTION)
+            if purged:
+                _log.info("purged idempotency records", extra={"fields": {"purged": purged}})
+            await anyio.sleep(self._purge_interval)

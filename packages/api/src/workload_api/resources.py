@@ -1,0 +1,87 @@
+"""Resources of the API (SPEC §6) from the domain's records, as JSON-ready objects.
+
+The pydantic models of :mod:`workload_api.schemas` read each record by attribute
+(``from_attributes``), so no field is copied by hand; the same models generate the OpenAPI
+document, so what handlers send cannot drift from what it says.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import fields
+from typing import Any, TypeVar
+
+from pydantic import BaseModel
+
+from workload_api import schemas
+from workload_domain.cursors import Page
+from workload_domain.jsonvalues import JsonObject
+from workload_domain.model import (
+    AttemptRecord,
+    EventRecord,
+    RunRecord,
+    TaskRecord,
+    VersionRecord,
+    WorkflowRecord,
+)
+from workload_domain.statuses import TaskStatus
+
+__all__ = [
+    "attempt",
+    "event",
+    "page",
+    "run",
+    "task",
+    "version",
+    "version_summary",
+    "workflow",
+]
+
+T = TypeVar("T")
+
+
+def _dump(model: type[BaseModel], source: Any) -> JsonObject:
+    body: JsonObject = model.model_validate(source).model_dump(mode="json")
+    return body
+
+
+def workflow(record: WorkflowRecord) -> JsonObject:
+    """The workflow resource."""
+    return _dump(schemas.Workflow, record)
+
+
+def version_summary(record: VersionRecord) -> JsonObject:
+    """A version without its definition (in lists)."""
+    return _dump(schemas.VersionSummary, record)
+
+
+def version(record: VersionRecord) -> JsonObject:
+    """A version with its normalized definition."""
+    return _dump(schemas.Version, record)
+
+
+def run(record: RunRecord, task_counts: Mapping[str, int]) -> JsonObject:
+    """The run resource: the record, and how many of its tasks are in each status."""
+    counts = {s.value: int(task_counts.get(s.value, 0)) for s in TaskStatus}
+    attributes = {f.name: getattr(record, f.name) for f in fields(record)}
+    return _dump(schemas.Run, {**attributes, "task_counts": counts})
+
+
+def task(record: TaskRecord) -> JsonObject:
+    """The task run resource."""
+    return _dump(schemas.TaskRun, record)
+
+
+def attempt(record: AttemptRecord) -> JsonObject:
+    """The attempt resource."""
+    return _dump(schemas.Attempt, record)
+
+
+def event(record: EventRecord) -> JsonObject:
+    """The event resource."""
+    return _dump(schemas.Event, record)
+
+
+def page(found: Page[T], convert: Callable[[T], JsonObject]) -> JsonObject:
+    """A page of a listing: ``items`` and ``next_cursor``."""
+    return {"items": [convert(item) for item in found.items], "next_cursor": found.next_cursor}

@@ -1,0 +1,172 @@
+"""Runs: start (one transaction, then execution), cancel, and every read of a run's state.
+
+A committed run is handed to execution by whichever path acknowledged it: a new run right
+after its COMMIT, and a replayed start too (its first attempt may have committed without the
+engine hearing of it — a lost answer, a fail-stop). The engine ignores runs it already owns.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import secrets
+from collections import Counter
+from collections.abc import Callable
+
+from pydantic import ValidationError
+
+from workload_api import resources, schemas
+from workload_api.usecases._result import Result
+from workload_domain.definition import TASK_KEY_PATTERN
+from workload_domain.errors import ExecutionStopped, InvalidArgument, Problem, TaskNotFound
+from workload_domain.idempotency import IdempotencyClaim, IdempotencyRecord, Outcome, Replayed
+from workload_domain.ids import uuid7
+from workload_domain.jsonvalues import JsonObject, json_problems, pointer
+from workload_domain.ports import Clock, Store
+from workload_domain.statuses import RunStatus
+from workload_engine.definitions import DefinitionCache
+from workload_engine.engine import Engine
+from workload_engine.runs import CancelResult, build_run, request_cancel
+
+__all__ = ["RunUseCases"]
+
+_TASK_KEY = re.compile(TASK_KEY_PATTERN)
+
+
+class RunUseCases:
+    """Start and cancel runs; read runs, tasks, attempts and events."""
+
+    def __init__(
+        self,
+        store: Store,
+        engine: Engine,
+        definitions: DefinitionCache,
+        clock: Clock,
+        new_run_id: Callable[[], str] | None = None,
+    ) -> None:
+        self._store = store
+        self._engine = engine
+        self._definitions = definitions
+        self._clock = clock
+        self._new_run_id = new_run_id or self._uuid7
+
+    def _uuid7(self) -> str:
+        return uuid7(int(self._clock.now().timestamp() * 1000), secrets.token_bytes(10))
+
+    async def start(
+        self,
+        workflow_id: str,
+        version: int,
+        body: JsonObject | None,
+        claim: IdempotencyClaim,
+    ) -> Result:
+        """Create a run in one transaction, then hand it to execution."""
+        run_input = _run_input(body)
+        compiled = await self._definitions.get(workflow_id, version)
+        new_run = build_run(
+            compiled,
+            version=version,
+            run_id=self._new_run_id(),
+            run_input=run_input,
+            clock=self._clock,
+        )
+        counts = Counter(t.status.value for t in new_run.tasks)
+        outcome = Outcome(202, resources.run(new_run.run, counts))
+        written = await self._store.create_run(new_run, IdempotencyRecord(claim, outcome))
+        if isinstance(written, Replayed):
+            self._resubmit(written)
+            return Result.replay(written)
+        # Only now, after COMMIT, does execution start; a crash before this line is repaired
+        # by the recovery scan at the next start-up (or the ownership sweep).
+        self._engine.submit(written.run_id)
+        return Result.of(outcome)
+
+    def _resubmit(self, replayed: Replayed) -> None:
+        run_id = replayed.outcome.body.get("run_id")
+        if isinstance(run_id, str) and self._engine.running:
+            # Stopping: the next coordinator's recovery scan takes the run.
+            with contextlib.suppress(ExecutionStopped):
+                self._engine.submit(run_id)
+
+    async def cancel(self, run_id: str, if_revision: int | None, claim: IdempotencyClaim) -> Result:
+        """Record a cancel request: 200 if the run was already canceled, else 202."""
+        # A retry replays even when its preconditions no longer hold (a cancel retried with an
+        # ETag its own first attempt made stale): look the key up before anything else.
+        stored = await self._store.find_outcome(claim)
+        if stored is not None:
+            return Result.of(stored, replayed=True)
+
+        def save_with(result: CancelResult) -> IdempotencyRecord:
+            counts = Counter(t.status.value for t in result.snapshot.tasks)
+            status = 200 if result.already_canceled else 202
+            return IdempotencyRecord(claim, Outcome(status, resources.run(result.run, counts)))
+
+        result = await request_cancel(
+            self._store, self._clock, run_id, if_revision=if_revision, save_with=save_with
+        )
+        if isinstance(result, Replayed):
+            return Result.replay(result)
+        self._engine.notify(run_id)
+        return Result.of(save_with(result).outcome)
+
+    async def list(
+        self,
+        workflow_id: str | None,
+        status: RunStatus | None,
+        cursor: str | None,
+        limit: int,
+    ) -> JsonObject:
+        """A page of runs, optionally filtered."""
+        found = await self._store.page_runs(workflow_id, status, cursor, limit)
+        counts = await self._store.task_counts([r.run_id for r in found.items])
+        return resources.page(found, lambda r: resources.run(r, counts.get(r.run_id, {})))
+
+    async def get(self, run_id: str) -> tuple[JsonObject, int]:
+        """One run, and its revision (for the ETag)."""
+        run, counts = await self._store.get_run_with_counts(run_id)
+        return resources.run(run, counts), run.revision
+
+    async def list_tasks(self, run_id: str, cursor: str | None, limit: int) -> JsonObject:
+        """A page of a run's tasks."""
+        return resources.page(await self._store.page_tasks(run_id, cursor, limit), resources.task)
+
+    async def get_task(self, run_id: str, task_key: str) -> JsonObject:
+        """One task of a run."""
+        await self._check_task_key(run_id, task_key)
+        return resources.task(await self._store.get_task(run_id, task_key))
+
+    async def list_attempts(
+        self, run_id: str, task_key: str, cursor: str | None, limit: int
+    ) -> JsonObject:
+        """A page of a task's attempts."""
+        await self._check_task_key(run_id, task_key)
+        found = await self._store.page_attempts(run_id, task_key, cursor, limit)
+        return resources.page(found, resources.attempt)
+
+    async def list_events(self, run_id: str, cursor: str | None, limit: int) -> JsonObject:
+        """A page of a run's events."""
+        return resources.page(await self._store.page_events(run_id, cursor, limit), resources.event)
+
+    async def _check_task_key(self, run_id: str, task_key: str) -> None:
+        """A key that cannot exist is not found — after its run is (a missing run first)."""
+        if not _TASK_KEY.match(task_key):
+            await self._store.get_run(run_id)
+            raise TaskNotFound(run_id, task_key)
+
+
+def _run_input(body: JsonObject | None) -> JsonObject:
+    try:
+        request = schemas.StartRunRequest.model_validate(body or {})
+    except ValidationError as exc:
+        problems = tuple(
+            Problem(
+                pointer(p for p in e["loc"] if isinstance(p, str | int)),
+                "unknown field" if e["type"] == "extra_forbidden" else e["msg"],
+            )
+            for e in exc.errors(include_url=False, include_input=False)
+        )
+        raise InvalidArgument("the request body is invalid", problems) from None
+    problems = tuple(json_problems(request.input, ("input",)))
+    if problems:
+        raise InvalidArgument("the run input cannot be stored", problems)
+    return request.input

@@ -1,0 +1,101 @@
+"""Workflows and their immutable versions: create (compiled, idempotent) and read."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from workload_api import resources
+from workload_api.usecases._result import Result
+from workload_domain.compiler import CompiledWorkflow, compile_definition
+from workload_domain.errors import VersionNotFound, VersionTaken
+from workload_domain.idempotency import IdempotencyClaim, IdempotencyRecord, Outcome, Replayed
+from workload_domain.jsonvalues import JsonObject
+from workload_domain.model import VersionRecord, WorkflowRecord
+from workload_domain.ports import Clock, WorkflowStore
+from workload_engine.definitions import DefinitionCache
+
+__all__ = ["WorkflowUseCases"]
+
+_MAX_VERSION_TRIES = 20
+"""Concurrent new versions of one workflow each take the next number; a loser re-reads."""
+
+
+class WorkflowUseCases:
+    """Create workflows and versions; read them."""
+
+    def __init__(self, store: WorkflowStore, definitions: DefinitionCache, clock: Clock) -> None:
+        self._store = store
+        self._definitions = definitions
+        self._clock = clock
+
+    async def create(self, body: JsonObject, claim: IdempotencyClaim) -> Result:
+        """Compile the definition and create the workflow with it as version 1."""
+        compiled = compile_definition(body)
+        now = self._clock.now()
+        version = _version(compiled, 1, now)
+        workflow = WorkflowRecord(
+            compiled.workflow_id, 1, compiled.definition.description, now, now
+        )
+        outcome = Outcome(201, resources.version(version))
+        written = await self._store.create_workflow(
+            workflow, version, IdempotencyRecord(claim, outcome)
+        )
+        return self._created(written, compiled, outcome)
+
+    async def create_version(
+        self, workflow_id: str, body: JsonObject, claim: IdempotencyClaim
+    ) -> Result:
+        """Compile the definition and add it as the workflow's next version."""
+        workflow = await self._store.get_workflow(workflow_id)  # 404 before 400
+        compiled = compile_definition(body, workflow_id=workflow_id)
+        for _ in range(_MAX_VERSION_TRIES):
+            version = _version(compiled, workflow.latest_version + 1, self._clock.now())
+            outcome = Outcome(201, resources.version(version))
+            try:
+                written = await self._store.create_version(
+                    version, compiled.definition.description, IdempotencyRecord(claim, outcome)
+                )
+            except VersionTaken:
+                workflow = await self._store.get_workflow(workflow_id)
+                continue
+            return self._created(written, compiled, outcome)
+        raise VersionTaken(workflow_id, workflow.latest_version + 1)
+
+    def _created(
+        self, written: VersionRecord | Replayed, compiled: CompiledWorkflow, outcome: Outcome
+    ) -> Result:
+        if isinstance(written, Replayed):
+            return Result.replay(written)
+        self._definitions.put(written.version, compiled)
+        return Result.of(outcome)
+
+    async def list(self, cursor: str | None, limit: int) -> JsonObject:
+        """A page of workflows."""
+        return resources.page(await self._store.page_workflows(cursor, limit), resources.workflow)
+
+    async def get(self, workflow_id: str) -> JsonObject:
+        """One workflow."""
+        return resources.workflow(await self._store.get_workflow(workflow_id))
+
+    async def list_versions(self, workflow_id: str, cursor: str | None, limit: int) -> JsonObject:
+        """A page of a workflow's version summaries."""
+        found = await self._store.page_versions(workflow_id, cursor, limit)
+        return resources.page(found, resources.version_summary)
+
+    async def get_version(self, workflow_id: str, version: int | str) -> JsonObject:
+        """One version with its definition (a non-numeric version names no version)."""
+        if isinstance(version, str):
+            await self._store.get_workflow(workflow_id)
+            raise VersionNotFound(workflow_id, version)
+        return resources.version(await self._store.get_version(workflow_id, version))
+
+
+def _version(compiled: CompiledWorkflow, number: int, now: datetime) -> VersionRecord:
+    return VersionRecord(
+        compiled.workflow_id,
+        number,
+        compiled.definition_hash,
+        len(compiled.tasks),
+        now,
+        compiled.document(),
+    )

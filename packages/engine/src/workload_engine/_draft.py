@@ -1,0 +1,126 @@
+"""A copy-on-write working state of one run, recording what a plan changed (for its commit)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import datetime
+from typing import Any
+
+from workload_domain.events import EventType
+from workload_domain.model import (
+    AttemptRecord,
+    EventRecord,
+    RunCommit,
+    RunSnapshot,
+    TaskError,
+    TaskRecord,
+)
+from workload_domain.statuses import AttemptStatus, RunStatus, TaskStatus, check_transition
+
+__all__ = ["AttemptKey", "Draft"]
+
+AttemptKey = tuple[str, int]
+"""An attempt's identity within its run: (task key, attempt number)."""
+
+
+class Draft:
+    """A copy-on-write working state of one run that records what changed."""
+
+    def __init__(self, snapshot: RunSnapshot, now: datetime) -> None:
+        self.before = snapshot
+        self.now = now
+        self.run = snapshot.run
+        self.tasks = list(snapshot.tasks)
+        self.positions = {t.task_key: i for i, t in enumerate(self.tasks)}
+        self.running = {(a.task_key, a.attempt): a for a in snapshot.running_attempts}
+        self.changed_tasks: set[int] = set()
+        self.changed_attempts: dict[AttemptKey, AttemptRecord] = {}
+        self.events: list[EventRecord] = []
+        self.sequence = snapshot.last_sequence
+
+    def emit(
+        self,
+        type_: EventType,
+        task_key: str | None = None,
+        attempt: int | None = None,
+        data: dict[str, Any] | None = None,
+    ) -> None:
+        self.sequence += 1
+        self.events.append(
+            EventRecord(self.sequence, type_, self.now, task_key, attempt, data or {})
+        )
+
+    def set_run(self, status: RunStatus | None = None, **changes: Any) -> None:
+        if status is not None and status is not self.run.status:
+            changes["status"] = check_transition(self.run.status, status)
+        if changes:
+            self.run = replace(self.run, **changes)
+
+    def task(self, key: str) -> TaskRecord:
+        return self.tasks[self.positions[key]]
+
+    def set_task(self, key: str, status: TaskStatus | None = None, **changes: Any) -> TaskRecord:
+        i = self.positions[key]
+        current = self.tasks[i]
+        if status is not None and status is not current.status:
+            changes["status"] = check_transition(current.status, status)
+        self.tasks[i] = replace(current, **changes)
+        self.changed_tasks.add(i)
+        return self.tasks[i]
+
+    def end_attempt(
+        self,
+        key: AttemptKey,
+        status: AttemptStatus,
+        finished_at: datetime,
+        output: dict[str, Any] | None = None,
+        error: TaskError | None = None,
+    ) -> None:
+        attempt = self.running.pop(key)
+        ended = replace(
+            attempt,
+            status=check_transition(attempt.status, status),
+            finished_at=finished_at,
+            output=output,
+            error=error,
+        )
+        self.changed_attempts[key] = ended
+
+    def start_attempt(self, key: str) -> AttemptRecord:
+        task = self.task(key)
+        number = task.attempt_count + 1
+        attempt = AttemptRecord(key, number, AttemptStatus.RUNNING, self.now)
+        self.running[(key, number)] = attempt
+        self.changed_attempts[(key, number)] = attempt
+        self.set_task(
+            key,
+            TaskStatus.RUNNING,
+            attempt_count=number,
+            next_attempt_at=None,
+            started_at=task.started_at or self.now,
+        )
+        return attempt
+
+    def changed(self) -> bool:
+        return bool(self.events or self.changed_tasks or self.changed_attempts) or (
+            self.run != self.before.run
+        )
+
+    def result(self) -> tuple[RunCommit | None, RunSnapshot]:
+        if not self.changed():
+            return None, self.before
+        run = replace(self.run, revision=self.before.run.revision + 1, updated_at=self.now)
+        commit = RunCommit(
+            expected_revision=self.before.run.revision,
+            run=run,
+            tasks=tuple(self.tasks[i] for i in sorted(self.changed_tasks)),
+            attempts=tuple(self.changed_attempts.values()),
+            events=tuple(self.events),
+        )
+        after = RunSnapshot(
+            run=run,
+            tasks=tuple(self.tasks),
+            running_attempts=tuple(self.running.values()),
+            last_sequence=self.sequence,
+        )
+        return commit, after

@@ -1,0 +1,180 @@
+"""Reads and pages of the in-memory store: the shared pagination over rows held in memory."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import TypeVar
+
+import anyio
+
+from workload_domain import listings
+from workload_domain.cursors import Page, Position, Scope
+from workload_domain.errors import TaskNotFound, WorkflowNotFound
+from workload_domain.model import (
+    AttemptRecord,
+    EventRecord,
+    RunRecord,
+    TaskRecord,
+    VersionRecord,
+    WorkflowRecord,
+)
+from workload_domain.statuses import RunStatus
+from workload_engine._memory_state import MemoryState, copied
+
+__all__ = ["MemoryReads"]
+
+_T = TypeVar("_T")
+
+
+class MemoryReads(MemoryState):
+    """The ``RunReads`` part and the pages of the in-memory store."""
+
+    # -- reads -------------------------------------------------------------------------------
+
+    async def get_run(self, run_id: str) -> RunRecord:
+        """Return the run row."""
+        await anyio.lowlevel.checkpoint()
+        return copied(self._run(run_id).run)
+
+    async def list_tasks(self, run_id: str) -> Sequence[TaskRecord]:
+        """Return the run's tasks in definition order."""
+        await anyio.lowlevel.checkpoint()
+        return copied(sorted(self._run(run_id).tasks.values(), key=lambda t: t.position))
+
+    async def list_attempts(self, run_id: str, task_key: str) -> Sequence[AttemptRecord]:
+        """Return a task's attempts by number."""
+        await anyio.lowlevel.checkpoint()
+        data = self._run(run_id)
+        if task_key not in data.tasks:
+            raise TaskNotFound(run_id, task_key)
+        return copied(
+            sorted(
+                (a for (k, _), a in data.attempts.items() if k == task_key),
+                key=lambda a: a.attempt,
+            )
+        )
+
+    async def list_events(
+        self, run_id: str, after_sequence: int = 0, limit: int | None = None
+    ) -> Sequence[EventRecord]:
+        """Return the run's events after a sequence number, in order."""
+        await anyio.lowlevel.checkpoint()
+        events = self._run(run_id).events[max(after_sequence, 0) :]
+        return copied(events if limit is None else events[:limit])
+
+    async def get_run_with_counts(self, run_id: str) -> tuple[RunRecord, Mapping[str, int]]:
+        """The run row and its task counts by status."""
+        await anyio.lowlevel.checkpoint()
+        data = self._run(run_id)
+        return copied(data.run), dict(Counter(t.status.value for t in data.tasks.values()))
+
+    async def get_task(self, run_id: str, task_key: str) -> TaskRecord:
+        """Return one task of a run."""
+        await anyio.lowlevel.checkpoint()
+        data = self._run(run_id)
+        try:
+            return copied(data.tasks[task_key])
+        except KeyError:
+            raise TaskNotFound(run_id, task_key) from None
+
+    async def task_counts(self, run_ids: Sequence[str]) -> Mapping[str, Mapping[str, int]]:
+        """Per run, the number of tasks in each status."""
+        await anyio.lowlevel.checkpoint()
+        return {
+            run_id: dict(Counter(t.status.value for t in self._runs[run_id].tasks.values()))
+            for run_id in run_ids
+            if run_id in self._runs
+        }
+
+    # -- pages: the shared pagination over rows held in memory --------------------------------
+
+    async def page_workflows(self, cursor: str | None, limit: int) -> Page[WorkflowRecord]:
+        """Workflows in (created_at, workflow_id) order."""
+
+        async def rows() -> Sequence[WorkflowRecord]:
+            return sorted(self._workflows.values(), key=listings.WORKFLOWS.position)
+
+        return await self._page(listings.WORKFLOWS, {}, cursor, limit, rows)
+
+    async def page_versions(
+        self, workflow_id: str, cursor: str | None, limit: int
+    ) -> Page[VersionRecord]:
+        """A workflow's versions by number."""
+
+        async def rows() -> Sequence[VersionRecord]:
+            if workflow_id not in self._workflows:
+                raise WorkflowNotFound(workflow_id)
+            return sorted(
+                (v for (w, _), v in self._versions.items() if w == workflow_id),
+                key=listings.VERSIONS.position,
+            )
+
+        scope = {"workflow_id": workflow_id}
+        return await self._page(listings.VERSIONS, scope, cursor, limit, rows)
+
+    async def page_runs(
+        self,
+        workflow_id: str | None,
+        status: RunStatus | None,
+        cursor: str | None,
+        limit: int,
+    ) -> Page[RunRecord]:
+        """Runs in (created_at, run_id) order, optionally filtered."""
+
+        async def rows() -> Sequence[RunRecord]:
+            return sorted(
+                (
+                    d.run
+                    for d in self._runs.values()
+                    if (workflow_id is None or d.run.workflow_id == workflow_id)
+                    and (status is None or d.run.status is status)
+                ),
+                key=listings.RUNS.position,
+            )
+
+        scope = {"workflow_id": workflow_id, "status": status.value if status else None}
+        return await self._page(listings.RUNS, scope, cursor, limit, rows)
+
+    async def page_tasks(self, run_id: str, cursor: str | None, limit: int) -> Page[TaskRecord]:
+        """A run's tasks in definition order."""
+
+        async def rows() -> Sequence[TaskRecord]:
+            return await self.list_tasks(run_id)
+
+        return await self._page(listings.TASKS, {"run_id": run_id}, cursor, limit, rows)
+
+    async def page_attempts(
+        self, run_id: str, task_key: str, cursor: str | None, limit: int
+    ) -> Page[AttemptRecord]:
+        """A task's attempts by number."""
+
+        async def rows() -> Sequence[AttemptRecord]:
+            return await self.list_attempts(run_id, task_key)
+
+        scope = {"run_id": run_id, "task_key": task_key}
+        return await self._page(listings.ATTEMPTS, scope, cursor, limit, rows)
+
+    async def page_events(self, run_id: str, cursor: str | None, limit: int) -> Page[EventRecord]:
+        """A run's events by sequence."""
+
+        async def rows() -> Sequence[EventRecord]:
+            return await self.list_events(run_id)
+
+        return await self._page(listings.EVENTS, {"run_id": run_id}, cursor, limit, rows)
+
+    async def _page(
+        self,
+        listing: listings.Listing[_T],
+        scope: Scope,
+        cursor: str | None,
+        limit: int,
+        rows: Callable[[], Awaitable[Sequence[_T]]],
+    ) -> Page[_T]:
+        async def fetch(after: Position | None, n: int) -> Sequence[_T]:
+            await anyio.lowlevel.checkpoint()
+            return copied(listings.rows_after(await rows(), listing, after, n))
+
+        return await listings.paginate(
+            self._codec, listing, scope=scope, cursor=cursor, limit=limit, fetch=fetch
+        )

@@ -1,0 +1,199 @@
+"""The connection pool, transactions, and the one place where driver errors are translated.
+
+Every statement of the store runs inside :meth:`Database.tx`, which commits on success, rolls
+back on any exception, and translates psycopg's errors into domain errors exactly once
+(:func:`translate_errors`, as ``httpx._exceptions.map_exceptions`` does):
+
+- connection failures, timeouts, server shutdowns → ``StoreUnavailable`` (a system fault);
+- a missing table → ``SchemaBehind`` (the database was not migrated);
+- a value PostgreSQL refuses, or a constraint without a domain meaning → ``StoreIntegrityError``
+  (a bug: the domain should have refused it first);
+- a constraint with a domain meaning → the error the write names for it
+  (``workflows_pkey`` → ``WorkflowExists``, …);
+- the idempotency record's primary key → :class:`IdempotencyRace`, which
+  :meth:`Database.write` answers with the winner's outcome.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
+from contextlib import asynccontextmanager, contextmanager
+from datetime import datetime
+from typing import Any, TypeVar
+
+import psycopg
+from psycopg.errors import IntegrityError, UndefinedTable
+from psycopg.rows import dict_row
+from psycopg.types.json import Jsonb
+from psycopg_pool import AsyncConnectionPool, PoolTimeout
+
+from workload_domain.errors import StoreIntegrityError, StoreUnavailable, WorkloadError
+from workload_domain.idempotency import (
+    IdempotencyClaim,
+    IdempotencyRecord,
+    Outcome,
+    Replayed,
+    same_request,
+)
+from workload_domain.ports import Clock
+from workload_store_postgres._queries import query
+from workload_store_postgres.migrations import SchemaBehind
+
+__all__ = ["Conn", "Database", "IdempotencyRace", "Row", "translate_errors"]
+
+Row = dict[str, Any]
+Conn = psycopg.AsyncConnection[Row]
+T = TypeVar("T")
+Constraints = Mapping[str, Callable[[], WorkloadError]]
+"""Constraint name → the domain error its violation means for this write."""
+
+_IDEMPOTENCY_KEY = "idempotency_records_pkey"
+
+
+class IdempotencyRace(Exception):
+    """A concurrent request with the same idempotency key committed first."""
+
+
+@contextmanager
+def translate_errors(constraints: Constraints | None = None) -> Iterator[None]:
+    """Translate psycopg errors raised inside the block into domain errors."""
+    try:
+        yield
+    except UndefinedTable as exc:
+        message = "the database has no Workload schema: run `workload migrate up`"
+        raise SchemaBehind(message) from exc
+    except (psycopg.OperationalError, psycopg.InterfaceError, PoolTimeout) as exc:
+        raise StoreUnavailable(f"PostgreSQL is unavailable: {exc}") from exc
+    except psycopg.DataError as exc:  # a value the domain should have refused: a bug
+        raise StoreIntegrityError(f"PostgreSQL refused a value: {exc}") from exc
+    except IntegrityError as exc:
+        name = exc.diag.constraint_name
+        if name == _IDEMPOTENCY_KEY:
+            raise IdempotencyRace from exc
+        meaning = (constraints or {}).get(name or "")
+        if meaning is not None:
+            raise meaning() from None
+        raise StoreIntegrityError(str(exc)) from exc
+
+
+class Database:
+    """A psycopg async pool with UTC sessions, a statement timeout, and dict rows."""
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        min_size: int,
+        max_size: int,
+        statement_timeout_ms: int,
+        pool_timeout_seconds: float,
+        clock: Clock,
+    ) -> None:
+        self.url = url
+        self.clock = clock
+        self._open_timeout = pool_timeout_seconds
+        self.pool: AsyncConnectionPool[Conn] = AsyncConnectionPool(
+            url,
+            min_size=min_size,
+            max_size=max_size,
+            open=False,
+            timeout=pool_timeout_seconds,
+            name="workload-store",
+            connection_class=psycopg.AsyncConnection[Row],
+            kwargs={
+                "row_factory": dict_row,
+                "application_name": "workload-store",
+                "options": f"-c statement_timeout={int(statement_timeout_ms)} -c TimeZone=UTC",
+            },
+        )
+
+    async def open(self) -> None:
+        """Open the pool, waiting for its first connections."""
+        try:
+            await self.pool.open(wait=True, timeout=self._open_timeout)
+        except (PoolTimeout, psycopg.Error) as exc:
+            raise StoreUnavailable(f"cannot connect to PostgreSQL: {exc}") from exc
+
+    async def close(self) -> None:
+        """Close every connection of the pool."""
+        await self.pool.close()
+
+    @asynccontextmanager
+    async def tx(self, constraints: Constraints | None = None) -> AsyncIterator[Conn]:
+        """One transaction: committed on success, rolled back on any exception."""
+        with translate_errors(constraints):
+            async with self.pool.connection() as conn:
+                yield conn
+
+    async def write(
+        self,
+        work: Callable[[Conn], Awaitable[T]],
+        record: IdempotencyRecord | None,
+        constraints: Constraints | None = None,
+    ) -> T | Replayed:
+        """Run ``work`` in one transaction with the idempotency record, if any.
+
+        The key is looked up first: the same request replays its outcome and writes nothing.
+        When a concurrent duplicate commits first, this transaction rolls back entirely and
+        returns the winner's outcome.
+        """
+        try:
+            async with self.tx(constraints) as conn:
+                if record is not None:
+                    stored = await stored_outcome(conn, record.claim)
+                    if stored is not None:
+                        return Replayed(stored)
+                result = await work(conn)
+                if record is not None:
+                    await insert_outcome(conn, record, self.clock.now())
+                return result
+        except IdempotencyRace:
+            assert record is not None  # only the record's key can race
+            async with self.tx() as conn:
+                stored = await stored_outcome(conn, record.claim)
+            if stored is None:
+                raise StoreIntegrityError("the idempotency record vanished during a race") from None
+            return Replayed(stored)
+
+
+async def one(conn: Conn, name: str, params: Mapping[str, Any]) -> Row | None:
+    """The first row of a named query."""
+    cur = await conn.execute(query(name), params)
+    return await cur.fetchone()
+
+
+async def rows(conn: Conn, name: str, params: Mapping[str, Any]) -> list[Row]:
+    """Every row of a named query.
+
+    A None ``limit`` binds ``LIMIT NULL``, which PostgreSQL reads as no limit: full reads share
+    the paged statements.
+    """
+    cur = await conn.execute(query(name), params)
+    return await cur.fetchall()
+
+
+async def stored_outcome(conn: Conn, claim: IdempotencyClaim) -> Outcome | None:
+    """The outcome saved under the claim's key; ``IdempotencyKeyReused`` for another request."""
+    row = await one(conn, "find_outcome", {"principal": claim.principal, "key": claim.key})
+    if row is None:
+        return None
+    stored = IdempotencyClaim(claim.principal, claim.key, row["operation"], row["request_hash"])
+    same_request(stored, claim)
+    return Outcome(row["status_code"], row["response"])
+
+
+async def insert_outcome(conn: Conn, record: IdempotencyRecord, created_at: datetime) -> None:
+    """Save an idempotency record in the caller's transaction."""
+    claim = record.claim
+    await conn.execute(
+        query("insert_outcome"),
+        {
+            "principal": claim.principal,
+            "key": claim.key,
+            "operation": claim.operation,
+            "request_hash": claim.request_hash,
+            "status_code": record.outcome.status_code,
+            "response": Jsonb(record.outcome.body),
+            "created_at": created_at,
+        },
+    )

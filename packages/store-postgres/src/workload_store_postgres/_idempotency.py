@@ -1,0 +1,36 @@
+"""Outcomes of idempotent writes that wrote nothing else, and their purge."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from workload_domain.idempotency import IdempotencyClaim, IdempotencyRecord, Outcome, Replayed
+from workload_store_postgres._db import Conn, stored_outcome
+from workload_store_postgres._part import StorePart
+from workload_store_postgres._queries import query
+
+__all__ = ["Idempotency"]
+
+
+class Idempotency(StorePart):
+    """The ``IdempotencyStore`` part of the store."""
+
+    async def find_outcome(self, claim: IdempotencyClaim) -> Outcome | None:
+        """The outcome stored for this claim's key, if any."""
+        async with self._db.tx() as conn:
+            return await stored_outcome(conn, claim)
+
+    async def save_outcome(self, record: IdempotencyRecord) -> Replayed | None:
+        """Record the outcome of a request that wrote nothing else."""
+
+        async def nothing(_: Conn) -> None:
+            return None
+
+        result = await self._db.write(nothing, record)
+        return result if isinstance(result, Replayed) else None
+
+    async def purge_outcomes(self, older_than: datetime) -> int:
+        """Delete records created before ``older_than``."""
+        async with self._db.tx() as conn:
+            cur = await conn.execute(query("purge_outcomes"), {"older_than": older_than})
+            return cur.rowcount

@@ -1,0 +1,167 @@
+"""Reads of a run's state and history, in the orders of the API (the ``RunReads`` part)."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, TypeVar
+
+from workload_domain import listings
+from workload_domain.cursors import Page, Position, from_micros
+from workload_domain.errors import RunNotFound, TaskNotFound
+from workload_domain.model import AttemptRecord, EventRecord, RunRecord, TaskRecord
+from workload_domain.statuses import RunStatus
+from workload_store_postgres import _rows
+from workload_store_postgres._db import Row, one
+from workload_store_postgres._part import StorePart, require_run
+
+__all__ = ["Reads"]
+
+T = TypeVar("T")
+_NIL_UUID = uuid.UUID(int=0)
+_MIN_TIME = from_micros(-62135596800 * 1_000_000)  # 0001-01-01T00:00:00Z
+# Only the filters in use appear in the statement, so each variant gets its own index
+# (workflow_runs_keyset, _by_workflow, _by_status).
+_RUNS_QUERY = {
+    (False, False): "page_runs",
+    (True, False): "page_runs_by_workflow",
+    (False, True): "page_runs_by_status",
+    (True, True): "page_runs_by_workflow_and_status",
+}
+
+
+def _run_without_sequence(row: Row) -> RunRecord:
+    row.pop("last_sequence", None)
+    return _rows.run(row)
+
+
+class Reads(StorePart):
+    """Run, task, attempt and event reads."""
+
+    async def get_run(self, run_id: str) -> RunRecord:
+        """Return the run row."""
+        return await self._one_of_run("get_run", run_id, _run_without_sequence)
+
+    async def get_run_with_counts(self, run_id: str) -> tuple[RunRecord, Mapping[str, int]]:
+        """The run row and its task counts by status, in one statement."""
+
+        def convert(row: Row) -> tuple[RunRecord, Mapping[str, int]]:
+            counts = {str(k): int(v) for k, v in row.pop("task_counts").items()}
+            return _rows.run(row), counts
+
+        return await self._one_of_run("get_run_with_counts", run_id, convert)
+
+    async def get_task(self, run_id: str, task_key: str) -> TaskRecord:
+        """Return one task of a run."""
+        uid = _rows.run_uuid(run_id)
+        async with self._db.tx() as conn:
+            row = await one(conn, "get_task", {"run_id": uid, "task_key": task_key})
+            if row is None:
+                await require_run(conn, uid, run_id)
+                raise TaskNotFound(run_id, task_key)
+        return _rows.task(row)
+
+    async def task_counts(self, run_ids: Sequence[str]) -> Mapping[str, Mapping[str, int]]:
+        """Per run, the number of tasks in each status."""
+        uuids = [u for u in (_rows.maybe_uuid(r) for r in run_ids) if u is not None]
+        if not uuids:
+            return {}
+        counts: dict[str, dict[str, int]] = {}
+        for row in await self._read("task_counts", {"run_ids": uuids}, dict):
+            counts.setdefault(str(row["run_id"]), {})[row["status"]] = row["count"]
+        return counts
+
+    async def list_tasks(self, run_id: str) -> Sequence[TaskRecord]:
+        """Return the run's tasks in definition order."""
+        return await self._tasks(run_id, None, None)
+
+    async def list_attempts(self, run_id: str, task_key: str) -> Sequence[AttemptRecord]:
+        """Return a task's attempts by number."""
+        return await self._attempts(run_id, task_key, None, None)
+
+    async def list_events(
+        self, run_id: str, after_sequence: int = 0, limit: int | None = None
+    ) -> Sequence[EventRecord]:
+        """Return the run's events after a sequence number, in order."""
+        uid = _rows.run_uuid(run_id)
+        params = {"run_id": uid, "after": after_sequence, "limit": limit}
+        return await self._read("list_events", params, _rows.event, run=(uid, run_id))
+
+    async def page_runs(
+        self,
+        workflow_id: str | None,
+        status: RunStatus | None,
+        cursor: str | None,
+        limit: int,
+    ) -> Page[RunRecord]:
+        """Runs in (created_at, run_id) order, optionally filtered by workflow and status."""
+        name = _RUNS_QUERY[(workflow_id is not None, status is not None)]
+        status_value = status.value if status else None
+
+        async def fetch(after: Position | None, n: int) -> list[RunRecord]:
+            params: dict[str, Any] = {
+                "after_at": from_micros(int(after[0])) if after else _MIN_TIME,
+                "after_id": _rows.run_uuid(str(after[1])) if after else _NIL_UUID,
+                "workflow_id": workflow_id,
+                "status": status_value,
+                "limit": n,
+            }
+            return await self._read(name, params, _rows.run)
+
+        scope = {"workflow_id": workflow_id, "status": status_value}
+        return await self._paginate(listings.RUNS, scope, cursor, limit, fetch)
+
+    async def page_tasks(self, run_id: str, cursor: str | None, limit: int) -> Page[TaskRecord]:
+        """A run's tasks in definition order."""
+
+        async def fetch(after: Position | None, n: int) -> Sequence[TaskRecord]:
+            return await self._tasks(run_id, after, n)
+
+        return await self._paginate(listings.TASKS, {"run_id": run_id}, cursor, limit, fetch)
+
+    async def page_attempts(
+        self, run_id: str, task_key: str, cursor: str | None, limit: int
+    ) -> Page[AttemptRecord]:
+        """A task's attempts by number."""
+
+        async def fetch(after: Position | None, n: int) -> Sequence[AttemptRecord]:
+            return await self._attempts(run_id, task_key, after, n)
+
+        scope = {"run_id": run_id, "task_key": task_key}
+        return await self._paginate(listings.ATTEMPTS, scope, cursor, limit, fetch)
+
+    async def page_events(self, run_id: str, cursor: str | None, limit: int) -> Page[EventRecord]:
+        """A run's events by sequence."""
+
+        async def fetch(after: Position | None, n: int) -> Sequence[EventRecord]:
+            return await self.list_events(run_id, int(after[0]) if after else 0, n)
+
+        return await self._paginate(listings.EVENTS, {"run_id": run_id}, cursor, limit, fetch)
+
+    async def _tasks(
+        self, run_id: str, after: Position | None, limit: int | None
+    ) -> Sequence[TaskRecord]:
+        uid = _rows.run_uuid(run_id)
+        params = {"run_id": uid, "after": after[0] if after else -1, "limit": limit}
+        return await self._read("list_tasks", params, _rows.task, run=(uid, run_id))
+
+    async def _attempts(
+        self, run_id: str, task_key: str, after: Position | None, limit: int | None
+    ) -> Sequence[AttemptRecord]:
+        params = {
+            "run_id": _rows.run_uuid(run_id),
+            "task_key": task_key,
+            "after": after[0] if after else 0,
+            "limit": limit,
+        }
+        found = await self._read("list_attempts", params, _rows.attempt)
+        if not found:
+            await self.get_task(run_id, task_key)  # an empty list of a missing task is 404
+        return found
+
+    async def _one_of_run(self, name: str, run_id: str, convert: Callable[[Row], T]) -> T:
+        async with self._db.tx() as conn:
+            row = await one(conn, name, {"run_id": _rows.run_uuid(run_id)})
+        if row is None:
+            raise RunNotFound(run_id)
+        return convert(row)

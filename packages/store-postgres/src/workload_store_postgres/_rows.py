@@ -1,0 +1,175 @@
+"""Records ⇄ rows: query parameters from records, records from rows.
+
+Columns are named like the records' fields, so a row becomes a record by keyword; only the
+values PostgreSQL holds differently are converted (uuid run ids, status strings, JSONB).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping
+from dataclasses import fields
+from typing import Any
+
+from psycopg.types.json import Jsonb
+
+from workload_domain.errors import RunNotFound
+from workload_domain.events import EventType
+from workload_domain.model import (
+    AttemptRecord,
+    EventRecord,
+    RunRecord,
+    TaskError,
+    TaskRecord,
+    VersionRecord,
+    WorkflowRecord,
+)
+from workload_domain.statuses import AttemptStatus, RunStatus, TaskStatus
+
+__all__ = [
+    "attempt",
+    "attempt_params",
+    "event",
+    "event_params",
+    "maybe_uuid",
+    "run",
+    "run_params",
+    "run_uuid",
+    "task",
+    "task_params",
+    "version",
+    "version_params",
+    "workflow",
+    "workflow_params",
+]
+
+Row = dict[str, Any]
+
+
+_NAMES: dict[type, tuple[str, ...]] = {}
+
+
+def _params(record: Any) -> dict[str, Any]:
+    kind = type(record)
+    names = _NAMES.get(kind)
+    if names is None:
+        names = _NAMES[kind] = tuple(f.name for f in fields(record))
+    return {name: getattr(record, name) for name in names}
+
+
+def _json(value: Mapping[str, Any] | None) -> Jsonb | None:
+    return None if value is None else Jsonb(value)
+
+
+def _error(value: Any) -> TaskError | None:
+    return None if value is None else TaskError.from_json(value)
+
+
+def maybe_uuid(run_id: str) -> uuid.UUID | None:
+    """The UUID a run id spells, only in its canonical form (one id, one spelling)."""
+    try:
+        parsed = uuid.UUID(run_id)
+    except (ValueError, TypeError, AttributeError):
+        return None
+    return parsed if str(parsed) == run_id else None
+
+
+def run_uuid(run_id: str) -> uuid.UUID:
+    """A run id as a UUID; any other string names no run (``RunNotFound``)."""
+    parsed = maybe_uuid(run_id)
+    if parsed is None:
+        raise RunNotFound(run_id)
+    return parsed
+
+
+# -- parameters ------------------------------------------------------------------------------
+
+
+def workflow_params(w: WorkflowRecord) -> dict[str, Any]:
+    """Parameters of a workflow row."""
+    return _params(w)
+
+
+def version_params(v: VersionRecord) -> dict[str, Any]:
+    """Parameters of a version row."""
+    return {**_params(v), "definition": Jsonb(v.definition)}
+
+
+def run_params(r: RunRecord) -> dict[str, Any]:
+    """Parameters of a run row."""
+    return {
+        **_params(r),
+        "run_id": run_uuid(r.run_id),
+        "status": r.status.value,
+        "input": Jsonb(r.input),
+    }
+
+
+def task_params(run_id: uuid.UUID, t: TaskRecord) -> dict[str, Any]:
+    """Parameters of a task row."""
+    return {
+        **_params(t),
+        "run_id": run_id,
+        "status": t.status.value,
+        "depends_on": list(t.depends_on),
+        "output": _json(t.output),
+        "error": _json(t.error.to_json() if t.error else None),
+    }
+
+
+def attempt_params(run_id: uuid.UUID, a: AttemptRecord) -> dict[str, Any]:
+    """Parameters of an attempt row."""
+    return {
+        **_params(a),
+        "run_id": run_id,
+        "status": a.status.value,
+        "output": _json(a.output),
+        "error": _json(a.error.to_json() if a.error else None),
+    }
+
+
+def event_params(run_id: uuid.UUID, e: EventRecord) -> dict[str, Any]:
+    """Parameters of an event row."""
+    return {**_params(e), "run_id": run_id, "type": e.type.value, "data": Jsonb(e.data)}
+
+
+# -- records ---------------------------------------------------------------------------------
+
+
+def workflow(row: Row) -> WorkflowRecord:
+    """A workflow record from its row."""
+    return WorkflowRecord(**row)
+
+
+def version(row: Row) -> VersionRecord:
+    """A version record from its row."""
+    return VersionRecord(**row)
+
+
+def run(row: Row) -> RunRecord:
+    """A run record from its row (extra columns such as ``last_sequence`` removed first)."""
+    return RunRecord(**{**row, "run_id": str(row["run_id"]), "status": RunStatus(row["status"])})
+
+
+def task(row: Row) -> TaskRecord:
+    """A task record from its row."""
+    return TaskRecord(
+        **{
+            **row,
+            "status": TaskStatus(row["status"]),
+            "depends_on": tuple(row["depends_on"]),
+            "error": _error(row["error"]),
+        }
+    )
+
+
+def attempt(row: Row) -> AttemptRecord:
+    """An attempt record from its row."""
+    return AttemptRecord(
+        **{**row, "status": AttemptStatus(row["status"]), "error": _error(row["error"])}
+    )
+
+
+def event(row: Row) -> EventRecord:
+    """An event record from its row."""
+    return EventRecord(**{**row, "type": EventType(row["type"])})

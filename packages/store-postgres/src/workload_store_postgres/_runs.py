@@ -1,0 +1,122 @@
+"""Creating runs, loading them for execution, and committing their transitions.
+
+A run transition is conditioned on the run's revision (``UPDATE … WHERE run_id = … AND
+revision = …``; zero rows → ``RevisionConflict``) and writes the run, task, attempt and event
+changes together.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+
+from workload_domain.errors import (
+    RevisionConflict,
+    RunNotFound,
+    StoreIntegrityError,
+    VersionNotFound,
+)
+from workload_domain.idempotency import IdempotencyRecord, Replayed
+from workload_domain.model import NewRun, RunCommit, RunRecord, RunSnapshot, check_sequences
+from workload_store_postgres import _rows
+from workload_store_postgres._db import Conn, one, rows
+from workload_store_postgres._part import StorePart, require_run
+from workload_store_postgres._queries import query
+
+__all__ = ["Runs"]
+
+_NIL_UUID = uuid.UUID(int=0)
+_VERSION_FK = "workflow_runs_workflow_id_version_fkey"
+
+
+class Runs(StorePart):
+    """The ``ExecutionStore`` part of the store."""
+
+    async def create_run(
+        self, new_run: NewRun, idempotency: IdempotencyRecord | None = None
+    ) -> RunRecord | Replayed:
+        """Write the run, its tasks, its first events and the idempotency record atomically."""
+        run = new_run.run
+        run_id = _rows.maybe_uuid(run.run_id)
+        if run_id is None:
+            raise StoreIntegrityError(f"run ids are canonical UUIDs, not {run.run_id!r}")
+        if run.revision != 1:
+            raise StoreIntegrityError("a new run starts at revision 1")
+        check_sequences(new_run.events, 0)
+
+        async def work(conn: Conn) -> RunRecord:
+            params = {**_rows.run_params(run), "last_sequence": len(new_run.events)}
+            await conn.execute(query("insert_run"), params)
+            async with conn.cursor() as cur:
+                tasks = [_rows.task_params(run_id, t) for t in new_run.tasks]
+                await cur.executemany(query("insert_task"), tasks)
+                events = [_rows.event_params(run_id, e) for e in new_run.events]
+                await cur.executemany(query("insert_event"), events)
+            return run
+
+        return await self._db.write(
+            work, idempotency, {_VERSION_FK: lambda: VersionNotFound(run.workflow_id, run.version)}
+        )
+
+    async def load_run(self, run_id: str) -> RunSnapshot:
+        """Read the run, its tasks and its running attempts in one consistent snapshot."""
+        uid = _rows.run_uuid(run_id)
+        async with self._db.tx() as conn:
+            await conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
+            row = await one(conn, "get_run", {"run_id": uid})
+            if row is None:
+                raise RunNotFound(run_id)
+            tasks = await rows(conn, "list_tasks", {"run_id": uid, "after": -1, "limit": None})
+            running = await rows(conn, "running_attempts", {"run_id": uid})
+        last_sequence = row.pop("last_sequence")
+        return RunSnapshot(
+            run=_rows.run(row),
+            tasks=tuple(_rows.task(t) for t in tasks),
+            running_attempts=tuple(_rows.attempt(a) for a in running),
+            last_sequence=last_sequence,
+        )
+
+    async def commit(
+        self, commit: RunCommit, idempotency: IdempotencyRecord | None = None
+    ) -> Replayed | None:
+        """Apply a run transition if, and only if, the run is still at the expected revision."""
+        run = commit.run
+        uid = _rows.run_uuid(run.run_id)
+        if run.revision != commit.expected_revision + 1:
+            raise StoreIntegrityError("a commit raises the revision by exactly one")
+
+        async def work(conn: Conn) -> None:
+            params = {
+                **_rows.run_params(run),
+                "expected_revision": commit.expected_revision,
+                "events": len(commit.events),
+            }
+            row = await one(conn, "update_run", params)
+            if row is None:
+                await require_run(conn, uid, run.run_id)
+                raise RevisionConflict(run.run_id, commit.expected_revision)
+            check_sequences(commit.events, row["last_sequence"] - len(commit.events))
+            async with conn.cursor() as cur:
+                if commit.tasks:
+                    tasks = [_rows.task_params(uid, t) for t in commit.tasks]
+                    await cur.executemany(query("update_task"), tasks)
+                    if cur.rowcount != len(commit.tasks):
+                        raise StoreIntegrityError("the commit updates a task the run lacks")
+                if commit.attempts:
+                    attempts = [_rows.attempt_params(uid, a) for a in commit.attempts]
+                    await cur.executemany(query("upsert_attempt"), attempts)
+                if commit.events:
+                    events = [_rows.event_params(uid, e) for e in commit.events]
+                    await cur.executemany(query("insert_event"), events)
+
+        result = await self._db.write(work, idempotency)
+        return result if isinstance(result, Replayed) else None
+
+    async def list_unfinished_runs(self, after: str | None, limit: int) -> Sequence[str]:
+        """Ids of non-terminal runs in id order (the recovery scan)."""
+        params = {"after": _NIL_UUID if after is None else _rows.run_uuid(after), "limit": limit}
+        return await self._read("unfinished_runs", params, lambda r: str(r["run_id"]))
+
+    async def runs_with_running_attempts(self) -> Sequence[str]:
+        """Ids of runs with an attempt still running, in id order."""
+        return await self._read("runs_with_running_attempts", {}, lambda r: str(r["run_id"]))

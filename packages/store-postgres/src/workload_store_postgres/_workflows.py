@@ -1,0 +1,119 @@
+"""Workflows and their immutable versions."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from workload_domain import listings
+from workload_domain.cursors import Page, Position, from_micros, to_micros
+from workload_domain.errors import VersionNotFound, VersionTaken, WorkflowExists, WorkflowNotFound
+from workload_domain.idempotency import IdempotencyRecord, Replayed
+from workload_domain.model import VersionRecord, WorkflowRecord
+from workload_store_postgres import _rows
+from workload_store_postgres._db import Conn, one, rows
+from workload_store_postgres._part import StorePart
+from workload_store_postgres._queries import query
+
+__all__ = ["Workflows"]
+
+_MIN_TIME = from_micros(-62135596800 * 1_000_000)  # 0001-01-01T00:00:00Z
+
+
+class Workflows(StorePart):
+    """The ``WorkflowStore`` part of the store."""
+
+    async def create_workflow(
+        self,
+        workflow: WorkflowRecord,
+        version: VersionRecord,
+        idempotency: IdempotencyRecord | None = None,
+    ) -> VersionRecord | Replayed:
+        """Create a workflow and its version 1."""
+
+        async def work(conn: Conn) -> VersionRecord:
+            await conn.execute(query("insert_workflow"), _rows.workflow_params(workflow))
+            await conn.execute(query("insert_version"), _rows.version_params(version))
+            return version
+
+        return await self._db.write(
+            work,
+            idempotency,
+            {"workflows_pkey": lambda: WorkflowExists(workflow.workflow_id)},
+        )
+
+    async def create_version(
+        self,
+        version: VersionRecord,
+        description: str,
+        idempotency: IdempotencyRecord | None = None,
+    ) -> VersionRecord | Replayed:
+        """Add the next version; the workflow's row lock serializes concurrent ones."""
+        workflow_id, number = version.workflow_id, version.version
+
+        async def work(conn: Conn) -> VersionRecord:
+            params = {
+                "workflow_id": workflow_id,
+                "version": number,
+                "created_at": version.created_at,
+                "description": description,
+            }
+            if await one(conn, "bump_workflow", params) is None:
+                if await one(conn, "get_workflow", {"workflow_id": workflow_id}) is None:
+                    raise WorkflowNotFound(workflow_id)
+                raise VersionTaken(workflow_id, number)
+            await conn.execute(query("insert_version"), _rows.version_params(version))
+            return version
+
+        return await self._db.write(
+            work,
+            idempotency,
+            {"workflow_versions_pkey": lambda: VersionTaken(workflow_id, number)},
+        )
+
+    async def get_workflow(self, workflow_id: str) -> WorkflowRecord:
+        """Return a workflow."""
+        async with self._db.tx() as conn:
+            row = await one(conn, "get_workflow", {"workflow_id": workflow_id})
+        if row is None:
+            raise WorkflowNotFound(workflow_id)
+        return _rows.workflow(row)
+
+    async def get_version(self, workflow_id: str, version: int) -> VersionRecord:
+        """Return one version with its definition."""
+        async with self._db.tx() as conn:
+            row = await one(conn, "get_version", {"workflow_id": workflow_id, "version": version})
+            if row is None:
+                if await one(conn, "get_workflow", {"workflow_id": workflow_id}) is None:
+                    raise WorkflowNotFound(workflow_id)
+                raise VersionNotFound(workflow_id, version)
+        return _rows.version(row)
+
+    async def page_workflows(self, cursor: str | None, limit: int) -> Page[WorkflowRecord]:
+        """Workflows in (created_at, workflow_id) order."""
+
+        async def fetch(after: Position | None, n: int) -> list[WorkflowRecord]:
+            at, last = after or (to_micros(_MIN_TIME), "")
+            params = {"after_at": from_micros(int(at)), "after_id": str(last), "limit": n}
+            return await self._read("page_workflows", params, _rows.workflow)
+
+        return await self._paginate(listings.WORKFLOWS, {}, cursor, limit, fetch)
+
+    async def page_versions(
+        self, workflow_id: str, cursor: str | None, limit: int
+    ) -> Page[VersionRecord]:
+        """A workflow's versions by number."""
+
+        async def fetch(after: Position | None, n: int) -> list[VersionRecord]:
+            params: dict[str, Any] = {
+                "workflow_id": workflow_id,
+                "after": after[0] if after else 0,
+                "limit": n,
+            }
+            async with self._db.tx() as conn:
+                found = [_rows.version(r) for r in await rows(conn, "page_versions", params)]
+                if not found and await one(conn, "get_workflow", params) is None:
+                    raise WorkflowNotFound(workflow_id)
+            return found
+
+        scope = {"workflow_id": workflow_id}
+        return await self._paginate(listings.VERSIONS, scope, cursor, limit, fetch)
