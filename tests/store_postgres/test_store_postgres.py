@@ -20,6 +20,7 @@ from workload_domain.errors import (
     RunNotFound,
     StoreIntegrityError,
     StoreUnavailable,
+    WorkflowExists,
 )
 from workload_domain.events import EventType
 from workload_domain.idempotency import IdempotencyClaim, IdempotencyRecord, Outcome, Replayed
@@ -109,6 +110,43 @@ async def test_concurrent_duplicates_create_exactly_one_run(
     assert count(database_url, "idempotency_records") == 1
     assert len(outcomes) == 20
     assert len({o.body["run_id"] for o in outcomes}) == 1
+
+
+async def test_concurrent_creations_of_one_workflow_replay_or_conflict(
+    store: PostgresStore,
+) -> None:
+    """Duplicates race on the workflow's own key: the same key replays, another key is 409."""
+    definition = compile_definition({"id": "raced", "tasks": [{"key": "a", "action": "mock"}]})
+    version = VersionRecord("raced", 1, definition.definition_hash, 1, T0, definition.document())
+    workflow = WorkflowRecord("raced", 1, "", T0, T0)
+
+    async def race(keys: list[str]) -> list[object]:
+        answers: list[object] = []
+
+        async def create(key: str) -> None:
+            claim = IdempotencyClaim("op", key, "create_workflow", "same-body")
+            record = IdempotencyRecord(claim, Outcome(201, {"key": key}))
+            try:
+                answers.append(await store.create_workflow(workflow, version, record))
+            except WorkflowExists as exc:
+                answers.append(exc)
+
+        with anyio.fail_after(30):
+            async with anyio.create_task_group() as tg:
+                for key in keys:
+                    tg.start_soon(create, key)
+        return answers
+
+    same = await race(["same"] * 20)
+    assert sum(isinstance(a, VersionRecord) for a in same) == 1
+    # Every loser's whole transaction rolled back and it replays the winner (never a 409).
+    assert [a for a in same if not isinstance(a, VersionRecord)] == [
+        Replayed(Outcome(201, {"key": "same"}))
+    ] * 19
+    others = await race([f"other-{i}" for i in range(5)])
+    assert all(isinstance(a, WorkflowExists) for a in others)
+    names = [w.workflow_id for w in (await store.page_workflows(None, 10)).items]
+    assert names.count("raced") == 1
 
 
 async def test_two_commits_from_the_same_revision_exactly_one_wins(

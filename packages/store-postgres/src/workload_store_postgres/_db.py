@@ -72,7 +72,7 @@ def translate_errors(constraints: Constraints | None = None) -> Iterator[None]:
             raise IdempotencyRace from exc
         meaning = (constraints or {}).get(name or "")
         if meaning is not None:
-            raise meaning() from None
+            raise meaning() from exc
         raise StoreIntegrityError(str(exc)) from exc
 
 
@@ -134,8 +134,9 @@ class Database:
         """Run ``work`` in one transaction with the idempotency record, if any.
 
         The key is looked up first: the same request replays its outcome and writes nothing.
-        When a concurrent duplicate commits first, this transaction rolls back entirely and
-        returns the winner's outcome.
+        When a concurrent duplicate commits first — it wins the race on the record's key, or on
+        the resource's own key (two creations of one workflow) — this transaction rolls back
+        entirely and returns the winner's outcome.
         """
         try:
             async with self.tx(constraints) as conn:
@@ -149,11 +150,21 @@ class Database:
                 return result
         except IdempotencyRace:
             assert record is not None  # only the record's key can race
-            async with self.tx() as conn:
-                stored = await stored_outcome(conn, record.claim)
+            stored = await self._winner(record)
             if stored is None:
                 raise StoreIntegrityError("the idempotency record vanished during a race") from None
             return Replayed(stored)
+        except WorkloadError as error:
+            if record is None or not isinstance(error.__cause__, IntegrityError):
+                raise
+            stored = await self._winner(record)
+            if stored is None:
+                raise
+            return Replayed(stored)
+
+    async def _winner(self, record: IdempotencyRecord) -> Outcome | None:
+        async with self.tx() as conn:
+            return await stored_outcome(conn, record.claim)
 
 
 async def one(conn: Conn, name: str, params: Mapping[str, Any]) -> Row | None:
