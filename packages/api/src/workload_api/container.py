@@ -98,6 +98,9 @@ class Container(containers.DeclarativeContainer):
         app=app,
         host=settings.provided.host,
         port=settings.provided.port,
+        header_timeout=settings.provided.http_header_timeout_seconds,
+        keepalive_timeout=settings.provided.http_keepalive_seconds,
+        shutdown_grace=settings.provided.shutdown_grace_seconds,
     )
 
 

@@ -12,11 +12,22 @@ from datetime import UTC, datetime
 from typing import Any
 
 from starlette.datastructures import MutableHeaders
+from starlette.requests import ClientDisconnect
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from workload_api.problems import HttpProblem, problem_response
 
-__all__ = ["ACCESS_LOGGER", "JsonFormatter", "RequestContext", "configure_logging"]
+__all__ = [
+    "ACCESS_LOGGER",
+    "CLIENT_CLOSED_REQUEST",
+    "JsonFormatter",
+    "RequestContext",
+    "configure_logging",
+]
+
+CLIENT_CLOSED_REQUEST = 499
+"""The status logged for a request whose client hung up before the answer (nginx's 499): the
+client's doing, never a server error."""
 
 ACCESS_LOGGER = "workload.access"
 _REQUEST_ID = re.compile(r"^[A-Za-z0-9._-]{1,128}$")
@@ -68,7 +79,8 @@ class RequestContext:
     """ASGI middleware: request ids, the access log, and a problem for any escaped error.
 
     Every response carries ``X-Request-ID``; every request logs one JSON line; an error that
-    escapes a handler becomes a 500 problem (never a traceback).
+    escapes a handler becomes a 500 problem (never a traceback); a client that hangs up
+    mid-request is logged as 499, not as a server error.
     """
 
     def __init__(self, app: ASGIApp) -> None:
@@ -96,6 +108,11 @@ class RequestContext:
 
         try:
             await self.app(scope, receive, send_with_id)
+        except ClientDisconnect:
+            # The client hung up while sending its body: nobody is left to answer.
+            if not response_started:
+                status = CLIENT_CLOSED_REQUEST
+                state["error_code"] = "client_closed_request"
         except Exception:
             _errors.exception("unhandled error", extra={"fields": {"request_id": request_id}})
             if not response_started:

@@ -8,16 +8,15 @@ and exits 5. The real-HTTP test fixtures run this same class, on port 0, without
 
 from __future__ import annotations
 
-import contextlib
 import enum
 import logging
 import signal
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import anyio
-import uvicorn
 from starlette.types import ASGIApp
 
+from workload_api._http_server import FAIL_STOP_GRACE, HttpServer, guarded_h11, server_config
 from workload_api.lifecycle import CoordinatorBusy, Service
 from workload_domain.errors import SystemFault
 from workload_store_postgres.migrations import MigrationError
@@ -37,18 +36,6 @@ class ExitCode(enum.IntEnum):
     FAIL_STOP = 5
 
 
-class _Server(uvicorn.Server):
-    """uvicorn without its own signal handling.
-
-    The coordinator handles signals, so uvicorn does not re-raise SIGTERM after its shutdown
-    (which would end the process with -15, not 0).
-    """
-
-    @contextlib.contextmanager
-    def capture_signals(self) -> Iterator[None]:
-        yield
-
-
 class Coordinator:
     """Runs the service and its HTTP server until a signal (exit 0) or a fault (3, 4 or 5)."""
 
@@ -61,34 +48,40 @@ class Coordinator:
         port: int,
         on_ready: Callable[[str], None] | None = None,
         handle_signals: bool = True,
+        header_timeout: float = 10.0,
+        keepalive_timeout: float = 5.0,
+        shutdown_grace: int = 10,
     ) -> None:
         self.service = service
         self._host = host
         self._on_ready = on_ready
         self._handle_signals = handle_signals
-        self._server = _Server(
-            uvicorn.Config(
+        self._server = HttpServer(
+            server_config(
                 app,
                 host=host,
                 port=port,
-                lifespan="off",
-                log_config=None,
-                access_log=False,
-                server_header=False,
+                http=guarded_h11(header_timeout),
+                timeout_keep_alive=keepalive_timeout,
+                timeout_graceful_shutdown=shutdown_grace,
             )
         )
         self.url: str | None = None
 
     def stop(self) -> None:
         """Stop serving (as SIGTERM does); safe to call from another thread."""
-        self._server.should_exit = True
+        self._server.stop()
+
+    def _fail_stop(self, reason: str, error: BaseException) -> None:
+        # The database or the lock is gone: in-flight requests are not worth waiting for.
+        self._server.stop(grace=FAIL_STOP_GRACE)
 
     async def run(self) -> ExitCode:
         """Start in SPEC §7's order, serve, and return the process exit code."""
         bind_failed = False
         try:
             async with (
-                self.service.running(on_fault=lambda *_: self.stop()),
+                self.service.running(on_fault=self._fail_stop),
                 anyio.create_task_group() as tg,
             ):
                 if self._handle_signals:

@@ -20,7 +20,7 @@ from workload_api.problems import HttpProblem
 from workload_api.usecases import Result, UseCases
 from workload_domain.cursors import DEFAULT_PAGE_LIMIT, MAX_PAGE_LIMIT
 from workload_domain.definition import WORKFLOW_ID_PATTERN
-from workload_domain.errors import WorkflowNotFound
+from workload_domain.errors import WorkflowNotFound, quoted
 from workload_domain.idempotency import IdempotencyClaim, request_hash
 from workload_domain.statuses import RunStatus
 
@@ -97,10 +97,10 @@ class Call:
         known = {"limit", "cursor", *extra}
         for name in query:
             if name not in known:
-                raise _bad_query(f"unknown query parameter {name!r}")
+                raise _bad_query(f"unknown query parameter {quoted(name)}")
         for name in known:
             if len(query.getlist(name)) > 1:
-                raise _bad_query(f"query parameter {name!r} is repeated")
+                raise _bad_query(f"query parameter {quoted(name)} is repeated")
         raw_limit = query.get("limit")
         limit = DEFAULT_PAGE_LIMIT
         if raw_limit is not None:

@@ -8,7 +8,7 @@ from typing import Any
 from starlette.requests import Request
 
 from workload_api.problems import HttpProblem
-from workload_domain.errors import Problem
+from workload_domain.errors import Problem, quoted
 from workload_domain.jsonvalues import MAX_JSON_DEPTH, json_problems
 
 __all__ = ["MAX_BODY_BYTES", "read_json_object"]
@@ -24,7 +24,7 @@ def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     result: dict[str, Any] = {}
     for key, value in pairs:
         if key in result:
-            raise _Duplicate(f"duplicate object key {key!r}")
+            raise _Duplicate(f"duplicate object key {quoted(key)}")
         result[key] = value
     return result
 

@@ -99,6 +99,7 @@ class Service:
         self._purge_interval = purge_interval
         self._page_size = recovery_page_size
         self._engine_scope: anyio.CancelScope | None = None
+        self._tasks: anyio.abc.TaskGroup | None = None
         self._on_fault: FaultHandler | None = None
 
     @asynccontextmanager
@@ -111,6 +112,7 @@ class Service:
             await self._acquire()
             try:
                 async with _single_errors(), anyio.create_task_group() as tg:
+                    self._tasks = tg
                     await tg.start(self._run_engine)
                     try:
                         self.recovered = await self.engine.recover(self._page_size)
@@ -146,8 +148,16 @@ class Service:
         self.readiness.set(False, "failed")
         if self._engine_scope is not None:
             self._engine_scope.cancel()
+        if self._tasks is not None and self.fault is error:
+            # Requests waiting for a connection fail now (503) instead of waiting out the
+            # pool's timeout on a database that is known gone.
+            self._tasks.start_soon(self._close_store)
         if self._on_fault is not None:
             self._on_fault(reason, error)
+
+    async def _close_store(self) -> None:
+        with anyio.CancelScope(shield=True):
+            await self.store.close()
 
     async def _acquire(self) -> None:
         if self.lock is not None and not await self.lock.acquire():

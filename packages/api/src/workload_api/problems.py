@@ -17,6 +17,7 @@ from starlette.responses import JSONResponse
 from workload_domain.errors import ErrorCategory, Problem, WorkloadError
 
 __all__ = [
+    "MAX_TEXT",
     "PROBLEM_MEDIA_TYPE",
     "STATUS_BY_CATEGORY",
     "HttpProblem",
@@ -79,18 +80,29 @@ def problem_for(error: WorkloadError) -> HttpProblem:
     return HttpProblem(status, error.code, error.message, problems=problems)
 
 
+MAX_TEXT = 1024
+"""The longest ``detail``, ``path`` or ``message`` a problem carries: messages quote client input
+in bounded form (``errors.quoted``), and this cap holds even where a path is made of it."""
+
+
+def _bounded(text: str) -> str:
+    return text if len(text) <= MAX_TEXT else f"{text[:MAX_TEXT]}… ({len(text)} characters)"
+
+
 def problem_response(problem: HttpProblem, request_id: str) -> JSONResponse:
     """Render a problem as ``application/problem+json``."""
     body: dict[str, Any] = {
         "type": problem_type(problem.code),
         "title": HTTPStatus(problem.status).phrase,
         "status": problem.status,
-        "detail": problem.detail,
+        "detail": _bounded(problem.detail),
         "code": problem.code,
         "request_id": request_id,
     }
     if problem.problems:
-        body["errors"] = [{"path": p.path, "message": p.message} for p in problem.problems]
+        body["errors"] = [
+            {"path": _bounded(p.path), "message": _bounded(p.message)} for p in problem.problems
+        ]
     return JSONResponse(
         body, status_code=problem.status, headers=problem.headers, media_type=PROBLEM_MEDIA_TYPE
     )

@@ -30,6 +30,13 @@ class Settings(BaseSettings):
     lock_check_interval_seconds: float = Field(default=1.0, gt=0, le=3600)
     sweep_interval_seconds: float = Field(default=5.0, gt=0, le=5)
     """How often the leader adopts unfinished runs it does not execute (SPEC §14: ≤ 5 s)."""
+    http_header_timeout_seconds: float = Field(default=10.0, gt=0, le=300)
+    """A connection whose request headers are not complete this long after its first byte is
+    closed (slow clients); long-polls and streams are not affected (they wait after it)."""
+    http_keepalive_seconds: float = Field(default=5.0, gt=0, le=300)
+    """An idle kept-alive connection is closed after this long."""
+    shutdown_grace_seconds: int = Field(default=10, ge=0, le=300)
+    """On SIGTERM/SIGINT, in-flight requests get this long before they are cancelled."""
     statement_timeout_ms: int = Field(default=5000, ge=100, le=600_000)
     pool_max_size: int = Field(default=10, ge=1, le=1000)
 

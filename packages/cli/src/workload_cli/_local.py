@@ -1,7 +1,8 @@
 """``workload run-local FILE``: execute a definition in this process, without a server.
 
-The engine is imported only when the command runs: it is an optional dependency
-(``pip install 'workload-cli[local]'``), and the other client commands never need it.
+The service's packages are imported only when the command runs: they are an optional
+dependency (``pip install 'workload-cli[local]'``), and the other client commands never need
+them. The run goes through the service's own wiring on the in-memory store.
 """
 
 from __future__ import annotations
@@ -29,7 +30,8 @@ def _engine() -> ModuleType:
         _local_engine = importlib.import_module("workload_cli._local_engine")
     except ImportError as exc:
         typer.echo(
-            f"error: run-local needs the engine ({exc.name} is missing); install it with: "
+            f"error: run-local needs the service's packages ({exc.name} is missing); install "
+            "them with: "
             "pip install 'workload-cli[local]'",
             err=True,
         )

@@ -18,7 +18,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from workload_domain.definition import TaskSpec, WorkflowDefinition
-from workload_domain.errors import InvalidDefinition, Problem, WorkflowIdMismatch
+from workload_domain.errors import InvalidDefinition, Problem, WorkflowIdMismatch, quoted
 from workload_domain.jsonvalues import (
     JsonObject,
     canonical_json,
@@ -109,7 +109,8 @@ def compile_definition(raw: object, *, workflow_id: str | None = None) -> Compil
             raw = {"id": workflow_id, **raw}
         elif raw["id"] != workflow_id:
             raise WorkflowIdMismatch(
-                f"the definition's id {raw['id']!r} differs from the path's {workflow_id!r}"
+                f"the definition's id {quoted(raw['id'])} differs from the path's "
+                f"{quoted(workflow_id)}"
             )
 
     problems: list[Problem] = []
@@ -215,7 +216,7 @@ def _graph_problems(graph: list[_RawTask]) -> list[Problem]:
             problems.append(
                 Problem(
                     pointer(("tasks", task.position, "key")),
-                    f"duplicate task key {task.key!r} (first at /tasks/{first_at[task.key]})",
+                    f"duplicate task key {quoted(task.key)} (first at /tasks/{first_at[task.key]})",
                 )
             )
         else:
@@ -229,9 +230,9 @@ def _graph_problems(graph: list[_RawTask]) -> list[Problem]:
             if dep == task.key:
                 problems.append(Problem(where, "a task cannot depend on itself"))
             elif dep not in first_at:
-                problems.append(Problem(where, f"unknown task {dep!r}"))
+                problems.append(Problem(where, f"unknown task {quoted(dep)}"))
             elif dep in seen:
-                problems.append(Problem(where, f"duplicate dependency {dep!r}"))
+                problems.append(Problem(where, f"duplicate dependency {quoted(dep)}"))
             elif first_at[task.key] == task.position:
                 edges[task.key].append(dep)
             seen.add(dep)

@@ -59,7 +59,22 @@ __all__ = [
     "WorkflowIdMismatch",
     "WorkflowNotFound",
     "WorkloadError",
+    "quoted",
 ]
+
+QUOTE_LIMIT = 80
+"""How many characters of a client's value a message quotes (problem details stay small)."""
+
+
+def quoted(value: object, limit: int = QUOTE_LIMIT) -> str:
+    """``repr`` of a value a client sent, cut to ``limit`` characters with its length said.
+
+    Error messages reach problem details and logs; a 64 KiB identifier must not be echoed whole.
+    """
+    text = value if isinstance(value, str) else str(value)
+    if len(text) <= limit:
+        return repr(text)
+    return f"{text[:limit]!r}… ({len(text)} characters)"
 
 
 class ErrorCategory(enum.StrEnum):
@@ -141,7 +156,7 @@ class WorkflowNotFound(NotFound):
     code = "workflow_not_found"
 
     def __init__(self, workflow_id: str) -> None:
-        super().__init__(f"workflow {workflow_id!r} does not exist")
+        super().__init__(f"workflow {quoted(workflow_id)} does not exist")
         self.workflow_id = workflow_id
 
 
@@ -151,7 +166,7 @@ class VersionNotFound(NotFound):
     code = "version_not_found"
 
     def __init__(self, workflow_id: str, version: int | str) -> None:
-        super().__init__(f"workflow {workflow_id!r} has no version {version}")
+        super().__init__(f"workflow {quoted(workflow_id)} has no version {quoted(version)}")
         self.workflow_id = workflow_id
         self.version = version
 
@@ -162,7 +177,7 @@ class RunNotFound(NotFound):
     code = "run_not_found"
 
     def __init__(self, run_id: str) -> None:
-        super().__init__(f"run {run_id!r} does not exist")
+        super().__init__(f"run {quoted(run_id)} does not exist")
         self.run_id = run_id
 
 
@@ -172,7 +187,7 @@ class TaskNotFound(NotFound):
     code = "task_not_found"
 
     def __init__(self, run_id: str, task_key: str) -> None:
-        super().__init__(f"run {run_id!r} has no task {task_key!r}")
+        super().__init__(f"run {quoted(run_id)} has no task {quoted(task_key)}")
         self.run_id = run_id
         self.task_key = task_key
 
@@ -190,7 +205,7 @@ class WorkflowExists(Conflict):
     code = "workflow_exists"
 
     def __init__(self, workflow_id: str) -> None:
-        super().__init__(f"workflow {workflow_id!r} already exists")
+        super().__init__(f"workflow {quoted(workflow_id)} already exists")
         self.workflow_id = workflow_id
 
 

@@ -1,0 +1,102 @@
+"""uvicorn as the service runs it: our signals, bounded shutdowns, and slow clients timed out.
+
+- :class:`HttpServer` leaves signals to the coordinator (so SIGTERM exits 0, not −15) and bounds
+  the graceful shutdown: ``shutdown_grace`` on a stop, ``FAIL_STOP_GRACE`` on a fail-stop (the
+  database is known dead: in-flight requests must not be waited for).
+- :func:`guarded_h11` makes uvicorn's h11 protocol close a connection whose request headers
+  have not all arrived within ``header_timeout`` seconds of its first byte (or of the
+  connection, for one that sends nothing). uvicorn alone closes only *idle keep-alive*
+  connections; a client sending headers at one byte a second would hold its connection forever.
+  The timer stops once the headers are complete, so long-polls and event streams, which wait
+  after their request, are not affected.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Iterator
+from typing import Any
+
+import h11
+import uvicorn
+from uvicorn.protocols.http.h11_impl import H11Protocol
+
+__all__ = ["FAIL_STOP_GRACE", "HttpServer", "guarded_h11"]
+
+FAIL_STOP_GRACE = 1
+"""Seconds in-flight requests get once the service has failed (their database is gone)."""
+
+_log = logging.getLogger("workload.http")
+
+
+class HttpServer(uvicorn.Server):
+    """uvicorn without its own signal handling, with a graceful shutdown the caller bounds."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield
+
+    def stop(self, *, grace: int | None = None) -> None:
+        """Stop accepting and serving; wait at most ``grace`` seconds for in-flight requests."""
+        if grace is not None:
+            current = self.config.timeout_graceful_shutdown
+            self.config.timeout_graceful_shutdown = (
+                grace if current is None else min(current, grace)
+            )
+        self.should_exit = True
+
+
+def guarded_h11(header_timeout: float) -> type[H11Protocol]:
+    """Uvicorn's h11 protocol with a bound on the time a request's headers may take."""
+
+    class GuardedH11Protocol(H11Protocol):
+        _header_timer: asyncio.TimerHandle | None = None
+
+        def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+            super().connection_made(transport)
+            self._arm()
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            self._disarm()
+            super().connection_lost(exc)
+
+        def data_received(self, data: bytes) -> None:
+            waiting = self.conn.their_state is h11.IDLE
+            if waiting and self._header_timer is None:
+                self._arm()  # the first byte of the next request on a kept-alive connection
+            super().data_received(data)
+            if self.conn.their_state is not h11.IDLE:
+                self._disarm()  # the headers are complete
+
+        def _arm(self) -> None:
+            self._header_timer = self.loop.call_later(header_timeout, self._expire)
+
+        def _disarm(self) -> None:
+            if self._header_timer is not None:
+                self._header_timer.cancel()
+                self._header_timer = None
+
+        def _expire(self) -> None:
+            self._header_timer = None
+            if self.conn.their_state is h11.IDLE and not self.transport.is_closing():
+                _log.info(
+                    "closed a connection whose request headers took too long",
+                    extra={"fields": {"header_timeout_seconds": header_timeout}},
+                )
+                self.transport.close()
+
+    return GuardedH11Protocol
+
+
+def server_config(app: Any, **options: Any) -> uvicorn.Config:
+    """A uvicorn configuration with the service's fixed choices (no access log, no lifespan)."""
+    return uvicorn.Config(
+        app,
+        lifespan="off",
+        log_config=None,
+        access_log=False,
+        server_header=False,
+        **options,
+    )
