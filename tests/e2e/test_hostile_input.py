@@ -1,10 +1,10 @@
 """Hostile input on every path into the live API (SPEC §6).
 
 Every malformed, oversized, mistyped or malicious input gets the right 4xx problem (never a 5xx)
-and writes nothing: each test lists workflows, versions and runs before and after.
-
-Checks inside a test are collected rather than stopped at the first failure, so one run reports
-every wrong answer at once.
+and writes nothing. Each input is one parametrized case with a short id (``pytest -k`` selects
+them, and a failure names its input): the case seeds what it needs, sends its one input, checks
+the answer, and lists workflows, versions and runs before and after to show that nothing was
+written. The inputs that must be accepted (controls) are cases of their own.
 """
 
 from __future__ import annotations
@@ -13,12 +13,15 @@ import itertools
 import json
 import re
 import socket
-from collections.abc import Iterator, Mapping
+from collections import Counter
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
 
 import httpx
 import pytest
+from _pytest.mark import ParameterSet
 
 from tests.plugins.live_api import OPERATOR_TOKEN, LiveApi
 
@@ -44,6 +47,15 @@ def definition(workflow_id: str = "victim", **task: Any) -> dict[str, Any]:
 
 def encode(value: Any) -> bytes:
     return json.dumps(value).encode()
+
+
+def table(*params: ParameterSet) -> list[ParameterSet]:
+    """The cases of one parametrized test; every case has its own id."""
+    ids = Counter(param.id for param in params)
+    assert None not in ids, "a case without an id"
+    duplicates = sorted(str(case_id) for case_id, count in ids.items() if count > 1)
+    assert not duplicates, f"duplicate case ids: {duplicates}"
+    return list(params)
 
 
 # -- assertions --------------------------------------------------------------------------------
@@ -100,40 +112,22 @@ def problem_failures(
     return wrong
 
 
-class Findings:
-    """Collects every failed check of a test; :meth:`done` fails the test with all of them."""
+def assert_problem(
+    response: httpx.Response, status: int, code: str | set[str], *error_paths: str
+) -> None:
+    """``response`` is the expected problem, and its errors name every one of ``error_paths``."""
+    wrong: list[str] = []
+    for error_path in error_paths or (None,):
+        wrong += [w for w in problem_failures(response, status, code, error_path) if w not in wrong]
+    assert not wrong, "; ".join(w if len(w) < 400 else w[:400] + "…" for w in wrong)
 
-    def __init__(self) -> None:
-        self.failures: list[str] = []
 
-    def problem(
-        self,
-        label: str,
-        response: httpx.Response,
-        status: int,
-        code: str | set[str],
-        error_path: str | None = None,
-    ) -> None:
-        wrong = problem_failures(response, status, code, error_path)
-        if wrong:
-            self.failures.append(f"{label}: " + "; ".join(wrong))
-
-    def status(self, label: str, response: httpx.Response, status: int) -> None:
-        if response.status_code != status:
-            self.failures.append(
-                f"{label}: status {response.status_code} != {status}: {response.text[:300]!r}"
-            )
-        if not response.headers.get("x-request-id"):
-            self.failures.append(f"{label}: no X-Request-ID")
-
-    def check(self, label: str, ok: bool, detail: object = "") -> None:
-        if not ok:
-            self.failures.append(f"{label}: {detail}")
-
-    def done(self) -> None:
-        if self.failures:
-            lines = [f if len(f) < 400 else f[:400] + "…" for f in self.failures]
-            pytest.fail(f"{len(lines)} failed checks:\n" + "\n".join(lines), pytrace=False)
+def assert_status(response: httpx.Response, status: int) -> None:
+    """``response`` has ``status`` and a request id."""
+    assert response.status_code == status, (
+        f"status {response.status_code} != {status}: {response.text[:300]!r}"
+    )
+    assert response.headers.get("x-request-id"), "no X-Request-ID"
 
 
 # -- what the database holds --------------------------------------------------------------------
@@ -223,95 +217,145 @@ def raw_post(path: str, headers: Mapping[str, bytes], body: bytes = b"") -> byte
 
 # -- POST /workflows bodies --------------------------------------------------------------------
 
-MALFORMED_JSON = [
-    b"{",
-    b"}",
-    b'{"id": "x",}',
-    b"{'id': 'x'}",
-    b'{"id" "x"}',
-    b'{"id": "x"} trailing',
-    b'{"id": "x"}{"id": "y"}',
-    b'{"id": "x", "tasks": [}',
-    b'{"id": undefined}',
-    b'{"id": True}',
-    b'{"a": 01}',
-    b'{"a": .5}',
-    b'{"a": "\\x41"}',
-    b'{"a": "raw\tcontrol"}',
-    b'{"a": "unterminated}',
-    b"/* comment */ {}",
-    b"\x00",
-    b" ",
-]
+MALFORMED_JSON = {
+    "open-brace": b"{",
+    "close-brace": b"}",
+    "trailing-comma": b'{"id": "x",}',
+    "single-quotes": b"{'id': 'x'}",
+    "missing-colon": b'{"id" "x"}',
+    "trailing-text": b'{"id": "x"} trailing',
+    "two-objects": b'{"id": "x"}{"id": "y"}',
+    "unclosed-array": b'{"id": "x", "tasks": [}',
+    "undefined": b'{"id": undefined}',
+    "python-true": b'{"id": True}',
+    "leading-zero": b'{"a": 01}',
+    "leading-dot": b'{"a": .5}',
+    "hex-escape": b'{"a": "\\x41"}',
+    "raw-tab": b'{"a": "raw\tcontrol"}',
+    "unterminated-string": b'{"a": "unterminated}',
+    "comment": b"/* comment */ {}",
+    "nul-byte": b"\x00",
+    "space": b" ",
+}
 
-DUPLICATE_KEYS = [
-    b'{"id": "victim", "id": "victim", "tasks": [{"key": "a", "action": "mock"}]}',
-    b'{"id": "victim", "tasks": [{"key": "a", "key": "b", "action": "mock"}]}',
-    b'{"id": "victim", "tasks": [{"key": "a", "action": "mock", "input": {"x": 1, "x": 2}}]}',
-    b'{"id": "victim", "tasks": [{"key": "a", "action": "mock",'
+DUPLICATE_KEYS = {
+    "id": b'{"id": "victim", "id": "victim", "tasks": [{"key": "a", "action": "mock"}]}',
+    "task-key": b'{"id": "victim", "tasks": [{"key": "a", "key": "b", "action": "mock"}]}',
+    "input-key": (
+        b'{"id": "victim", "tasks": [{"key": "a", "action": "mock", "input": {"x": 1, "x": 2}}]}'
+    ),
+    "deep-input-key": b'{"id": "victim", "tasks": [{"key": "a", "action": "mock",'
     b' "input": {"deep": [{"y": {"z": 1, "z": 1}}]}}]}',
-    b'{"id": "victim", "tasks": [{"key": "a", "action": "mock",'
+    "retry-key": b'{"id": "victim", "tasks": [{"key": "a", "action": "mock",'
     b' "retry": {"max_attempts": 2, "max_attempts": 3}}]}',
-]
+}
 
-NON_FINITE = [
-    b'{"id": "victim", "tasks": [{"key": "a", "action": "mock", "input": {"x": NaN}}]}',
-    b'{"id": "victim", "tasks": [{"key": "a", "action": "mock", "timeout_seconds": Infinity}]}',
-    b'{"id": "victim", "tasks": [{"key": "a", "action": "mock",'
+NON_FINITE = {
+    "nan-input": (
+        b'{"id": "victim", "tasks": [{"key": "a", "action": "mock", "input": {"x": NaN}}]}'
+    ),
+    "infinity-timeout": (
+        b'{"id": "victim", "tasks": [{"key": "a", "action": "mock", "timeout_seconds": Infinity}]}'
+    ),
+    "minus-infinity-backoff": b'{"id": "victim", "tasks": [{"key": "a", "action": "mock",'
     b' "retry": {"initial_backoff_seconds": -Infinity}}]}',
-    b'{"id": "victim", "extra": NaN, "tasks": [{"key": "a", "action": "mock"}]}',
-]
+    "nan-extra-field": (
+        b'{"id": "victim", "extra": NaN, "tasks": [{"key": "a", "action": "mock"}]}'
+    ),
+}
 
-WRONG_TYPES: list[tuple[dict[str, Any], str]] = [
-    (definition(retry={"max_attempts": "3"}), "/tasks/0/retry/max_attempts"),
-    (definition(retry={"max_attempts": True}), "/tasks/0/retry/max_attempts"),
-    (definition(retry={"initial_backoff_seconds": "1"}), "/tasks/0/retry/initial_backoff_seconds"),
-    (definition(timeout_seconds="30"), "/tasks/0/timeout_seconds"),
-    (definition(depends_on="b"), "/tasks/0/depends_on"),
-    (definition(input=[]), "/tasks/0/input"),
-    (definition(input="x"), "/tasks/0/input"),
-    (definition(action=None), "/tasks/0/action"),
-    (definition(retry="fast"), "/tasks/0/retry"),
-    ({"id": "victim", "tasks": [{"key": 5, "action": "mock"}]}, "/tasks/0/key"),
-    ({"id": 7, "tasks": [{"key": "a", "action": "mock"}]}, "/id"),
-    ({"id": "victim", "tasks": {"key": "a", "action": "mock"}}, "/tasks"),
-    ({"id": "victim", "tasks": ["a"]}, "/tasks/0"),
-    ({**definition(), "description": ["text"]}, "/description"),
-]
+WRONG_TYPES: dict[str, tuple[dict[str, Any], str]] = {
+    "max-attempts-string": (
+        definition(retry={"max_attempts": "3"}),
+        "/tasks/0/retry/max_attempts",
+    ),
+    "max-attempts-bool": (definition(retry={"max_attempts": True}), "/tasks/0/retry/max_attempts"),
+    "backoff-string": (
+        definition(retry={"initial_backoff_seconds": "1"}),
+        "/tasks/0/retry/initial_backoff_seconds",
+    ),
+    "timeout-string": (definition(timeout_seconds="30"), "/tasks/0/timeout_seconds"),
+    "depends-on-string": (definition(depends_on="b"), "/tasks/0/depends_on"),
+    "input-list": (definition(input=[]), "/tasks/0/input"),
+    "input-string": (definition(input="x"), "/tasks/0/input"),
+    "action-null": (definition(action=None), "/tasks/0/action"),
+    "retry-string": (definition(retry="fast"), "/tasks/0/retry"),
+    "key-number": ({"id": "victim", "tasks": [{"key": 5, "action": "mock"}]}, "/tasks/0/key"),
+    "id-number": ({"id": 7, "tasks": [{"key": "a", "action": "mock"}]}, "/id"),
+    "tasks-object": ({"id": "victim", "tasks": {"key": "a", "action": "mock"}}, "/tasks"),
+    "task-string": ({"id": "victim", "tasks": ["a"]}, "/tasks/0"),
+    "description-list": ({**definition(), "description": ["text"]}, "/description"),
+}
 
-UNKNOWN_FIELDS: list[tuple[dict[str, Any], str]] = [
-    ({**definition(), "color": "red"}, "/color"),
-    (definition(colour="blue"), "/tasks/0/colour"),
-    (definition(retry={"max_attempts": 2, "jitter": True}), "/tasks/0/retry/jitter"),
-]
+UNKNOWN_FIELDS: dict[str, tuple[dict[str, Any], str]] = {
+    "top-level": ({**definition(), "color": "red"}, "/color"),
+    "task": (definition(colour="blue"), "/tasks/0/colour"),
+    "retry": (definition(retry={"max_attempts": 2, "jitter": True}), "/tasks/0/retry/jitter"),
+}
 
-NUL_STRINGS: list[tuple[bytes, str]] = [
-    (encode({**definition(), "description": "a\u0000b"}), "/description"),
-    (encode(definition(input={"x": "a\u0000b"})), "/tasks/0/input/x"),
-    (encode(definition(input={"a\u0000b": 1})), "/tasks/0/input/a\u0000b"),
-    (encode(definition(input={"list": ["ok", "\u0000"]})), "/tasks/0/input/list/1"),
-    (encode(definition(action="mo\u0000ck")), "/tasks/0/action"),
-    (encode({**definition(), "un\u0000known": 1}), "/un\u0000known"),
-]
+NUL_STRINGS: dict[str, tuple[bytes, str]] = {
+    "description": (encode({**definition(), "description": "a\u0000b"}), "/description"),
+    "input-value": (encode(definition(input={"x": "a\u0000b"})), "/tasks/0/input/x"),
+    "input-key": (encode(definition(input={"a\u0000b": 1})), "/tasks/0/input/a\u0000b"),
+    "input-list-item": (
+        encode(definition(input={"list": ["ok", "\u0000"]})),
+        "/tasks/0/input/list/1",
+    ),
+    "action": (encode(definition(action="mo\u0000ck")), "/tasks/0/action"),
+    "field-name": (encode({**definition(), "un\u0000known": 1}), "/un\u0000known"),
+}
 
-LONE_SURROGATES = [
-    b'{"id": "victim", "description": "\\ud800", "tasks": [{"key": "a", "action": "mock"}]}',
-    b'{"id": "victim", "tasks": [{"key": "a", "action": "mock",'
+LONE_SURROGATES = {
+    "description": (
+        b'{"id": "victim", "description": "\\ud800", "tasks": [{"key": "a", "action": "mock"}]}'
+    ),
+    "input-value": b'{"id": "victim", "tasks": [{"key": "a", "action": "mock",'
     b' "input": {"x": "\\udc00\\ud800"}}]}',
-    b'{"id": "victim", "tasks": [{"key": "a", "action": "mock", "input": {"\\ud800": 1}}]}',
-    b'{"id": "victim", "tasks": [{"key": "a", "action": "\\ud800"}]}',
-    b'{"id": "victim\\ud800", "tasks": [{"key": "a", "action": "mock"}]}',
-    b'{"id": "victim", "\\ud800": 1, "tasks": [{"key": "a", "action": "mock"}]}',
-    b'{"id": "victim", "tasks": [{"key": "a", "action": "mock", "depends_on": ["\\ud800"]}]}',
-]
+    "input-key": (
+        b'{"id": "victim", "tasks": [{"key": "a", "action": "mock", "input": {"\\ud800": 1}}]}'
+    ),
+    "action": b'{"id": "victim", "tasks": [{"key": "a", "action": "\\ud800"}]}',
+    "id": b'{"id": "victim\\ud800", "tasks": [{"key": "a", "action": "mock"}]}',
+    "field-name": b'{"id": "victim", "\\ud800": 1, "tasks": [{"key": "a", "action": "mock"}]}',
+    "depends-on": (
+        b'{"id": "victim", "tasks": [{"key": "a", "action": "mock", "depends_on": ["\\ud800"]}]}'
+    ),
+}
 
-NOT_UTF8 = [
-    b'{"id": "caf\xe9", "tasks": [{"key": "a", "action": "mock"}]}',
-    b'{"id": "victim", "description": "\xed\xa0\x80", "tasks": [{"key": "a", "action": "mock"}]}',
-    b'{"id": "victim", "description": "\xc0\xaf", "tasks": [{"key": "a", "action": "mock"}]}',
-    b'{"id": "victim", "description": "\xff\xfe", "tasks": [{"key": "a", "action": "mock"}]}',
-    '{"id": "victim", "tasks": [{"key": "a", "action": "mock"}]}'.encode("utf-16"),
-]
+NOT_UTF8 = {
+    "latin-1": b'{"id": "caf\xe9", "tasks": [{"key": "a", "action": "mock"}]}',
+    "encoded-surrogate": (
+        b'{"id": "victim", "description": "\xed\xa0\x80",'
+        b' "tasks": [{"key": "a", "action": "mock"}]}'
+    ),
+    "overlong-slash": (
+        b'{"id": "victim", "description": "\xc0\xaf", "tasks": [{"key": "a", "action": "mock"}]}'
+    ),
+    "ff-fe": (
+        b'{"id": "victim", "description": "\xff\xfe", "tasks": [{"key": "a", "action": "mock"}]}'
+    ),
+    "utf-16": '{"id": "victim", "tasks": [{"key": "a", "action": "mock"}]}'.encode("utf-16"),
+}
+
+NOT_OBJECTS = {
+    "empty-array": b"[]",
+    "array-of-object": b'[{"id": "victim"}]',
+    "string": b'"victim"',
+    "number": b"42",
+    "null": b"null",
+    "true": b"true",
+}
+
+UNSUPPORTED_TYPES = {
+    "missing": None,
+    "text-plain": "text/plain",
+    "charset-latin-1": "application/json; charset=latin-1",
+    "charset-utf-16": "application/json; charset=utf-16",
+    "form": "application/x-www-form-urlencoded",
+    "multipart": "multipart/form-data; boundary=x",
+    "jsonx": "application/jsonx",
+    "text-json": "text/json",
+}
 
 
 def nested_arrays(levels: int) -> str:
@@ -328,86 +372,118 @@ def with_input(raw_input: str) -> bytes:
     ).encode()
 
 
-def test_definition_bodies_are_rejected_and_write_nothing(live_api: LiveApi) -> None:
+VALID = encode(definition())
+EITHER = {"invalid_json", "invalid_definition"}
+
+
+def rejected(
+    case_id: str,
+    body: bytes,
+    code: str | set[str],
+    *error_paths: str,
+    status: int = 400,
+    headers: Mapping[str, str] = JSON,
+) -> ParameterSet:
+    return pytest.param(body, dict(headers), status, code, error_paths, id=case_id)
+
+
+REJECTED_DEFINITIONS = table(
+    *(rejected(f"json-{name}", body, "invalid_json") for name, body in MALFORMED_JSON.items()),
+    *(
+        rejected(f"duplicate-key-{name}", body, "invalid_json")
+        for name, body in DUPLICATE_KEYS.items()
+    ),
+    *(rejected(f"non-finite-{name}", body, "invalid_json") for name, body in NON_FINITE.items()),
+    *(
+        rejected(f"wrong-type-{name}", encode(value), "invalid_definition", path)
+        for name, (value, path) in WRONG_TYPES.items()
+    ),
+    *(
+        rejected(f"unknown-field-{name}", encode(value), "invalid_definition", path)
+        for name, (value, path) in UNKNOWN_FIELDS.items()
+    ),
+    # Every problem is reported, not only the first.
+    rejected(
+        "two-problems",
+        encode(
+            {
+                "id": "victim",
+                "color": 1,
+                "tasks": [{"key": "a", "action": "mock", "timeout_seconds": "9"}],
+            }
+        ),
+        "invalid_definition",
+        "/color",
+        "/tasks/0/timeout_seconds",
+    ),
+    # Nesting: far too deep for any parser, and deeper than stored JSON may be.
+    rejected("deep-10000-arrays", nested_arrays(10_000).encode(), "invalid_json"),
+    rejected("deep-10000-objects", nested_objects(10_000).encode(), "invalid_json"),
+    rejected(
+        "deep-10000-arrays-in-input",
+        with_input('{"x": ' + nested_arrays(10_000) + "}"),
+        "invalid_json",
+    ),
+    rejected("deep-10000-objects-in-input", with_input(nested_objects(10_000)), "invalid_json"),
+    rejected("deep-70-objects-in-input", with_input(nested_objects(70)), EITHER),
+    rejected("deep-200-objects-in-input", with_input(nested_objects(200)), EITHER),
+    *(rejected(f"not-utf8-{name}", body, "invalid_json") for name, body in NOT_UTF8.items()),
+    *(
+        rejected(f"nul-in-{name}", body, "invalid_definition", path)
+        for name, (body, path) in NUL_STRINGS.items()
+    ),
+    *(rejected(f"surrogate-in-{name}", body, EITHER) for name, body in LONE_SURROGATES.items()),
+    *(rejected(f"not-object-{name}", body, "invalid_json") for name, body in NOT_OBJECTS.items()),
+    rejected("empty-body", b"", "invalid_json"),
+    rejected("whitespace-body", b" \r\n\t ", "invalid_json"),
+    *(
+        rejected(
+            f"content-type-{name}",
+            VALID,
+            "unsupported_media_type",
+            status=415,
+            headers={} if content_type is None else {"Content-Type": content_type},
+        )
+        for name, content_type in UNSUPPORTED_TYPES.items()
+    ),
+    # Over 1 MiB (declared; streamed without a length, and a length that lies: tests below).
+    rejected(
+        "size-2-mib",
+        encode({**definition(), "description": "x" * (2 * MIB)}),
+        "payload_too_large",
+        status=413,
+    ),
+    rejected(
+        "size-1-mib-plus-1",
+        VALID + b" " * (MIB + 1 - len(VALID)),
+        "payload_too_large",
+        status=413,
+    ),
+)
+
+
+@pytest.mark.parametrize(("body", "headers", "status", "code", "error_paths"), REJECTED_DEFINITIONS)
+def test_definition_body_is_rejected_and_writes_nothing(
+    live_api: LiveApi,
+    body: bytes,
+    headers: dict[str, str],
+    status: int,
+    code: str | set[str],
+    error_paths: tuple[str, ...],
+) -> None:
     create(live_api, definition("seed"))
     before = snapshot(live_api)
-    found = Findings()
-    url = f"{V1}/workflows"
+    response = live_api.operator.post(
+        f"{V1}/workflows", content=body, headers={**headers, **idem()}
+    )
+    assert_problem(response, status, code, *error_paths)
+    assert snapshot(live_api) == before, "the listings changed"
 
-    def post(body: bytes, headers: Mapping[str, str] = JSON) -> httpx.Response:
-        return live_api.operator.post(url, content=body, headers={**headers, **idem()})
 
-    for body in MALFORMED_JSON:
-        found.problem(f"malformed {body[:40]!r}", post(body), 400, "invalid_json")
-    for body in DUPLICATE_KEYS:
-        found.problem(f"duplicate keys {body[-70:]!r}", post(body), 400, "invalid_json")
-    for body in NON_FINITE:
-        found.problem(f"non-finite {body[-60:]!r}", post(body), 400, "invalid_json")
-    for value, path in WRONG_TYPES:
-        response = post(encode(value))
-        found.problem(f"wrong type at {path}", response, 400, "invalid_definition", path)
-    for value, path in UNKNOWN_FIELDS:
-        response = post(encode(value))
-        found.problem(f"unknown field {path}", response, 400, "invalid_definition", path)
-    # Every problem is reported, not only the first.
-    several = {
-        "id": "victim",
-        "color": 1,
-        "tasks": [{"key": "a", "action": "mock", "timeout_seconds": "9"}],
-    }
-    response = post(encode(several))
-    found.problem("two problems", response, 400, "invalid_definition", "/color")
-    found.problem("two problems", response, 400, "invalid_definition", "/tasks/0/timeout_seconds")
-
-    # Nesting: far too deep for any parser, and deeper than stored JSON may be.
-    deep_bodies = {
-        "10,000 arrays as the body": nested_arrays(10_000).encode(),
-        "10,000 objects as the body": nested_objects(10_000).encode(),
-        "10,000 arrays inside input": with_input('{"x": ' + nested_arrays(10_000) + "}"),
-        "10,000 objects inside input": with_input(nested_objects(10_000)),
-    }
-    for label, body in deep_bodies.items():
-        found.problem(label, post(body), 400, "invalid_json")
-    for levels in (70, 200):
-        response = post(with_input(nested_objects(levels)))
-        found.problem(
-            f"{levels} objects inside input", response, 400, {"invalid_json", "invalid_definition"}
-        )
-
-    for body in NOT_UTF8:
-        found.problem(f"not UTF-8 {body[:40]!r}", post(body), 400, "invalid_json")
-    for body, path in NUL_STRINGS:
-        found.problem(f"NUL at {path!r}", post(body), 400, "invalid_definition", path)
-    for body in LONE_SURROGATES:
-        found.problem(
-            f"lone surrogate {body[:90]!r}", post(body), 400, {"invalid_json", "invalid_definition"}
-        )
-
-    for body in (b"[]", b'[{"id": "victim"}]', b'"victim"', b"42", b"null", b"true"):
-        found.problem(f"not an object {body!r}", post(body), 400, "invalid_json")
-    found.problem("empty body", post(b""), 400, "invalid_json")
-    found.problem("whitespace body", post(b" \r\n\t "), 400, "invalid_json")
-
-    valid = encode(definition())
-    for content_type in (
-        None,
-        "text/plain",
-        "application/json; charset=latin-1",
-        "application/json; charset=utf-16",
-        "application/x-www-form-urlencoded",
-        "multipart/form-data; boundary=x",
-        "application/jsonx",
-        "text/json",
-    ):
-        headers = {} if content_type is None else {"Content-Type": content_type}
-        response = post(valid, headers)
-        found.problem(f"content type {content_type!r}", response, 415, "unsupported_media_type")
-
-    # Over 1 MiB: declared, streamed without a length, and a length that lies.
-    big = encode({**definition(), "description": "x" * (2 * MIB)})
-    found.problem("2 MiB body", post(big), 413, "payload_too_large")
-    just_over = valid + b" " * (MIB + 1 - len(valid))
-    found.problem("1 MiB + 1 byte", post(just_over), 413, "payload_too_large")
+def test_chunked_definition_over_the_limit_is_rejected(live_api: LiveApi) -> None:
+    """2 MiB streamed without a Content-Length."""
+    create(live_api, definition("seed"))
+    before = snapshot(live_api)
 
     def chunks() -> Iterator[bytes]:
         yield b'{"id": "victim", "description": "'
@@ -415,305 +491,496 @@ def test_definition_bodies_are_rejected_and_write_nothing(live_api: LiveApi) -> 
             yield b"y" * 65536
         yield b'", "tasks": [{"key": "a", "action": "mock"}]}'
 
-    response = live_api.operator.post(url, content=chunks(), headers={**JSON, **idem()})
-    found.problem("2 MiB chunked body", response, 413, "payload_too_large")
+    response = live_api.operator.post(
+        f"{V1}/workflows", content=chunks(), headers={**JSON, **idem()}
+    )
+    assert_problem(response, 413, "payload_too_large")
+    assert snapshot(live_api) == before, "the listings changed"
+
+
+def test_content_length_that_lies_big_is_rejected(live_api: LiveApi) -> None:
+    """A Content-Length of 5,000,000 on a small body."""
+    create(live_api, definition("seed"))
+    before = snapshot(live_api)
     lying = raw_post(
-        url,
+        f"{V1}/workflows",
         {
             "Authorization": f"Bearer {OPERATOR_TOKEN}".encode(),
             "Content-Type": b"application/json",
             "Idempotency-Key": b"hostile-lying-length",
             "Content-Length": b"5000000",
         },
-        valid,
+        VALID,
     )
-    found.problem(
-        "Content-Length lies big",
-        raw_exchange(live_api.base_url, lying),
-        413,
-        "payload_too_large",
-    )
-
-    found.check("nothing written", snapshot(live_api) == before, "the listings changed")
-    found.done()
+    assert_problem(raw_exchange(live_api.base_url, lying), 413, "payload_too_large")
+    assert snapshot(live_api) == before, "the listings changed"
 
 
-def test_allowed_bodies_at_the_limits_are_accepted(live_api: LiveApi) -> None:
-    """Controls: what the rejections above must not catch."""
-    found = Findings()
-    url = f"{V1}/workflows"
+def _exactly_one_mib() -> bytes:
     exact = encode(definition("exactly-one-mib"))
     exact += b" " * (MIB - len(exact))
     assert len(exact) == MIB
-    response = live_api.operator.post(url, content=exact, headers={**JSON, **idem()})
-    found.status("a body of exactly 1 MiB", response, 201)
-    for workflow_id, content_type in (
-        ("charset-utf8", "application/json; charset=UTF-8"),
-        ("upper-case-type", "Application/JSON"),
-    ):
-        response = live_api.operator.post(
-            url,
-            content=encode(definition(workflow_id)),
-            headers={"Content-Type": content_type, **idem()},
-        )
-        found.status(f"content type {content_type!r}", response, 201)
+    return exact
+
+
+@pytest.mark.parametrize(
+    ("body", "content_type"),
+    table(
+        pytest.param(_exactly_one_mib(), "application/json", id="size-exactly-1-mib"),
+        pytest.param(
+            encode(definition("charset-utf8")),
+            "application/json; charset=UTF-8",
+            id="content-type-charset-utf-8",
+        ),
+        pytest.param(
+            encode(definition("upper-case-type")),
+            "Application/JSON",
+            id="content-type-upper-case",
+        ),
+        pytest.param(
+            with_input(nested_objects(30)).replace(b"victim", b"nested-30"),
+            "application/json",
+            id="deep-30-objects-in-input",
+        ),
+    ),
+)
+def test_definition_body_at_the_limits_is_accepted(
+    live_api: LiveApi, body: bytes, content_type: str
+) -> None:
+    """Controls: what the rejections above must not catch."""
     response = live_api.operator.post(
-        url,
-        content=with_input(nested_objects(30)).replace(b"victim", b"nested-30"),
-        headers={**JSON, **idem()},
+        f"{V1}/workflows", content=body, headers={"Content-Type": content_type, **idem()}
     )
-    found.status("30 levels of objects in input", response, 201)
+    assert_status(response, 201)
+
+
+def test_non_ascii_input_is_accepted_and_stored_as_sent(live_api: LiveApi) -> None:
+    """Control: non-ASCII keys and values in a task's input."""
     unicode_input = definition("unicode-input", input={"名前": "ü🙂\u202e", "emoji🙂": ["ok"]})
-    response = live_api.operator.post(url, json=unicode_input, headers=idem())
-    found.status("non-ASCII input", response, 201)
-    if response.status_code == 201:
-        stored = response.json()["definition"]["tasks"][0]["input"]
-        found.check("non-ASCII input stored as sent", stored == unicode_input["tasks"][0]["input"])
-    found.done()
+    response = live_api.operator.post(f"{V1}/workflows", json=unicode_input, headers=idem())
+    assert_status(response, 201)
+    stored = response.json()["definition"]["tasks"][0]["input"]
+    assert stored == unicode_input["tasks"][0]["input"], "non-ASCII input not stored as sent"
 
 
 # -- other bodies ------------------------------------------------------------------------------
 
 
-def test_version_run_and_cancel_bodies(live_api: LiveApi) -> None:
-    create(live_api, definition("seed"))
-    create(live_api, definition("slow", input={"sleep_ms": 60_000}))
-    slow_run = start(live_api, "slow")
+@dataclass(frozen=True)
+class Body:
+    """What a write sends: raw ``content`` or a ``json`` value (or neither), and headers."""
+
+    content: bytes | None = None
+    content_type: str | None = None
+    json: Any = None
+    headers: tuple[tuple[str, str], ...] = ()
+
+
+def raw(content: bytes, content_type: str | None = "application/json") -> Body:
+    return Body(content=content, content_type=content_type)
+
+
+def send_body(live: LiveApi, url: str, body: Body) -> httpx.Response:
+    headers = dict(body.headers)
+    if body.content_type is not None:
+        headers["Content-Type"] = body.content_type
+    headers.update(idem())
+    if body.content is not None:
+        return live.operator.post(url, content=body.content, headers=headers)
+    if body.json is not None:
+        return live.operator.post(url, json=body.json, headers=headers)
+    return live.operator.post(url, headers=headers)
+
+
+@dataclass(frozen=True)
+class Targets:
+    """The seeded workflow ``seed``, and a running run of the slow workflow ``slow``."""
+
+    slow_run: str
+
+    def url(self, target: str) -> str:
+        return {
+            "version": f"{V1}/workflows/seed/versions",
+            "run": f"{V1}/workflows/seed/versions/1/runs",
+            "cancel": f"{V1}/runs/{self.slow_run}/cancel",
+        }[target]
+
+
+def seed_targets(live: LiveApi) -> Targets:
+    create(live, definition("seed"))
+    create(live, definition("slow", input={"sleep_ms": 60_000}))
+    return Targets(start(live, "slow")["run_id"])
+
+
+def without_id(value: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in value.items() if k != "id"}
+
+
+def body_rejected(
+    case_id: str,
+    target: str,
+    body: Body,
+    code: str | set[str],
+    error_path: str | None = None,
+    status: int = 400,
+) -> ParameterSet:
+    return pytest.param(target, body, status, code, error_path, id=case_id)
+
+
+OTHER_IDS = {"other": "other", "upper-case": "Seed", "suffix": "seed-2", "trailing-space": "seed "}
+RUN_BODIES: dict[str, tuple[bytes, str | set[str]]] = {
+    "unknown-field": (encode({"input": {}, "priority": 1}), "invalid_argument"),
+    "unknown-field-only": (encode({"inputs": {}}), "invalid_argument"),
+    "input-list": (encode({"input": []}), "invalid_argument"),
+    "input-string": (encode({"input": "x"}), "invalid_argument"),
+    "input-number": (encode({"input": 3}), "invalid_argument"),
+    "input-null": (encode({"input": None}), "invalid_argument"),
+    "nul-in-input-value": (encode({"input": {"x": "\u0000"}}), "invalid_argument"),
+    "nul-in-input-key": (encode({"input": {"\u0000": 1}}), "invalid_argument"),
+    "nul-nested": (encode({"input": {"a": [{"b": "c\u0000"}]}}), "invalid_argument"),
+    "surrogate-value": (b'{"input": {"x": "\\ud800"}}', {"invalid_argument", "invalid_json"}),
+    "surrogate-key": (b'{"input": {"\\udfff": 1}}', {"invalid_argument", "invalid_json"}),
+    "too-deep": (
+        ('{"input": ' + nested_objects(80) + "}").encode(),
+        {"invalid_argument", "invalid_json"},
+    ),
+    "malformed": (b'{"input": {', "invalid_json"),
+    "duplicate-key": (b'{"input": {}, "input": {}}', "invalid_json"),
+    "duplicate-nested-key": (b'{"input": {"a": 1, "a": 1}}', "invalid_json"),
+    "nan": (b'{"input": {"a": NaN}}', "invalid_json"),
+    "array": (b"[]", "invalid_json"),
+    "null": (b"null", "invalid_json"),
+    "not-utf8": (b'{"input": {"a": "\xff"}}', "invalid_json"),
+}
+IF_MATCHES = {
+    "garbage": "garbage",
+    "not-a-number": '"abc"',
+    "negative": '"-1"',
+    "huge": '"99999999999999999999"',
+    "weak": 'W/"0"',
+    "list": '"0", "x"',
+}
+
+
+def _first(items: Mapping[str, Any], count: int, start_at: int = 0) -> list[tuple[str, Any]]:
+    return list(items.items())[start_at : start_at + count]
+
+
+REJECTED_BODIES = table(
+    # POST /workflows/seed/versions
+    *(
+        body_rejected(
+            f"version-id-{name}",
+            "version",
+            Body(json=definition(other_id)),
+            "workflow_id_mismatch",
+        )
+        for name, other_id in OTHER_IDS.items()
+    ),
+    *(
+        body_rejected(f"version-json-{name}", "version", raw(content), "invalid_json")
+        for name, content in _first(MALFORMED_JSON, 6)
+    ),
+    *(
+        body_rejected(f"version-duplicate-key-{name}", "version", raw(content), "invalid_json")
+        for name, content in _first(DUPLICATE_KEYS, 2, start_at=1)
+    ),
+    *(
+        body_rejected(f"version-non-finite-{name}", "version", raw(content), "invalid_json")
+        for name, content in _first(NON_FINITE, 2)
+    ),
+    *(
+        body_rejected(
+            f"version-wrong-type-{name}",
+            "version",
+            Body(json=without_id(value)),
+            "invalid_definition",
+            path,
+        )
+        for name, (value, path) in _first(WRONG_TYPES, 4)
+    ),
+    *(
+        body_rejected(
+            f"version-unknown-field-{name}",
+            "version",
+            Body(json=without_id(value)),
+            "invalid_definition",
+            path,
+        )
+        for name, (value, path) in UNKNOWN_FIELDS.items()
+    ),
+    body_rejected(
+        "version-content-type-text-plain",
+        "version",
+        raw(encode(definition("seed")), "text/plain"),
+        "unsupported_media_type",
+        status=415,
+    ),
+    body_rejected(
+        "version-size-2-mib",
+        "version",
+        raw(encode({"tasks": [{"key": "a", "action": "mock"}], "description": "z" * 2 * MIB})),
+        "payload_too_large",
+        status=413,
+    ),
+    # POST /workflows/seed/versions/1/runs
+    *(
+        body_rejected(f"run-{name}", "run", raw(content), code)
+        for name, (content, code) in RUN_BODIES.items()
+    ),
+    body_rejected(
+        "run-content-type-text-plain",
+        "run",
+        raw(b'{"input": {}}', "text/plain"),
+        "unsupported_media_type",
+        status=415,
+    ),
+    body_rejected(
+        "run-content-type-charset-latin-1",
+        "run",
+        raw(b'{"input": {}}', "application/json; charset=latin-1"),
+        "unsupported_media_type",
+        status=415,
+    ),
+    body_rejected(
+        "run-content-type-missing",
+        "run",
+        raw(b'{"input": {}}', None),
+        "unsupported_media_type",
+        status=415,
+    ),
+    body_rejected(
+        "run-size-2-mib",
+        "run",
+        raw(encode({"input": {"pad": "p" * 2 * MIB}})),
+        "payload_too_large",
+        status=413,
+    ),
+    # POST /runs/{run_id}/cancel
+    body_rejected("cancel-field", "cancel", raw(encode({"reason": "x"})), "invalid_argument"),
+    body_rejected("cancel-malformed", "cancel", raw(b"{"), "invalid_json"),
+    body_rejected("cancel-array", "cancel", raw(b"[]"), "invalid_json"),
+    body_rejected(
+        "cancel-content-type-text-plain",
+        "cancel",
+        raw(b"{}", "text/plain"),
+        "unsupported_media_type",
+        status=415,
+    ),
+    *(
+        body_rejected(
+            f"cancel-if-match-{name}",
+            "cancel",
+            Body(headers=(("If-Match", if_match),)),
+            "precondition_failed",
+            status=412,
+        )
+        for name, if_match in IF_MATCHES.items()
+    ),
+)
+
+
+@pytest.mark.parametrize(("target", "body", "status", "code", "error_path"), REJECTED_BODIES)
+def test_version_run_and_cancel_body_is_rejected_and_writes_nothing(
+    live_api: LiveApi,
+    target: str,
+    body: Body,
+    status: int,
+    code: str | set[str],
+    error_path: str | None,
+) -> None:
+    targets = seed_targets(live_api)
     before = snapshot(live_api)
-    found = Findings()
-
-    versions = f"{V1}/workflows/seed/versions"
-    for other_id in ("other", "Seed", "seed-2", "seed "):
-        response = live_api.operator.post(versions, json=definition(other_id), headers=idem())
-        found.problem(f"version id {other_id!r}", response, 400, "workflow_id_mismatch")
-    for raw in MALFORMED_JSON[:6] + DUPLICATE_KEYS[1:3] + NON_FINITE[:2]:
-        response = live_api.operator.post(versions, content=raw, headers={**JSON, **idem()})
-        found.problem(f"version body {raw[:50]!r}", response, 400, "invalid_json")
-    for value, path in WRONG_TYPES[:4] + UNKNOWN_FIELDS:
-        body_without_id = {k: v for k, v in value.items() if k != "id"}
-        response = live_api.operator.post(versions, json=body_without_id, headers=idem())
-        found.problem(f"version field {path}", response, 400, "invalid_definition", path)
-    response = live_api.operator.post(
-        versions,
-        content=encode(definition("seed")),
-        headers={"Content-Type": "text/plain", **idem()},
-    )
-    found.problem("version as text/plain", response, 415, "unsupported_media_type")
-    response = live_api.operator.post(
-        versions,
-        content=encode({"tasks": [{"key": "a", "action": "mock"}], "description": "z" * 2 * MIB}),
-        headers={**JSON, **idem()},
-    )
-    found.problem("2 MiB version", response, 413, "payload_too_large")
-
-    runs = f"{V1}/workflows/seed/versions/1/runs"
-    run_bodies: list[tuple[str, bytes, str, str | set[str]]] = [
-        (
-            "unknown field",
-            encode({"input": {}, "priority": 1}),
-            "application/json",
-            "invalid_argument",
-        ),
-        ("unknown field only", encode({"inputs": {}}), "application/json", "invalid_argument"),
-        ("input is a list", encode({"input": []}), "application/json", "invalid_argument"),
-        ("input is a string", encode({"input": "x"}), "application/json", "invalid_argument"),
-        ("input is a number", encode({"input": 3}), "application/json", "invalid_argument"),
-        ("input is null", encode({"input": None}), "application/json", "invalid_argument"),
-        (
-            "NUL in input value",
-            encode({"input": {"x": "\u0000"}}),
-            "application/json",
-            "invalid_argument",
-        ),
-        (
-            "NUL in input key",
-            encode({"input": {"\u0000": 1}}),
-            "application/json",
-            "invalid_argument",
-        ),
-        (
-            "NUL nested",
-            encode({"input": {"a": [{"b": "c\u0000"}]}}),
-            "application/json",
-            "invalid_argument",
-        ),
-        (
-            "surrogate value",
-            b'{"input": {"x": "\\ud800"}}',
-            "application/json",
-            {"invalid_argument", "invalid_json"},
-        ),
-        (
-            "surrogate key",
-            b'{"input": {"\\udfff": 1}}',
-            "application/json",
-            {"invalid_argument", "invalid_json"},
-        ),
-        (
-            "too deep",
-            ('{"input": ' + nested_objects(80) + "}").encode(),
-            "application/json",
-            {"invalid_argument", "invalid_json"},
-        ),
-        ("malformed", b'{"input": {', "application/json", "invalid_json"),
-        ("duplicate keys", b'{"input": {}, "input": {}}', "application/json", "invalid_json"),
-        (
-            "duplicate nested keys",
-            b'{"input": {"a": 1, "a": 1}}',
-            "application/json",
-            "invalid_json",
-        ),
-        ("NaN", b'{"input": {"a": NaN}}', "application/json", "invalid_json"),
-        ("an array", b"[]", "application/json", "invalid_json"),
-        ("null", b"null", "application/json", "invalid_json"),
-        ("not UTF-8", b'{"input": {"a": "\xff"}}', "application/json", "invalid_json"),
-    ]
-    for label, raw, content_type, code in run_bodies:
-        response = live_api.operator.post(
-            runs, content=raw, headers={"Content-Type": content_type, **idem()}
-        )
-        found.problem(f"run start: {label}", response, 400, code)
-    for content_type in ("text/plain", "application/json; charset=latin-1"):
-        response = live_api.operator.post(
-            runs, content=b'{"input": {}}', headers={"Content-Type": content_type, **idem()}
-        )
-        found.problem(f"run start as {content_type}", response, 415, "unsupported_media_type")
-    response = live_api.operator.post(runs, content=b'{"input": {}}', headers=idem())
-    found.problem("run start body without a content type", response, 415, "unsupported_media_type")
-    response = live_api.operator.post(
-        runs,
-        content=encode({"input": {"pad": "p" * 2 * MIB}}),
-        headers={**JSON, **idem()},
-    )
-    found.problem("2 MiB run input", response, 413, "payload_too_large")
-
-    cancel = f"{V1}/runs/{slow_run['run_id']}/cancel"
-    for label, raw, code in (
-        ("a field", encode({"reason": "x"}), "invalid_argument"),
-        ("malformed", b"{", "invalid_json"),
-        ("an array", b"[]", "invalid_json"),
-    ):
-        response = live_api.operator.post(cancel, content=raw, headers={**JSON, **idem()})
-        found.problem(f"cancel body {label}", response, 400, code)
-    response = live_api.operator.post(
-        cancel, content=b"{}", headers={"Content-Type": "text/plain", **idem()}
-    )
-    found.problem("cancel body as text/plain", response, 415, "unsupported_media_type")
-    for if_match in ("garbage", '"abc"', '"-1"', '"99999999999999999999"', 'W/"0"', '"0", "x"'):
-        response = live_api.operator.post(cancel, headers={"If-Match": if_match, **idem()})
-        found.problem(f"cancel If-Match {if_match}", response, 412, "precondition_failed")
-
+    response = send_body(live_api, targets.url(target), body)
+    assert_problem(response, status, code, *([] if error_path is None else [error_path]))
     after = snapshot(live_api)
-    found.check("nothing written", after == before, f"{before} -> {after}")
-    run = live_api.viewer.get(f"{V1}/runs/{slow_run['run_id']}").json()
-    found.check("no cancel recorded", run["cancel_requested"] is False, run)
-    found.check("not canceled", run["status"] != "canceled", run)
+    assert after == before, f"the listings changed: {before} -> {after}"
+    run = live_api.viewer.get(f"{V1}/runs/{targets.slow_run}").json()
+    assert run["cancel_requested"] is False, f"a cancel was recorded: {run}"
+    assert run["status"] != "canceled", f"the run was canceled: {run}"
 
-    # Controls: the bodies that are allowed.
-    response = live_api.operator.post(
-        versions, json={"tasks": [{"key": "b", "action": "mock"}]}, headers=idem()
-    )
-    found.status("version body without an id", response, 201)
-    if response.status_code == 201:
-        found.check("version 2", response.json()["version"] == 2, response.json())
-    response = live_api.operator.post(versions, json=definition("seed"), headers=idem())
-    found.status("version body with the path's id", response, 201)
-    response = live_api.operator.post(runs, headers=idem())
-    found.status("run start with an empty body and no content type", response, 202)
-    response = live_api.operator.post(runs, json={}, headers=idem())
-    found.status("run start with {}", response, 202)
-    response = live_api.operator.post(runs, json={"input": {"k": [1, {"x": None}]}}, headers=idem())
-    found.status("run start with an input", response, 202)
-    response = live_api.operator.post(cancel, headers=idem())
-    found.status("cancel with an empty body and no content type", response, 202)
-    found.done()
+
+@pytest.mark.parametrize(
+    ("target", "body", "status", "version"),
+    table(
+        pytest.param(
+            "version",
+            Body(json={"tasks": [{"key": "b", "action": "mock"}]}),
+            201,
+            2,
+            id="version-without-id",
+        ),
+        pytest.param("version", Body(json=definition("seed")), 201, None, id="version-path-id"),
+        pytest.param("run", Body(), 202, None, id="run-no-body-no-content-type"),
+        pytest.param("run", Body(json={}), 202, None, id="run-empty-object"),
+        pytest.param(
+            "run", Body(json={"input": {"k": [1, {"x": None}]}}), 202, None, id="run-with-input"
+        ),
+        pytest.param("cancel", Body(), 202, None, id="cancel-no-body-no-content-type"),
+    ),
+)
+def test_version_run_and_cancel_body_is_accepted(
+    live_api: LiveApi, target: str, body: Body, status: int, version: int | None
+) -> None:
+    """Controls: the bodies that are allowed."""
+    targets = seed_targets(live_api)
+    response = send_body(live_api, targets.url(target), body)
+    assert_status(response, status)
+    if version is not None:
+        assert response.json()["version"] == version, response.json()
 
 
 # -- Idempotency-Key ---------------------------------------------------------------------------
 
+KEYED_WRITES: dict[str, tuple[str, Any]] = {
+    "create-workflow": (f"{V1}/workflows", definition()),
+    "create-version": (f"{V1}/workflows/seed/versions", definition("seed")),
+    "start-run": (f"{V1}/workflows/seed/versions/1/runs", {}),
+    "cancel-run": (f"{V1}/runs/{{run_id}}/cancel", None),
+}
+BAD_KEYS: dict[str, bytes] = {
+    "empty": b"",
+    "256-chars": b"k" * 256,
+    "1000-chars": b"k" * 1000,
+    "inner-space": b"a b",
+    "inner-tab": b"a\tb",
+    "non-ascii": "clé-🙂".encode(),
+    "latin-1-byte": b"key\xe9",
+    "sql": b"' OR 1=1 --",
+}
 
-def test_idempotency_key_is_required_and_validated(live_api: LiveApi) -> None:
-    create(live_api, definition("seed"))
-    run = start(live_api, "seed")
+
+def seed_keyed(live: LiveApi) -> str:
+    """The workflow ``seed`` and a run of it; the run's id."""
+    create(live, definition("seed"))
+    run_id: str = start(live, "seed")["run_id"]
+    return run_id
+
+
+@pytest.mark.parametrize(
+    ("write", "key", "code"),
+    table(
+        *(
+            pytest.param(write, None, "idempotency_key_required", id=f"{write}-no-key")
+            for write in KEYED_WRITES
+        ),
+        *(
+            pytest.param(write, b"has space", "invalid_argument", id=f"{write}-key-with-space")
+            for write in KEYED_WRITES
+        ),
+        *(
+            pytest.param("create-workflow", key, "invalid_argument", id=f"key-{name}")
+            for name, key in BAD_KEYS.items()
+        ),
+    ),
+)
+def test_idempotency_key_is_required_and_validated(
+    live_api: LiveApi, write: str, key: bytes | None, code: str
+) -> None:
+    run_id = seed_keyed(live_api)
     before = snapshot(live_api)
-    found = Findings()
-    url = f"{V1}/workflows"
-    body = definition()
+    path, body = KEYED_WRITES[write]
+    headers = {} if key is None else {b"Idempotency-Key": key}
+    response = live_api.operator.post(path.replace("{run_id}", run_id), json=body, headers=headers)
+    assert_problem(response, 400, code)
+    assert snapshot(live_api) == before, "the listings changed"
 
-    writes = [
-        (url, body),
-        (f"{V1}/workflows/seed/versions", definition("seed")),
-        (f"{V1}/workflows/seed/versions/1/runs", {}),
-        (f"{V1}/runs/{run['run_id']}/cancel", None),
-    ]
-    for path, write_body in writes:
-        response = live_api.operator.post(path, json=write_body)
-        found.problem(f"no key on {path}", response, 400, "idempotency_key_required")
-        bad_key = {"Idempotency-Key": "has space"}
-        response = live_api.operator.post(path, json=write_body, headers=bad_key)
-        found.problem(f"bad key on {path}", response, 400, "invalid_argument")
 
-    bad_keys: dict[str, str | bytes] = {
-        "empty": "",
-        "256 characters": "k" * 256,
-        "1,000 characters": "k" * 1000,
-        "inner space": "a b",
-        "inner tab": "a\tb",
-        "non-ASCII": "clé-🙂".encode(),
-        "latin-1 byte": b"key\xe9",
-        "SQL": "' OR 1=1 --",
-    }
-    for label, key in bad_keys.items():
-        key_bytes = key if isinstance(key, bytes) else key.encode()
-        response = live_api.operator.post(url, json=body, headers={b"Idempotency-Key": key_bytes})
-        found.problem(f"key {label}", response, 400, "invalid_argument")
-    # Control characters: httpx will not send them, so they go raw.
-    for label, control in (("DEL", b"key\x7f"), ("\\x01", b"key\x01x"), ("\\x1f", b"\x1fkey")):
-        request = raw_post(
-            url,
-            {
-                "Authorization": f"Bearer {OPERATOR_TOKEN}".encode(),
-                "Content-Type": b"application/json",
-                "Idempotency-Key": control,
-                "Content-Length": str(len(encode(body))).encode(),
-            },
-            encode(body),
-        )
-        response = raw_exchange(live_api.base_url, request)
-        # The HTTP server may refuse a control character before the app sees it (a plain 400);
-        # if the app sees it, it is an invalid_argument problem. Either way: 400, nothing written.
-        if response.headers.get("content-type", "").startswith("application/problem+json"):
-            found.problem(f"key with {label}", response, 400, "invalid_argument")
-        else:
-            found.check(f"key with {label}", response.status_code == 400, response.status_code)
+@pytest.mark.parametrize(
+    "key",
+    table(
+        pytest.param(b"key\x7f", id="key-control-del"),
+        pytest.param(b"key\x01x", id="key-control-01"),
+        pytest.param(b"\x1fkey", id="key-control-1f"),
+    ),
+)
+def test_idempotency_key_with_a_control_character_is_rejected(
+    live_api: LiveApi, key: bytes
+) -> None:
+    """Control characters: httpx will not send them, so they go raw."""
+    seed_keyed(live_api)
+    before = snapshot(live_api)
+    body = encode(definition())
+    request = raw_post(
+        f"{V1}/workflows",
+        {
+            "Authorization": f"Bearer {OPERATOR_TOKEN}".encode(),
+            "Content-Type": b"application/json",
+            "Idempotency-Key": key,
+            "Content-Length": str(len(body)).encode(),
+        },
+        body,
+    )
+    response = raw_exchange(live_api.base_url, request)
+    # The HTTP server may refuse a control character before the app sees it (a plain 400);
+    # if the app sees it, it is an invalid_argument problem. Either way: 400, nothing written.
+    if response.headers.get("content-type", "").startswith("application/problem+json"):
+        assert_problem(response, 400, "invalid_argument")
+    else:
+        assert response.status_code == 400, response.status_code
+    assert snapshot(live_api) == before, "the listings changed"
 
-    found.check("nothing written", snapshot(live_api) == before, "the listings changed")
 
+def test_idempotency_key_of_255_visible_characters_is_accepted_and_replayed(
+    live_api: LiveApi,
+) -> None:
+    """Control: the longest key, of every visible ASCII character."""
     visible = "".join(chr(c) for c in range(0x21, 0x7F))
     key = (visible * 3)[:255]
+    url = f"{V1}/workflows"
     response = live_api.operator.post(
         url, json=definition("max-key"), headers={"Idempotency-Key": key}
     )
-    found.status("255 visible characters", response, 201)
+    assert_status(response, 201)
     replay = live_api.operator.post(
         url, json=definition("max-key"), headers={"Idempotency-Key": key}
     )
-    found.status("255 visible characters, replayed", replay, 201)
-    found.check(
-        "the replay is marked", replay.headers.get("idempotent-replayed") == "true", replay.headers
-    )
-    found.check("the replay is the original", replay.json() == response.json())
-    found.done()
+    assert_status(replay, 201)
+    assert replay.headers.get("idempotent-replayed") == "true", replay.headers
+    assert replay.json() == response.json(), "the replay is not the original"
 
 
 # -- query parameters --------------------------------------------------------------------------
 
-BAD_LIMITS = ["0", "-1", "201", "999999999999", "1.5", "1e2", "abc", "", " 5", "+5", "0x10", "٣"]
+LISTINGS = ("workflows", "versions", "runs", "tasks", "attempts", "events")
+# Listings that need the two runs of ``seed`` (run A and run B).
+RUN_LISTINGS = {
+    "runs",
+    "tasks",
+    "attempts",
+    "events",
+    "tasks-of-run-b",
+    "attempts-of-run-b",
+    "attempts-of-task-b",
+    "events-of-run-b",
+}
 
 
-def test_query_parameters_on_every_listing(live_api: LiveApi) -> None:
+def listing_paths(run_a: str | None, run_b: str | None) -> dict[str, str]:
+    paths = {
+        "workflows": f"{V1}/workflows",
+        "versions": f"{V1}/workflows/seed/versions",
+        "versions-of-other": f"{V1}/workflows/other/versions",
+    }
+    if run_a is not None and run_b is not None:
+        paths |= {
+            "runs": f"{V1}/runs",
+            "tasks": f"{V1}/runs/{run_a}/tasks",
+            "attempts": f"{V1}/runs/{run_a}/tasks/a/attempts",
+            "events": f"{V1}/runs/{run_a}/events",
+            "tasks-of-run-b": f"{V1}/runs/{run_b}/tasks",
+            "attempts-of-run-b": f"{V1}/runs/{run_b}/tasks/a/attempts",
+            "attempts-of-task-b": f"{V1}/runs/{run_a}/tasks/b/attempts",
+            "events-of-run-b": f"{V1}/runs/{run_b}/events",
+        }
+    return paths
+
+
+def seed_listings(live: LiveApi, *, with_runs: bool) -> dict[str, str]:
+    """Two versions of ``seed`` (two tasks, ``a`` retried once), ``other``, and, if asked, two
+    finished runs of ``seed``: every listing has a second page at ``limit=1``."""
     create(
-        live_api,
+        live,
         {
             "id": "seed",
             "tasks": [
@@ -727,377 +994,520 @@ def test_query_parameters_on_every_listing(live_api: LiveApi) -> None:
             ],
         },
     )
-    live_api.operator.post(f"{V1}/workflows/seed/versions", json=definition("seed"), headers=idem())
-    create(live_api, definition("other"))
-    run_a = live_api.wait_for_run(start(live_api, "seed")["run_id"])["run_id"]
-    run_b = live_api.wait_for_run(start(live_api, "seed")["run_id"])["run_id"]
-    before = snapshot(live_api)
-    found = Findings()
-
-    listings = {
-        "workflows": f"{V1}/workflows",
-        "versions": f"{V1}/workflows/seed/versions",
-        "runs": f"{V1}/runs",
-        "tasks": f"{V1}/runs/{run_a}/tasks",
-        "attempts": f"{V1}/runs/{run_a}/tasks/a/attempts",
-        "events": f"{V1}/runs/{run_a}/events",
-    }
-
-    def get(path: str, params: Any) -> httpx.Response:
-        return live_api.viewer.get(path, params=params)
-
-    cursors: dict[str, str] = {}
-    for name, path in listings.items():
-        first = get(path, {"limit": "1"})
-        found.status(f"{name} limit=1", first, 200)
-        cursor = first.json().get("next_cursor") if first.status_code == 200 else None
-        found.check(f"{name} has a second page", isinstance(cursor, str), first.text[:200])
-        if isinstance(cursor, str):
-            cursors[name] = cursor
-            found.status(f"{name} next page", get(path, {"limit": "1", "cursor": cursor}), 200)
-            found.status(f"{name} next page, other limit", get(path, {"cursor": cursor}), 200)
-        found.status(f"{name} limit=200", get(path, {"limit": "200"}), 200)
-        for limit in BAD_LIMITS:
-            found.problem(
-                f"{name} limit={limit!r}", get(path, {"limit": limit}), 400, "invalid_argument"
-            )
-        found.problem(
-            f"{name} repeated limit",
-            get(path, [("limit", "1"), ("limit", "2")]),
-            400,
-            "invalid_argument",
-        )
-        found.problem(
-            f"{name} repeated equal limit",
-            get(path, [("limit", "5"), ("limit", "5")]),
-            400,
-            "invalid_argument",
-        )
-        found.problem(
-            f"{name} unknown parameter", get(path, {"sort": "desc"}), 400, "invalid_argument"
-        )
-        found.problem(
-            f"{name} unknown parameter, empty", get(path, {"offset": ""}), 400, "invalid_argument"
-        )
-        for garbage in (
-            "",
-            "abc",
-            "!!!",
-            "%00",
-            "\u0000",
-            "AAAA",
-            "é",
-            "x" * 2000,
-            "=" * 40,
-            "null",
-        ):
-            found.problem(
-                f"{name} cursor {garbage[:20]!r}",
-                get(path, {"cursor": garbage}),
-                400,
-                "invalid_cursor",
-            )
-        if isinstance(cursor, str):
-            found.problem(
-                f"{name} repeated cursor",
-                get(path, [("cursor", cursor), ("cursor", cursor)]),
-                400,
-                "invalid_argument",
-            )
-            for label, broken in (
-                ("truncated", cursor[:-4]),
-                ("truncated to half", cursor[: len(cursor) // 2]),
-                ("tampered", cursor[:10] + ("A" if cursor[10] != "A" else "B") + cursor[11:]),
-                ("tampered at the end", cursor[:-1] + ("A" if cursor[-1] != "A" else "B")),
-                ("doubled", cursor + cursor),
-                ("standard base64", cursor.replace("-", "+").replace("_", "/") + "+/"),
-            ):
-                found.problem(
-                    f"{name} cursor {label}", get(path, {"cursor": broken}), 400, "invalid_cursor"
-                )
-
-    runs = listings["runs"]
-    for status in ("done", "SUCCEEDED", "succeeded ", "", "running,failed", "0"):
-        found.problem(
-            f"runs status={status!r}", get(runs, {"status": status}), 400, "invalid_argument"
-        )
-    found.problem(
-        "runs repeated status",
-        get(runs, [("status", "running"), ("status", "failed")]),
-        400,
-        "invalid_argument",
+    version = live.operator.post(
+        f"{V1}/workflows/seed/versions", json=definition("seed"), headers=idem()
     )
-    for workflow_id in ("", "UPPER", "-x", "a" * 64, "a/b"):
-        found.problem(
-            f"runs workflow_id={workflow_id!r}",
-            get(runs, {"workflow_id": workflow_id}),
-            400,
-            "invalid_argument",
-        )
-    found.status("runs status filter", get(runs, {"status": "succeeded"}), 200)
-    found.status("runs workflow filter, unknown workflow", get(runs, {"workflow_id": "nope"}), 200)
+    assert version.status_code == 201, version.text
+    create(live, definition("other"))
+    if not with_runs:
+        return listing_paths(None, None)
+    run_a = live.wait_for_run(start(live, "seed")["run_id"])["run_id"]
+    run_b = live.wait_for_run(start(live, "seed")["run_id"])["run_id"]
+    return listing_paths(run_a, run_b)
 
+
+def truncated(cursor: str) -> str:
+    return cursor[:-4]
+
+
+def halved(cursor: str) -> str:
+    return cursor[: len(cursor) // 2]
+
+
+def tampered(cursor: str) -> str:
+    return cursor[:10] + ("A" if cursor[10] != "A" else "B") + cursor[11:]
+
+
+def tampered_at_the_end(cursor: str) -> str:
+    return cursor[:-1] + ("A" if cursor[-1] != "A" else "B")
+
+
+def doubled(cursor: str) -> str:
+    return cursor + cursor
+
+
+def standard_base64(cursor: str) -> str:
+    return cursor.replace("-", "+").replace("_", "/") + "+/"
+
+
+@dataclass(frozen=True)
+class Cursor:
+    """A real cursor: ``next_cursor`` of ``listing`` at ``limit=1`` with ``filters``, changed."""
+
+    listing: str
+    filters: tuple[tuple[str, str], ...] = ()
+    change: Callable[[str], str] | None = None
+
+
+@dataclass(frozen=True)
+class Query:
+    """GET ``listing`` with ``params``: a problem with ``code``, or 200 when ``code`` is None."""
+
+    listing: str
+    params: tuple[tuple[str, str | Cursor], ...]
+    code: str | None = "invalid_argument"
+    has_next_page: bool = False
+
+    def needs_runs(self) -> bool:
+        cursors = [v.listing for _, v in self.params if isinstance(v, Cursor)]
+        return any(name in RUN_LISTINGS for name in (self.listing, *cursors))
+
+
+BAD_LIMITS = {
+    "zero": "0",
+    "negative": "-1",
+    "201": "201",
+    "huge": "999999999999",
+    "fraction": "1.5",
+    "exponent": "1e2",
+    "letters": "abc",
+    "empty": "",
+    "leading-space": " 5",
+    "plus-sign": "+5",
+    "hex": "0x10",
+    "arabic-digit": "٣",
+}
+GARBAGE_CURSORS = {
+    "empty": "",
+    "letters": "abc",
+    "bangs": "!!!",
+    "percent-00": "%00",
+    "nul": "\u0000",
+    "aaaa": "AAAA",
+    "e-acute": "é",
+    "2000-chars": "x" * 2000,
+    "padding": "=" * 40,
+    "null": "null",
+}
+BROKEN_CURSORS: dict[str, Callable[[str], str]] = {
+    "truncated": truncated,
+    "half": halved,
+    "tampered": tampered,
+    "tampered-at-the-end": tampered_at_the_end,
+    "doubled": doubled,
+    "standard-base64": standard_base64,
+}
+
+
+def query(case_id: str, listing: str, *params: tuple[str, str | Cursor], **kw: Any) -> ParameterSet:
+    return pytest.param(Query(listing, params, **kw), id=case_id)
+
+
+def every_listing(name: str) -> Iterator[ParameterSet]:
+    """The checks that every listing gets."""
+    own = Cursor(name)
+    yield query(f"{name}-limit-1", name, ("limit", "1"), code=None, has_next_page=True)
+    yield query(f"{name}-next-page", name, ("limit", "1"), ("cursor", own), code=None)
+    yield query(f"{name}-next-page-default-limit", name, ("cursor", own), code=None)
+    yield query(f"{name}-limit-200", name, ("limit", "200"), code=None)
+    for label, limit in BAD_LIMITS.items():
+        yield query(f"{name}-limit-{label}", name, ("limit", limit))
+    yield query(f"{name}-limit-repeated", name, ("limit", "1"), ("limit", "2"))
+    yield query(f"{name}-limit-repeated-equal", name, ("limit", "5"), ("limit", "5"))
+    yield query(f"{name}-unknown-param", name, ("sort", "desc"))
+    yield query(f"{name}-unknown-param-empty", name, ("offset", ""))
+    for label, garbage in GARBAGE_CURSORS.items():
+        yield query(f"{name}-cursor-{label}", name, ("cursor", garbage), code="invalid_cursor")
+    yield query(f"{name}-cursor-repeated", name, ("cursor", own), ("cursor", own))
+    for label, change in BROKEN_CURSORS.items():
+        yield query(
+            f"{name}-cursor-{label}",
+            name,
+            ("cursor", Cursor(name, change=change)),
+            code="invalid_cursor",
+        )
+
+
+RUNS_CURSOR = Cursor("runs")
+FILTERED_RUNS_CURSOR = Cursor("runs", (("workflow_id", "seed"),))
+
+QUERIES = table(
+    *(case for name in LISTINGS for case in every_listing(name)),
+    *(
+        query(f"runs-status-{label}", "runs", ("status", status))
+        for label, status in {
+            "done": "done",
+            "upper-case": "SUCCEEDED",
+            "trailing-space": "succeeded ",
+            "empty": "",
+            "list": "running,failed",
+            "zero": "0",
+        }.items()
+    ),
+    query("runs-status-repeated", "runs", ("status", "running"), ("status", "failed")),
+    *(
+        query(f"runs-workflow-id-{label}", "runs", ("workflow_id", workflow_id))
+        for label, workflow_id in {
+            "empty": "",
+            "upper-case": "UPPER",
+            "leading-dash": "-x",
+            "64-chars": "a" * 64,
+            "slash": "a/b",
+        }.items()
+    ),
+    query("runs-status-filter", "runs", ("status", "succeeded"), code=None),
+    query("runs-workflow-id-unknown", "runs", ("workflow_id", "nope"), code=None),
     # A real cursor replayed on another listing, or with other filters.
-    replays: list[tuple[str, str, Any]] = []
-    if "runs" in cursors:
-        runs_cursor = cursors["runs"]
-        replays += [
-            ("runs cursor on events", listings["events"], {"cursor": runs_cursor}),
-            ("runs cursor on tasks", listings["tasks"], {"cursor": runs_cursor}),
-            ("runs cursor on attempts", listings["attempts"], {"cursor": runs_cursor}),
-            ("runs cursor on workflows", listings["workflows"], {"cursor": runs_cursor}),
-            ("runs cursor on versions", listings["versions"], {"cursor": runs_cursor}),
-            ("runs cursor + status", runs, {"cursor": runs_cursor, "status": "succeeded"}),
-            ("runs cursor + workflow_id", runs, {"cursor": runs_cursor, "workflow_id": "seed"}),
-        ]
-        filtered = get(runs, {"limit": "1", "workflow_id": "seed"}).json()["next_cursor"]
-        found.check("filtered runs have a second page", isinstance(filtered, str))
-        if isinstance(filtered, str):
-            replays += [
-                ("filtered runs cursor without the filter", runs, {"cursor": filtered}),
-                (
-                    "filtered runs cursor, other workflow",
-                    runs,
-                    {"cursor": filtered, "workflow_id": "other"},
-                ),
-                (
-                    "filtered runs cursor + status",
-                    runs,
-                    {"cursor": filtered, "workflow_id": "seed", "status": "failed"},
-                ),
-            ]
-    if "events" in cursors:
-        replays += [
-            (
-                "run A's events cursor on run B",
-                f"{V1}/runs/{run_b}/events",
-                {"cursor": cursors["events"]},
-            ),
-            ("events cursor on tasks", listings["tasks"], {"cursor": cursors["events"]}),
-            ("events cursor on runs", runs, {"cursor": cursors["events"]}),
-        ]
-    if "tasks" in cursors:
-        replays += [
-            ("tasks cursor on events", listings["events"], {"cursor": cursors["tasks"]}),
-            (
-                "run A's tasks cursor on run B",
-                f"{V1}/runs/{run_b}/tasks",
-                {"cursor": cursors["tasks"]},
-            ),
-        ]
-    if "attempts" in cursors:
-        replays += [
-            (
-                "attempts cursor on run B",
-                f"{V1}/runs/{run_b}/tasks/a/attempts",
-                {"cursor": cursors["attempts"]},
-            ),
-            (
-                "attempts cursor on task b",
-                f"{V1}/runs/{run_a}/tasks/b/attempts",
-                {"cursor": cursors["attempts"]},
-            ),
-        ]
-    if "versions" in cursors:
-        replays.append(
-            (
-                "versions cursor on another workflow",
-                f"{V1}/workflows/other/versions",
-                {"cursor": cursors["versions"]},
-            )
-        )
-    if "workflows" in cursors:
-        replays.append(
-            ("workflows cursor on versions", listings["versions"], {"cursor": cursors["workflows"]})
-        )
-    for label, path, params in replays:
-        found.problem(label, get(path, params), 400, "invalid_cursor")
+    *(
+        query(f"runs-cursor-on-{name}", name, ("cursor", RUNS_CURSOR), code="invalid_cursor")
+        for name in ("events", "tasks", "attempts", "workflows", "versions")
+    ),
+    query(
+        "runs-cursor-with-status",
+        "runs",
+        ("cursor", RUNS_CURSOR),
+        ("status", "succeeded"),
+        code="invalid_cursor",
+    ),
+    query(
+        "runs-cursor-with-workflow-id",
+        "runs",
+        ("cursor", RUNS_CURSOR),
+        ("workflow_id", "seed"),
+        code="invalid_cursor",
+    ),
+    query(
+        "filtered-runs-cursor-without-filter",
+        "runs",
+        ("cursor", FILTERED_RUNS_CURSOR),
+        code="invalid_cursor",
+    ),
+    query(
+        "filtered-runs-cursor-other-workflow",
+        "runs",
+        ("cursor", FILTERED_RUNS_CURSOR),
+        ("workflow_id", "other"),
+        code="invalid_cursor",
+    ),
+    query(
+        "filtered-runs-cursor-with-status",
+        "runs",
+        ("cursor", FILTERED_RUNS_CURSOR),
+        ("workflow_id", "seed"),
+        ("status", "failed"),
+        code="invalid_cursor",
+    ),
+    query(
+        "events-cursor-on-run-b",
+        "events-of-run-b",
+        ("cursor", Cursor("events")),
+        code="invalid_cursor",
+    ),
+    query("events-cursor-on-tasks", "tasks", ("cursor", Cursor("events")), code="invalid_cursor"),
+    query("events-cursor-on-runs", "runs", ("cursor", Cursor("events")), code="invalid_cursor"),
+    query("tasks-cursor-on-events", "events", ("cursor", Cursor("tasks")), code="invalid_cursor"),
+    query(
+        "tasks-cursor-on-run-b",
+        "tasks-of-run-b",
+        ("cursor", Cursor("tasks")),
+        code="invalid_cursor",
+    ),
+    query(
+        "attempts-cursor-on-run-b",
+        "attempts-of-run-b",
+        ("cursor", Cursor("attempts")),
+        code="invalid_cursor",
+    ),
+    query(
+        "attempts-cursor-on-task-b",
+        "attempts-of-task-b",
+        ("cursor", Cursor("attempts")),
+        code="invalid_cursor",
+    ),
+    query(
+        "versions-cursor-on-other-workflow",
+        "versions-of-other",
+        ("cursor", Cursor("versions")),
+        code="invalid_cursor",
+    ),
+    query(
+        "workflows-cursor-on-versions",
+        "versions",
+        ("cursor", Cursor("workflows")),
+        code="invalid_cursor",
+    ),
+)
 
-    found.check("nothing written", snapshot(live_api) == before, "the listings changed")
-    found.done()
+
+def resolve_cursor(live: LiveApi, paths: Mapping[str, str], cursor: Cursor) -> str:
+    """The real cursor's value: the second page of its listing at ``limit=1``, as changed."""
+    first = live.viewer.get(paths[cursor.listing], params=[("limit", "1"), *cursor.filters])
+    assert first.status_code == 200, first.text
+    value = first.json().get("next_cursor")
+    assert isinstance(value, str), f"{cursor.listing} has no second page: {first.text[:200]}"
+    return value if cursor.change is None else cursor.change(value)
+
+
+@pytest.mark.parametrize("case", QUERIES)
+def test_query_parameters_on_every_listing(live_api: LiveApi, case: Query) -> None:
+    paths = seed_listings(live_api, with_runs=case.needs_runs())
+    values: dict[Cursor, str] = {}  # a cursor named twice is the same value twice
+    params: list[tuple[str, str]] = []
+    for name, value in case.params:
+        if isinstance(value, Cursor):
+            if value not in values:
+                values[value] = resolve_cursor(live_api, paths, value)
+            params.append((name, values[value]))
+        else:
+            params.append((name, value))
+    before = snapshot(live_api)
+    response = live_api.viewer.get(paths[case.listing], params=tuple(params))
+    if case.code is None:
+        assert_status(response, 200)
+        if case.has_next_page:
+            cursor = response.json().get("next_cursor")
+            assert isinstance(cursor, str), f"no second page: {response.text[:200]}"
+    else:
+        assert_problem(response, 400, case.code)
+    assert snapshot(live_api) == before, "the listings changed"
 
 
 # -- hostile strings in paths and queries ------------------------------------------------------
 
-HOSTILE = [
-    "' OR 1=1 --",
-    "1; DROP TABLE workflows; --",
-    '" OR ""="',
-    "') UNION SELECT * FROM workflow_runs --",
-    "$1",
-    "%s",
-    "{}",
-    "*",
-    "null",
-    "-1",
-    "0",
-    "99999999999999999999",
-    "00000000-0000-0000-0000-000000000000'",
-    "ü名前🙂\u202e",
-    "a" * 5000,
-    "é" * 1000,
-    "\u0000",
-    "\ufffd",
-    "\t",
-]
+HOSTILE = {
+    "sql-or": "' OR 1=1 --",
+    "sql-drop": "1; DROP TABLE workflows; --",
+    "sql-quotes": '" OR ""="',
+    "sql-union": "') UNION SELECT * FROM workflow_runs --",
+    "dollar-1": "$1",
+    "percent-s": "%s",
+    "braces": "{}",
+    "star": "*",
+    "null": "null",
+    "minus-1": "-1",
+    "zero": "0",
+    "huge-number": "99999999999999999999",
+    "uuid-quote": "00000000-0000-0000-0000-000000000000'",
+    "unicode-rtl": "ü名前🙂\u202e",
+    "5000-chars": "a" * 5000,
+    "1000-e-acute": "é" * 1000,
+    "nul": "\u0000",
+    "replacement-char": "\ufffd",
+    "tab": "\t",
+}
 # Already percent-encoded: sent as they are.
-HOSTILE_RAW = ["%00", "%2500", "..%2F..%2Fetc%2Fpasswd", "%ED%A0%80", "%FF%FE", "%C0%AF", "%2E%2E"]
+HOSTILE_RAW = {
+    "raw-nul": "%00",
+    "raw-double-encoded": "%2500",
+    "raw-traversal": "..%2F..%2Fetc%2Fpasswd",
+    "raw-surrogate": "%ED%A0%80",
+    "raw-ff-fe": "%FF%FE",
+    "raw-overlong-slash": "%C0%AF",
+    "raw-dot-dot": "%2E%2E",
+}
+MISSING_RUN = "018f0000-0000-7000-8000-000000000000"
 
 
 def segments() -> Iterator[tuple[str, str]]:
     """(label, path segment) pairs, percent-encoded for the URL."""
-    for value in HOSTILE:
-        yield ascii(value[:30]), quote(value, safe="")
-    for raw in HOSTILE_RAW:
-        yield raw, raw
+    for label, value in HOSTILE.items():
+        yield label, quote(value, safe="")
+    yield from HOSTILE_RAW.items()
 
 
-def test_hostile_path_and_query_strings(live_api: LiveApi) -> None:
-    create(live_api, definition("seed"))
-    run = live_api.wait_for_run(start(live_api, "seed")["run_id"])
-    run_id = run["run_id"]
-    missing_run = "018f0000-0000-7000-8000-000000000000"
-    before = snapshot(live_api)
-    detail_before = {
-        path: live_api.viewer.get(path).json()
-        for path in (
-            f"{V1}/workflows/seed",
-            f"{V1}/workflows/seed/versions/1",
-            f"{V1}/runs/{run_id}",
-            f"{V1}/runs/{run_id}/tasks",
-            f"{V1}/runs/{run_id}/events",
-        )
-    }
-    found = Findings()
-    viewer, operator = live_api.viewer, live_api.operator
+@dataclass(frozen=True)
+class Probe:
+    """One hostile request: GET by the viewer or POST by the operator; ``{run_id}`` in ``path``
+    is the seeded run."""
 
-    def expect(what: str, response: httpx.Response, code: str, label: str, seg: str) -> None:
-        # A segment that decodes to a slash or a dot segment may match no route at all.
-        codes = {code, "not_found"} if seg == "%2E%2E" or "%2F" in seg else {code}
-        found.problem(f"{what} [{label}]", response, 404, codes)
+    method: str
+    path: str
+    status: int
+    codes: frozenset[str]
+    params: tuple[tuple[str, str], ...] | None = None
+    json: Any = None
 
-    for label, seg in segments():
-        for what, response, code in (
-            ("GET workflow", viewer.get(f"{V1}/workflows/{seg}"), "workflow_not_found"),
-            ("GET versions", viewer.get(f"{V1}/workflows/{seg}/versions"), "workflow_not_found"),
-            ("GET version", viewer.get(f"{V1}/workflows/{seg}/versions/1"), "workflow_not_found"),
-            (
-                "GET version of it",
-                viewer.get(f"{V1}/workflows/seed/versions/{seg}"),
-                "version_not_found",
-            ),
-            (
-                "POST version",
-                operator.post(
-                    f"{V1}/workflows/{seg}/versions",
-                    json={"tasks": [{"key": "a", "action": "mock"}]},
-                    headers=idem(),
-                ),
-                "workflow_not_found",
-            ),
-            (
-                "POST run",
-                operator.post(f"{V1}/workflows/{seg}/versions/1/runs", headers=idem()),
-                "workflow_not_found",
-            ),
-            (
-                "POST run of it",
-                operator.post(f"{V1}/workflows/seed/versions/{seg}/runs", headers=idem()),
-                "version_not_found",
-            ),
-            ("GET run", viewer.get(f"{V1}/runs/{seg}"), "run_not_found"),
-            (
-                "POST cancel",
-                operator.post(f"{V1}/runs/{seg}/cancel", headers=idem()),
-                "run_not_found",
-            ),
-            ("GET tasks", viewer.get(f"{V1}/runs/{seg}/tasks"), "run_not_found"),
-            ("GET events", viewer.get(f"{V1}/runs/{seg}/events"), "run_not_found"),
-            ("GET task of a run", viewer.get(f"{V1}/runs/{run_id}/tasks/{seg}"), "task_not_found"),
-            (
-                "GET attempts of a run",
-                viewer.get(f"{V1}/runs/{run_id}/tasks/{seg}/attempts"),
-                "task_not_found",
-            ),
-            ("GET task, hostile run", viewer.get(f"{V1}/runs/{seg}/tasks/a"), "run_not_found"),
-            (
-                "GET attempts, hostile run",
-                viewer.get(f"{V1}/runs/{seg}/tasks/a/attempts"),
-                "run_not_found",
-            ),
-        ):
-            expect(what, response, code, label, seg)
-    # Under a run that does not exist, any task key is the run's 404 (as a version path under a
-    # missing workflow is workflow_not_found, SPEC §6), whatever the key looks like.
-    for key in ("a", "zz-missing", quote("' OR 1=1 --", safe=""), "%00", "b" * 5000):
-        for suffix in ("", "/attempts"):
-            response = viewer.get(f"{V1}/runs/{missing_run}/tasks/{key}{suffix}")
-            found.problem(
-                f"GET task{suffix}, missing run [{key[:20]}]", response, 404, "run_not_found"
-            )
 
-    for value in HOSTILE:
-        label = ascii(value[:30])
-        for name, path in (
-            ("workflows", f"{V1}/workflows"),
-            ("runs", f"{V1}/runs"),
-            ("events", f"{V1}/runs/{run_id}/events"),
-        ):
-            found.problem(
-                f"{name} limit [{label}]",
-                viewer.get(path, params={"limit": value}),
-                400,
-                "invalid_argument",
-            )
-            found.problem(
-                f"{name} cursor [{label}]",
-                viewer.get(path, params={"cursor": value}),
-                400,
-                "invalid_cursor",
-            )
-            found.problem(
-                f"{name} parameter named [{label}]",
-                viewer.get(path, params={value: "1"}),
-                400,
-                "invalid_argument",
-            )
-        found.problem(
-            f"runs status [{label}]",
-            viewer.get(f"{V1}/runs", params={"status": value}),
-            400,
-            "invalid_argument",
-        )
-        if not WORKFLOW_ID.match(value):
-            found.problem(
-                f"runs workflow_id [{label}]",
-                viewer.get(f"{V1}/runs", params={"workflow_id": value}),
-                400,
-                "invalid_argument",
-            )
-    for raw in HOSTILE_RAW:
-        for query in (
-            f"limit={raw}",
-            f"cursor={raw}",
-            f"status={raw}",
-            f"workflow_id={raw}",
-            f"{raw}=1",
-        ):
-            response = viewer.get(f"{V1}/runs?{query}")
-            code = "invalid_cursor" if query.startswith("cursor") else "invalid_argument"
-            found.problem(f"runs ?{query}", response, 400, code)
+# (id, method, path with {seg}, code)
+SEGMENT_ROUTES = [
+    ("get-workflow", "GET", f"{V1}/workflows/{{seg}}", "workflow_not_found"),
+    ("get-versions", "GET", f"{V1}/workflows/{{seg}}/versions", "workflow_not_found"),
+    ("get-version", "GET", f"{V1}/workflows/{{seg}}/versions/1", "workflow_not_found"),
+    ("get-version-number", "GET", f"{V1}/workflows/seed/versions/{{seg}}", "version_not_found"),
+    ("post-version", "POST", f"{V1}/workflows/{{seg}}/versions", "workflow_not_found"),
+    ("post-run", "POST", f"{V1}/workflows/{{seg}}/versions/1/runs", "workflow_not_found"),
+    (
+        "post-run-version-number",
+        "POST",
+        f"{V1}/workflows/seed/versions/{{seg}}/runs",
+        "version_not_found",
+    ),
+    ("get-run", "GET", f"{V1}/runs/{{seg}}", "run_not_found"),
+    ("post-cancel", "POST", f"{V1}/runs/{{seg}}/cancel", "run_not_found"),
+    ("get-tasks", "GET", f"{V1}/runs/{{seg}}/tasks", "run_not_found"),
+    ("get-events", "GET", f"{V1}/runs/{{seg}}/events", "run_not_found"),
+    ("get-task-key", "GET", f"{V1}/runs/{{run_id}}/tasks/{{seg}}", "task_not_found"),
+    (
+        "get-attempts-task-key",
+        "GET",
+        f"{V1}/runs/{{run_id}}/tasks/{{seg}}/attempts",
+        "task_not_found",
+    ),
+    ("get-task-run", "GET", f"{V1}/runs/{{seg}}/tasks/a", "run_not_found"),
+    ("get-attempts-run", "GET", f"{V1}/runs/{{seg}}/tasks/a/attempts", "run_not_found"),
+]
 
-    many = "&".join(f"p{i}=1" for i in range(500))
-    found.problem(
-        "500 unknown parameters", viewer.get(f"{V1}/runs?{many}"), 400, "invalid_argument"
+
+def segment_probe(method: str, template: str, code: str, seg: str) -> Probe:
+    # A segment that decodes to a slash or a dot segment may match no route at all.
+    codes = {code, "not_found"} if seg == "%2E%2E" or "%2F" in seg else {code}
+    body = (
+        {"tasks": [{"key": "a", "action": "mock"}]}
+        if method == "POST" and template.endswith("/versions")
+        else None
     )
-    many_limits = "&".join("limit=1" for _ in range(500))
-    response = viewer.get(f"{V1}/runs?{many_limits}")
-    found.problem("500 repeated limits", response, 400, "invalid_argument")
+    return Probe(method, template.replace("{seg}", seg), 404, frozenset(codes), json=body)
 
-    # The database is intact: the same listings and the same resources.
-    found.check("listings intact", snapshot(live_api) == before, "the listings changed")
-    for path, body in detail_before.items():
-        found.check(f"{path} intact", viewer.get(path).json() == body)
-    response = operator.post(f"{V1}/workflows", json=definition("after-the-storm"), headers=idem())
-    found.status("writes still work", response, 201)
-    found.done()
+
+PATH_SEGMENTS = table(
+    *(
+        pytest.param(segment_probe(method, template, code, seg), id=f"{route}-{label}")
+        for route, method, template, code in SEGMENT_ROUTES
+        for label, seg in segments()
+    ),
+)
+
+# Under a run that does not exist, any task key is the run's 404 (as a version path under a
+# missing workflow is workflow_not_found, SPEC §6), whatever the key looks like.
+MISSING_RUN_KEYS = {
+    "a": "a",
+    "missing": "zz-missing",
+    "sql-or": quote("' OR 1=1 --", safe=""),
+    "raw-nul": "%00",
+    "5000-chars": "b" * 5000,
+}
+MISSING_RUN_TASKS = table(
+    *(
+        pytest.param(
+            Probe(
+                "GET",
+                f"{V1}/runs/{MISSING_RUN}/tasks/{key}{suffix}",
+                404,
+                frozenset({"run_not_found"}),
+            ),
+            id=f"get-{what}-missing-run-{label}",
+        )
+        for what, suffix in (("task", ""), ("attempts", "/attempts"))
+        for label, key in MISSING_RUN_KEYS.items()
+    ),
+)
+
+
+def query_probe(path: str, code: str, params: tuple[tuple[str, str], ...] | None = None) -> Probe:
+    return Probe("GET", path, 400, frozenset({code}), params=params)
+
+
+QUERY_LISTINGS = {
+    "workflows": f"{V1}/workflows",
+    "runs": f"{V1}/runs",
+    "events": f"{V1}/runs/{{run_id}}/events",
+}
+RAW_QUERY_FIELDS = {
+    "limit": "limit={raw}",
+    "cursor": "cursor={raw}",
+    "status": "status={raw}",
+    "workflow-id": "workflow_id={raw}",
+    "name": "{raw}=1",
+}
+
+HOSTILE_QUERIES = table(
+    *(
+        case
+        for label, value in HOSTILE.items()
+        for name, path in QUERY_LISTINGS.items()
+        for case in (
+            pytest.param(
+                query_probe(path, "invalid_argument", (("limit", value),)),
+                id=f"{name}-limit-{label}",
+            ),
+            pytest.param(
+                query_probe(path, "invalid_cursor", (("cursor", value),)),
+                id=f"{name}-cursor-{label}",
+            ),
+            pytest.param(
+                query_probe(path, "invalid_argument", ((value, "1"),)),
+                id=f"{name}-param-named-{label}",
+            ),
+        )
+    ),
+    *(
+        pytest.param(
+            query_probe(f"{V1}/runs", "invalid_argument", (("status", value),)),
+            id=f"runs-status-{label}",
+        )
+        for label, value in HOSTILE.items()
+    ),
+    *(
+        pytest.param(
+            query_probe(f"{V1}/runs", "invalid_argument", (("workflow_id", value),)),
+            id=f"runs-workflow-id-{label}",
+        )
+        for label, value in HOSTILE.items()
+        if not WORKFLOW_ID.match(value)
+    ),
+    *(
+        pytest.param(
+            query_probe(
+                f"{V1}/runs?{template.replace('{raw}', raw_value)}",
+                "invalid_cursor" if field == "cursor" else "invalid_argument",
+            ),
+            id=f"runs-{field}-{label}",
+        )
+        for label, raw_value in HOSTILE_RAW.items()
+        for field, template in RAW_QUERY_FIELDS.items()
+    ),
+    pytest.param(
+        query_probe(f"{V1}/runs?" + "&".join(f"p{i}=1" for i in range(500)), "invalid_argument"),
+        id="runs-500-unknown-params",
+    ),
+    pytest.param(
+        query_probe(f"{V1}/runs?" + "&".join("limit=1" for _ in range(500)), "invalid_argument"),
+        id="runs-500-limits",
+    ),
+)
+
+
+def check_probe(live: LiveApi, probe: Probe) -> None:
+    """Send ``probe`` to an API holding a finished run of ``seed``: the right problem, the
+    database intact (the same listings and resources), and writes still work."""
+    create(live, definition("seed"))
+    run_id = live.wait_for_run(start(live, "seed")["run_id"])["run_id"]
+    before = snapshot(live)
+    details = [
+        f"{V1}/workflows/seed",
+        f"{V1}/workflows/seed/versions/1",
+        f"{V1}/runs/{run_id}",
+        f"{V1}/runs/{run_id}/tasks",
+        f"{V1}/runs/{run_id}/events",
+    ]
+    detail_before = {path: live.viewer.get(path).json() for path in details}
+
+    path = probe.path.replace("{run_id}", run_id)
+    if probe.method == "GET":
+        response = live.viewer.get(path, params=probe.params)
+    else:
+        response = live.operator.post(path, json=probe.json, headers=idem())
+    assert_problem(response, probe.status, set(probe.codes))
+
+    assert snapshot(live) == before, "the listings changed"
+    for detail, body in detail_before.items():
+        assert live.viewer.get(detail).json() == body, f"{detail} changed"
+    after = live.operator.post(
+        f"{V1}/workflows", json=definition("after-the-storm"), headers=idem()
+    )
+    assert_status(after, 201)
+
+
+@pytest.mark.parametrize("probe", PATH_SEGMENTS)
+def test_hostile_path_segment(live_api: LiveApi, probe: Probe) -> None:
+    check_probe(live_api, probe)
+
+
+@pytest.mark.parametrize("probe", MISSING_RUN_TASKS)
+def test_task_key_under_a_missing_run(live_api: LiveApi, probe: Probe) -> None:
+    check_probe(live_api, probe)
+
+
+@pytest.mark.parametrize("probe", HOSTILE_QUERIES)
+def test_hostile_query_string(live_api: LiveApi, probe: Probe) -> None:
+    check_probe(live_api, probe)

@@ -1,26 +1,30 @@
 """Security of the live API (SPEC §6): bearer auth with two roles and rotation, public endpoints,
 problems for unknown routes and methods, request ids, and logs that never hold secrets.
 
-Checks inside a test are collected rather than stopped at the first failure, so one run reports
-every wrong answer at once.
+Each input (an operation with a credential, a method on a path, a request id, a request whose log
+lines are read, ...) is one parametrized case with a short id, so ``pytest -k`` selects it and a
+failure names it. A refused request is checked to have written nothing by listing workflows,
+versions and runs before and after it; what only many requests together can show (that generated
+request ids are unique) is a test of its own.
 """
 
 from __future__ import annotations
 
 import base64
-import contextlib
 import itertools
 import json
 import logging
 import re
 import threading
 import time
-from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from collections import Counter
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
 import pytest
+from _pytest.mark import ParameterSet
 
 from tests.plugins.live_api import (
     OPERATOR_TOKEN,
@@ -49,52 +53,55 @@ def definition(workflow_id: str, **task: Any) -> dict[str, Any]:
     return {"id": workflow_id, "tasks": [{"key": "a", "action": "mock", **task}]}
 
 
+def table(*params: ParameterSet) -> list[ParameterSet]:
+    """The cases of one parametrized test; every case has its own id."""
+    ids = Counter(param.id for param in params)
+    assert None not in ids, "a case without an id"
+    duplicates = sorted(str(case_id) for case_id, count in ids.items() if count > 1)
+    assert not duplicates, f"duplicate case ids: {duplicates}"
+    return list(params)
+
+
 # -- assertions --------------------------------------------------------------------------------
 
 
-class Findings:
-    """Collects every failed check of a test; :meth:`done` fails the test with all of them."""
+def problem_failures(response: httpx.Response, status: int, code: str) -> list[str]:
+    """Why ``response`` is not the expected problem (empty when it is); a HEAD has no body."""
+    if response.status_code != status:
+        return [f"status {response.status_code} != {status}: {response.text[:300]!r}"]
+    wrong: list[str] = []
+    media = response.headers.get("content-type", "").split(";")[0].strip()
+    if media != "application/problem+json":
+        wrong.append(f"content type {media!r}")
+    if response.request.method == "HEAD":
+        return wrong
+    try:
+        body = response.json()
+    except ValueError:
+        return [*wrong, f"body is not JSON: {response.text[:300]!r}"]
+    if not body.keys() >= PROBLEM_FIELDS:
+        wrong.append(f"fields: {body}")
+    if body.get("code") != code:
+        wrong.append(f"code {body.get('code')!r} != {code!r}")
+    if body.get("status") != status:
+        wrong.append(f"body status: {body}")
+    rid = response.headers.get("x-request-id")
+    if not (bool(rid) and body.get("request_id") == rid):
+        wrong.append(f"request_id: {(rid, body)}")
+    return wrong
 
-    def __init__(self) -> None:
-        self.failures: list[str] = []
 
-    def check(self, label: str, ok: bool, detail: object = "") -> None:
-        if not ok:
-            self.failures.append(f"{label}: {detail}")
+def assert_problem(response: httpx.Response, status: int, code: str) -> None:
+    wrong = problem_failures(response, status, code)
+    assert not wrong, "; ".join(w if len(w) < 400 else w[:400] + "…" for w in wrong)
 
-    def status(self, label: str, response: httpx.Response, status: int) -> None:
-        self.check(
-            label,
-            response.status_code == status,
-            f"status {response.status_code} != {status}: {response.text[:300]!r}",
-        )
-        self.check(f"{label} X-Request-ID", bool(response.headers.get("x-request-id")))
 
-    def problem(self, label: str, response: httpx.Response, status: int, code: str) -> None:
-        if response.status_code != status:
-            self.failures.append(
-                f"{label}: status {response.status_code} != {status}: {response.text[:300]!r}"
-            )
-            return
-        media = response.headers.get("content-type", "").split(";")[0].strip()
-        self.check(f"{label} content type", media == "application/problem+json", media)
-        if response.request.method == "HEAD":
-            return
-        try:
-            body = response.json()
-        except ValueError:
-            self.failures.append(f"{label}: body is not JSON: {response.text[:300]!r}")
-            return
-        self.check(f"{label} fields", body.keys() >= PROBLEM_FIELDS, body)
-        self.check(f"{label} code", body.get("code") == code, f"{body.get('code')!r} != {code!r}")
-        self.check(f"{label} body status", body.get("status") == status, body)
-        rid = response.headers.get("x-request-id")
-        self.check(f"{label} request_id", bool(rid) and body.get("request_id") == rid, (rid, body))
-
-    def done(self) -> None:
-        if self.failures:
-            lines = [f if len(f) < 400 else f[:400] + "…" for f in self.failures]
-            pytest.fail(f"{len(lines)} failed checks:\n" + "\n".join(lines), pytrace=False)
+def assert_status(response: httpx.Response, status: int) -> None:
+    """``response`` has ``status`` and a request id."""
+    assert response.status_code == status, (
+        f"status {response.status_code} != {status}: {response.text[:300]!r}"
+    )
+    assert response.headers.get("x-request-id"), "no X-Request-ID"
 
 
 def pages(client: httpx.Client, path: str) -> Iterator[dict[str, Any]]:
@@ -139,27 +146,31 @@ class Op:
         )
 
 
-OPERATIONS = (
-    Op("POST", f"{V1}/workflows", definition("created-here")),
-    Op("GET", f"{V1}/workflows"),
-    Op("GET", f"{V1}/workflows/{{workflow_id}}"),
-    Op(
+OPERATIONS = {
+    "create-workflow": Op("POST", f"{V1}/workflows", definition("created-here")),
+    "list-workflows": Op("GET", f"{V1}/workflows"),
+    "get-workflow": Op("GET", f"{V1}/workflows/{{workflow_id}}"),
+    "create-version": Op(
         "POST",
         f"{V1}/workflows/{{workflow_id}}/versions",
         {"tasks": [{"key": "v", "action": "mock"}]},
     ),
-    Op("GET", f"{V1}/workflows/{{workflow_id}}/versions"),
-    Op("GET", f"{V1}/workflows/{{workflow_id}}/versions/{{version}}"),
-    Op("POST", f"{V1}/workflows/{{workflow_id}}/versions/{{version}}/runs", {"input": {}}),
-    Op("GET", f"{V1}/runs"),
-    Op("GET", f"{V1}/runs/{{run_id}}"),
-    Op("POST", f"{V1}/runs/{{run_id}}/cancel"),
-    Op("GET", f"{V1}/runs/{{run_id}}/tasks"),
-    Op("GET", f"{V1}/runs/{{run_id}}/tasks/{{task_key}}"),
-    Op("GET", f"{V1}/runs/{{run_id}}/tasks/{{task_key}}/attempts"),
-    Op("GET", f"{V1}/runs/{{run_id}}/events"),
-)
-WRITES = [op for op in OPERATIONS if op.method == "POST"]
+    "list-versions": Op("GET", f"{V1}/workflows/{{workflow_id}}/versions"),
+    "get-version": Op("GET", f"{V1}/workflows/{{workflow_id}}/versions/{{version}}"),
+    "start-run": Op(
+        "POST", f"{V1}/workflows/{{workflow_id}}/versions/{{version}}/runs", {"input": {}}
+    ),
+    "list-runs": Op("GET", f"{V1}/runs"),
+    "get-run": Op("GET", f"{V1}/runs/{{run_id}}"),
+    "cancel-run": Op("POST", f"{V1}/runs/{{run_id}}/cancel"),
+    "list-tasks": Op("GET", f"{V1}/runs/{{run_id}}/tasks"),
+    "get-task": Op("GET", f"{V1}/runs/{{run_id}}/tasks/{{task_key}}"),
+    "list-attempts": Op("GET", f"{V1}/runs/{{run_id}}/tasks/{{task_key}}/attempts"),
+    "list-events": Op("GET", f"{V1}/runs/{{run_id}}/events"),
+}
+assert len(OPERATIONS) == 14
+WRITES = {name: op for name, op in OPERATIONS.items() if op.method == "POST"}
+READS = {name: op for name, op in OPERATIONS.items() if op.method == "GET"}
 METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
 
 
@@ -187,364 +198,601 @@ def anonymous_with(live: LiveApi, authorization: str | bytes) -> httpx.Client:
     return httpx.Client(base_url=live.base_url, headers={b"Authorization": value}, timeout=30)
 
 
-# -- tests -------------------------------------------------------------------------------------
+# -- bearer tokens -----------------------------------------------------------------------------
+
+# A token that is not one of ours: the challenge says invalid_token.
+BAD_CREDENTIALS: dict[str, str | bytes] = {
+    "token-wrong": f"Bearer {WRONG_TOKEN}",
+    "token-with-suffix": f"Bearer {OPERATOR_TOKEN}x",
+    "token-prefix": f"Bearer {OPERATOR_TOKEN[:-1]}",
+    "token-upper-case": f"Bearer {OPERATOR_TOKEN.upper()}",
+    "token-two-joined": f"Bearer {VIEWER_TOKEN}{OPERATOR_TOKEN}",
+    "token-two-comma-joined": f"Bearer {VIEWER_TOKEN},{OPERATOR_TOKEN}",
+    "token-4000-chars": "Bearer " + "t" * 4000,
+    "token-non-ascii": f"Bearer {OPERATOR_TOKEN}é".encode(),
+}
+# Not a bearer token at all: the challenge names the realm.
+OTHER_SCHEMES: dict[str, str | bytes] = {
+    "scheme-basic": "Basic " + base64.b64encode(f"operator:{OPERATOR_TOKEN}".encode()).decode(),
+    "scheme-basic-with-token": f"Basic {OPERATOR_TOKEN}",
+    "scheme-token": f"Token {OPERATOR_TOKEN}",
+    "scheme-digest": f'Digest username="x", response="{OPERATOR_TOKEN}"',
+    "scheme-missing": OPERATOR_TOKEN,
+    "scheme-glued-to-token": f"Bearer{OPERATOR_TOKEN}",
+    "bearer-alone": "Bearer",
+    "header-empty": "",
+}
 
 
-def test_every_operation_needs_a_valid_bearer_token(live_api: LiveApi) -> None:
+def challenge_failures(kind: str, challenge: str | None) -> list[str]:
+    """Why a 401's WWW-Authenticate is wrong: ``exact`` (no credentials: the bare realm),
+    ``invalid-token`` (a wrong bearer token) or ``realm`` (another scheme)."""
+    if kind == "exact":
+        ok = challenge == REALM
+    elif kind == "invalid-token":
+        ok = (challenge or "").startswith(REALM) and 'error="invalid_token"' in (challenge or "")
+    else:
+        ok = (challenge or "").startswith(REALM)
+    return [] if ok else [f"WWW-Authenticate: {challenge!r}"]
+
+
+CREDENTIAL_CASES = table(
+    *(
+        case
+        for op_name in OPERATIONS
+        for case in (
+            pytest.param(op_name, None, "exact", id=f"{op_name}-no-token"),
+            *(
+                pytest.param(op_name, credentials, "invalid-token", id=f"{op_name}-{name}")
+                for name, credentials in BAD_CREDENTIALS.items()
+            ),
+            *(
+                pytest.param(op_name, credentials, "realm", id=f"{op_name}-{name}")
+                for name, credentials in OTHER_SCHEMES.items()
+            ),
+        )
+    ),
+)
+
+
+@pytest.mark.parametrize(("op_name", "authorization", "challenge"), CREDENTIAL_CASES)
+def test_operation_needs_a_valid_bearer_token(
+    live_api: LiveApi, op_name: str, authorization: str | bytes | None, challenge: str
+) -> None:
     run_id = seed(live_api)
     before = snapshot(live_api)
-    found = Findings()
-    assert len(OPERATIONS) == 14
-
-    bad_credentials: dict[str, str | bytes] = {
-        "wrong token": f"Bearer {WRONG_TOKEN}",
-        "token with a suffix": f"Bearer {OPERATOR_TOKEN}x",
-        "token prefix": f"Bearer {OPERATOR_TOKEN[:-1]}",
-        "upper-cased token": f"Bearer {OPERATOR_TOKEN.upper()}",
-        "two tokens": f"Bearer {VIEWER_TOKEN}{OPERATOR_TOKEN}",
-        "comma-joined tokens": f"Bearer {VIEWER_TOKEN},{OPERATOR_TOKEN}",
-        "a long token": "Bearer " + "t" * 4000,
-        "non-ASCII token": f"Bearer {OPERATOR_TOKEN}é".encode(),
-    }
-    other_schemes: dict[str, str | bytes] = {
-        "Basic": "Basic " + base64.b64encode(f"operator:{OPERATOR_TOKEN}".encode()).decode(),
-        "Basic with the token": f"Basic {OPERATOR_TOKEN}",
-        "Token scheme": f"Token {OPERATOR_TOKEN}",
-        "Digest": f'Digest username="x", response="{OPERATOR_TOKEN}"',
-        "no scheme": OPERATOR_TOKEN,
-        "scheme glued to token": f"Bearer{OPERATOR_TOKEN}",
-        "Bearer alone": "Bearer",
-        "empty header": "",
-    }
-
-    with contextlib.ExitStack() as stack:
-        bad_clients = {
-            name: stack.enter_context(anonymous_with(live_api, credentials))
-            for name, credentials in bad_credentials.items()
-        }
-        scheme_clients = {
-            name: stack.enter_context(anonymous_with(live_api, credentials))
-            for name, credentials in other_schemes.items()
-        }
-        for op in OPERATIONS:
-            label = f"{op.method} {op.route}"
-            response = send(live_api.anonymous, op, run_id)
-            found.problem(f"{label} without a token", response, 401, "unauthenticated")
-            found.check(
-                f"{label} without a token: WWW-Authenticate",
-                response.headers.get("www-authenticate") == REALM,
-                response.headers.get("www-authenticate"),
-            )
-            for name, client in bad_clients.items():
-                response = send(client, op, run_id)
-                found.problem(f"{label} with a {name}", response, 401, "unauthenticated")
-                challenge = response.headers.get("www-authenticate", "")
-                found.check(
-                    f"{label} with a {name}: WWW-Authenticate",
-                    challenge.startswith(REALM) and 'error="invalid_token"' in challenge,
-                    challenge,
-                )
-            for name, client in scheme_clients.items():
-                response = send(client, op, run_id)
-                found.problem(f"{label} with {name}", response, 401, "unauthenticated")
-                challenge = response.headers.get("www-authenticate", "")
-                found.check(
-                    f"{label} with {name}: WWW-Authenticate", challenge.startswith(REALM), challenge
-                )
-            if op.method == "GET":
-                response = live_api.anonymous.head(op.path(run_id))
-                found.check(f"HEAD {op.route} without a token", response.status_code == 401)
-                found.check(
-                    f"HEAD {op.route} without a token: WWW-Authenticate",
-                    response.headers.get("www-authenticate") == REALM,
-                    response.headers,
-                )
-            else:
-                # Authentication comes before anything else: the body, its type, the key.
-                for who, client, status, code in (
-                    ("anonymous", live_api.anonymous, 401, "unauthenticated"),
-                    ("a wrong token", bad_clients["wrong token"], 401, "unauthenticated"),
-                    ("the viewer", live_api.viewer, 403, "forbidden"),
-                ):
-                    for what, body, content_type in (
-                        ("malformed JSON", b"{", "application/json"),
-                        ("text/plain", b"hello", "text/plain"),
-                        ("a 2 MiB body", b" " * (2 * 1024 * 1024), "application/json"),
-                    ):
-                        response = client.post(
-                            op.path(run_id), content=body, headers={"Content-Type": content_type}
-                        )
-                        found.problem(f"{label} by {who} with {what}", response, status, code)
-
-    found.check("nothing written", snapshot(live_api) == before, "the listings changed")
-
-    # The scheme is case-insensitive (RFC 9110 §11.1), the token is not.
-    for scheme in ("bearer", "BEARER"):
-        with anonymous_with(live_api, f"{scheme} {VIEWER_TOKEN}") as client:
-            found.status(f"scheme {scheme!r}", client.get(f"{V1}/workflows"), 200)
-    found.done()
+    op = OPERATIONS[op_name]
+    if authorization is None:
+        response = send(live_api.anonymous, op, run_id)
+    else:
+        with anonymous_with(live_api, authorization) as client:
+            response = send(client, op, run_id)
+    wrong = problem_failures(response, 401, "unauthenticated")
+    wrong += challenge_failures(challenge, response.headers.get("www-authenticate"))
+    assert not wrong, "; ".join(wrong)
+    assert snapshot(live_api) == before, "the listings changed"
 
 
-def test_other_methods_are_405_problems(live_api: LiveApi) -> None:
+@pytest.mark.parametrize("op_name", table(*(pytest.param(n, id=f"head-{n}") for n in READS)))
+def test_head_needs_a_bearer_token(live_api: LiveApi, op_name: str) -> None:
     run_id = seed(live_api)
-    found = Findings()
+    before = snapshot(live_api)
+    response = live_api.anonymous.head(OPERATIONS[op_name].path(run_id))
+    assert response.status_code == 401, response.status_code
+    assert response.headers.get("www-authenticate") == REALM, response.headers
+    assert snapshot(live_api) == before, "the listings changed"
+
+
+REFUSED_WHO = {
+    "anonymous": (401, "unauthenticated"),
+    "token-wrong": (401, "unauthenticated"),
+    "viewer": (403, "forbidden"),
+}
+UNREAD_BODIES = {
+    "malformed-json": (b"{", "application/json"),
+    "text-plain": (b"hello", "text/plain"),
+    "2-mib": (b" " * (2 * 1024 * 1024), "application/json"),
+}
+
+
+@pytest.mark.parametrize(
+    ("op_name", "who", "what"),
+    table(
+        *(
+            pytest.param(op_name, who, what, id=f"{op_name}-{who}-{what}")
+            for op_name in WRITES
+            for who in REFUSED_WHO
+            for what in UNREAD_BODIES
+        )
+    ),
+)
+def test_authentication_comes_before_the_body(
+    live_api: LiveApi, op_name: str, who: str, what: str
+) -> None:
+    """Before anything else: the body, its type, the key."""
+    run_id = seed(live_api)
+    before = snapshot(live_api)
+    status, code = REFUSED_WHO[who]
+    body, content_type = UNREAD_BODIES[what]
+    path = OPERATIONS[op_name].path(run_id)
+    headers = {"Content-Type": content_type}
+    if who == "anonymous":
+        response = live_api.anonymous.post(path, content=body, headers=headers)
+    elif who == "viewer":
+        response = live_api.viewer.post(path, content=body, headers=headers)
+    else:
+        with anonymous_with(live_api, f"Bearer {WRONG_TOKEN}") as client:
+            response = client.post(path, content=body, headers=headers)
+    assert_problem(response, status, code)
+    assert snapshot(live_api) == before, "the listings changed"
+
+
+@pytest.mark.parametrize(
+    "scheme",
+    table(
+        pytest.param("bearer", id="scheme-lower-case"),
+        pytest.param("BEARER", id="scheme-upper-case"),
+    ),
+)
+def test_the_scheme_is_case_insensitive(live_api: LiveApi, scheme: str) -> None:
+    """RFC 9110 §11.1: the scheme is case-insensitive, the token is not."""
+    with anonymous_with(live_api, f"{scheme} {VIEWER_TOKEN}") as client:
+        assert_status(client.get(f"{V1}/workflows"), 200)
+
+
+# -- unknown methods and routes ----------------------------------------------------------------
+
+# The routes of OPERATIONS, with the methods each allows.
+ROUTE_NAMES = {
+    f"{V1}/workflows": "workflows",
+    f"{V1}/workflows/{{workflow_id}}": "workflow",
+    f"{V1}/workflows/{{workflow_id}}/versions": "versions",
+    f"{V1}/workflows/{{workflow_id}}/versions/{{version}}": "version",
+    f"{V1}/workflows/{{workflow_id}}/versions/{{version}}/runs": "version-runs",
+    f"{V1}/runs": "runs",
+    f"{V1}/runs/{{run_id}}": "run",
+    f"{V1}/runs/{{run_id}}/cancel": "cancel",
+    f"{V1}/runs/{{run_id}}/tasks": "tasks",
+    f"{V1}/runs/{{run_id}}/tasks/{{task_key}}": "task",
+    f"{V1}/runs/{{run_id}}/tasks/{{task_key}}/attempts": "attempts",
+    f"{V1}/runs/{{run_id}}/events": "events",
+}
+
+
+def allowed_methods() -> dict[str, set[str]]:
+    """Each route, with the methods it answers (HEAD wherever GET)."""
     allowed: dict[str, set[str]] = {}
-    for op in OPERATIONS:
-        allowed.setdefault(op.path(run_id), set()).add(op.method)
-    for path, methods in allowed.items():
-        expected_allow = methods | ({"HEAD"} if "GET" in methods else set())
-        for method in METHODS:
-            if method in expected_allow:
-                continue
-            anonymous = live_api.anonymous.request(method, path)
-            found.problem(f"{method} {path} as anonymous", anonymous, 405, "method_not_allowed")
-            response = live_api.operator.request(method, path, headers=idem())
-            label = f"{method} {path}"
-            found.problem(label, response, 405, "method_not_allowed")
-            allow = {m.strip() for m in response.headers.get("allow", "").split(",") if m.strip()}
-            found.check(
-                f"{label}: Allow lists every allowed method",
-                expected_allow <= allow <= expected_allow | {"OPTIONS"},
-                f"Allow: {response.headers.get('allow')!r}, expected {sorted(expected_allow)}",
-            )
-    for path in ("/livez", "/readyz", f"{V1}/openapi.json"):
-        for method in ("POST", "PUT", "DELETE"):
-            response = live_api.anonymous.request(method, path)
-            found.problem(f"{method} {path}", response, 405, "method_not_allowed")
-    found.done()
+    for op in OPERATIONS.values():
+        allowed.setdefault(op.route, set()).add(op.method)
+    assert allowed.keys() == ROUTE_NAMES.keys()
+    return {
+        route: methods | ({"HEAD"} if "GET" in methods else set())
+        for route, methods in allowed.items()
+    }
 
 
-def test_unknown_routes_are_404_problems(live_api: LiveApi) -> None:
-    run_id = seed(live_api)
-    found = Findings()
-    unknown = [
-        "/",
-        "/api",
-        "/api/v1",
-        "/api/v2/workflows",
-        "/api/v1/nope",
-        "/API/V1/WORKFLOWS",
-        "/api/v1/workflows/seed/extra",
-        "/api/v1/workflows/seed/versions/1/runs/extra",
-        f"/api/v1/runs/{run_id}/tasks/a/attempts/1",
-        f"/api/v1/runs/{run_id}/cancel/now",
-        "/livez/x",
-        "/api/v1/openapi.yaml",
-        "/.env",
-        "/api/v1/workflows/",
-        "/api/v1/runs/",
-        f"/api/v1/runs/{run_id}/",
-        "/api/v1/../../etc/passwd".replace("..", "%2E%2E"),
-    ]
-    # A trailing slash is an unknown route too, not a redirect built from the Host header.
+ALLOWED = allowed_methods()
+
+
+@pytest.mark.parametrize(
+    ("route", "method", "who"),
+    table(
+        *(
+            pytest.param(route, method, who, id=f"{method.lower()}-{ROUTE_NAMES[route]}-{who}")
+            for route, methods in ALLOWED.items()
+            for method in METHODS
+            if method not in methods
+            for who in ("anonymous", "operator")
+        )
+    ),
+)
+def test_other_methods_are_405_problems(
+    live_api: LiveApi, route: str, method: str, who: str
+) -> None:
+    run_id = seed(live_api) if "{" in route else "no-run"
+    path = Op(method, route).path(run_id)
+    if who == "anonymous":
+        assert_problem(live_api.anonymous.request(method, path), 405, "method_not_allowed")
+        return
+    response = live_api.operator.request(method, path, headers=idem())
+    wrong = problem_failures(response, 405, "method_not_allowed")
+    expected_allow = ALLOWED[route]
+    allow = {m.strip() for m in response.headers.get("allow", "").split(",") if m.strip()}
+    if not expected_allow <= allow <= expected_allow | {"OPTIONS"}:
+        wrong.append(f"Allow: {response.headers.get('allow')!r}, expected {sorted(expected_allow)}")
+    assert not wrong, "; ".join(wrong)
+
+
+PUBLIC_PATHS = {"livez": "/livez", "readyz": "/readyz", "openapi": f"{V1}/openapi.json"}
+
+
+@pytest.mark.parametrize(
+    ("path", "method"),
+    table(
+        *(
+            pytest.param(path, method, id=f"{method.lower()}-{name}")
+            for name, path in PUBLIC_PATHS.items()
+            for method in ("POST", "PUT", "DELETE")
+        )
+    ),
+)
+def test_public_endpoints_refuse_other_methods(live_api: LiveApi, path: str, method: str) -> None:
+    assert_problem(live_api.anonymous.request(method, path), 405, "method_not_allowed")
+
+
+UNKNOWN_ROUTES = {
+    "root": "/",
+    "api": "/api",
+    "api-v1": "/api/v1",
+    "api-v2": "/api/v2/workflows",
+    "unknown-collection": "/api/v1/nope",
+    "upper-case": "/API/V1/WORKFLOWS",
+    "workflow-extra": "/api/v1/workflows/seed/extra",
+    "version-runs-extra": "/api/v1/workflows/seed/versions/1/runs/extra",
+    "attempt-number": "/api/v1/runs/{run_id}/tasks/a/attempts/1",
+    "cancel-extra": "/api/v1/runs/{run_id}/cancel/now",
+    "livez-extra": "/livez/x",
+    "openapi-yaml": "/api/v1/openapi.yaml",
+    "dotenv": "/.env",
+    "workflows-trailing-slash": "/api/v1/workflows/",
+    "runs-trailing-slash": "/api/v1/runs/",
+    "run-trailing-slash": "/api/v1/runs/{run_id}/",
+    "encoded-traversal": "/api/v1/../../etc/passwd".replace("..", "%2E%2E"),
+}
+
+
+@pytest.mark.parametrize(
+    ("path", "method", "who"),
+    table(
+        *(
+            pytest.param(path, method, who, id=f"{method.lower()}-{name}-{who}")
+            for name, path in UNKNOWN_ROUTES.items()
+            for method in ("GET", "POST")
+            for who in ("operator", "anonymous")
+        )
+    ),
+)
+def test_unknown_routes_are_404_problems(
+    live_api: LiveApi, path: str, method: str, who: str
+) -> None:
+    if "{run_id}" in path or "/seed/" in path:
+        path = path.replace("{run_id}", seed(live_api))
+    client = live_api.operator if who == "operator" else live_api.anonymous
+    assert_problem(client.request(method, path, headers=idem()), 404, "not_found")
+
+
+def test_trailing_slash_is_not_redirected_to_a_foreign_host(live_api: LiveApi) -> None:
+    """A trailing slash is an unknown route too, not a redirect built from the Host header."""
     response = live_api.anonymous.get(f"{V1}/workflows/", headers={"Host": "evil.example"})
-    found.problem("trailing slash with a foreign Host", response, 404, "not_found")
-    found.check(
-        "no redirect to a foreign Host",
-        "evil.example" not in response.headers.get("location", ""),
-        response.headers.get("location"),
-    )
-    for path in unknown:
-        for method in ("GET", "POST"):
-            for who, client in (("operator", live_api.operator), ("anonymous", live_api.anonymous)):
-                response = client.request(method, path, headers=idem())
-                found.problem(f"{method} {path} as {who}", response, 404, "not_found")
-    found.done()
+    assert_problem(response, 404, "not_found")
+    location = response.headers.get("location", "")
+    assert "evil.example" not in location, location
 
 
-def test_viewer_cannot_write_and_writes_nothing(live_api: LiveApi) -> None:
+# -- roles -------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("op_name", "with_key"),
+    table(
+        *(
+            case
+            for op_name in WRITES
+            for case in (
+                pytest.param(op_name, True, id=f"{op_name}-with-key"),
+                pytest.param(op_name, False, id=f"{op_name}-without-key"),
+            )
+        )
+    ),
+)
+def test_viewer_cannot_write_and_writes_nothing(
+    live_api: LiveApi, op_name: str, with_key: bool
+) -> None:
     run_id = seed(live_api)
     before = snapshot(live_api)
-    found = Findings()
-    for op in WRITES:
+    op = OPERATIONS[op_name]
+    if with_key:
         response = send(live_api.viewer, op, run_id)
-        found.problem(f"viewer {op.method} {op.route}", response, 403, "forbidden")
-        found.check(f"viewer {op.route}: no challenge", "www-authenticate" not in response.headers)
-        response = live_api.viewer.post(op.path(run_id), json=op.body)
-        found.problem(f"viewer {op.route} without a key", response, 403, "forbidden")
-    found.check("nothing written", snapshot(live_api) == before, "the listings changed")
+        assert_problem(response, 403, "forbidden")
+        assert "www-authenticate" not in response.headers, "a challenge for a known token"
+    else:
+        assert_problem(live_api.viewer.post(op.path(run_id), json=op.body), 403, "forbidden")
+    assert snapshot(live_api) == before, "the listings changed"
     run = live_api.viewer.get(f"{V1}/runs/{run_id}").json()
-    found.check(
-        "the run is not canceled", not run["cancel_requested"] and run["status"] != "canceled", run
-    )
+    assert not run["cancel_requested"], f"the run is to be canceled: {run}"
+    assert run["status"] != "canceled", f"the run is canceled: {run}"
 
-    # A refused request saved no idempotency outcome: the operator's identical request is fresh.
+
+def test_refused_write_saves_no_idempotency_outcome(live_api: LiveApi) -> None:
+    """The operator's request with the key of the viewer's refused one is fresh."""
     key = {"Idempotency-Key": "viewer-then-operator"}
     body = definition("after-viewer")
     refused = live_api.viewer.post(f"{V1}/workflows", json=body, headers=key)
-    found.problem("viewer create", refused, 403, "forbidden")
+    assert_problem(refused, 403, "forbidden")
     created = live_api.operator.post(f"{V1}/workflows", json=body, headers=key)
-    found.status("operator create with the viewer's key", created, 201)
-    found.check("not a replay", "idempotent-replayed" not in created.headers, created.headers)
+    assert_status(created, 201)
+    assert "idempotent-replayed" not in created.headers, created.headers
     again = live_api.viewer.post(f"{V1}/workflows", json=body, headers=key)
-    found.problem("viewer replaying the operator's key", again, 403, "forbidden")
-    found.done()
+    assert_problem(again, 403, "forbidden")
 
 
-def test_both_operator_tokens_work(live_api: LiveApi) -> None:
-    found = Findings()
-    rotated = httpx.Client(
-        base_url=live_api.base_url,
+# -- both operator tokens ----------------------------------------------------------------------
+
+
+def rotated_client(live: LiveApi) -> httpx.Client:
+    return httpx.Client(
+        base_url=live.base_url,
         headers={"Authorization": f"Bearer {ROTATED_OPERATOR_TOKEN}"},
         timeout=30,
     )
-    with rotated:
-        for name, client in (("first", live_api.operator), ("rotated", rotated)):
-            wf = f"by-{name}"
-            created = client.post(f"{V1}/workflows", json=definition(wf), headers=idem())
-            found.status(f"{name}: create workflow", created, 201)
-            version = client.post(
-                f"{V1}/workflows/{wf}/versions",
-                json={"tasks": [{"key": "a", "action": "mock", "input": {"sleep_ms": 60_000}}]},
-                headers=idem(),
-            )
-            found.status(f"{name}: create version", version, 201)
-            started = client.post(f"{V1}/workflows/{wf}/versions/2/runs", headers=idem())
-            found.status(f"{name}: start run", started, 202)
-            if started.status_code != 202:
-                continue
-            run_id = started.json()["run_id"]
-            canceled = client.post(f"{V1}/runs/{run_id}/cancel", headers=idem())
-            found.status(f"{name}: cancel", canceled, 202)
-            final = live_api.wait_for_run(run_id)
-            found.check(f"{name}: run canceled", final["status"] == "canceled", final)
-            for path in (
-                f"{V1}/workflows",
-                f"{V1}/workflows/{wf}",
-                f"{V1}/workflows/{wf}/versions",
-                f"{V1}/workflows/{wf}/versions/2",
-                f"{V1}/runs",
-                f"{V1}/runs/{run_id}",
-                f"{V1}/runs/{run_id}/tasks",
-                f"{V1}/runs/{run_id}/tasks/a",
-                f"{V1}/runs/{run_id}/tasks/a/attempts",
-                f"{V1}/runs/{run_id}/events",
-            ):
-                found.status(f"{name}: GET {path}", client.get(path), 200)
-                found.status(f"viewer: GET {path}", live_api.viewer.get(path), 200)
 
-        # Idempotency keys belong to a principal: the other token does not see the replay.
-        key = {"Idempotency-Key": "shared-between-tokens"}
-        first = live_api.operator.post(f"{V1}/workflows", json=definition("shared"), headers=key)
-        found.status("first token with a key", first, 201)
-        other = rotated.post(f"{V1}/workflows", json=definition("shared"), headers=key)
-        found.check(
-            "rotated token, same key: no replay", "idempotent-replayed" not in other.headers
+
+def write_with(live: LiveApi, client: httpx.Client, token: str) -> str:
+    """With ``client``: a workflow ``by-<token>``, its version 2, a run of it canceled; the run."""
+    wf = f"by-{token}"
+    created = client.post(f"{V1}/workflows", json=definition(wf), headers=idem())
+    assert_status(created, 201)
+    version = client.post(
+        f"{V1}/workflows/{wf}/versions",
+        json={"tasks": [{"key": "a", "action": "mock", "input": {"sleep_ms": 60_000}}]},
+        headers=idem(),
+    )
+    assert_status(version, 201)
+    started = client.post(f"{V1}/workflows/{wf}/versions/2/runs", headers=idem())
+    assert_status(started, 202)
+    run_id: str = started.json()["run_id"]
+    canceled = client.post(f"{V1}/runs/{run_id}/cancel", headers=idem())
+    assert_status(canceled, 202)
+    final = live.wait_for_run(run_id)
+    assert final["status"] == "canceled", final
+    return run_id
+
+
+TOKENS = ("first", "rotated")
+READ_PATHS = {
+    "workflows": f"{V1}/workflows",
+    "workflow": f"{V1}/workflows/{{wf}}",
+    "versions": f"{V1}/workflows/{{wf}}/versions",
+    "version": f"{V1}/workflows/{{wf}}/versions/2",
+    "runs": f"{V1}/runs",
+    "run": f"{V1}/runs/{{run_id}}",
+    "tasks": f"{V1}/runs/{{run_id}}/tasks",
+    "task": f"{V1}/runs/{{run_id}}/tasks/a",
+    "attempts": f"{V1}/runs/{{run_id}}/tasks/a/attempts",
+    "events": f"{V1}/runs/{{run_id}}/events",
+}
+
+
+@pytest.mark.parametrize("token", table(*(pytest.param(t, id=f"{t}-writes") for t in TOKENS)))
+def test_operator_token_writes(live_api: LiveApi, token: str) -> None:
+    with rotated_client(live_api) as rotated:
+        write_with(live_api, live_api.operator if token == "first" else rotated, token)
+
+
+@pytest.mark.parametrize(
+    ("token", "reader", "path"),
+    table(
+        *(
+            pytest.param(token, reader, path, id=f"{token}-{name}-by-{reader}")
+            for token in TOKENS
+            for name, path in READ_PATHS.items()
+            for reader in ("token", "viewer")
         )
-        found.problem("rotated token, same key", other, 409, "workflow_exists")
+    ),
+)
+def test_operator_token_reads_what_it_wrote(
+    live_api: LiveApi, token: str, reader: str, path: str
+) -> None:
+    """What either operator token wrote, it (and the viewer) reads."""
+    with rotated_client(live_api) as rotated:
+        client = live_api.operator if token == "first" else rotated
+        run_id = write_with(live_api, client, token)
+        path = path.replace("{wf}", f"by-{token}").replace("{run_id}", run_id)
+        assert_status((client if reader == "token" else live_api.viewer).get(path), 200)
+
+
+def test_idempotency_keys_belong_to_their_token(live_api: LiveApi) -> None:
+    """The other operator token does not see a replay of the first's key; the first does."""
+    key = {"Idempotency-Key": "shared-between-tokens"}
+    with rotated_client(live_api) as rotated:
+        first = live_api.operator.post(f"{V1}/workflows", json=definition("shared"), headers=key)
+        assert_status(first, 201)
+        other = rotated.post(f"{V1}/workflows", json=definition("shared"), headers=key)
+        assert "idempotent-replayed" not in other.headers, "the rotated token got a replay"
+        assert_problem(other, 409, "workflow_exists")
         replay = live_api.operator.post(f"{V1}/workflows", json=definition("shared"), headers=key)
-        found.status("first token replays its own key", replay, 201)
-        found.check("a replay", replay.headers.get("idempotent-replayed") == "true", replay.headers)
-    found.done()
+        assert_status(replay, 201)
+        assert replay.headers.get("idempotent-replayed") == "true", replay.headers
 
 
-def test_public_endpoints_need_no_token(live_api: LiveApi) -> None:
-    found = Findings()
-    clients = {
-        "anonymous": live_api.anonymous,
-        "wrong token": anonymous_with(live_api, f"Bearer {WRONG_TOKEN}"),
-        "Basic": anonymous_with(live_api, "Basic Zm9vOmJhcg=="),
-    }
-    try:
-        for who, client in clients.items():
-            livez = client.get("/livez")
-            found.status(f"/livez as {who}", livez, 200)
-            found.check(f"/livez as {who}: body", livez.json() == {"status": "ok"}, livez.text)
-            readyz = client.get("/readyz")
-            found.status(f"/readyz as {who}", readyz, 200)
-            found.check(
-                f"/readyz as {who}: body", readyz.json().get("status") == "ready", readyz.text
-            )
-            document = client.get(f"{V1}/openapi.json")
-            found.status(f"openapi as {who}", document, 200)
-            if document.status_code == 200:
-                found.check(
-                    f"openapi as {who}: 3.1",
-                    str(document.json().get("openapi", "")).startswith("3.1"),
-                    document.json().get("openapi"),
-                )
-            for path in ("/livez", "/readyz", f"{V1}/openapi.json"):
-                found.check(f"HEAD {path} as {who}", client.head(path).status_code == 200)
-    finally:
-        for name, client in clients.items():
-            if name != "anonymous":
-                client.close()
-    found.done()
+# -- public endpoints --------------------------------------------------------------------------
+
+PUBLIC_CLIENTS: dict[str, str | None] = {
+    "anonymous": None,
+    "token-wrong": f"Bearer {WRONG_TOKEN}",
+    "scheme-basic": "Basic Zm9vOmJhcg==",
+}
 
 
-def test_request_ids(live_api: LiveApi) -> None:
-    run_id = seed(live_api)
-    found = Findings()
-    requests: list[tuple[str, httpx.Client, str, str, Any]] = [
-        ("200", live_api.viewer, "GET", f"{V1}/runs/{run_id}", None),
-        ("201", live_api.operator, "POST", f"{V1}/workflows", definition("rid")),
-        ("202", live_api.operator, "POST", f"{V1}/workflows/seed/versions/1/runs", {}),
-        ("400", live_api.viewer, "GET", f"{V1}/runs?limit=0", None),
-        ("401", live_api.anonymous, "GET", f"{V1}/runs", None),
-        ("403", live_api.viewer, "POST", f"{V1}/workflows", definition("nope")),
-        ("404", live_api.viewer, "GET", f"{V1}/workflows/missing", None),
-        ("404 route", live_api.viewer, "GET", "/nowhere", None),
-        ("405", live_api.viewer, "DELETE", f"{V1}/runs", None),
-        ("409", live_api.operator, "POST", f"{V1}/workflows", definition("seed")),
-        ("livez", live_api.anonymous, "GET", "/livez", None),
-        ("readyz", live_api.anonymous, "GET", "/readyz", None),
-        ("openapi", live_api.anonymous, "GET", f"{V1}/openapi.json", None),
-    ]
+def check_livez(response: httpx.Response) -> None:
+    assert_status(response, 200)
+    assert response.json() == {"status": "ok"}, response.text
 
-    def call(
-        client: httpx.Client, method: str, path: str, body: Any, rid: bytes | None
-    ) -> httpx.Response:
+
+def check_readyz(response: httpx.Response) -> None:
+    assert_status(response, 200)
+    assert response.json().get("status") == "ready", response.text
+
+
+def check_openapi(response: httpx.Response) -> None:
+    assert_status(response, 200)
+    version = response.json().get("openapi")
+    assert str(version or "").startswith("3.1"), version
+
+
+def check_head(response: httpx.Response) -> None:
+    assert response.status_code == 200, response.status_code
+
+
+PUBLIC_READS: dict[str, tuple[str, str, Callable[[httpx.Response], None]]] = {
+    "livez": ("GET", "/livez", check_livez),
+    "readyz": ("GET", "/readyz", check_readyz),
+    "openapi": ("GET", f"{V1}/openapi.json", check_openapi),
+    "head-livez": ("HEAD", "/livez", check_head),
+    "head-readyz": ("HEAD", "/readyz", check_head),
+    "head-openapi": ("HEAD", f"{V1}/openapi.json", check_head),
+}
+
+
+@pytest.mark.parametrize(
+    ("what", "who"),
+    table(
+        *(
+            pytest.param(what, who, id=f"{what}-{who}")
+            for who in PUBLIC_CLIENTS
+            for what in PUBLIC_READS
+        )
+    ),
+)
+def test_public_endpoints_need_no_token(live_api: LiveApi, what: str, who: str) -> None:
+    method, path, check = PUBLIC_READS[what]
+    authorization = PUBLIC_CLIENTS[who]
+    if authorization is None:
+        check(live_api.anonymous.request(method, path))
+    else:
+        with anonymous_with(live_api, authorization) as client:
+            check(client.request(method, path))
+
+
+# -- request ids -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Call:
+    """A request by ``role``; ``{run_id}`` in ``path`` is the seeded run."""
+
+    role: str  # operator, viewer or anonymous
+    method: str
+    path: str
+    body: Any = None
+    needs_seed: bool = False
+
+    def send(self, live: LiveApi, run_id: str | None, request_id: bytes | None) -> httpx.Response:
+        client: httpx.Client = getattr(live, self.role)
         headers: dict[bytes, bytes] = {b"Idempotency-Key": f"rid-{next(_keys)}".encode()}
-        if rid is not None:
-            headers[b"X-Request-ID"] = rid
-        return client.request(method, path, json=body, headers=headers)
+        if request_id is not None:
+            headers[b"X-Request-ID"] = request_id
+        path = self.path if run_id is None else self.path.replace("{run_id}", run_id)
+        return client.request(self.method, path, json=self.body, headers=headers)
 
-    def body_request_id(response: httpx.Response) -> object:
-        if not response.headers.get("content-type", "").startswith("application/problem+json"):
-            return None
-        return response.json().get("request_id")
 
-    valid = ["abc", "A.b_c-1", "0", "x" * 128, "req-" + "9" * 60]
-    invalid: list[bytes] = [
-        b"x" * 129,
-        b"has space",
-        b"a/b",
-        b"a;b",
-        b"<script>",
-        b"caf\xc3\xa9",
-        b"\xff",
-        b"",
-        b"a\tb",
-        b"id,other",
-    ]
+CALLS = {
+    "200": Call("viewer", "GET", f"{V1}/runs/{{run_id}}", needs_seed=True),
+    "201": Call("operator", "POST", f"{V1}/workflows", definition("rid")),
+    "202": Call("operator", "POST", f"{V1}/workflows/seed/versions/1/runs", {}, needs_seed=True),
+    "400": Call("viewer", "GET", f"{V1}/runs?limit=0"),
+    "401": Call("anonymous", "GET", f"{V1}/runs"),
+    "403": Call("viewer", "POST", f"{V1}/workflows", definition("nope")),
+    "404": Call("viewer", "GET", f"{V1}/workflows/missing"),
+    "404-route": Call("viewer", "GET", "/nowhere"),
+    "405": Call("viewer", "DELETE", f"{V1}/runs"),
+    "409": Call("operator", "POST", f"{V1}/workflows", definition("seed"), needs_seed=True),
+    "livez": Call("anonymous", "GET", "/livez"),
+    "readyz": Call("anonymous", "GET", "/readyz"),
+    "openapi": Call("anonymous", "GET", f"{V1}/openapi.json"),
+}
+VALID_REQUEST_IDS = {
+    "letters": "abc",
+    "punctuation": "A.b_c-1",
+    "zero": "0",
+    "128-chars": "x" * 128,
+    "prefixed": "req-" + "9" * 60,
+}
+INVALID_REQUEST_IDS: dict[str, bytes] = {
+    "129-chars": b"x" * 129,
+    "space": b"has space",
+    "slash": b"a/b",
+    "semicolon": b"a;b",
+    "script": b"<script>",
+    "non-ascii": b"caf\xc3\xa9",
+    "ff-byte": b"\xff",
+    "empty": b"",
+    "tab": b"a\tb",
+    "comma": b"id,other",
+}
+
+
+def body_request_id(response: httpx.Response) -> object:
+    if not response.headers.get("content-type", "").startswith("application/problem+json"):
+        return None
+    return response.json().get("request_id")
+
+
+def call_with_request_id(live: LiveApi, call_name: str, request_id: bytes | None) -> httpx.Response:
+    call = CALLS[call_name]
+    run_id = seed(live) if call.needs_seed else None
+    return call.send(live, run_id, request_id)
+
+
+@pytest.mark.parametrize(
+    ("call_name", "request_id"),
+    table(
+        *(
+            pytest.param(call_name, rid, id=f"{call_name}-echo-{name}")
+            for call_name in CALLS
+            for name, rid in VALID_REQUEST_IDS.items()
+        )
+    ),
+)
+def test_a_valid_request_id_is_echoed(live_api: LiveApi, call_name: str, request_id: str) -> None:
+    response = call_with_request_id(live_api, call_name, request_id.encode())
+    got = response.headers.get("x-request-id")
+    assert got == request_id, f"X-Request-ID {got!r}"
+    in_body = body_request_id(response)
+    assert in_body in (None, request_id), f"the problem carries {in_body!r}"
+
+
+@pytest.mark.parametrize(
+    ("call_name", "request_id"),
+    table(
+        *(
+            pytest.param(call_name, rid, id=f"{call_name}-replace-{name}")
+            for call_name in CALLS
+            for name, rid in INVALID_REQUEST_IDS.items()
+        )
+    ),
+)
+def test_an_invalid_request_id_is_replaced(
+    live_api: LiveApi, call_name: str, request_id: bytes
+) -> None:
+    response = call_with_request_id(live_api, call_name, request_id)
+    got = response.headers.get("x-request-id", "")
+    assert REQUEST_ID.match(got), f"X-Request-ID {got!r}"
+    assert got.encode() != request_id, f"X-Request-ID {got!r} is the one sent"
+    in_body = body_request_id(response)
+    assert in_body in (None, got), f"the problem carries {in_body!r}, not the new id"
+
+
+@pytest.mark.parametrize(
+    "call_name", table(*(pytest.param(name, id=f"{name}-generated") for name in CALLS))
+)
+def test_a_request_without_an_id_gets_one(live_api: LiveApi, call_name: str) -> None:
+    response = call_with_request_id(live_api, call_name, None)
+    got = response.headers.get("x-request-id", "")
+    assert REQUEST_ID.match(got), f"X-Request-ID {got!r}"
+
+
+def test_generated_request_ids_are_unique(live_api: LiveApi) -> None:
+    """Every request of the cases above that gets a new id (an invalid one, or none) on one API:
+    no two ids alike."""
+    run_id = seed(live_api)
     generated: list[str] = []
-    for label, client, method, path, body in requests:
-        for rid in valid:
-            response = call(client, method, path, body, rid.encode())
-            found.check(
-                f"{label} echoes {rid[:20]!r}",
-                response.headers.get("x-request-id") == rid,
-                response.headers.get("x-request-id"),
-            )
-            in_body = body_request_id(response)
-            found.check(f"{label} problem carries {rid[:20]!r}", in_body in (None, rid), in_body)
-        for raw in invalid:
-            response = call(client, method, path, body, raw)
-            got = response.headers.get("x-request-id", "")
-            found.check(
-                f"{label} replaces {raw[:20]!r}",
-                bool(REQUEST_ID.match(got)) and got.encode() != raw,
-                got,
-            )
-            in_body = body_request_id(response)
-            found.check(f"{label} problem carries the new id", in_body in (None, got), in_body)
-            generated.append(got)
-        response = call(client, method, path, body, None)
-        got = response.headers.get("x-request-id", "")
-        found.check(f"{label} without an id gets one", bool(REQUEST_ID.match(got)), got)
-        generated.append(got)
-    found.check("generated ids are unique", len(set(generated)) == len(generated), generated)
-    found.done()
+    for call in CALLS.values():
+        for request_id in [*INVALID_REQUEST_IDS.values(), None]:
+            response = call.send(live_api, run_id, request_id)
+            generated.append(response.headers.get("x-request-id", ""))
+    duplicates = sorted(rid for rid, count in Counter(generated).items() if count > 1)
+    assert not duplicates, f"generated more than once: {duplicates}"
 
 
 # -- logs --------------------------------------------------------------------------------------
@@ -626,30 +874,238 @@ def _record_text(record: logging.LogRecord) -> str:
     return "\n".join(parts)
 
 
-def test_logs_hold_no_secrets_and_one_access_line_per_request(
-    live_api: LiveApi, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # Whatever configured logging before (the service's own set-up stops propagation), every
-    # record of the service must reach the capture here.
-    monkeypatch.setattr(logging.getLogger("workload"), "propagate", True)
-    caplog.set_level(logging.DEBUG)
-    for name in ("workload", "uvicorn", "uvicorn.error", "uvicorn.access", "starlette"):
-        caplog.set_level(logging.DEBUG, logger=name)
-    collector = _Collector()
-    root = logging.getLogger()
-    root.addHandler(collector)
-    try:
-        sent = _exercise_everything(live_api)
-        expected_ids = {s.request_id for s in sent}
-        access = _wait_for_access_records(collector, expected_ids)
-    finally:
-        root.removeHandler(collector)
+WF = f"{V1}/workflows"
+RUNS_ROUTE = f"{WF}/{{workflow_id}}/versions/{{version}}/runs"
+CANCEL_ROUTE = f"{V1}/runs/{{run_id}}/cancel"
+SECRET_DEFINITION = {
+    "id": "logged",
+    "description": f"desc {SECRET_MARKER}",
+    "tasks": [
+        {"key": "a", "action": "mock", "input": {"output": {"note": SECRET_MARKER}}},
+        {"key": "b", "action": "mock", "depends_on": ["a"], "input": {"fail_first": 1}},
+        {"key": "c", "action": "nope", "input": {"why": SECRET_MARKER}},
+    ],
+}
 
-    found = Findings()
-    records = {id(r): r for r in [*collector.snapshot(), *caplog.records]}.values()
+
+@dataclass
+class Logged:
+    """Clients of every role and token, the recorder, and the runs the requests made."""
+
+    rec: Recorder
+    clients: dict[str, httpx.Client]
+    runs: dict[str, str] = field(default_factory=dict)
+
+    def get(self, who: str, route: str | None, path: str) -> httpx.Response:
+        return self.rec(self.clients[who], "GET", route, path)
+
+    def post_json(self, who: str, route: str, path: str, value: Any) -> httpx.Response:
+        return self.rec.json(self.clients[who], route, path, value)
+
+    def post_raw(self, body: bytes, content_type: str, *, key: bool = True) -> httpx.Response:
+        headers = {"Content-Type": content_type, **(idem() if key else {})}
+        return self.rec(self.clients["operator"], "POST", WF, WF, body=body, headers=headers)
+
+    def cancel(self, who: str, run: str) -> httpx.Response:
+        path = f"{V1}/runs/{self.runs[run]}/cancel"
+        return self.rec(self.clients[who], "POST", CANCEL_ROUTE, path, headers=idem())
+
+    def start(self, who: str, run: str, version: int) -> None:
+        started = self.post_json(
+            who, RUNS_ROUTE, f"{WF}/logged/versions/{version}/runs", {"input": {"m": SECRET_MARKER}}
+        )
+        assert started.status_code == 202, started.text
+        self.runs[run] = started.json()["run_id"]
+
+
+# Writes whose bodies carry the marker, by both operator tokens; each step needs the ones before.
+def create_logged(w: Logged) -> None:
+    created = w.post_json("operator", WF, WF, SECRET_DEFINITION)
+    assert created.status_code == 201, created.text
+
+
+def version_by_rotated(w: Logged) -> None:
+    version = w.post_json(
+        "rotated",
+        f"{WF}/{{workflow_id}}/versions",
+        f"{WF}/logged/versions",
+        {
+            "description": SECRET_MARKER,
+            "tasks": [
+                {"key": "a", "action": "mock", "input": {"sleep_ms": 60_000, "m": SECRET_MARKER}}
+            ],
+        },
+    )
+    assert version.status_code == 201, version.text
+
+
+def start_first(w: Logged) -> None:
+    w.start("operator", "first", 1)
+
+
+def start_slow(w: Logged) -> None:
+    w.start("rotated", "slow", 2)
+
+
+def wait_for_first(w: Logged) -> None:
+    w.rec.wait_for_run(w.runs["first"])
+
+
+def cancel_slow_and_wait(w: Logged) -> None:
+    # Whatever the cancel answers (the run's task fails at once on its input's unknown field
+    # ``m``, so the run may be finished already), its log lines are what the case checks.
+    w.cancel("rotated", "slow")
+    w.rec.wait_for_run(w.runs["slow"])
+
+
+def cancel_again(w: Logged) -> None:
+    cancel_slow_and_wait(w)
+    w.cancel("operator", "slow")
+
+
+SETUP = (create_logged, version_by_rotated, start_first, start_slow, wait_for_first)
+READY = len(SETUP)  # a workflow ``logged`` of two versions, a run of each, the first finished
+Action = Callable[[Logged], object]
+
+
+def logged(case_id: str, action: Action, setup: int = READY) -> ParameterSet:
+    return pytest.param(setup, action, id=case_id)
+
+
+REFUSED_CREATES = {"viewer": "viewer", "anonymous": "anonymous", "token-wrong": "wrong"}
+RUN_ROUTES = {
+    "run": f"{V1}/runs/{{run_id}}",
+    "tasks": f"{V1}/runs/{{run_id}}/tasks",
+    "task": f"{V1}/runs/{{run_id}}/tasks/{{task_key}}",
+    "attempts": f"{V1}/runs/{{run_id}}/tasks/{{task_key}}/attempts",
+    "events": f"{V1}/runs/{{run_id}}/events",
+}
+WORKFLOW_ROUTES = {
+    "workflows": (WF, WF),
+    "workflow": (f"{WF}/{{workflow_id}}", f"{WF}/logged"),
+    "versions": (f"{WF}/{{workflow_id}}/versions", f"{WF}/logged/versions"),
+    "version": (f"{WF}/{{workflow_id}}/versions/{{version}}", f"{WF}/logged/versions/2"),
+    "runs": (f"{V1}/runs", f"{V1}/runs"),
+}
+READERS = {
+    "operator": "operator",
+    "rotated": "rotated",
+    "viewer": "viewer",
+    "anonymous": "anonymous",
+    "token-wrong": "wrong",
+}
+
+
+def read_run(run: str, route: str, who: str) -> Action:
+    def action(w: Logged) -> None:
+        path = route.replace("{run_id}", w.runs[run]).replace("{task_key}", "a")
+        w.get(who, route, path)
+
+    return action
+
+
+def read(who: str, route: str | None, path: str) -> Action:
+    return lambda w: w.get(who, route, path)
+
+
+def post_json(who: str, route: str, path: str, value: Any) -> Action:
+    return lambda w: w.post_json(who, route, path, value)
+
+
+def post_raw(body: bytes, content_type: str, *, key: bool = True) -> Action:
+    return lambda w: w.post_raw(body, content_type, key=key)
+
+
+LOGGED_REQUESTS = table(
+    # The writes that build the state of the reads below (what READY does).
+    logged("create-with-secrets", create_logged, setup=0),
+    logged("version-by-rotated", version_by_rotated, setup=1),
+    logged("start-by-operator", start_first, setup=2),
+    logged("start-by-rotated", start_slow, setup=3),
+    logged("wait-for-run", wait_for_first, setup=4),
+    # Refused writes whose bodies carry the marker.
+    *(
+        logged(f"create-by-{name}", post_json(who, WF, WF, {**SECRET_DEFINITION, "id": "refused"}))
+        for name, who in REFUSED_CREATES.items()
+    ),
+    logged(
+        "create-secret-field",
+        post_json("operator", WF, WF, {**SECRET_DEFINITION, SECRET_MARKER: 1}),
+    ),
+    logged(
+        "create-secret-in-bad-id",
+        post_json("operator", WF, WF, {**SECRET_DEFINITION, "id": f"bad {SECRET_MARKER}"}),
+    ),
+    logged(
+        "start-input-list",
+        post_json(
+            "operator", RUNS_ROUTE, f"{WF}/logged/versions/1/runs", {"input": [SECRET_MARKER]}
+        ),
+    ),
+    logged(
+        "start-secret-field",
+        post_json("operator", RUNS_ROUTE, f"{WF}/logged/versions/1/runs", {SECRET_MARKER: {}}),
+    ),
+    logged(
+        "create-malformed", post_raw(f'{{"id": "{SECRET_MARKER}",'.encode(), "application/json")
+    ),
+    logged(
+        "create-duplicate-key",
+        post_raw(f'{{"a": "{SECRET_MARKER}", "a": 1}}'.encode(), "application/json"),
+    ),
+    logged("create-text-plain", post_raw(SECRET_MARKER.encode(), "text/plain")),
+    logged("create-2-mib", post_raw((SECRET_MARKER * 80_000).encode(), "application/json")),
+    logged("create-without-key", post_raw(b"{}", "application/json", key=False)),
+    # Every read, by every role and token, and refused ones.
+    *(
+        logged(f"read-{run}-{name}-by-{reader}", read_run(run, route, who))
+        for run in ("first", "slow")
+        for name, route in RUN_ROUTES.items()
+        for reader, who in READERS.items()
+    ),
+    *(
+        logged(f"read-{name}-by-{reader}", read(who, route, path))
+        for name, (route, path) in WORKFLOW_ROUTES.items()
+        for reader, who in READERS.items()
+        if who != "rotated"
+    ),
+    logged("read-missing-workflow", read("viewer", f"{WF}/{{workflow_id}}", f"{WF}/missing-wf")),
+    logged("read-bad-run-id", read("viewer", f"{V1}/runs/{{run_id}}", f"{V1}/runs/not-a-run")),
+    logged("read-runs-limit-0", read("viewer", f"{V1}/runs", f"{V1}/runs?limit=0")),
+    logged("read-runs-bad-cursor", read("viewer", f"{V1}/runs", f"{V1}/runs?cursor=garbage")),
+    logged("read-unknown-route", read("viewer", None, f"{V1}/no-such-route/{SECRET_MARKER[:6]}")),
+    logged("delete-workflow", lambda w: w.rec(w.clients["viewer"], "DELETE", None, f"{WF}/logged")),
+    *(
+        logged(f"{name}-by-{reader}", read(who, route, route))
+        for name, route in {
+            "livez": "/livez",
+            "readyz": "/readyz",
+            "openapi": f"{V1}/openapi.json",
+        }.items()
+        for reader, who in (("anonymous", "anonymous"), ("token-wrong", "wrong"))
+    ),
+    # Cancels: by a viewer (refused), by the rotated operator, then again (no-op), a finished run.
+    logged("cancel-by-viewer", lambda w: w.cancel("viewer", "slow")),
+    logged("cancel-by-rotated", cancel_slow_and_wait),
+    logged("cancel-again", cancel_again),
+    logged("cancel-finished-run", lambda w: w.cancel("operator", "first")),
+)
+
+
+def log_failures(
+    records: list[logging.LogRecord], access: list[logging.LogRecord], sent: list[Sent]
+) -> list[str]:
+    """What is wrong with the service's log records of ``sent``: a secret in any record, or not
+    exactly one well-formed access record for each request."""
+    failures: list[str] = []
+
+    def check(label: str, ok: bool, detail: object = "") -> None:
+        if not ok:
+            failures.append(f"{label}: {detail}")
+
     # The test's own HTTP client logs too (httpx, httpcore): those are not the service's logs.
     service_records = [r for r in records if not r.name.startswith(("httpx", "httpcore"))]
-    found.check("some service records were captured", len(service_records) >= len(sent))
+    check("some service records were captured", len(service_records) >= len(sent))
     secrets = {
         "the operator token": OPERATOR_TOKEN,
         "the rotated operator token": ROTATED_OPERATOR_TOKEN,
@@ -661,7 +1117,7 @@ def test_logs_hold_no_secrets_and_one_access_line_per_request(
     for record in service_records:
         text = _record_text(record)
         for what, secret in secrets.items():
-            found.check(
+            check(
                 f"{record.name} record {record.getMessage()[:60]!r} holds {what}",
                 secret not in text,
                 text[:300],
@@ -670,10 +1126,10 @@ def test_logs_hold_no_secrets_and_one_access_line_per_request(
     by_id: dict[str, list[dict[str, Any]]] = {}
     for record in access:
         fields = getattr(record, "fields", None)
-        found.check("access record has fields", isinstance(fields, dict), vars(record))
+        check("access record has fields", isinstance(fields, dict), vars(record))
         if isinstance(fields, dict):
             by_id.setdefault(str(fields.get("request_id")), []).append(fields)
-    found.check(
+    check(
         "one access record per request",
         len(access) == len(sent),
         f"{len(access)} access records for {len(sent)} requests",
@@ -681,20 +1137,20 @@ def test_logs_hold_no_secrets_and_one_access_line_per_request(
     for s in sent:
         entries = by_id.get(s.request_id, [])
         label = f"{s.method} {s.path[:70]} ({s.response.status_code})"
-        found.check(f"{label}: exactly one access record", len(entries) == 1, entries)
+        check(f"{label}: exactly one access record", len(entries) == 1, entries)
         if len(entries) != 1:
             continue
         fields = entries[0]
-        found.check(
+        check(
             f"{label}: fields",
             {"request_id", "method", "route", "status", "duration_ms", "error_code"}
             <= fields.keys(),
             fields,
         )
-        found.check(f"{label}: method", fields.get("method") == s.method, fields)
-        found.check(f"{label}: status", fields.get("status") == s.response.status_code, fields)
+        check(f"{label}: method", fields.get("method") == s.method, fields)
+        check(f"{label}: status", fields.get("status") == s.response.status_code, fields)
         duration = fields.get("duration_ms")
-        found.check(
+        check(
             f"{label}: duration_ms",
             isinstance(duration, int | float) and not isinstance(duration, bool) and duration >= 0,
             fields,
@@ -703,16 +1159,66 @@ def test_logs_hold_no_secrets_and_one_access_line_per_request(
             "application/problem+json"
         )
         code = s.response.json().get("code") if is_problem and s.method != "HEAD" else None
-        found.check(f"{label}: error_code", fields.get("error_code") == code, (fields, code))
+        check(f"{label}: error_code", fields.get("error_code") == code, (fields, code))
         route = fields.get("route")
         if s.route is not None:
-            found.check(f"{label}: route template", route == s.route, fields)
+            check(f"{label}: route template", route == s.route, fields)
         else:
-            found.check(f"{label}: no concrete path as route", route != s.path, fields)
-        found.check(
-            f"{label}: request id header", s.response.headers.get("x-request-id") == s.request_id
-        )
-    found.done()
+            check(f"{label}: no concrete path as route", route != s.path, fields)
+        check(f"{label}: request id header", s.response.headers.get("x-request-id") == s.request_id)
+    return failures
+
+
+@pytest.mark.parametrize(("setup", "action"), LOGGED_REQUESTS)
+def test_logs_hold_no_secrets_and_one_access_line_per_request(
+    live_api: LiveApi,
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
+    setup: int,
+    action: Action,
+) -> None:
+    """The case's request, and the requests that build the state it needs, all recorded."""
+    # Whatever configured logging before (the service's own set-up stops propagation), every
+    # record of the service must reach the capture here.
+    monkeypatch.setattr(logging.getLogger("workload"), "propagate", True)
+    caplog.set_level(logging.DEBUG)
+    for name in ("workload", "uvicorn", "uvicorn.error", "uvicorn.access", "starlette"):
+        caplog.set_level(logging.DEBUG, logger=name)
+    collector = _Collector()
+    root = logging.getLogger()
+    root.addHandler(collector)
+    try:
+        with (
+            rotated_client(live_api) as rotated,
+            httpx.Client(
+                base_url=live_api.base_url,
+                headers={"Authorization": f"Bearer {WRONG_TOKEN}"},
+                timeout=30,
+            ) as wrong,
+        ):
+            world = Logged(
+                Recorder(live_api),
+                {
+                    "operator": live_api.operator,
+                    "rotated": rotated,
+                    "viewer": live_api.viewer,
+                    "anonymous": live_api.anonymous,
+                    "wrong": wrong,
+                },
+            )
+            for step in SETUP[:setup]:
+                step(world)
+            action(world)
+        sent = world.rec.sent
+        access = _wait_for_access_records(collector, {s.request_id for s in sent})
+    finally:
+        root.removeHandler(collector)
+
+    records = list({id(r): r for r in [*collector.snapshot(), *caplog.records]}.values())
+    failures = log_failures(records, access, sent)
+    assert not failures, f"{len(failures)} failed checks:\n" + "\n".join(
+        f if len(f) < 400 else f[:400] + "…" for f in failures
+    )
 
 
 def _wait_for_access_records(
@@ -726,135 +1232,3 @@ def _wait_for_access_records(
         if expected_ids <= seen or time.monotonic() > deadline:
             return access
         time.sleep(0.01)
-
-
-def _exercise_everything(live: LiveApi) -> list[Sent]:
-    rec = Recorder(live)
-    op, viewer, anon = live.operator, live.viewer, live.anonymous
-    rotated = httpx.Client(
-        base_url=live.base_url,
-        headers={"Authorization": f"Bearer {ROTATED_OPERATOR_TOKEN}"},
-        timeout=30,
-    )
-    wrong = httpx.Client(
-        base_url=live.base_url, headers={"Authorization": f"Bearer {WRONG_TOKEN}"}, timeout=30
-    )
-    wf = f"{V1}/workflows"
-    with rotated, wrong:
-        # Writes whose bodies carry the marker, accepted and refused.
-        secret_definition = {
-            "id": "logged",
-            "description": f"desc {SECRET_MARKER}",
-            "tasks": [
-                {"key": "a", "action": "mock", "input": {"output": {"note": SECRET_MARKER}}},
-                {"key": "b", "action": "mock", "depends_on": ["a"], "input": {"fail_first": 1}},
-                {"key": "c", "action": "nope", "input": {"why": SECRET_MARKER}},
-            ],
-        }
-        rec.json(op, wf, wf, secret_definition)
-        rec.json(
-            rotated,
-            f"{wf}/{{workflow_id}}/versions",
-            f"{wf}/logged/versions",
-            {
-                "description": SECRET_MARKER,
-                "tasks": [
-                    {
-                        "key": "a",
-                        "action": "mock",
-                        "input": {"sleep_ms": 60_000, "m": SECRET_MARKER},
-                    }
-                ],
-            },
-        )
-        runs_route = f"{wf}/{{workflow_id}}/versions/{{version}}/runs"
-        first = rec.json(
-            op, runs_route, f"{wf}/logged/versions/1/runs", {"input": {"m": SECRET_MARKER}}
-        )
-        slow = rec.json(
-            rotated, runs_route, f"{wf}/logged/versions/2/runs", {"input": {"m": SECRET_MARKER}}
-        )
-        rec.json(viewer, wf, wf, {**secret_definition, "id": "refused"})
-        rec.json(anon, wf, wf, {**secret_definition, "id": "refused"})
-        rec.json(wrong, wf, wf, {**secret_definition, "id": "refused"})
-        rec.json(op, wf, wf, {**secret_definition, SECRET_MARKER: 1})
-        rec.json(op, wf, wf, {**secret_definition, "id": f"bad {SECRET_MARKER}"})
-        rec.json(op, runs_route, f"{wf}/logged/versions/1/runs", {"input": [SECRET_MARKER]})
-        rec.json(op, runs_route, f"{wf}/logged/versions/1/runs", {SECRET_MARKER: {}})
-        rec(
-            op,
-            "POST",
-            wf,
-            wf,
-            body=f'{{"id": "{SECRET_MARKER}",'.encode(),
-            headers={"Content-Type": "application/json", **idem()},
-        )
-        rec(
-            op,
-            "POST",
-            wf,
-            wf,
-            body=f'{{"a": "{SECRET_MARKER}", "a": 1}}'.encode(),
-            headers={"Content-Type": "application/json", **idem()},
-        )
-        rec(
-            op,
-            "POST",
-            wf,
-            wf,
-            body=SECRET_MARKER.encode(),
-            headers={"Content-Type": "text/plain", **idem()},
-        )
-        rec(
-            op,
-            "POST",
-            wf,
-            wf,
-            body=(SECRET_MARKER * 80_000).encode(),
-            headers={"Content-Type": "application/json", **idem()},
-        )
-        rec(op, "POST", wf, wf, body=b"{}", headers={"Content-Type": "application/json"})
-
-        run_ids = [r.json()["run_id"] for r in (first, slow) if r.status_code == 202]
-        if run_ids:
-            rec.wait_for_run(run_ids[0])
-        # Every read, by every role and token, and refused ones.
-        for run_id in run_ids:
-            for client in (op, rotated, viewer, anon, wrong):
-                for route in (
-                    f"{V1}/runs/{{run_id}}",
-                    f"{V1}/runs/{{run_id}}/tasks",
-                    f"{V1}/runs/{{run_id}}/tasks/{{task_key}}",
-                    f"{V1}/runs/{{run_id}}/tasks/{{task_key}}/attempts",
-                    f"{V1}/runs/{{run_id}}/events",
-                ):
-                    path = route.replace("{run_id}", run_id).replace("{task_key}", "a")
-                    rec(client, "GET", route, path)
-        for client in (op, viewer, anon, wrong):
-            for route, path in (
-                (wf, wf),
-                (f"{wf}/{{workflow_id}}", f"{wf}/logged"),
-                (f"{wf}/{{workflow_id}}/versions", f"{wf}/logged/versions"),
-                (f"{wf}/{{workflow_id}}/versions/{{version}}", f"{wf}/logged/versions/2"),
-                (f"{V1}/runs", f"{V1}/runs"),
-            ):
-                rec(client, "GET", route, path)
-        rec(viewer, "GET", f"{wf}/{{workflow_id}}", f"{wf}/missing-wf")
-        rec(viewer, "GET", f"{V1}/runs/{{run_id}}", f"{V1}/runs/not-a-run")
-        rec(viewer, "GET", f"{V1}/runs", f"{V1}/runs?limit=0")
-        rec(viewer, "GET", f"{V1}/runs", f"{V1}/runs?cursor=garbage")
-        rec(viewer, "GET", None, f"{V1}/no-such-route/{SECRET_MARKER[:6]}")
-        rec(viewer, "DELETE", None, f"{wf}/logged")
-        for route in ("/livez", "/readyz", f"{V1}/openapi.json"):
-            rec(anon, "GET", route, route)
-            rec(wrong, "GET", route, route)
-        # Cancels: by a viewer (refused), by the rotated operator, then again (no-op).
-        if len(run_ids) == 2:
-            cancel_route = f"{V1}/runs/{{run_id}}/cancel"
-            cancel_path = f"{V1}/runs/{run_ids[1]}/cancel"
-            rec(viewer, "POST", cancel_route, cancel_path, headers=idem())
-            rec(rotated, "POST", cancel_route, cancel_path, headers=idem())
-            rec.wait_for_run(run_ids[1])
-            rec(op, "POST", cancel_route, cancel_path, headers=idem())
-            rec(op, "POST", cancel_route, f"{V1}/runs/{run_ids[0]}/cancel", headers=idem())
-    return rec.sent
