@@ -498,6 +498,7 @@ def test_chunked_definition_over_the_limit_is_rejected(live_api: LiveApi) -> Non
     assert snapshot(live_api) == before, "the listings changed"
 
 
+@pytest.mark.real_http_only  # raw bytes on a socket
 def test_content_length_that_lies_big_is_rejected(live_api: LiveApi) -> None:
     """A Content-Length of 5,000,000 on a small body."""
     create(live_api, definition("seed"))
@@ -886,6 +887,7 @@ def test_idempotency_key_is_required_and_validated(
     assert snapshot(live_api) == before, "the listings changed"
 
 
+@pytest.mark.real_http_only  # raw bytes on a socket
 @pytest.mark.parametrize(
     "key",
     table(

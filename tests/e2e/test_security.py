@@ -195,7 +195,7 @@ def seed(live: LiveApi) -> str:
 
 def anonymous_with(live: LiveApi, authorization: str | bytes) -> httpx.Client:
     value = authorization if isinstance(authorization, bytes) else authorization.encode()
-    return httpx.Client(base_url=live.base_url, headers={b"Authorization": value}, timeout=30)
+    return live.client(None, headers={b"Authorization": value})
 
 
 # -- bearer tokens -----------------------------------------------------------------------------
@@ -520,11 +520,7 @@ def test_refused_write_saves_no_idempotency_outcome(live_api: LiveApi) -> None:
 
 
 def rotated_client(live: LiveApi) -> httpx.Client:
-    return httpx.Client(
-        base_url=live.base_url,
-        headers={"Authorization": f"Bearer {ROTATED_OPERATOR_TOKEN}"},
-        timeout=30,
-    )
+    return live.client(ROTATED_OPERATOR_TOKEN)
 
 
 def write_with(live: LiveApi, client: httpx.Client, token: str) -> str:
@@ -1190,11 +1186,7 @@ def test_logs_hold_no_secrets_and_one_access_line_per_request(
     try:
         with (
             rotated_client(live_api) as rotated,
-            httpx.Client(
-                base_url=live_api.base_url,
-                headers={"Authorization": f"Bearer {WRONG_TOKEN}"},
-                timeout=30,
-            ) as wrong,
+            live_api.client(WRONG_TOKEN) as wrong,
         ):
             world = Logged(
                 Recorder(live_api),

@@ -101,12 +101,21 @@ class LiveApi:
         self.viewer = self.client(VIEWER_TOKEN)
         self.anonymous = self.client(None)
 
-    def client(self, token: str | None, **kwargs: Any) -> httpx.Client:
+    def client(
+        self,
+        token: str | None,
+        *,
+        headers: dict[str, str] | dict[bytes, bytes] | None = None,
+        **kwargs: Any,
+    ) -> httpx.Client:
         """A blocking httpx client for the service (closed with the service)."""
-        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        merged: dict[str | bytes, str | bytes] = (
+            {"Authorization": f"Bearer {token}"} if token else {}
+        )
+        merged.update(headers or {})
         client = httpx.Client(
             base_url=self.base_url,
-            headers=headers,
+            headers=merged,
             timeout=30,
             transport=self.transport,
             **kwargs,
