@@ -42,6 +42,7 @@ V = "/api/v1"
 PUBLIC = None
 VIEWER = "viewer"
 OPERATOR = "operator"
+WORKER = "worker"
 
 # (method, path) -> (success statuses, role needed; None = anyone)
 SPEC_OPERATIONS: dict[tuple[str, str], tuple[frozenset[int], str | None]] = {
@@ -62,6 +63,13 @@ SPEC_OPERATIONS: dict[tuple[str, str], tuple[frozenset[int], str | None]] = {
     ("GET", f"{V}/runs/{{run_id}}/tasks/{{task_key}}"): (frozenset({200}), VIEWER),
     ("GET", f"{V}/runs/{{run_id}}/tasks/{{task_key}}/attempts"): (frozenset({200}), VIEWER),
     ("GET", f"{V}/runs/{{run_id}}/events"): (frozenset({200}), VIEWER),
+    # SPEC §10: workers claim and report; viewers list workers and queues.
+    ("POST", f"{V}/workers/{{worker_id}}/claim"): (frozenset({200}), WORKER),
+    ("POST", f"{V}/attempts/{{attempt_id}}/heartbeat"): (frozenset({200}), WORKER),
+    ("POST", f"{V}/attempts/{{attempt_id}}/complete"): (frozenset({200}), WORKER),
+    ("POST", f"{V}/attempts/{{attempt_id}}/fail"): (frozenset({200}), WORKER),
+    ("GET", f"{V}/workers"): (frozenset({200}), VIEWER),
+    ("GET", f"{V}/queues"): (frozenset({200}), VIEWER),
     ("GET", f"{V}/openapi.json"): (frozenset({200}), PUBLIC),
     ("GET", "/livez"): (frozenset({200}), PUBLIC),
     ("GET", "/readyz"): (frozenset({200}), PUBLIC),  # 503 {"status": ...} when not ready
@@ -96,7 +104,50 @@ TASK_RUN = (
     "output",
     "error",
 )
-ATTEMPT = ("attempt", "status", "started_at", "finished_at", "output", "error")
+ATTEMPT = (
+    "attempt",
+    "status",
+    "started_at",
+    "finished_at",
+    "output",
+    "error",
+    # SPEC §10
+    "attempt_id",
+    "queue",
+    "worker_id",
+    "claimed_at",
+    "lease_expires_at",
+    "progress",
+)
+CLAIM_ITEM = (
+    "kind",
+    "attempt_id",
+    "lease_token",
+    "lease_expires_at",
+    "timeout_at",
+    "heartbeat_timeout_seconds",
+    "run_id",
+    "workflow_id",
+    "version",
+    "task_key",
+    "attempt",
+    "queue",
+    "action",
+    "input",
+    "run_input",
+    "upstream",
+    "traceparent",
+)
+WORKER_RESOURCE = (
+    "worker_id",
+    "queues",
+    "actions",
+    "first_seen_at",
+    "last_seen_at",
+    "in_flight",
+    "status",
+)
+QUEUE = ("queue", "queued", "running", "oldest_queued_age_seconds")
 EVENT = ("sequence", "type", "occurred_at", "task_key", "attempt", "data")
 ERROR_OBJECT = ("code", "message", "retryable")
 PROBLEM = ("type", "title", "status", "detail", "code", "request_id")
@@ -117,6 +168,9 @@ SPEC_RESOURCES: dict[tuple[str, str], tuple[tuple[str, ...], bool]] = {
     ("GET", f"{V}/runs/{{run_id}}/tasks/{{task_key}}"): (TASK_RUN, False),
     ("GET", f"{V}/runs/{{run_id}}/tasks/{{task_key}}/attempts"): (ATTEMPT, True),
     ("GET", f"{V}/runs/{{run_id}}/events"): (EVENT, True),
+    ("POST", f"{V}/attempts/{{attempt_id}}/complete"): (ATTEMPT, False),
+    ("POST", f"{V}/attempts/{{attempt_id}}/fail"): (ATTEMPT, False),
+    ("GET", f"{V}/workers"): (WORKER_RESOURCE, True),
 }
 
 MAX_PAGE_LIMIT = 200
@@ -266,10 +320,12 @@ def _expected_errors(method: str, path: str, role: str | None) -> set[int]:
     """The error statuses SPEC §6 says an operation can answer with."""
     if role is PUBLIC:
         return set()
-    errors = {400, 401, 500, 503}  # query/body validation, auth, internal, unavailable
+    # Query/body validation, auth, the wrong role (a worker token on a read), internal,
+    # unavailable.
+    errors = {400, 401, 403, 500, 503}
     if method == "POST":
-        errors |= {403, 409, 413, 415}  # viewer role, idempotency_key_reused, body size and type
-    if "{" in path:
+        errors |= {409, 413, 415}  # idempotency_key_reused or lease_lost, body size and type
+    if "{" in path and role != WORKER:  # a worker's unknown attempt is 409 lease_lost unknown
         errors.add(404)
     if path == f"{V}/workflows" and method == "POST":
         errors.add(409)  # workflow_exists
@@ -450,7 +506,8 @@ def test_idempotency_key_on_every_post(document: dict[str, Any], key: tuple[str,
     method, _ = key
     operation = _operation(document, key)
     headers = {p["name"].lower(): p for p in operation.get("parameters", []) if p["in"] == "header"}
-    if method != "POST":
+    if method != "POST" or SPEC_OPERATIONS[key][1] == WORKER:
+        # SPEC §10: a worker's POSTs are fenced by its lease and take no Idempotency-Key.
         assert "idempotency-key" not in headers
         return
     parameter = headers.get("idempotency-key")
@@ -524,6 +581,47 @@ def test_resource_fields(document: dict[str, Any], key: tuple[str, str]) -> None
         assert set(ERROR_OBJECT) <= set(error[0]["properties"])
 
 
+def _listed(document: dict[str, Any], path: str, method: str, member: str) -> dict[str, Any]:
+    """The item schema of the array ``member`` of an operation's success body."""
+    operation = _operation(document, (method, path))
+    (success, *_) = sorted(SPEC_OPERATIONS[(method, path)][0])
+    content = operation["responses"][str(success)]["content"]["application/json"]["schema"]
+    schema = _resolve(document, content)
+    assert member in schema.get("required", []), f"the body always has {member}"
+    items = schema["properties"][member]
+    assert items.get("type") == "array"
+    item: dict[str, Any] = _resolve(document, items["items"])
+    return item
+
+
+def test_claim_items_carry_what_a_worker_needs(document: dict[str, Any]) -> None:
+    """SPEC §10: the claim item's fields (the lease token is given only here)."""
+    item = _listed(document, f"{V}/workers/{{worker_id}}/claim", "POST", "attempts")
+    assert set(CLAIM_ITEM) <= set(item["properties"]), sorted(set(CLAIM_ITEM) - set(item))
+    assert set(CLAIM_ITEM) <= set(item.get("required", []))
+    assert _types(document, item["properties"]["traceparent"]) == {"string", "null"}
+
+
+def test_queues_are_listed_whole(document: dict[str, Any]) -> None:
+    """SPEC §10: GET /queues is not paged: ``{"items": [...]}`` with every queue."""
+    item = _listed(document, f"{V}/queues", "GET", "items")
+    assert set(QUEUE) <= set(item["properties"])
+    assert set(QUEUE) <= set(item.get("required", []))
+
+
+def test_heartbeat_answers_the_new_lease(document: dict[str, Any]) -> None:
+    operation = _operation(document, ("POST", f"{V}/attempts/{{attempt_id}}/heartbeat"))
+    schema = _resolve(
+        document, operation["responses"]["200"]["content"]["application/json"]["schema"]
+    )
+    assert _formats(document, schema["properties"]["lease_expires_at"]) == {"date-time"}
+
+
+def test_lease_lost_problems_carry_a_reason(document: dict[str, Any]) -> None:
+    schema = _resolve(document, {"$ref": PROBLEM_REF})
+    assert "reason" in schema["properties"], "409 lease_lost has a reason member (SPEC §10)"
+
+
 def _types(document: dict[str, Any], schema: dict[str, Any]) -> set[str]:
     schema = _resolve(document, schema)
     if "anyOf" in schema:
@@ -580,6 +678,26 @@ def test_request_bodies(document: dict[str, Any], key: tuple[str, str]) -> None:
         assert validator.is_valid({"input": {"x": [1, "two", None]}})
         assert validator.is_valid({})
         assert not validator.is_valid({"input": []})
+    elif path.endswith("/claim"):
+        assert body is not None
+        validator = _validator(document, body["content"]["application/json"]["schema"])
+        assert validator.is_valid({"queues": ["default"], "actions": ["resize"]})
+        full = {"queues": ["q"], "actions": ["a"], "max_attempts": 100, "wait_seconds": 50}
+        assert validator.is_valid(full)
+        assert not validator.is_valid({"queues": [], "actions": ["a"]}), "queues is non-empty"
+        assert not validator.is_valid({**full, "max_attempts": 101})
+        assert not validator.is_valid({**full, "wait_seconds": 51})
+    elif path.endswith(("/heartbeat", "/complete", "/fail")):
+        assert body is not None
+        assert body.get("required") is True
+        validator = _validator(document, body["content"]["application/json"]["schema"])
+        assert not validator.is_valid({}), "the lease token is required"
+        report = {"lease_token": "t"}
+        if path.endswith("/complete"):
+            report["output"] = {}
+        if path.endswith("/fail"):
+            report["error"] = {"code": "e", "message": "m"}
+        assert validator.is_valid(report)
     elif method == "POST":  # cancel: no body fields
         assert body is None or body.get("required", False) is False
     else:

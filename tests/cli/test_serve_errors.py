@@ -14,6 +14,7 @@ import pytest
 
 from tests.cli.test_serve_embedded import _runtime_env
 from workload_cli._embedded import EmbeddedPostgres
+from workload_store_postgres.migrations import known_migrations
 
 
 def _workload() -> str:
@@ -60,7 +61,8 @@ def test_embedded_serve_refuses_an_unknown_migration_with_exit_4(tmp_path: Path)
             check=False,
         )
         assert migrate.returncode == 0, migrate.stderr
-        assert [m["version"] for m in json.loads(migrate.stdout)["applied"]] == [1]
+        applied = [m["version"] for m in json.loads(migrate.stdout)["applied"]]
+        assert applied == [m.version for m in known_migrations()]
         with psycopg.connect(url, autocommit=True) as conn:
             conn.execute(
                 "INSERT INTO schema_migrations (version, name, checksum) VALUES (999, 'x', 'y')"

@@ -26,6 +26,7 @@ from workload_domain.errors import (
 )
 from workload_domain.events import EventType
 from workload_domain.idempotency import IdempotencyClaim, IdempotencyRecord, Outcome, Replayed
+from workload_domain.ids import attempt_id
 from workload_domain.model import (
     AttemptRecord,
     EventRecord,
@@ -376,7 +377,7 @@ async def test_unfinished_runs_page_by_id(store: Store, clock: FakeClock) -> Non
 async def test_runs_with_running_attempts(store: Store, clock: FakeClock) -> None:
     h = Harness(store=store, clock=clock)
     run_id = await h.create(DIAMOND)
-    assert await store.runs_with_running_attempts() == []
+    assert await store.runs_with_running_attempts({"mock"}) == []
     snapshot = await store.load_run(run_id)
     now = clock.now()
     task = snapshot.tasks[0]
@@ -385,11 +386,22 @@ async def test_runs_with_running_attempts(store: Store, clock: FakeClock) -> Non
             expected_revision=1,
             run=replace(snapshot.run, revision=2, status=RunStatus.RUNNING, started_at=now),
             tasks=(replace(task, status=TaskStatus.RUNNING, attempt_count=1, started_at=now),),
-            attempts=(AttemptRecord(task.task_key, 1, AttemptStatus.RUNNING, now),),
+            attempts=(
+                AttemptRecord(
+                    task.task_key,
+                    1,
+                    AttemptStatus.RUNNING,
+                    now,
+                    attempt_id=attempt_id(run_id, task.task_key, 1),
+                    action="mock",
+                ),
+            ),
             events=(
                 EventRecord(2, EventType.RUN_STARTED, now),
                 EventRecord(3, EventType.ATTEMPT_STARTED, now, task.task_key, 1),
             ),
         )
     )
-    assert await store.runs_with_running_attempts() == [run_id]
+    assert await store.runs_with_running_attempts({"mock"}) == [run_id]
+    # Only the actions asked for: a remote attempt keeps its lease across a restart.
+    assert await store.runs_with_running_attempts({"agent"}) == []

@@ -26,6 +26,9 @@ def normalized_task(key: str, action: str = "mock", **fields: Any) -> dict[str, 
         "depends_on": [],
         "timeout_seconds": 300,
         "retry": dict(DEFAULT_RETRY),
+        "queue": "default",
+        "heartbeat_timeout_seconds": 30,
+        "schedule_to_start_timeout_seconds": None,
         **fields,
     }
 

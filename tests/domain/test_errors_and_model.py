@@ -66,6 +66,7 @@ def test_event_type_strings() -> None:
         "run.failed",
         "run.canceled",
         "run.recovered",
+        "attempt.queued",
         "attempt.started",
         "attempt.succeeded",
         "attempt.failed",

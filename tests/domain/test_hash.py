@@ -59,6 +59,14 @@ def test_hash_format() -> None:
     assert re.fullmatch(r"sha256:[0-9a-f]{64}", hash_of(BASE))
 
 
+REMOTE_DEFAULTS: dict[str, Any] = {
+    # SPEC §3/§10: every task's queue and lease settings are normalized explicitly too.
+    "queue": "default",
+    "heartbeat_timeout_seconds": 30,
+    "schedule_to_start_timeout_seconds": None,
+}
+
+
 def test_hash_is_sha256_of_the_independently_normalized_document() -> None:
     normalized = {
         "id": "pipeline",
@@ -71,6 +79,7 @@ def test_hash_is_sha256_of_the_independently_normalized_document() -> None:
                 "depends_on": [],
                 "timeout_seconds": 300,
                 "retry": DEFAULT_RETRY,
+                **REMOTE_DEFAULTS,
             },
             {
                 "key": "side",
@@ -79,6 +88,7 @@ def test_hash_is_sha256_of_the_independently_normalized_document() -> None:
                 "depends_on": [],
                 "timeout_seconds": 300,
                 "retry": DEFAULT_RETRY,
+                **REMOTE_DEFAULTS,
             },
             {
                 "key": "clean",
@@ -87,6 +97,7 @@ def test_hash_is_sha256_of_the_independently_normalized_document() -> None:
                 "depends_on": ["fetch"],
                 "timeout_seconds": 30,
                 "retry": {**DEFAULT_RETRY, "max_attempts": 3},
+                **REMOTE_DEFAULTS,
             },
         ],
     }
@@ -114,6 +125,7 @@ def test_minimal_definition_hash() -> None:
                 "key": "a",
                 "retry": DEFAULT_RETRY,
                 "timeout_seconds": 300,
+                **REMOTE_DEFAULTS,
             }
         ],
     }

@@ -44,6 +44,10 @@ SPEC_TASK_EDGES = {
     ("waiting_retry", "canceled"),
 }
 SPEC_ATTEMPT_EDGES = {
+    # SPEC §10: a queued (remote) attempt is claimed, canceled, or fails schedule-to-start.
+    ("queued", "running"),
+    ("queued", "canceled"),
+    ("queued", "failed"),
     ("running", "succeeded"),
     ("running", "failed"),
     ("running", "timed_out"),
@@ -77,6 +81,7 @@ def test_task_status_strings() -> None:
 
 def test_attempt_status_strings() -> None:
     assert [s.value for s in AttemptStatus] == [
+        "queued",
         "running",
         "succeeded",
         "failed",
@@ -117,6 +122,7 @@ def test_attempt_terminal_set() -> None:
         "canceled",
         "interrupted",
     }
+    assert {s.value for s in AttemptStatus if s.is_live} == {"queued", "running"}
 
 
 def edges(table: Mapping[Any, frozenset[Any]]) -> set[tuple[str, str]]:
@@ -182,7 +188,7 @@ def test_check_transition_for_every_pair(
 
 
 def test_pair_count() -> None:
-    assert len(ALL_PAIRS) == 6 * 6 + 7 * 7 + 6 * 6
+    assert len(ALL_PAIRS) == 6 * 6 + 7 * 7 + 7 * 7
 
 
 def test_same_status_is_never_a_transition() -> None:

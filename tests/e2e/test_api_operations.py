@@ -266,7 +266,8 @@ def test_cancel_pending_and_finished_runs(live_api: LiveApi) -> None:
 def test_runs_filtered_by_workflow_and_status_with_bound_cursors(live_api: LiveApi) -> None:
     op, viewer = live_api.operator, live_api.viewer
     post(op, "/api/v1/workflows", {"id": "ok", "tasks": [{"key": "a", "action": "mock"}]})
-    post(op, "/api/v1/workflows", {"id": "bad", "tasks": [{"key": "a", "action": "nope"}]})
+    failing = {"key": "a", "action": "mock", "input": {"fail_always": True}}
+    post(op, "/api/v1/workflows", {"id": "bad", "tasks": [failing]})
     ok_runs = [post(op, "/api/v1/workflows/ok/versions/1/runs").json()["run_id"] for _ in range(5)]
     bad_runs = [
         post(op, "/api/v1/workflows/bad/versions/1/runs").json()["run_id"] for _ in range(2)

@@ -879,7 +879,11 @@ SECRET_DEFINITION = {
     "tasks": [
         {"key": "a", "action": "mock", "input": {"output": {"note": SECRET_MARKER}}},
         {"key": "b", "action": "mock", "depends_on": ["a"], "input": {"fail_first": 1}},
-        {"key": "c", "action": "nope", "input": {"why": SECRET_MARKER}},
+        {
+            "key": "c",
+            "action": "mock",
+            "input": {"fail_always": True, "output": {"why": SECRET_MARKER}},
+        },
     ],
 }
 

@@ -76,6 +76,8 @@ class RecordingStore(InMemoryStore):
 class CountingExecutor:
     """Wraps an executor and records the peak number of attempts executing at once."""
 
+    actions = frozenset({"mock"})
+
     def __init__(self, inner: Executor) -> None:
         self.inner = inner
         self.current = 0

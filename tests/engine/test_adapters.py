@@ -12,6 +12,7 @@ import pytest
 from tests.engine.harness import Harness, mock, workflow
 from workload_domain.errors import RevisionConflict, RunNotFound, TaskNotFound
 from workload_domain.events import EventType
+from workload_domain.ids import attempt_id
 from workload_domain.model import (
     AttemptRecord,
     EventRecord,
@@ -172,7 +173,9 @@ async def test_store_commit_is_all_or_nothing() -> None:
     run_id = await _created(store)
     snapshot = await store.load_run(run_id)
     now = snapshot.run.created_at
-    attempt = AttemptRecord("a", 1, AttemptStatus.RUNNING, now)
+    attempt = AttemptRecord(
+        "a", 1, AttemptStatus.RUNNING, now, attempt_id=attempt_id(run_id, "a", 1), action="mock"
+    )
     bad_sequence = RunCommit(
         expected_revision=1,
         run=replace(snapshot.run, revision=2),

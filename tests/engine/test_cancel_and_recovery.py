@@ -377,14 +377,14 @@ async def test_recover_marks_leftover_attempts_interrupted_before_it_returns() -
         tg.start_soon(h.engine.execute, busy)
         await wait_until_idle()
         tg.cancel_scope.cancel()  # a stop while attempt 1 of "a" runs
-    assert await h.store.runs_with_running_attempts() == [busy]
+    assert await h.store.runs_with_running_attempts({"mock"}) == [busy]
 
     restarted = h.restarted()
     async with anyio.create_task_group() as tg:
         await tg.start(restarted.engine.run)
         assert await restarted.engine.recover() == 4
         # Returned: the leftover is already interrupted, whatever else is still starting.
-        assert await h.store.runs_with_running_attempts() == []
+        assert await h.store.runs_with_running_attempts({"mock"}) == []
         view = await h.view(busy)
         assert view.attempt_statuses("a")[0] == "interrupted"
         tg.start_soon(h.clock.autojump)

@@ -168,11 +168,11 @@ async def test_exhausted_retries_fail_the_task_skip_downstream_and_keep_independ
 
 async def test_non_retryable_failure_fails_at_once() -> None:
     h = Harness()
-    view = await h.run(workflow({"key": "x", "action": "shell", "retry": {"max_attempts": 5}}))
+    view = await h.run(workflow(mock("x", retry={"max_attempts": 5}, bogus=1)))
     assert view.status == "failed"
     assert view.attempt_statuses("x") == ["failed"]
     assert view.tasks["x"].error is not None
-    assert view.tasks["x"].error.code == "unknown_action"
+    assert view.tasks["x"].error.code == "invalid_input"
     assert view.tasks["x"].error.retryable is False
 
 
@@ -201,6 +201,8 @@ async def test_timeout_marks_the_attempt_timed_out_and_retries() -> None:
 
 async def test_executor_exception_is_a_task_failure_not_a_system_fault() -> None:
     class Exploding:
+        actions = frozenset({"mock"})
+
         async def execute(self, request: ExecutorRequest) -> ExecutorResult:
             raise RuntimeError("boom")
 
@@ -218,6 +220,8 @@ async def test_run_input_and_task_input_reach_the_executor() -> None:
     seen: list[ExecutorRequest] = []
 
     class Recording:
+        actions = frozenset({"mock"})
+
         async def execute(self, request: ExecutorRequest) -> ExecutorResult:
             seen.append(request)
             return await MockExecutor(h.clock).execute(request)

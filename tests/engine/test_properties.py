@@ -31,14 +31,16 @@ def dags(draw: st.DrawFn) -> tuple[dict[str, Any], int]:
         behaviour: dict[str, Any] = {}
         if draw(st.booleans()):
             behaviour["sleep_ms"] = draw(st.sampled_from([0, 5, 250, 1500, 4000]))
-        kind = draw(st.sampled_from(["ok", "ok", "fail_first", "fail_always", "unknown"]))
+        kind = draw(st.sampled_from(["ok", "ok", "fail_first", "fail_always", "invalid"]))
         if kind == "fail_first":
             behaviour["fail_first"] = draw(st.integers(1, 4))
         elif kind == "fail_always":
             behaviour["fail_always"] = True
+        elif kind == "invalid":  # a failure that is not retryable
+            behaviour["unknown_field"] = True
         task: dict[str, Any] = {
             "key": f"t{i}",
-            "action": "nope" if kind == "unknown" else "mock",
+            "action": "mock",
             "input": behaviour,
             "depends_on": [f"t{d}" for d in sorted(deps)],
             "timeout_seconds": draw(st.sampled_from([1, 2, 300])),
@@ -98,7 +100,7 @@ def check_invariants(definition: dict[str, Any], view: RunView) -> None:
             )
         else:
             raise AssertionError(f"unexpected final task status {task.status}")
-        if specs[key]["action"] != "mock":
+        if "unknown_field" in specs[key]["input"]:
             assert task.status is not TaskStatus.SUCCEEDED
     statuses = {t.status for t in view.tasks.values()}
     expected = "succeeded" if statuses == {TaskStatus.SUCCEEDED} else "failed"

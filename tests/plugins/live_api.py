@@ -17,7 +17,7 @@ behaviour suites with no database at all.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -37,6 +37,7 @@ from workload_sdk import AsyncClient, Client
 VIEWER_TOKEN = "viewer-token-e2e-0123456789"
 OPERATOR_TOKEN = "operator-token-e2e-9876543210"
 ROTATED_OPERATOR_TOKEN = "operator-token-rotated-5555"
+WORKER_TOKEN = "worker-token-e2e-4242424242"
 IN_PROCESS_URL = "http://workload.test"
 TERMINAL = frozenset({"succeeded", "failed", "canceled"})
 BACKENDS = ("memory", "postgres")
@@ -94,25 +95,25 @@ class LiveApi:
     operator: httpx.Client = field(init=False)
     viewer: httpx.Client = field(init=False)
     anonymous: httpx.Client = field(init=False)
+    worker: httpx.Client = field(init=False)
     _opened: list[httpx.Client] = field(default_factory=list, init=False)
 
     def __post_init__(self) -> None:
         self.operator = self.client(OPERATOR_TOKEN)
         self.viewer = self.client(VIEWER_TOKEN)
         self.anonymous = self.client(None)
+        self.worker = self.client(WORKER_TOKEN)
 
     def client(
         self,
         token: str | None,
         *,
-        headers: dict[str, str] | dict[bytes, bytes] | None = None,
+        headers: Mapping[bytes, bytes] | None = None,
         **kwargs: Any,
     ) -> httpx.Client:
         """A blocking httpx client for the service (closed with the service)."""
-        merged: dict[str | bytes, str | bytes] = (
-            {"Authorization": f"Bearer {token}"} if token else {}
-        )
-        merged.update(headers or {})
+        merged = [(b"Authorization", f"Bearer {token}".encode())] if token else []
+        merged += list((headers or {}).items())
         client = httpx.Client(
             base_url=self.base_url,
             headers=merged,
@@ -156,8 +157,10 @@ def settings(**overrides: Any) -> Settings:
     values: dict[str, Any] = {
         "viewer_tokens": VIEWER_TOKEN,
         "operator_tokens": f"{OPERATOR_TOKEN},{ROTATED_OPERATOR_TOKEN}",
+        "worker_tokens": WORKER_TOKEN,
         "max_concurrent_attempts": 16,
         "lock_check_interval_seconds": 0.2,
+        "lease_check_interval_seconds": 0.05,
         **overrides,
     }
     return Settings(**values)

@@ -1,4 +1,7 @@
-"""Bearer authentication with two roles (SPEC §6): viewers read, operators read and write.
+"""Bearer authentication with three roles (SPEC §6, §10).
+
+Viewers read; operators read and write; workers claim and report attempts — and nothing else,
+while viewers and operators may not claim or report.
 
 Tokens are compared in constant time against every configured token, so timing tells nothing
 about which token (or which prefix) matched. A principal is identified by a hash of its token:
@@ -23,10 +26,24 @@ _REALM = 'Bearer realm="workload"'
 
 
 class Role(enum.IntEnum):
-    """What a principal may do; a higher role includes the lower ones."""
+    """What a principal may do: an operator may do what a viewer may; a worker stands apart."""
 
     VIEWER = 1
     OPERATOR = 2
+    WORKER = 3
+
+    def allows(self, required: Role) -> bool:
+        """Whether a principal with this role may call an operation that requires ``required``."""
+        if required is Role.WORKER or self is Role.WORKER:
+            return self is required
+        return self >= required
+
+
+_FORBIDDEN = {
+    Role.VIEWER: "this operation needs a viewer or operator token",
+    Role.OPERATOR: "this operation needs the operator role",
+    Role.WORKER: "this operation is for workers (a worker token)",
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,10 +57,17 @@ class Principal:
 class Authenticator:
     """Resolves ``Authorization`` headers to principals."""
 
-    def __init__(self, viewers: Iterable[SecretStr], operators: Iterable[SecretStr]) -> None:
+    def __init__(
+        self,
+        viewers: Iterable[SecretStr],
+        operators: Iterable[SecretStr],
+        workers: Iterable[SecretStr] = (),
+    ) -> None:
         self._tokens: list[tuple[bytes, Role]] = [
-            (t.get_secret_value().encode("utf-8"), Role.VIEWER) for t in viewers
-        ] + [(t.get_secret_value().encode("utf-8"), Role.OPERATOR) for t in operators]
+            (t.get_secret_value().encode("utf-8"), role)
+            for tokens, role in ((viewers, Role.VIEWER), (operators, Role.OPERATOR))
+            for t in tokens
+        ] + [(t.get_secret_value().encode("utf-8"), Role.WORKER) for t in workers]
 
     def authenticate(self, authorization: str | None, required: Role) -> Principal:
         """Return the principal, or raise 401 (no or bad token) / 403 (role too low)."""
@@ -68,7 +92,7 @@ class Authenticator:
                 "the bearer token is not valid",
                 headers={"WWW-Authenticate": f'{_REALM}, error="invalid_token"'},
             )
-        if role < required:
-            raise HttpProblem(403, "forbidden", "this operation needs the operator role")
+        if not role.allows(required):
+            raise HttpProblem(403, "forbidden", _FORBIDDEN[required])
         principal_id = "sha256:" + hashlib.sha256(presented).hexdigest()[:32]
         return Principal(principal_id, role)

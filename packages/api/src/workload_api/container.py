@@ -16,13 +16,14 @@ from workload_api.auth import Authenticator
 from workload_api.coordinator import Coordinator
 from workload_api.lifecycle import Readiness, Service
 from workload_api.settings import Settings
-from workload_api.usecases import RunUseCases, UseCases, WorkflowUseCases
+from workload_api.usecases import RunUseCases, UseCases, WorkerUseCases, WorkflowUseCases
 from workload_domain.ports import Clock
 from workload_engine.clock import SystemClock
 from workload_engine.definitions import DefinitionCache
 from workload_engine.engine import Engine
 from workload_engine.memory_store import InMemoryStore
 from workload_engine.mock_executor import MockExecutor
+from workload_engine.remote import RemoteAttempts
 from workload_store_postgres.lock import PostgresCoordinatorLock
 from workload_store_postgres.store import PostgresStore
 
@@ -66,17 +67,26 @@ class Container(containers.DeclarativeContainer):
         max_concurrent_attempts=settings.provided.max_concurrent_attempts,
         definitions=definitions,
     )
+    remote = providers.Singleton(RemoteAttempts, store=store, engine=engine)
     workflows = providers.Singleton(
         WorkflowUseCases, store=store, definitions=definitions, clock=clock
     )
     runs = providers.Singleton(
         RunUseCases, store=store, engine=engine, definitions=definitions, clock=clock
     )
-    usecases = providers.Singleton(UseCases, workflows=workflows, runs=runs)
+    workers = providers.Singleton(
+        WorkerUseCases,
+        store=store,
+        remote=remote,
+        signal=engine.provided.work_signal,
+        clock=clock,
+    )
+    usecases = providers.Singleton(UseCases, workflows=workflows, runs=runs, workers=workers)
     authenticator = providers.Singleton(
         Authenticator,
         viewers=settings.provided.viewer_tokens,
         operators=settings.provided.operator_tokens,
+        workers=settings.provided.worker_tokens,
     )
     readiness = providers.Singleton(Readiness)
     app = providers.Singleton(
@@ -89,7 +99,9 @@ class Container(containers.DeclarativeContainer):
         engine=engine,
         clock=clock,
         readiness=readiness,
+        remote=remote,
         lock_check_interval=settings.provided.lock_check_interval_seconds,
+        lease_check_interval=settings.provided.lease_check_interval_seconds,
         sweep_interval=settings.provided.sweep_interval_seconds,
     )
     coordinator = providers.Factory(

@@ -69,7 +69,8 @@ class Coordinator:
         self.url: str | None = None
 
     def stop(self) -> None:
-        """Stop serving (as SIGTERM does); safe to call from another thread."""
+        """Stop serving (as SIGTERM does)."""
+        self.service.stopping()
         self._server.stop()
 
     def _fail_stop(self, reason: str, error: BaseException) -> None:
@@ -128,6 +129,5 @@ class Coordinator:
         with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
             async for signum in signals:
                 _log.info("stopping on %s", signal.Signals(signum).name)
-                self.service.readiness.set(False, "stopping")
                 self.stop()
                 return

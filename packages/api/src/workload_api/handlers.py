@@ -23,11 +23,13 @@ from workload_domain.definition import WORKFLOW_ID_PATTERN
 from workload_domain.errors import WorkflowNotFound, quoted
 from workload_domain.idempotency import IdempotencyClaim, request_hash
 from workload_domain.statuses import RunStatus
+from workload_domain.workers import WORKER_ID_PATTERN
 
 __all__ = ["CURSOR", "LIMIT", "PAGED", "Call", "QueryParam", "respond"]
 
 _IDEMPOTENCY_KEY = re.compile(r"^[\x21-\x7e]{1,255}$")
 _WORKFLOW_ID = re.compile(WORKFLOW_ID_PATTERN)
+_WORKER_ID = re.compile(WORKER_ID_PATTERN)
 _DIGITS = re.compile(r"^[0-9]{1,9}$")
 _VERSION = re.compile(r"^[1-9][0-9]{0,8}$")  # one spelling per version: no sign, no leading 0
 # If-Match compares strongly (RFC 9110 §13.1.1): a weak tag never matches.
@@ -240,3 +242,47 @@ async def list_attempts(call: Call) -> Response:
 async def list_events(call: Call) -> Response:
     cursor, limit = call.page_args()
     return JSONResponse(await call.usecases.runs.list_events(call.path("run_id"), cursor, limit))
+
+
+# -- workers (SPEC §10) ------------------------------------------------------------------------
+
+
+async def claim_attempts(call: Call) -> Response:
+    worker_id = call.path("worker_id")
+    if not _WORKER_ID.match(worker_id):
+        raise HttpProblem(
+            400, "invalid_argument", "worker_id must be 1-128 of A-Z a-z 0-9 . _ - (SPEC §10)"
+        )
+    call.page_args()  # no query parameters
+    body = await read_json_object(call.request)
+    return JSONResponse(await call.usecases.workers.claim(worker_id, body))
+
+
+async def heartbeat(call: Call) -> Response:
+    call.page_args()
+    body = await read_json_object(call.request)
+    workers = call.usecases.workers
+    return JSONResponse(await workers.heartbeat(call.path("attempt_id"), body))
+
+
+async def complete_attempt(call: Call) -> Response:
+    call.page_args()
+    body = await read_json_object(call.request)
+    workers = call.usecases.workers
+    return JSONResponse(await workers.complete(call.path("attempt_id"), body))
+
+
+async def fail_attempt(call: Call) -> Response:
+    call.page_args()
+    body = await read_json_object(call.request)
+    return JSONResponse(await call.usecases.workers.fail(call.path("attempt_id"), body))
+
+
+async def list_workers(call: Call) -> Response:
+    cursor, limit = call.page_args()
+    return JSONResponse(await call.usecases.workers.list_workers(cursor, limit))
+
+
+async def list_queues(call: Call) -> Response:
+    call.page_args()
+    return JSONResponse(await call.usecases.workers.list_queues())

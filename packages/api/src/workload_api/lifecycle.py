@@ -31,6 +31,7 @@ import anyio.abc
 from workload_domain.idempotency import IDEMPOTENCY_RETENTION
 from workload_domain.ports import Clock, CoordinatorLock, Store
 from workload_engine.engine import Engine
+from workload_engine.remote import RemoteAttempts
 
 __all__ = ["CoordinatorBusy", "Readiness", "Service"]
 
@@ -82,7 +83,9 @@ class Service:
         engine: Engine,
         clock: Clock,
         readiness: Readiness,
+        remote: RemoteAttempts | None = None,
         lock_check_interval: float = 1.0,
+        lease_check_interval: float = 1.0,
         sweep_interval: float = 5.0,
         purge_interval: float = 3600.0,
         recovery_page_size: int = 500,
@@ -92,9 +95,11 @@ class Service:
         self.engine = engine
         self.clock = clock
         self.readiness = readiness
+        self.remote = remote
         self.fault: BaseException | None = None
         self.recovered = 0
         self._lock_check_interval = lock_check_interval
+        self._lease_check_interval = lease_check_interval
         self._sweep_interval = sweep_interval
         self._purge_interval = purge_interval
         self._page_size = recovery_page_size
@@ -121,14 +126,15 @@ class Service:
                     if self.lock is not None:
                         tg.start_soon(self._guarded, "lost the coordinator lock", self._watch_lock)
                     tg.start_soon(self._guarded, "the ownership sweep failed", self._sweep)
+                    if self.remote is not None:
+                        tg.start_soon(self._guarded, "the lease reaper failed", self._reap)
                     tg.start_soon(self._guarded, "the idempotency purge failed", self._purge)
                     if self.fault is None:
                         self.readiness.set(True, "ready")
                     try:
                         yield
                     finally:
-                        if self.fault is None:
-                            self.readiness.set(False, "stopping")
+                        self.stopping()
                         self._engine_scope.cancel()
                         tg.cancel_scope.cancel()
             finally:
@@ -139,6 +145,12 @@ class Service:
             with anyio.CancelScope(shield=True):
                 await self.store.close()
 
+    def stopping(self) -> None:
+        """The service is about to stop: not ready, and waiting claims answer now."""
+        if self.fault is None:
+            self.readiness.set(False, "stopping")
+        self.engine.work_signal.close()
+
     def fail(self, reason: str, error: BaseException) -> None:
         """Fail-stop: not ready, execution interrupted, the body told (first fault kept)."""
         if self.fault is None:
@@ -146,6 +158,7 @@ class Service:
             _log.error("fail-stop: %s: %s", reason, error)
         # SPEC §7's order: not ready, stop local execution (interruption), then the body (HTTP).
         self.readiness.set(False, "failed")
+        self.engine.work_signal.close()
         if self._engine_scope is not None:
             self._engine_scope.cancel()
         if self._tasks is not None and self.fault is error:
@@ -199,6 +212,16 @@ class Service:
             found = await self.engine.adopt_unowned(self._page_size)
             if found:
                 _log.info("adopted unowned runs", extra={"fields": {"runs": found}})
+
+    async def _reap(self) -> None:
+        """Apply passed leases and deadlines of remote attempts (the leader's duty, §10)."""
+        assert self.remote is not None
+        while True:
+            await anyio.sleep(self._lease_check_interval)
+            if self.engine.running:
+                expired = await self.remote.expire_due()
+                if expired:
+                    _log.info("expired remote attempts", extra={"fields": {"attempts": expired}})
 
     async def _purge(self) -> None:
         while True:

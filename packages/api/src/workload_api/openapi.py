@@ -43,15 +43,18 @@ _IF_MATCH = {
 
 
 def _components() -> dict[str, Any]:
-    models: list[type[BaseModel]] = [
+    requests: list[type[BaseModel]] = [
         WorkflowDefinition,
+        *(op.body for op in OPERATIONS if isinstance(op.body, type)),
+    ]
+    models: list[type[BaseModel]] = [
         schemas.ProblemDetails,
         schemas.Health,
         schemas.StartRunRequest,
         *{op.response for op in OPERATIONS},
     ]
     _, top = models_json_schema(
-        [(m, "validation" if m is WorkflowDefinition else "serialization") for m in models],
+        [(m, "validation") for m in requests] + [(m, "serialization") for m in models],
         ref_template=_REF,
     )
     linked: dict[str, Any] = _link_definitions(dict(top.get("$defs", {})))
@@ -156,6 +159,13 @@ def _operation(op: Operation, refs: dict[str, str]) -> dict[str, Any]:
             "required": False,
             "content": {
                 "application/json": {"schema": {"$ref": "#/components/schemas/StartRunRequest"}}
+            },
+        }
+    elif isinstance(op.body, type):
+        document["requestBody"] = {
+            "required": True,
+            "content": {
+                "application/json": {"schema": {"$ref": _REF.format(model=op.body.__name__)}}
             },
         }
     return document

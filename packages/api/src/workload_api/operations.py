@@ -36,17 +36,21 @@ class Operation:
     response: type[BaseModel] | Any
     errors: tuple[int, ...]
     query: tuple[QueryParam, ...] = ()
-    body: str | None = None  # "definition" | "start_run" | "empty"
+    body: str | type[BaseModel] | None = None  # "definition" | "start_run" | "empty" | a model
     etag: bool = False
+    fenced: bool = False
+    """A worker's report: fenced by its lease, so it takes no Idempotency-Key (SPEC §10)."""
 
     @property
     def writes(self) -> bool:
-        """Whether the operation writes (POST): operator role and an Idempotency-Key."""
-        return self.method == "POST"
+        """Whether the operation is a POST that needs an ``Idempotency-Key``."""
+        return self.method == "POST" and not self.fenced
 
 
-_READ_ERRORS = (400, 401, 404, 405, 503)
+# A worker token is refused (403) on everything that is not a worker's.
+_READ_ERRORS = (400, 401, 403, 404, 405, 503)
 _WRITE_ERRORS = (400, 401, 403, 404, 405, 409, 413, 415, 503)
+_WORKER_ERRORS = (400, 401, 403, 405, 409, 413, 415, 503)
 _V = "/api/v1"
 _RUNS_QUERY = (
     QueryParam(
@@ -226,5 +230,80 @@ OPERATIONS: tuple[Operation, ...] = (
         schemas.Page[schemas.Event],
         _READ_ERRORS,
         PAGED,
+    ),
+    Operation(
+        "POST",
+        f"{_V}/workers/{{worker_id}}/claim",
+        "claimAttempts",
+        "Claim queued attempts (a worker; long-poll up to wait_seconds)",
+        Role.WORKER,
+        h.claim_attempts,
+        200,
+        schemas.ClaimResponse,
+        _WORKER_ERRORS,
+        body=schemas.ClaimRequest,
+        fenced=True,
+    ),
+    Operation(
+        "POST",
+        f"{_V}/attempts/{{attempt_id}}/heartbeat",
+        "heartbeatAttempt",
+        "Renew the lease of a claimed attempt (and report progress)",
+        Role.WORKER,
+        h.heartbeat,
+        200,
+        schemas.Lease,
+        _WORKER_ERRORS,
+        body=schemas.HeartbeatRequest,
+        fenced=True,
+    ),
+    Operation(
+        "POST",
+        f"{_V}/attempts/{{attempt_id}}/complete",
+        "completeAttempt",
+        "Report a claimed attempt's success",
+        Role.WORKER,
+        h.complete_attempt,
+        200,
+        schemas.Attempt,
+        _WORKER_ERRORS,
+        body=schemas.CompleteRequest,
+        fenced=True,
+    ),
+    Operation(
+        "POST",
+        f"{_V}/attempts/{{attempt_id}}/fail",
+        "failAttempt",
+        "Report a claimed attempt's failure",
+        Role.WORKER,
+        h.fail_attempt,
+        200,
+        schemas.Attempt,
+        _WORKER_ERRORS,
+        body=schemas.FailRequest,
+        fenced=True,
+    ),
+    Operation(
+        "GET",
+        f"{_V}/workers",
+        "listWorkers",
+        "List workers",
+        Role.VIEWER,
+        h.list_workers,
+        200,
+        schemas.Page[schemas.Worker],
+        tuple(e for e in _READ_ERRORS if e != 404),
+        PAGED,
+    ),
+    Operation(
+        "GET",
+        f"{_V}/queues",
+        "listQueues",
+        "List queues with their work",
+        Role.VIEWER,
+        h.list_queues,
+        200,
+        schemas.Queues,
+        tuple(e for e in _READ_ERRORS if e != 404),
     ),
 )

@@ -31,6 +31,7 @@ PROBLEM_MEDIA_TYPE = "application/problem+json"
 STATUS_BY_CATEGORY: Mapping[ErrorCategory, int] = MappingProxyType(
     {
         ErrorCategory.INVALID_INPUT: 400,
+        ErrorCategory.TOO_LARGE: 413,
         ErrorCategory.NOT_FOUND: 404,
         ErrorCategory.CONFLICT: 409,
         ErrorCategory.REVISION_CONFLICT: 409,
@@ -57,6 +58,7 @@ class HttpProblem(Exception):
         *,
         problems: Sequence[Problem] = (),
         headers: Mapping[str, str] | None = None,
+        extensions: Mapping[str, str] | None = None,
     ) -> None:
         super().__init__(detail)
         self.status = status
@@ -64,6 +66,7 @@ class HttpProblem(Exception):
         self.detail = detail
         self.problems = tuple(problems)
         self.headers = dict(headers or {})
+        self.extensions = dict(extensions or {})
 
 
 def problem_for(error: WorkloadError) -> HttpProblem:
@@ -77,7 +80,9 @@ def problem_for(error: WorkloadError) -> HttpProblem:
         )
         return HttpProblem(status, error.code, detail)
     problems = getattr(error, "problems", ())
-    return HttpProblem(status, error.code, error.message, problems=problems)
+    return HttpProblem(
+        status, error.code, error.message, problems=problems, extensions=error.extensions()
+    )
 
 
 MAX_TEXT = 1024
@@ -99,6 +104,7 @@ def problem_response(problem: HttpProblem, request_id: str) -> JSONResponse:
         "code": problem.code,
         "request_id": request_id,
     }
+    body.update({k: _bounded(v) for k, v in problem.extensions.items()})
     if problem.problems:
         body["errors"] = [
             {"path": _bounded(p.path), "message": _bounded(p.message)} for p in problem.problems

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import fields
+from datetime import datetime
 from typing import Any, TypeVar
 
 from pydantic import BaseModel
@@ -25,15 +26,19 @@ from workload_domain.model import (
     WorkflowRecord,
 )
 from workload_domain.statuses import TaskStatus
+from workload_domain.workers import ClaimedAttempt, QueueStats, WorkerRecord, worker_status
 
 __all__ = [
     "attempt",
+    "claim_item",
     "event",
     "page",
+    "queue",
     "run",
     "task",
     "version",
     "version_summary",
+    "worker",
     "workflow",
 ]
 
@@ -63,8 +68,7 @@ def version(record: VersionRecord) -> JsonObject:
 def run(record: RunRecord, task_counts: Mapping[str, int]) -> JsonObject:
     """The run resource: the record, and how many of its tasks are in each status."""
     counts = {s.value: int(task_counts.get(s.value, 0)) for s in TaskStatus}
-    attributes = {f.name: getattr(record, f.name) for f in fields(record)}
-    return _dump(schemas.Run, {**attributes, "task_counts": counts})
+    return _dump(schemas.Run, {**_attributes(record), "task_counts": counts})
 
 
 def task(record: TaskRecord) -> JsonObject:
@@ -80,6 +84,28 @@ def attempt(record: AttemptRecord) -> JsonObject:
 def event(record: EventRecord) -> JsonObject:
     """The event resource."""
     return _dump(schemas.Event, record)
+
+
+def _attributes(record: object) -> dict[str, object]:
+    return {f.name: getattr(record, f.name) for f in fields(record)}  # type: ignore[arg-type]
+
+
+def claim_item(claimed: ClaimedAttempt, lease_token: str, traceparent: str | None) -> JsonObject:
+    """A claim item: the attempt, its lease token (given once, to its worker) and its inputs."""
+    extra = {"kind": "task", "lease_token": lease_token, "traceparent": traceparent}
+    return _dump(schemas.ClaimItem, {**_attributes(claimed), **extra})
+
+
+def worker(record: WorkerRecord, now: datetime) -> JsonObject:
+    """The worker resource (``active`` or ``gone`` as of ``now``)."""
+    return _dump(schemas.Worker, {**_attributes(record), "status": worker_status(record, now)})
+
+
+def queue(stats: QueueStats, now: datetime) -> JsonObject:
+    """A queue's work; the age of its oldest queued attempt in seconds."""
+    oldest = stats.oldest_queued_at
+    age = None if oldest is None else round(max((now - oldest).total_seconds(), 0.0), 3)
+    return _dump(schemas.QueueItem, {**_attributes(stats), "oldest_queued_age_seconds": age})
 
 
 def page(found: Page[T], convert: Callable[[T], JsonObject]) -> JsonObject:

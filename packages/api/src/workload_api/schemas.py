@@ -11,21 +11,34 @@ from typing import Annotated, Any, Generic, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
 
+from workload_domain.definition import MAX_ACTION_LENGTH, QUEUE_PATTERN
 from workload_domain.events import EventType
 from workload_domain.statuses import AttemptStatus, RunStatus, TaskStatus
+from workload_domain.workers import MAX_CLAIM_ATTEMPTS, MAX_CLAIM_WAIT_SECONDS, WORKER_ID_PATTERN
 
 __all__ = [
     "Attempt",
+    "ClaimItem",
+    "ClaimRequest",
+    "ClaimResponse",
+    "CompleteRequest",
+    "ErrorIn",
     "ErrorObject",
     "Event",
+    "FailRequest",
     "Health",
+    "HeartbeatRequest",
+    "Lease",
     "Page",
     "ProblemDetails",
+    "QueueItem",
+    "Queues",
     "Run",
     "StartRunRequest",
     "TaskRun",
     "Version",
     "VersionSummary",
+    "Worker",
     "Workflow",
 ]
 
@@ -110,7 +123,7 @@ class TaskRun(_Out):
 
 
 class Attempt(_Out):
-    """One attempt at executing a task."""
+    """One attempt at executing a task (a remote one carries its queue and lease)."""
 
     attempt: int
     status: AttemptStatus
@@ -118,6 +131,12 @@ class Attempt(_Out):
     finished_at: datetime | None
     output: JsonObject | None
     error: ErrorObject | None
+    attempt_id: str
+    queue: str
+    worker_id: str | None
+    claimed_at: datetime | None
+    lease_expires_at: datetime | None
+    progress: JsonObject | None
 
 
 class Event(_Out):
@@ -146,6 +165,114 @@ class StartRunRequest(BaseModel):
     input: JsonObject = Field(default_factory=dict)
 
 
+class _In(BaseModel):
+    model_config = ConfigDict(strict=True, extra="forbid")
+
+
+WorkerName = Annotated[str, Field(pattern=WORKER_ID_PATTERN)]
+QueueName = Annotated[str, Field(pattern=QUEUE_PATTERN)]
+ActionName = Annotated[str, Field(min_length=1, max_length=MAX_ACTION_LENGTH)]
+
+
+class ClaimRequest(_In):
+    """What a worker asks for: attempts of these queues and actions."""
+
+    queues: list[QueueName] = Field(min_length=1, max_length=100)
+    actions: list[ActionName] = Field(min_length=1, max_length=1000)
+    max_attempts: int = Field(default=1, ge=1, le=MAX_CLAIM_ATTEMPTS)
+    wait_seconds: float = Field(default=20, ge=0, le=MAX_CLAIM_WAIT_SECONDS, allow_inf_nan=False)
+
+
+class ClaimItem(_Out):
+    """An attempt handed to a worker, with its lease and everything it needs to run."""
+
+    kind: str = Field(description='"task" (a task\'s attempt) or "tool_call" (an agent\'s tool)')
+    attempt_id: str
+    lease_token: str
+    lease_expires_at: datetime
+    timeout_at: datetime
+    heartbeat_timeout_seconds: float
+    run_id: str
+    workflow_id: str
+    version: int
+    task_key: str
+    attempt: int
+    queue: str
+    action: str
+    input: JsonObject
+    run_input: JsonObject
+    upstream: JsonObject
+    traceparent: str | None
+
+
+class ClaimResponse(_Out):
+    """The attempts a claim handed out (empty only after waiting the full wait_seconds)."""
+
+    attempts: list[ClaimItem]
+
+
+class HeartbeatRequest(_In):
+    """A worker keeps its lease (and may report progress)."""
+
+    lease_token: str = Field(min_length=1, max_length=256)
+    progress: JsonObject | None = None
+
+
+class Lease(_Out):
+    """The renewed lease."""
+
+    lease_expires_at: datetime
+
+
+class CompleteRequest(_In):
+    """A worker reports success with the attempt's output."""
+
+    lease_token: str = Field(min_length=1, max_length=256)
+    output: JsonObject
+
+
+class ErrorIn(_In):
+    """Why an attempt failed, as a worker reports it."""
+
+    code: str = Field(min_length=1, max_length=128)
+    message: str = Field(max_length=4096)
+    retryable: bool = True
+
+
+class FailRequest(_In):
+    """A worker reports failure."""
+
+    lease_token: str = Field(min_length=1, max_length=256)
+    error: ErrorIn
+
+
+class Worker(_Out):
+    """A worker as last seen."""
+
+    worker_id: str
+    queues: list[str]
+    actions: list[str]
+    first_seen_at: datetime
+    last_seen_at: datetime
+    in_flight: int
+    status: str = Field(description='"active" (seen recently) or "gone"')
+
+
+class QueueItem(_Out):
+    """A queue's work."""
+
+    queue: str
+    queued: int
+    running: int
+    oldest_queued_age_seconds: float | None
+
+
+class Queues(_Out):
+    """Every queue with work or history (not paged)."""
+
+    items: list[QueueItem]
+
+
 class ProblemItem(_Out):
     """One validation problem: where (a JSON Pointer) and what."""
 
@@ -163,6 +290,10 @@ class ProblemDetails(_Out):
     code: str
     request_id: str
     errors: list[ProblemItem] | None = None
+    reason: str | None = Field(
+        default=None,
+        description="lease_lost only: expired, canceled, finished, timed_out or unknown",
+    )
 
 
 class Health(_Out):

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated
 
-from pydantic import Field, SecretStr, field_validator
+from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 __all__ = ["Settings"]
@@ -26,8 +26,13 @@ class Settings(BaseSettings):
     log_level: str = "INFO"
     viewer_tokens: Tokens = ()
     operator_tokens: Tokens = ()
+    worker_tokens: Tokens = ()
+    """Tokens of workers: they claim and report attempts, and do nothing else (SPEC §10)."""
     max_concurrent_attempts: int = Field(default=64, ge=1, le=10_000)
     lock_check_interval_seconds: float = Field(default=1.0, gt=0, le=3600)
+    lease_check_interval_seconds: float = Field(default=1.0, gt=0, le=60)
+    """How often the leader applies passed leases, start-to-close and schedule-to-start
+    deadlines of remote attempts."""
     sweep_interval_seconds: float = Field(default=5.0, gt=0, le=5)
     """How often the leader adopts unfinished runs it does not execute (SPEC §14: ≤ 5 s)."""
     http_header_timeout_seconds: float = Field(default=10.0, gt=0, le=300)
@@ -40,6 +45,16 @@ class Settings(BaseSettings):
     statement_timeout_ms: int = Field(default=5000, ge=100, le=600_000)
     pool_max_size: int = Field(default=10, ge=1, le=1000)
 
+    @model_validator(mode="after")
+    def _worker_tokens_apart(self) -> Settings:
+        # A worker token may do only worker things: one that is also a viewer's or an
+        # operator's would make its role ambiguous.
+        workers = {t.get_secret_value() for t in self.worker_tokens}
+        others = {t.get_secret_value() for t in (*self.viewer_tokens, *self.operator_tokens)}
+        if workers & others:
+            raise ValueError("a worker token must not also be a viewer or operator token")
+        return self
+
     @field_validator("log_level")
     @classmethod
     def _known_level(cls, value: str) -> str:
@@ -48,7 +63,7 @@ class Settings(BaseSettings):
             raise ValueError(f"log level must be one of {', '.join(_LEVELS)}")
         return level
 
-    @field_validator("viewer_tokens", "operator_tokens", mode="before")
+    @field_validator("viewer_tokens", "operator_tokens", "worker_tokens", mode="before")
     @classmethod
     def _split_tokens(cls, value: object) -> object:
         # Comma-separated, so that tokens can rotate: old and new are both valid for a while.

@@ -29,7 +29,11 @@ from workload_domain.jsonvalues import (
 
 __all__ = ["CompiledWorkflow", "compile_definition"]
 
-_SECONDS_FIELDS = ("timeout_seconds",)
+_SECONDS_FIELDS = (
+    "timeout_seconds",
+    "heartbeat_timeout_seconds",
+    "schedule_to_start_timeout_seconds",
+)
 _RETRY_NUMBER_FIELDS = ("initial_backoff_seconds", "backoff_multiplier", "max_backoff_seconds")
 
 
@@ -319,7 +323,8 @@ def _build(model: WorkflowDefinition) -> CompiledWorkflow:
     document = model.model_dump(mode="json")
     for task in document["tasks"]:
         for field in _SECONDS_FIELDS:
-            task[field] = _normalize_number(task[field])
+            if task[field] is not None:
+                task[field] = _normalize_number(task[field])
         for field in _RETRY_NUMBER_FIELDS:
             task["retry"][field] = _normalize_number(task["retry"][field])
     canonical = canonical_json(document)

@@ -13,13 +13,17 @@ from typing import Annotated, Any
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 __all__ = [
+    "DEFAULT_HEARTBEAT_TIMEOUT_SECONDS",
+    "DEFAULT_QUEUE",
     "DEFAULT_TIMEOUT_SECONDS",
     "MAX_ACTION_LENGTH",
     "MAX_ATTEMPTS",
     "MAX_BACKOFF_SECONDS",
     "MAX_DESCRIPTION_LENGTH",
+    "MAX_HEARTBEAT_TIMEOUT_SECONDS",
     "MAX_TASKS",
     "MAX_TIMEOUT_SECONDS",
+    "QUEUE_PATTERN",
     "TASK_KEY_PATTERN",
     "WORKFLOW_ID_PATTERN",
     "RetryPolicy",
@@ -29,6 +33,10 @@ __all__ = [
 
 WORKFLOW_ID_PATTERN = r"^[a-z0-9][a-z0-9._-]{0,62}$"
 TASK_KEY_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$"
+QUEUE_PATTERN = r"^[a-z0-9][a-z0-9._-]{0,62}$"
+DEFAULT_QUEUE = "default"
+DEFAULT_HEARTBEAT_TIMEOUT_SECONDS = 30
+MAX_HEARTBEAT_TIMEOUT_SECONDS = 3600
 MAX_TASKS = 1000
 MAX_ACTION_LENGTH = 128
 MAX_DESCRIPTION_LENGTH = 4096
@@ -42,6 +50,7 @@ _STRICT = ConfigDict(strict=True, extra="forbid", frozen=True)
 
 WorkflowId = Annotated[str, StringConstraints(pattern=WORKFLOW_ID_PATTERN)]
 TaskKey = Annotated[str, StringConstraints(pattern=TASK_KEY_PATTERN)]
+QueueName = Annotated[str, StringConstraints(pattern=QUEUE_PATTERN)]
 
 
 class RetryPolicy(BaseModel):
@@ -72,6 +81,19 @@ class TaskSpec(BaseModel):
         default=DEFAULT_TIMEOUT_SECONDS, gt=0, le=MAX_TIMEOUT_SECONDS, allow_inf_nan=False
     )
     retry: RetryPolicy = Field(default_factory=RetryPolicy)
+    queue: QueueName = DEFAULT_QUEUE
+    """Where a remote attempt waits for a worker (SPEC §10)."""
+    heartbeat_timeout_seconds: float = Field(
+        default=DEFAULT_HEARTBEAT_TIMEOUT_SECONDS,
+        gt=0,
+        le=MAX_HEARTBEAT_TIMEOUT_SECONDS,
+        allow_inf_nan=False,
+    )
+    """The lease length of a remote attempt: a worker heartbeats within it or loses it."""
+    schedule_to_start_timeout_seconds: float | None = Field(
+        default=None, gt=0, le=MAX_TIMEOUT_SECONDS, allow_inf_nan=False
+    )
+    """How long a remote attempt may wait in its queue (None: forever)."""
 
 
 class WorkflowDefinition(BaseModel):

@@ -7,6 +7,7 @@ stable machine-readable string that clients see (SPEC §6).
 Hierarchy::
 
     WorkloadError
+    ├── TooLarge                     category TOO_LARGE, code payload_too_large
     ├── InvalidInput                 category INVALID_INPUT
     │   ├── InvalidDefinition        code invalid_definition (carries every problem found)
     │   ├── InvalidArgument          code invalid_argument
@@ -16,6 +17,7 @@ Hierarchy::
     │   ├── WorkflowNotFound · VersionNotFound · RunNotFound · TaskNotFound
     ├── Conflict                     category CONFLICT
     │   ├── WorkflowExists · IdempotencyKeyReused · RunFinished
+    │   └── LeaseLost                code lease_lost, with a reason (SPEC §10)
     ├── RevisionConflict             category REVISION_CONFLICT (a commit from a stale revision)
     ├── VersionTaken                 category REVISION_CONFLICT (a concurrent new version won)
     ├── PreconditionFailed           category PRECONDITION_FAILED (a stale If-Match)
@@ -42,6 +44,7 @@ __all__ = [
     "InvalidCursor",
     "InvalidDefinition",
     "InvalidInput",
+    "LeaseLost",
     "LockLost",
     "NotFound",
     "PreconditionFailed",
@@ -53,6 +56,7 @@ __all__ = [
     "StoreUnavailable",
     "SystemFault",
     "TaskNotFound",
+    "TooLarge",
     "VersionNotFound",
     "VersionTaken",
     "WorkflowExists",
@@ -81,6 +85,7 @@ class ErrorCategory(enum.StrEnum):
     """What kind of failure an error is; the HTTP layer maps each to one status."""
 
     INVALID_INPUT = "invalid_input"
+    TOO_LARGE = "too_large"
     NOT_FOUND = "not_found"
     CONFLICT = "conflict"
     REVISION_CONFLICT = "revision_conflict"
@@ -106,6 +111,17 @@ class WorkloadError(Exception):
     def __init__(self, message: str) -> None:
         super().__init__(message)
         self.message = message
+
+    def extensions(self) -> dict[str, str]:
+        """Extra members of the problem document (RFC 9457 §3.2) this error carries."""
+        return {}
+
+
+class TooLarge(WorkloadError):
+    """A value the caller sent is larger than its bound (e.g. a worker's progress)."""
+
+    category = ErrorCategory.TOO_LARGE
+    code = "payload_too_large"
 
 
 class InvalidInput(WorkloadError):
@@ -227,6 +243,25 @@ class RunFinished(Conflict):
         super().__init__(f"run {run_id!r} already finished with status {status!r}")
         self.run_id = run_id
         self.status = status
+
+
+class LeaseLost(Conflict):
+    """A worker's report no longer holds a lease: ``reason`` says why; nothing was written.
+
+    Reasons (SPEC §10): ``expired`` (the lease ran out), ``canceled`` (run or task canceled),
+    ``finished`` (already completed or failed), ``timed_out`` (start-to-close passed),
+    ``unknown`` (no such attempt, or a token that is not this attempt's).
+    """
+
+    code = "lease_lost"
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+
+    def extensions(self) -> dict[str, str]:
+        """The ``reason`` member."""
+        return {"reason": self.reason}
 
 
 class RevisionConflict(WorkloadError):

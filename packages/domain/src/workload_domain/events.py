@@ -17,6 +17,7 @@ class EventType(enum.StrEnum):
     RUN_FAILED = "run.failed"
     RUN_CANCELED = "run.canceled"
     RUN_RECOVERED = "run.recovered"
+    ATTEMPT_QUEUED = "attempt.queued"
     ATTEMPT_STARTED = "attempt.started"
     ATTEMPT_SUCCEEDED = "attempt.succeeded"
     ATTEMPT_FAILED = "attempt.failed"

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import uuid
 
-__all__ = ["uuid7"]
+__all__ = ["attempt_id", "uuid7"]
+
+_ATTEMPTS = uuid.UUID("6f8b2c52-7c1e-4d55-9a0f-3b7f1d2a9e41")
+"""The namespace of attempt ids (a constant: ids must be the same in every process)."""
 
 _MAX_MS = (1 << 48) - 1
 
@@ -24,3 +27,13 @@ def uuid7(unix_ms: int, random_bytes: bytes) -> str:
     rand_b = rand & ((1 << 62) - 1)
     value = (unix_ms << 80) | (0x7 << 76) | (rand_a << 64) | (0b10 << 62) | rand_b
     return str(uuid.UUID(int=value))
+
+
+def attempt_id(run_id: str, task_key: str, attempt: int) -> str:
+    """The id of attempt ``attempt`` of ``task_key`` in ``run_id`` (a name-based UUIDv5).
+
+    Derived, not drawn: a plan that is computed again after a revision conflict names the same
+    attempt with the same id, and the planner stays pure. Ids are not secrets (a lease token
+    is); they only address an attempt in the worker endpoints.
+    """
+    return str(uuid.uuid5(_ATTEMPTS, f"{run_id}/{task_key}/{attempt}"))

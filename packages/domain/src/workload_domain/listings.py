@@ -22,6 +22,7 @@ from workload_domain.model import (
     VersionRecord,
     WorkflowRecord,
 )
+from workload_domain.workers import WorkerRecord
 
 __all__ = [
     "ATTEMPTS",
@@ -29,6 +30,7 @@ __all__ = [
     "RUNS",
     "TASKS",
     "VERSIONS",
+    "WORKERS",
     "WORKFLOWS",
     "Fetch",
     "Listing",
@@ -104,6 +106,8 @@ ATTEMPTS: Listing[AttemptRecord] = Listing("attempts", lambda a: (a.attempt,), (
 """A task's attempts by number."""
 EVENTS: Listing[EventRecord] = Listing("events", lambda e: (e.sequence,), (int,))
 """A run's events by sequence."""
+WORKERS: Listing[WorkerRecord] = Listing("workers", lambda w: (w.worker_id,), (str,))
+"""Workers by id."""
 
 
 def rows_after(rows: Sequence[T], listing: Listing[T], after: Position | None, n: int) -> list[T]:

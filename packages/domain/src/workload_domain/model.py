@@ -112,7 +112,13 @@ class TaskRecord:
 
 @dataclass(frozen=True, slots=True)
 class AttemptRecord:
-    """One attempt at executing a task; attempts are numbered from 1 per task."""
+    """One attempt at executing a task; attempts are numbered from 1 per task.
+
+    ``started_at`` is when the attempt was created (queued, for a remote action); a remote
+    attempt's claim sets ``worker_id``, ``claimed_at``, ``lease_expires_at`` and ``timeout_at``.
+    Lease fields and ``progress`` change without a new revision (claims and heartbeats are
+    written by the store itself), so a commit never writes them back.
+    """
 
     task_key: str
     attempt: int
@@ -121,6 +127,23 @@ class AttemptRecord:
     finished_at: datetime | None = None
     output: JsonObject | None = None
     error: TaskError | None = None
+    attempt_id: str = ""
+    """``ids.attempt_id(run_id, task_key, attempt)``: stable, so a replanned commit agrees."""
+    action: str = ""
+    queue: str = "default"
+    heartbeat_timeout_seconds: float | None = None
+    """Remote attempts only: the lease length."""
+    timeout_seconds: float | None = None
+    """Remote attempts only: start-to-close, counted from the claim."""
+    schedule_deadline: datetime | None = None
+    """Remote attempts only: when a queued attempt fails its schedule-to-start timeout."""
+    worker_id: str | None = None
+    claimed_at: datetime | None = None
+    lease_expires_at: datetime | None = None
+    timeout_at: datetime | None = None
+    progress: JsonObject | None = None
+    report_hash: str | None = None
+    """A hash of the worker's complete/fail request, so that an identical retry answers 200."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,11 +160,15 @@ class EventRecord:
 
 @dataclass(frozen=True, slots=True)
 class RunSnapshot:
-    """What an executor of a run needs to decide its next step, read in one consistent view."""
+    """What an executor of a run needs to decide its next step, read in one consistent view.
+
+    ``live_attempts`` are the attempts that have not ended: ``running`` ones, and ``queued``
+    ones of remote actions.
+    """
 
     run: RunRecord
     tasks: tuple[TaskRecord, ...]
-    running_attempts: tuple[AttemptRecord, ...]
+    live_attempts: tuple[AttemptRecord, ...]
     last_sequence: int
 
 
@@ -180,6 +207,8 @@ class ExecutorRequest:
     action: str
     input: JsonObject
     run_input: JsonObject
+    upstream: JsonObject = field(default_factory=dict)
+    """``{dependency task key: its output}`` for the task's direct dependencies (§10)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,12 +6,14 @@ Adapters: the engine package ships ``InMemoryStore``, ``FakeClock``, ``SystemClo
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from datetime import datetime
 from typing import Protocol
 
 from workload_domain.cursors import Page
 from workload_domain.idempotency import IdempotencyClaim, IdempotencyRecord, Outcome, Replayed
+from workload_domain.jsonvalues import JsonObject
+from workload_domain.leases import LeasedAttempt
 from workload_domain.model import (
     AttemptRecord,
     EventRecord,
@@ -26,6 +28,7 @@ from workload_domain.model import (
     WorkflowRecord,
 )
 from workload_domain.statuses import RunStatus
+from workload_domain.workers import Claim, ClaimedAttempt, QueueStats, WorkerRecord
 
 __all__ = [
     "Clock",
@@ -36,6 +39,7 @@ __all__ = [
     "Resource",
     "RunReads",
     "Store",
+    "WorkerStore",
     "WorkflowStore",
 ]
 
@@ -53,7 +57,16 @@ class Clock(Protocol):
 
 
 class Executor(Protocol):
-    """Executes one attempt of a task. Cancellation (anyio) must stop it promptly."""
+    """Executes one attempt of a task. Cancellation (anyio) must stop it promptly.
+
+    An executor runs in the coordinator's process; the actions it executes are *local*. Every
+    other action is *remote*: its attempts wait in a queue for a worker (SPEC §10).
+    """
+
+    @property
+    def actions(self) -> frozenset[str]:
+        """The actions this executor executes."""
+        ...
 
     async def execute(self, request: ExecutorRequest) -> ExecutorResult:
         """Execute the attempt and report its outcome; failures are results, not exceptions."""
@@ -161,8 +174,12 @@ class ExecutionStore(Protocol):
         """Return ids of non-terminal runs in id order, after ``after``, at most ``limit``."""
         ...
 
-    async def runs_with_running_attempts(self) -> Sequence[str]:
-        """Ids of runs with an attempt still ``running`` (left by a stopped coordinator)."""
+    async def runs_with_running_attempts(self, actions: Collection[str]) -> Sequence[str]:
+        """Ids of runs with an attempt of one of ``actions`` still ``running``.
+
+        Asked at start-up with the in-process actions: those attempts were left by a stopped
+        coordinator (remote ones keep their leases across a restart).
+        """
         ...
 
 
@@ -247,5 +264,53 @@ class RunReads(Protocol):
         ...
 
 
-class Store(WorkflowStore, ExecutionStore, IdempotencyStore, RunReads, Resource, Protocol):
+class WorkerStore(Protocol):
+    """Remote attempts (SPEC §10): claims under leases, heartbeats, expiry; workers, queues.
+
+    Claims and heartbeats are written by the store itself, atomically, because they must hold
+    under concurrent claimers (``FOR UPDATE SKIP LOCKED``); outcomes of remote attempts are
+    ordinary revision-checked commits.
+    """
+
+    async def claim(self, claim: Claim, now: datetime) -> Sequence[ClaimedAttempt]:
+        """Hand out up to ``len(claim.token_digests)`` queued attempts, oldest first.
+
+        Each becomes ``running`` under its lease (``attempt.started``, one commit per run:
+        revision + 1); the worker is recorded as seen. Never hands an attempt to two claimers.
+        """
+        ...
+
+    async def find_attempt(self, attempt_id: str) -> LeasedAttempt | None:
+        """An attempt by id, with its run and its lease token's digest (None: unknown)."""
+        ...
+
+    async def heartbeat(
+        self, attempt_id: str, token_digest: str, now: datetime, progress: JsonObject | None
+    ) -> datetime | None:
+        """Renew a held lease (and record ``progress``); return the new expiry.
+
+        None when the lease is not held at ``now`` (another token, not running, expired, or
+        timed out): nothing is written.
+        """
+        ...
+
+    async def due_attempts(self, now: datetime, limit: int) -> Sequence[tuple[str, str, int]]:
+        """Remote attempts whose lease, start-to-close or schedule-to-start time has passed.
+
+        ``(run_id, task_key, attempt)``, at most ``limit``, oldest deadline first.
+        """
+        ...
+
+    async def page_workers(self, cursor: str | None, limit: int) -> Page[WorkerRecord]:
+        """Workers in ``worker_id`` order."""
+        ...
+
+    async def queue_stats(self) -> Sequence[QueueStats]:
+        """Every queue that has (or had) remote attempts, by name."""
+        ...
+
+
+class Store(
+    WorkflowStore, ExecutionStore, IdempotencyStore, RunReads, WorkerStore, Resource, Protocol
+):
     """The whole persistence port: every adapter implements all of it."""

@@ -58,8 +58,9 @@ class TaskStatus(enum.StrEnum):
 
 
 class AttemptStatus(enum.StrEnum):
-    """Status of one attempt at executing a task."""
+    """Status of one attempt at executing a task (``queued`` only for remote actions, §10)."""
 
+    QUEUED = "queued"
     RUNNING = "running"
     SUCCEEDED = "succeeded"
     FAILED = "failed"
@@ -70,9 +71,15 @@ class AttemptStatus(enum.StrEnum):
     @property
     def is_terminal(self) -> bool:
         """Whether the attempt has ended."""
-        return self is not AttemptStatus.RUNNING
+        return self not in _LIVE_ATTEMPT
+
+    @property
+    def is_live(self) -> bool:
+        """Whether the attempt has not ended yet (queued or running)."""
+        return self in _LIVE_ATTEMPT
 
 
+_LIVE_ATTEMPT = frozenset({AttemptStatus.QUEUED, AttemptStatus.RUNNING})
 _TERMINAL_RUN = frozenset({RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.CANCELED})
 _TERMINAL_TASK = frozenset(
     {TaskStatus.SUCCEEDED, TaskStatus.FAILED, TaskStatus.CANCELED, TaskStatus.SKIPPED}
@@ -109,6 +116,8 @@ failed one never started."""
 
 ATTEMPT_TRANSITIONS: Mapping[AttemptStatus, frozenset[AttemptStatus]] = MappingProxyType(
     {
+        # A queued (remote) attempt is claimed, canceled, or fails its schedule-to-start timeout.
+        A.QUEUED: frozenset({A.RUNNING, A.CANCELED, A.FAILED}),
         A.RUNNING: frozenset({A.SUCCEEDED, A.FAILED, A.TIMED_OUT, A.CANCELED, A.INTERRUPTED}),
         A.SUCCEEDED: frozenset(),
         A.FAILED: frozenset(),
@@ -117,7 +126,7 @@ ATTEMPT_TRANSITIONS: Mapping[AttemptStatus, frozenset[AttemptStatus]] = MappingP
         A.INTERRUPTED: frozenset(),
     }
 )
-"""Allowed attempt transitions: an attempt starts running and ends once."""
+"""Allowed attempt transitions: an attempt (queued, then) runs, and ends once."""
 
 _S = TypeVar("_S", RunStatus, TaskStatus, AttemptStatus)
 

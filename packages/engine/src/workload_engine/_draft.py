@@ -7,6 +7,7 @@ from datetime import datetime
 from typing import Any
 
 from workload_domain.events import EventType
+from workload_domain.ids import attempt_id
 from workload_domain.model import (
     AttemptRecord,
     EventRecord,
@@ -32,7 +33,7 @@ class Draft:
         self.run = snapshot.run
         self.tasks = list(snapshot.tasks)
         self.positions = {t.task_key: i for i, t in enumerate(self.tasks)}
-        self.running = {(a.task_key, a.attempt): a for a in snapshot.running_attempts}
+        self.live = {(a.task_key, a.attempt): a for a in snapshot.live_attempts}
         self.changed_tasks: set[int] = set()
         self.changed_attempts: dict[AttemptKey, AttemptRecord] = {}
         self.events: list[EventRecord] = []
@@ -73,24 +74,35 @@ class Draft:
         key: AttemptKey,
         status: AttemptStatus,
         finished_at: datetime,
+        *,
         output: dict[str, Any] | None = None,
         error: TaskError | None = None,
+        report_hash: str | None = None,
     ) -> None:
-        attempt = self.running.pop(key)
+        attempt = self.live.pop(key)
         ended = replace(
             attempt,
             status=check_transition(attempt.status, status),
             finished_at=finished_at,
             output=output,
             error=error,
+            report_hash=report_hash,
         )
         self.changed_attempts[key] = ended
 
-    def start_attempt(self, key: str) -> AttemptRecord:
+    def start_attempt(self, key: str, status: AttemptStatus, **fields: Any) -> AttemptRecord:
+        """A new attempt of task ``key``: ``running`` (in-process) or ``queued`` (remote)."""
         task = self.task(key)
         number = task.attempt_count + 1
-        attempt = AttemptRecord(key, number, AttemptStatus.RUNNING, self.now)
-        self.running[(key, number)] = attempt
+        attempt = AttemptRecord(
+            key,
+            number,
+            status,
+            self.now,
+            attempt_id=attempt_id(self.run.run_id, key, number),
+            **fields,
+        )
+        self.live[(key, number)] = attempt
         self.changed_attempts[(key, number)] = attempt
         self.set_task(
             key,
@@ -120,7 +132,7 @@ class Draft:
         after = RunSnapshot(
             run=run,
             tasks=tuple(self.tasks),
-            running_attempts=tuple(self.running.values()),
+            live_attempts=tuple(self.live.values()),
             last_sequence=self.sequence,
         )
         return commit, after

@@ -6,7 +6,7 @@ import copy
 import secrets
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import TypeVar
 
@@ -23,6 +23,7 @@ from workload_domain.model import (
 )
 from workload_domain.ports import Clock
 from workload_domain.statuses import AttemptStatus, TaskStatus
+from workload_domain.workers import WorkerRecord
 from workload_engine.clock import SystemClock
 
 __all__ = ["MemoryState", "RunData", "check_rows", "copied", "is_canonical_uuid"]
@@ -55,8 +56,32 @@ class MemoryState:
         self._versions: dict[tuple[str, int], VersionRecord] = {}
         self._runs: dict[str, RunData] = {}
         self._outcomes: dict[tuple[str, str], tuple[IdempotencyClaim, Outcome, datetime]] = {}
+        self._attempt_ids: dict[str, tuple[str, tuple[str, int]]] = {}
+        """attempt id → (run id, (task key, attempt number))."""
+        self._tokens: dict[str, str] = {}
+        """attempt id → the digest of its lease token."""
+        self._workers: dict[str, WorkerRecord] = {}
+        self._queues: set[str] = set()
         self.commits = 0
         """How many run commits succeeded (for tests that interrupt at a commit point)."""
+
+    def _store_attempt(self, run_id: str, data: RunData, attempt: AttemptRecord) -> None:
+        """Insert or update an attempt as a commit does: never its lease fields (§10)."""
+        key = (attempt.task_key, attempt.attempt)
+        stored = data.attempts.get(key)
+        if stored is not None:
+            attempt = replace(
+                attempt,
+                worker_id=stored.worker_id,
+                claimed_at=stored.claimed_at,
+                lease_expires_at=stored.lease_expires_at,
+                timeout_at=stored.timeout_at,
+                progress=stored.progress,
+            )
+        data.attempts[key] = copied(attempt)
+        self._attempt_ids[attempt.attempt_id] = (run_id, key)
+        if attempt.status is AttemptStatus.QUEUED:
+            self._queues.add(attempt.queue)
 
     def _run(self, run_id: str) -> RunData:
         try:
@@ -85,5 +110,7 @@ def check_rows(
         if not 0 <= task.attempt_count <= task.max_attempts:
             raise StoreIntegrityError("attempt_count must be within 0..max_attempts")
     for attempt in attempts:
-        if (attempt.status is AttemptStatus.RUNNING) != (attempt.finished_at is None):
+        if attempt.status.is_live != (attempt.finished_at is None):
             raise StoreIntegrityError("an attempt has finished_at exactly when it ended")
+        if not is_canonical_uuid(attempt.attempt_id):
+            raise StoreIntegrityError("an attempt has a canonical UUID as its id")

@@ -15,11 +15,13 @@ import anyio
 from anyio.abc import TaskGroup, TaskStatus
 
 from workload_domain.errors import ExecutionStopped
-from workload_domain.model import RunSnapshot
+from workload_domain.model import RunCommit, RunSnapshot
 from workload_domain.ports import Clock, ExecutionStore, Executor
+from workload_domain.statuses import AttemptStatus
 from workload_engine._groups import first_error
 from workload_engine.definitions import DefinitionCache
 from workload_engine.runner import RunRunner
+from workload_engine.signals import WorkSignal
 
 __all__ = ["DEFAULT_MAX_CONCURRENT_ATTEMPTS", "DEFAULT_STARTUP_CONCURRENCY", "Engine"]
 
@@ -40,6 +42,7 @@ class Engine:
         max_concurrent_attempts: int = DEFAULT_MAX_CONCURRENT_ATTEMPTS,
         definitions: DefinitionCache | None = None,
         startup_concurrency: int = DEFAULT_STARTUP_CONCURRENCY,
+        work_signal: WorkSignal | None = None,
     ) -> None:
         if max_concurrent_attempts < 1:
             raise ValueError("max_concurrent_attempts must be at least 1")
@@ -47,6 +50,10 @@ class Engine:
         self.executor = executor
         self.clock = clock
         self.definitions = definitions or DefinitionCache(store)
+        self.local_actions: frozenset[str] = executor.actions
+        """The actions executed in this process; every other one is remote (SPEC §10)."""
+        self.work_signal = work_signal or WorkSignal()
+        """Notified whenever a commit queues remote attempts (waiting claims wake up)."""
         self.limiter = anyio.CapacityLimiter(max_concurrent_attempts)
         self.startup = anyio.CapacityLimiter(startup_concurrency)
         self._runners: dict[str, RunRunner] = {}
@@ -93,6 +100,11 @@ class Engine:
         self._runners[run_id] = runner
         self._group.start_soon(self._supervise, runner, name=f"run {run_id}")
 
+    def committed(self, commit: RunCommit) -> None:
+        """A commit of any writer succeeded: wake waiting claims if it queued attempts."""
+        if any(a.status is AttemptStatus.QUEUED for a in commit.attempts):
+            self.work_signal.notify()
+
     def notify(self, run_id: str) -> None:
         """Tell the runner of ``run_id`` (if any) that the run changed elsewhere."""
         runner = self._runners.get(run_id)
@@ -102,13 +114,14 @@ class Engine:
     async def recover(self, page_size: int = 500) -> int:
         """Hand every non-terminal run to the engine, reading them page by page.
 
-        First the runs whose attempts a stopped coordinator left ``running``: their runners'
-        first commits mark those attempts ``interrupted`` (with events, at a new revision), and
+        First the runs whose local attempts a stopped coordinator left ``running`` (remote
+        attempts keep their leases across a restart): their runners' first commits mark those
+        attempts ``interrupted`` (with events, at a new revision), and
         this waits for those commits, so no attempt reads as running once recovery returned.
         They are few (at most what was executing), however long the backlog. Then every other
         non-terminal run, without waiting. Returns how many runs were handed over.
         """
-        leftovers = list(await self.store.runs_with_running_attempts())
+        leftovers = list(await self.store.runs_with_running_attempts(self.local_actions))
         for run_id in leftovers:
             self.submit(run_id)
         for run_id in leftovers:
@@ -166,6 +179,8 @@ class Engine:
             limiter=self.limiter,
             definitions=self.definitions,
             startup=self.startup,
+            local_actions=self.local_actions,
+            committed=self.committed,
         )
 
     async def _supervise(self, runner: RunRunner, **_: Any) -> None:

@@ -9,7 +9,7 @@ alias stored state.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import replace
 from datetime import datetime
 
@@ -42,16 +42,18 @@ from workload_domain.model import (
 from workload_domain.statuses import AttemptStatus
 from workload_engine._memory_reads import MemoryReads
 from workload_engine._memory_state import RunData, check_rows, copied, is_canonical_uuid
+from workload_engine._memory_workers import MemoryWorkers
 
 __all__ = ["InMemoryStore", "StoreIntegrityError"]
 
 
-class InMemoryStore(MemoryReads):
+class InMemoryStore(MemoryReads, MemoryWorkers):
     """The whole ``Store`` port in process memory (tests, ``run-local``).
 
     Its parts: :class:`~workload_engine._memory_state.MemoryState` (the tables and the checks
     the PostgreSQL schema makes), :class:`~workload_engine._memory_reads.MemoryReads` (reads
-    and pages) and this class (writes and idempotency).
+    and pages), :class:`~workload_engine._memory_workers.MemoryWorkers` (claims, leases,
+    workers, queues) and this class (writes and idempotency).
     """
 
     async def open(self) -> None:
@@ -164,9 +166,7 @@ class InMemoryStore(MemoryReads):
         return RunSnapshot(
             run=copied(data.run),
             tasks=tuple(sorted(data.tasks.values(), key=lambda t: t.position)),
-            running_attempts=tuple(
-                a for a in data.attempts.values() if a.status is AttemptStatus.RUNNING
-            ),
+            live_attempts=tuple(a for a in data.attempts.values() if a.status.is_live),
             last_sequence=len(data.events),
         )
 
@@ -195,7 +195,7 @@ class InMemoryStore(MemoryReads):
         for task in commit.tasks:
             data.tasks[task.task_key] = copied(task)
         for attempt in commit.attempts:
-            data.attempts[(attempt.task_key, attempt.attempt)] = copied(attempt)
+            self._store_attempt(commit.run.run_id, data, attempt)
         data.events.extend(copied(commit.events))
         self.commits += 1
         self._remember(idempotency)
@@ -211,13 +211,16 @@ class InMemoryStore(MemoryReads):
         )
         return ids[:limit]
 
-    async def runs_with_running_attempts(self) -> Sequence[str]:
-        """Ids of runs with an attempt still running, in id order."""
+    async def runs_with_running_attempts(self, actions: Collection[str]) -> Sequence[str]:
+        """Ids of runs with an attempt of one of ``actions`` still running, in id order."""
         await anyio.lowlevel.checkpoint()
         return sorted(
             run_id
             for run_id, data in self._runs.items()
-            if any(a.status is AttemptStatus.RUNNING for a in data.attempts.values())
+            if any(
+                a.status is AttemptStatus.RUNNING and a.action in actions
+                for a in data.attempts.values()
+            )
         )
 
     # -- idempotency -------------------------------------------------------------------------

@@ -23,13 +23,16 @@ _FIELDS = frozenset({"sleep_ms", "fail_first", "fail_always", "output"})
 
 
 class MockExecutor:
-    """Implements action ``"mock"``; every other action fails with ``unknown_action``.
+    """Implements action ``"mock"`` (any other action given to it fails with ``unknown_action``).
 
     Input fields: ``sleep_ms`` (int ≥ 0, cancellable, measured on the given clock),
     ``fail_first`` (int ≥ 0: attempts 1..N fail with ``mock_failure``, retryable),
     ``fail_always`` (bool: every attempt fails, retryable), ``output`` (object returned on
     success). Malformed input fails with ``invalid_input``, not retryable.
     """
+
+    actions = frozenset({MOCK_ACTION})
+    """The actions this executor executes: ``mock`` only (every other one is remote)."""
 
     def __init__(self, clock: Clock) -> None:
         self._clock = clock

@@ -1,11 +1,17 @@
 """The functional core of execution: from a run's state and new facts, the next commit.
 
 :func:`plan` is pure. Given a :class:`~workload_domain.model.RunSnapshot`, the compiled
-workflow, the current time and what the runner observed since the last commit (finished
-attempts, granted concurrency slots), it returns the one commit that moves the run forward and
-the effects to perform *after* that commit succeeds (attempts to launch, slots to request or
-release, when to wake up). The runner owns all I/O; replaying the same facts onto a re-read
-snapshot after a revision conflict is therefore safe.
+workflow, the current time and what was observed since the last commit (finished attempts,
+granted concurrency slots), it returns the one commit that moves the run forward and the
+effects to perform *after* that commit succeeds (attempts to launch, slots to request or
+release, when to wake up). Replaying the same facts onto a re-read snapshot after a revision
+conflict is therefore safe.
+
+Actions are *local* (executed in this process by the runner, under a concurrency slot: the
+mock executor) or *remote* (SPEC §10): a ready remote task gets a ``queued`` attempt at once,
+with no slot, and a worker claims it. The runner plans with what it executes; anyone else (a
+worker's report, the lease reaper, a cancel) plans without, and then leaves local attempts
+alone and starts none.
 """
 
 from __future__ import annotations
@@ -16,7 +22,9 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from workload_domain.compiler import CompiledWorkflow
+from workload_domain.definition import TaskSpec
 from workload_domain.events import EventType
+from workload_domain.leases import LEASE_EXPIRED, SCHEDULE_TO_START_TIMED_OUT
 from workload_domain.model import (
     ExecutorRequest,
     RunCommit,
@@ -30,6 +38,8 @@ from workload_engine._draft import AttemptKey, Draft
 
 __all__ = [
     "INTERRUPTED_ERROR",
+    "LEASE_EXPIRED_ERROR",
+    "SCHEDULE_TO_START_ERROR",
     "TIMED_OUT_ERROR",
     "AttemptOutcome",
     "Launch",
@@ -42,11 +52,19 @@ INTERRUPTED_ERROR = TaskError(
     "interrupted", "the attempt was interrupted: its coordinator stopped executing", True
 )
 TIMED_OUT_ERROR = TaskError("attempt_timed_out", "the attempt exceeded timeout_seconds", True)
+LEASE_EXPIRED_ERROR = TaskError(
+    LEASE_EXPIRED, "the worker did not heartbeat within heartbeat_timeout_seconds", True
+)
+SCHEDULE_TO_START_ERROR = TaskError(
+    SCHEDULE_TO_START_TIMED_OUT,
+    "no worker claimed the attempt within schedule_to_start_timeout_seconds",
+    False,
+)
 
 
 @dataclass(frozen=True, slots=True)
 class AttemptOutcome:
-    """How an attempt executed by this process ended (observed, not yet committed)."""
+    """How an attempt ended (observed, not yet committed): executed here, or reported."""
 
     task_key: str
     attempt: int
@@ -54,6 +72,8 @@ class AttemptOutcome:
     finished_at: datetime
     output: dict[str, Any] | None = None
     error: TaskError | None = None
+    report_hash: str | None = None
+    """For a worker's report: the hash that makes an identical retry answer 200."""
 
     @property
     def key(self) -> AttemptKey:
@@ -93,8 +113,9 @@ def plan(
     now: datetime,
     outcomes: Sequence[AttemptOutcome] = (),
     slots: Collection[str] = (),
-    executing: Collection[AttemptKey] = (),
+    executing: Collection[AttemptKey] | None = None,
     recovering: bool = False,
+    local_actions: Collection[str] = frozenset({"mock"}),
 ) -> Plan:
     """Decide the next commit of a run.
 
@@ -102,20 +123,22 @@ def plan(
         snapshot: the run as last read or committed.
         workflow: the compiled definition of the run's version.
         now: the current time; every timestamp written by this commit uses it.
-        outcomes: attempts this process executed that ended since the last commit.
+        outcomes: attempts that ended since the last commit (executed here, or reported).
         slots: keys of tasks for which this process holds a concurrency slot.
-        executing: attempts this process is executing right now. A ``running`` attempt that is
-            neither executing nor in ``outcomes`` was left by a stopped coordinator: it is
-            written ``interrupted`` and follows the retry rule.
+        executing: for the runner, the local attempts it is executing right now: a live
+            local attempt that is neither executing nor in ``outcomes`` was left by a stopped
+            coordinator, and is written ``interrupted`` (it follows the retry rule). None for
+            every other planner, which leaves local attempts alone.
         recovering: this process took the run over from a stopped coordinator; record it.
+        local_actions: the actions executed in this process; every other one is remote.
     """
     draft = Draft(snapshot, now)
     if draft.run.status.is_terminal:
         return _plan(draft, workflow, slots, launches=(), wanted=())
 
-    known = {o.key for o in outcomes} | set(executing)
-    if not draft.run.cancel_requested:
-        orphans = [k for k in draft.running if k not in known]
+    if executing is not None and not draft.run.cancel_requested:
+        known = {o.key for o in outcomes} | set(executing)
+        orphans = [k for k, a in draft.live.items() if k not in known and a.action in local_actions]
         if recovering and draft.run.status is not RunStatus.PENDING:
             draft.emit(EventType.RUN_RECOVERED, data={"interrupted_attempts": len(orphans)})
         for key in sorted(orphans, key=lambda k: draft.positions[k[0]]):
@@ -129,7 +152,7 @@ def plan(
             _after_failure(draft, workflow, key[0], INTERRUPTED_ERROR, now)
 
     for outcome in outcomes:
-        if outcome.key in draft.running:
+        if outcome.key in draft.live:
             _apply_outcome(draft, workflow, outcome)
 
     if draft.run.cancel_requested:
@@ -146,12 +169,17 @@ def plan(
         task = draft.tasks[i]
         if not _is_ready(draft, workflow, i, task):
             continue
+        spec = workflow.tasks[i]
+        if spec.action not in local_actions:
+            _queue(draft, spec)
+            continue
         if task.task_key not in slots:
             wanted.append(task.task_key)
             continue
-        attempt = draft.start_attempt(task.task_key)
+        attempt = draft.start_attempt(
+            task.task_key, AttemptStatus.RUNNING, action=spec.action, queue=spec.queue
+        )
         draft.emit(EventType.ATTEMPT_STARTED, task.task_key, attempt.attempt)
-        spec = workflow.tasks[i]
         launches.append(
             Launch(
                 ExecutorRequest(
@@ -161,6 +189,7 @@ def plan(
                     action=spec.action,
                     input=spec.input,
                     run_input=draft.run.input,
+                    upstream=upstream(draft.tasks, workflow, i),
                 ),
                 deadline=now + timedelta(seconds=spec.timeout_seconds),
             )
@@ -170,17 +199,48 @@ def plan(
     return _plan(draft, workflow, slots, launches=tuple(launches), wanted=tuple(wanted))
 
 
-def cancel_commit(snapshot: RunSnapshot, *, now: datetime) -> tuple[RunCommit, RunSnapshot]:
+def _queue(draft: Draft, spec: TaskSpec) -> None:
+    """A remote task's new attempt waits in its queue for a worker (no slot: workers are)."""
+    deadline = spec.schedule_to_start_timeout_seconds
+    attempt = draft.start_attempt(
+        spec.key,
+        AttemptStatus.QUEUED,
+        action=spec.action,
+        queue=spec.queue,
+        heartbeat_timeout_seconds=spec.heartbeat_timeout_seconds,
+        timeout_seconds=spec.timeout_seconds,
+        schedule_deadline=None if deadline is None else draft.now + timedelta(seconds=deadline),
+    )
+    draft.emit(EventType.ATTEMPT_QUEUED, spec.key, attempt.attempt, {"queue": spec.queue})
+
+
+def upstream(tasks: Sequence[TaskRecord], workflow: CompiledWorkflow, index: int) -> dict[str, Any]:
+    """``{dependency key: its output}`` for the task at ``index`` (SPEC §10)."""
+    return {
+        tasks[d].task_key: tasks[d].output if tasks[d].output is not None else {}
+        for d in workflow.dependencies[index]
+    }
+
+
+def cancel_commit(
+    snapshot: RunSnapshot,
+    *,
+    now: datetime,
+    local_actions: Collection[str] = frozenset({"mock"}),
+) -> tuple[RunCommit, RunSnapshot]:
     """The commit that records a cancel request on a run that is not terminal.
 
-    A ``pending`` run (no attempt ever started) is canceled in the same commit; a started run
-    only records the request, and its runner converges it to ``canceled``. Returns the commit
-    and the run's state after it.
+    Remote attempts are canceled in the same commit (SPEC §10: the run converges without
+    waiting for their workers, which learn it at their next report). A run with no local
+    attempt executing — a ``pending`` run, or one whose live attempts are all remote — is
+    canceled at once; otherwise the request is recorded and the runner, once it has stopped
+    its local attempts, converges the run to ``canceled``. Returns the commit and the run's
+    state after it.
     """
     draft = Draft(snapshot, now)
     draft.set_run(cancel_requested=True)
     draft.emit(EventType.RUN_CANCEL_REQUESTED)
-    if draft.run.status is RunStatus.PENDING:
+    if not any(a.action in local_actions for a in draft.live.values()):
         _cancel_everything(draft)
     commit, after = draft.result()
     assert commit is not None  # the request itself is always a change
@@ -225,7 +285,12 @@ def _is_ready(draft: Draft, workflow: CompiledWorkflow, i: int, task: TaskRecord
 def _apply_outcome(draft: Draft, workflow: CompiledWorkflow, outcome: AttemptOutcome) -> None:
     key, number = outcome.task_key, outcome.attempt
     draft.end_attempt(
-        outcome.key, outcome.status, outcome.finished_at, outcome.output, outcome.error
+        outcome.key,
+        outcome.status,
+        outcome.finished_at,
+        output=outcome.output,
+        error=outcome.error,
+        report_hash=outcome.report_hash,
     )
     if outcome.status is AttemptStatus.SUCCEEDED:
         draft.emit(EventType.ATTEMPT_SUCCEEDED, key, number)
@@ -239,13 +304,15 @@ def _apply_outcome(draft: Draft, workflow: CompiledWorkflow, outcome: AttemptOut
         draft.emit(EventType.TASK_SUCCEEDED, key, number)
         return
     error = outcome.error or TIMED_OUT_ERROR
-    event = (
-        EventType.ATTEMPT_TIMED_OUT
-        if outcome.status is AttemptStatus.TIMED_OUT
-        else EventType.ATTEMPT_FAILED
-    )
-    draft.emit(event, key, number, {"error": error.to_json()})
+    draft.emit(_ENDED_EVENT[outcome.status], key, number, {"error": error.to_json()})
     _after_failure(draft, workflow, key, error, outcome.finished_at)
+
+
+_ENDED_EVENT = {
+    AttemptStatus.FAILED: EventType.ATTEMPT_FAILED,
+    AttemptStatus.TIMED_OUT: EventType.ATTEMPT_TIMED_OUT,
+    AttemptStatus.INTERRUPTED: EventType.ATTEMPT_INTERRUPTED,
+}
 
 
 def _after_failure(
@@ -274,7 +341,7 @@ def _after_failure(
 
 
 def _cancel_everything(draft: Draft) -> None:
-    for key in sorted(draft.running, key=lambda k: draft.positions[k[0]]):
+    for key in sorted(draft.live, key=lambda k: draft.positions[k[0]]):
         draft.end_attempt(key, AttemptStatus.CANCELED, draft.now)
         draft.emit(EventType.ATTEMPT_CANCELED, key[0], key[1])
     for task in list(draft.tasks):

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -24,7 +25,13 @@ from anyio.abc import TaskGroup
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from workload_domain.errors import RevisionConflict
-from workload_domain.model import ExecutorFailure, ExecutorResult, RunSnapshot, TaskError
+from workload_domain.model import (
+    ExecutorFailure,
+    ExecutorResult,
+    RunCommit,
+    RunSnapshot,
+    TaskError,
+)
 from workload_domain.ports import Clock, ExecutionStore, Executor
 from workload_domain.statuses import AttemptStatus, RunStatus
 from workload_engine._groups import first_error
@@ -73,6 +80,8 @@ class RunRunner:
         limiter: anyio.CapacityLimiter,
         definitions: DefinitionCache,
         startup: anyio.CapacityLimiter | None = None,
+        local_actions: frozenset[str] | None = None,
+        committed: Callable[[RunCommit], None] | None = None,
     ) -> None:
         self.run_id = run_id
         self._store = store
@@ -81,6 +90,8 @@ class RunRunner:
         self._limiter = limiter
         self._definitions = definitions
         self._startup = startup or anyio.CapacityLimiter(1)
+        self._local = executor.actions if local_actions is None else local_actions
+        self._committed = committed
         self._started = False
         self.started = anyio.Event()
         """Set once the runner's first commit is done (or it ended): its leftovers are marked."""
@@ -155,6 +166,7 @@ class RunRunner:
                 slots=self._slots.keys(),
                 executing=self._attempts.keys(),
                 recovering=recovering,
+                local_actions=self._local,
             )
             if decided.commit is not None:
                 try:
@@ -163,6 +175,8 @@ class RunRunner:
                     refresh = True
                     continue
                 recovering = False
+                if self._committed is not None:
+                    self._committed(decided.commit)
             snapshot = decided.after
             outcomes = []
             for key in decided.unused_slots:

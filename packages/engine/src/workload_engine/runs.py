@@ -7,7 +7,7 @@ evaluated before the write (the store is given data, never a callback).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import Protocol, overload
 
 from workload_domain.compiler import CompiledWorkflow
@@ -91,7 +91,12 @@ SaveWith = Callable[[CancelResult], IdempotencyRecord]
 
 @overload
 async def request_cancel(
-    store: _CancelStore, clock: Clock, run_id: str, *, if_revision: int | None = None
+    store: _CancelStore,
+    clock: Clock,
+    run_id: str,
+    *,
+    if_revision: int | None = None,
+    local_actions: Collection[str] = ...,
 ) -> CancelResult: ...
 
 
@@ -103,6 +108,7 @@ async def request_cancel(
     *,
     if_revision: int | None = None,
     save_with: SaveWith,
+    local_actions: Collection[str] = ...,
 ) -> CancelResult | Replayed: ...
 
 
@@ -113,6 +119,7 @@ async def request_cancel(
     *,
     if_revision: int | None = None,
     save_with: SaveWith | None = None,
+    local_actions: Collection[str] = frozenset({"mock"}),
 ) -> CancelResult | Replayed:
     """Record a cancel request (SPEC §4): a pending run is canceled at once.
 
@@ -144,7 +151,7 @@ async def request_cancel(
             return result
         if run.status.is_terminal:
             raise RunFinished(run_id, run.status.value)
-        commit, after = cancel_commit(snapshot, now=clock.now())
+        commit, after = cancel_commit(snapshot, now=clock.now(), local_actions=local_actions)
         result = CancelResult(after, already_canceled=False)
         try:
             replayed = await store.commit(commit, None if save_with is None else save_with(result))

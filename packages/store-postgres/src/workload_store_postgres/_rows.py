@@ -13,7 +13,7 @@ from typing import Any
 
 from psycopg.types.json import Jsonb
 
-from workload_domain.errors import RunNotFound
+from workload_domain.errors import RunNotFound, StoreIntegrityError
 from workload_domain.events import EventType
 from workload_domain.model import (
     AttemptRecord,
@@ -119,12 +119,19 @@ def task_params(run_id: uuid.UUID, t: TaskRecord) -> dict[str, Any]:
 
 def attempt_params(run_id: uuid.UUID, a: AttemptRecord) -> dict[str, Any]:
     """Parameters of an attempt row."""
+    attempt_id = maybe_uuid(a.attempt_id)
+    if attempt_id is None:
+        raise StoreIntegrityError(
+            f"an attempt has a canonical UUID as its id, not {a.attempt_id!r}"
+        )
     return {
         **_params(a),
         "run_id": run_id,
+        "attempt_id": attempt_id,
         "status": a.status.value,
         "output": _json(a.output),
         "error": _json(a.error.to_json() if a.error else None),
+        "progress": _json(a.progress),
     }
 
 
@@ -166,7 +173,12 @@ def task(row: Row) -> TaskRecord:
 def attempt(row: Row) -> AttemptRecord:
     """An attempt record from its row."""
     return AttemptRecord(
-        **{**row, "status": AttemptStatus(row["status"]), "error": _error(row["error"])}
+        **{
+            **row,
+            "attempt_id": str(row["attempt_id"]),
+            "status": AttemptStatus(row["status"]),
+            "error": _error(row["error"]),
+        }
     )
 
 

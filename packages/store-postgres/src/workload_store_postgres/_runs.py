@@ -8,7 +8,7 @@ changes together.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 
 from workload_domain.errors import (
     RevisionConflict,
@@ -18,6 +18,7 @@ from workload_domain.errors import (
 )
 from workload_domain.idempotency import IdempotencyRecord, Replayed
 from workload_domain.model import NewRun, RunCommit, RunRecord, RunSnapshot, check_sequences
+from workload_domain.statuses import AttemptStatus
 from workload_store_postgres import _rows
 from workload_store_postgres._db import Conn, one, rows
 from workload_store_postgres._part import StorePart, require_run
@@ -67,12 +68,12 @@ class Runs(StorePart):
             if row is None:
                 raise RunNotFound(run_id)
             tasks = await rows(conn, "list_tasks", {"run_id": uid, "after": -1, "limit": None})
-            running = await rows(conn, "running_attempts", {"run_id": uid})
+            live = await rows(conn, "live_attempts", {"run_id": uid})
         last_sequence = row.pop("last_sequence")
         return RunSnapshot(
             run=_rows.run(row),
             tasks=tuple(_rows.task(t) for t in tasks),
-            running_attempts=tuple(_rows.attempt(a) for a in running),
+            live_attempts=tuple(_rows.attempt(a) for a in live),
             last_sequence=last_sequence,
         )
 
@@ -105,6 +106,10 @@ class Runs(StorePart):
                 if commit.attempts:
                     attempts = [_rows.attempt_params(uid, a) for a in commit.attempts]
                     await cur.executemany(query("upsert_attempt"), attempts)
+                    queues = [a.queue for a in commit.attempts if a.status is AttemptStatus.QUEUED]
+                    if queues:
+                        now = commit.run.updated_at
+                        await cur.execute(query("ensure_queues"), {"queues": queues, "now": now})
                 if commit.events:
                     events = [_rows.event_params(uid, e) for e in commit.events]
                     await cur.executemany(query("insert_event"), events)
@@ -117,6 +122,7 @@ class Runs(StorePart):
         params = {"after": _NIL_UUID if after is None else _rows.run_uuid(after), "limit": limit}
         return await self._read("unfinished_runs", params, lambda r: str(r["run_id"]))
 
-    async def runs_with_running_attempts(self) -> Sequence[str]:
-        """Ids of runs with an attempt still running, in id order."""
-        return await self._read("runs_with_running_attempts", {}, lambda r: str(r["run_id"]))
+    async def runs_with_running_attempts(self, actions: Collection[str]) -> Sequence[str]:
+        """Ids of runs with an attempt of one of ``actions`` still running, in id order."""
+        params = {"actions": list(actions)}
+        return await self._read("runs_with_running_attempts", params, lambda r: str(r["run_id"]))

@@ -79,12 +79,23 @@ SET status = %(status)s, attempt_count = %(attempt_count)s, next_attempt_at = %(
 WHERE run_id = %(run_id)s AND task_key = %(task_key)s
 
 -- name: upsert_attempt
-INSERT INTO attempts (run_id, task_key, attempt, status, started_at, finished_at, output, error)
+-- A commit never writes a lease back: claims and heartbeats change those columns without a
+-- new revision, so the stored ones are newer than any snapshot's.
+INSERT INTO attempts (run_id, task_key, attempt, status, started_at, finished_at, output, error,
+                      attempt_id, action, queue, heartbeat_timeout_seconds, timeout_seconds,
+                      schedule_deadline, report_hash)
 VALUES (%(run_id)s, %(task_key)s, %(attempt)s, %(status)s, %(started_at)s, %(finished_at)s,
-        %(output)s, %(error)s)
+        %(output)s, %(error)s, %(attempt_id)s, %(action)s, %(queue)s,
+        %(heartbeat_timeout_seconds)s, %(timeout_seconds)s, %(schedule_deadline)s,
+        %(report_hash)s)
 ON CONFLICT (run_id, task_key, attempt) DO UPDATE
 SET status = excluded.status, finished_at = excluded.finished_at, output = excluded.output,
-    error = excluded.error
+    error = excluded.error, report_hash = excluded.report_hash
+
+-- name: ensure_queues
+INSERT INTO queues (queue, created_at)
+SELECT DISTINCT q, %(now)s FROM unnest(%(queues)s::text[]) AS q
+ON CONFLICT (queue) DO NOTHING
 
 -- name: get_run
 SELECT run_id, workflow_id, version, status, revision, input, cancel_requested, created_at,
@@ -114,12 +125,17 @@ SELECT task_key, position, status, depends_on, attempt_count, max_attempts, next
        started_at, finished_at, output, error
 FROM task_runs WHERE run_id = %(run_id)s AND task_key = %(task_key)s
 
--- name: running_attempts
-SELECT task_key, attempt, status, started_at, finished_at, output, error
-FROM attempts WHERE run_id = %(run_id)s AND status = 'running'
+-- name: live_attempts
+-- Served by attempts_live.
+SELECT task_key, attempt, status, started_at, finished_at, output, error, attempt_id, action,
+       queue, heartbeat_timeout_seconds, timeout_seconds, schedule_deadline, worker_id,
+       claimed_at, lease_expires_at, timeout_at, progress, report_hash
+FROM attempts WHERE run_id = %(run_id)s AND status IN ('queued', 'running')
 
 -- name: list_attempts
-SELECT task_key, attempt, status, started_at, finished_at, output, error
+SELECT task_key, attempt, status, started_at, finished_at, output, error, attempt_id, action,
+       queue, heartbeat_timeout_seconds, timeout_seconds, schedule_deadline, worker_id,
+       claimed_at, lease_expires_at, timeout_at, progress, report_hash
 FROM attempts
 WHERE run_id = %(run_id)s AND task_key = %(task_key)s AND attempt > %(after)s
 ORDER BY attempt
@@ -181,8 +197,10 @@ ORDER BY run_id
 LIMIT %(limit)s
 
 -- name: runs_with_running_attempts
--- Served by attempts_running (partial on status = 'running'): few rows, even with a big backlog.
-SELECT DISTINCT run_id FROM attempts WHERE status = 'running' ORDER BY run_id
+-- Served by attempts_live (partial on live attempts): few rows, even with a big backlog.
+SELECT DISTINCT run_id FROM attempts
+WHERE status = 'running' AND action = ANY(%(actions)s)
+ORDER BY run_id
 
 -- name: find_outcome
 SELECT operation, request_hash, status_code, response
@@ -203,3 +221,128 @@ ON CONFLICT (name) DO NOTHING
 
 -- name: get_secret
 SELECT secret FROM service_secrets WHERE name = %(name)s
+
+-- name: claim_attempts
+-- One statement: pick the oldest matching queued attempts, skipping rows (attempts or their
+-- runs) another transaction holds, so two claimers never take the same attempt and never wait
+-- (no deadlock with a commit, which locks the run first); lease each under its token's digest;
+-- one commit per run (revision + 1, one attempt.started per attempt); record the worker.
+WITH picked AS (
+    SELECT a.run_id, a.task_key, a.attempt, a.started_at
+    FROM attempts a JOIN workflow_runs r ON r.run_id = a.run_id
+    WHERE a.status = 'queued' AND a.queue = ANY(%(queues)s) AND a.action = ANY(%(actions)s)
+    ORDER BY a.started_at, a.run_id, a.task_key, a.attempt
+    LIMIT %(limit)s
+    FOR UPDATE OF a, r SKIP LOCKED
+), stamped AS (
+    SELECT p.*,
+           row_number() OVER (ORDER BY p.started_at, p.run_id, p.task_key, p.attempt) AS n,
+           count(*) OVER (PARTITION BY p.run_id) AS per_run,
+           row_number() OVER (PARTITION BY p.run_id ORDER BY p.task_key, p.attempt) AS nth
+    FROM picked p
+), runs AS (
+    UPDATE workflow_runs r
+    SET revision = r.revision + 1, last_sequence = r.last_sequence + s.per_run,
+        updated_at = %(now)s
+    FROM (SELECT DISTINCT run_id, per_run FROM stamped) s
+    WHERE r.run_id = s.run_id
+    RETURNING r.run_id, r.workflow_id, r.version, r.input, r.last_sequence
+), claimed AS (
+    UPDATE attempts a
+    SET status = 'running', worker_id = %(worker_id)s, claimed_at = %(now)s,
+        lease_expires_at = %(now)s + make_interval(secs => a.heartbeat_timeout_seconds),
+        timeout_at = %(now)s + make_interval(secs => a.timeout_seconds),
+        lease_token_digest = (%(digests)s::text[])[s.n]
+    FROM stamped s
+    WHERE a.run_id = s.run_id AND a.task_key = s.task_key AND a.attempt = s.attempt
+    RETURNING a.run_id, a.task_key, a.attempt, a.attempt_id, a.queue, a.action,
+              a.lease_expires_at, a.timeout_at, a.heartbeat_timeout_seconds, s.n, s.nth,
+              s.per_run
+), events AS (
+    INSERT INTO state_events (run_id, sequence, type, occurred_at, task_key, attempt, data)
+    SELECT c.run_id, r.last_sequence - c.per_run + c.nth, 'attempt.started', %(now)s,
+           c.task_key, c.attempt, jsonb_build_object('worker_id', %(worker_id)s::text)
+    FROM claimed c JOIN runs r ON r.run_id = c.run_id
+), seen AS (
+    INSERT INTO workers (worker_id, queues, actions, first_seen_at, last_seen_at)
+    VALUES (%(worker_id)s, %(queues)s, %(actions)s, %(now)s, %(now)s)
+    ON CONFLICT (worker_id) DO UPDATE
+    SET queues = excluded.queues, actions = excluded.actions, last_seen_at = excluded.last_seen_at
+)
+SELECT c.attempt_id, c.run_id, r.workflow_id, r.version, c.task_key, c.attempt, c.queue,
+       c.action, coalesce(v.definition -> 'tasks' -> t.position -> 'input', '{}') AS input,
+       r.input AS run_input,
+       (SELECT coalesce(jsonb_object_agg(d.task_key, coalesce(d.output, '{}')), '{}')
+        FROM task_runs d
+        WHERE d.run_id = c.run_id AND d.task_key = ANY(t.depends_on)) AS upstream,
+       c.lease_expires_at, c.timeout_at, c.heartbeat_timeout_seconds, c.n - 1 AS token_index
+FROM claimed c
+JOIN runs r ON r.run_id = c.run_id
+JOIN task_runs t ON t.run_id = c.run_id AND t.task_key = c.task_key
+JOIN workflow_versions v ON v.workflow_id = r.workflow_id AND v.version = r.version
+ORDER BY c.n
+
+-- name: find_attempt
+-- Served by attempts_by_id.
+SELECT run_id, task_key, attempt, status, started_at, finished_at, output, error, attempt_id, action,
+       queue, heartbeat_timeout_seconds, timeout_seconds, schedule_deadline, worker_id,
+       claimed_at, lease_expires_at, timeout_at, progress, report_hash, lease_token_digest
+FROM attempts WHERE attempt_id = %(attempt_id)s
+
+-- name: heartbeat
+-- Renews only a lease that is held now (same token, running, neither expired nor timed out);
+-- zero rows means nothing was written.
+WITH renewed AS (
+    UPDATE attempts
+    SET lease_expires_at = %(now)s + make_interval(secs => heartbeat_timeout_seconds),
+        progress = coalesce(%(progress)s, progress)
+    WHERE attempt_id = %(attempt_id)s AND lease_token_digest = %(digest)s
+      AND status = 'running' AND lease_expires_at > %(now)s AND timeout_at > %(now)s
+    RETURNING worker_id, lease_expires_at
+), seen AS (
+    UPDATE workers w SET last_seen_at = %(now)s
+    FROM renewed WHERE w.worker_id = renewed.worker_id
+)
+SELECT lease_expires_at FROM renewed
+
+-- name: due_attempts
+-- Served by attempts_lease_due, attempts_timeout_due and attempts_schedule_due.
+SELECT run_id, task_key, attempt, min(due) AS due FROM (
+    (SELECT run_id, task_key, attempt, lease_expires_at AS due FROM attempts
+     WHERE status = 'running' AND lease_expires_at <= %(now)s
+     ORDER BY lease_expires_at LIMIT %(limit)s)
+    UNION ALL
+    (SELECT run_id, task_key, attempt, timeout_at FROM attempts
+     WHERE status = 'running' AND timeout_at <= %(now)s
+     ORDER BY timeout_at LIMIT %(limit)s)
+    UNION ALL
+    (SELECT run_id, task_key, attempt, schedule_deadline FROM attempts
+     WHERE status = 'queued' AND schedule_deadline <= %(now)s
+     ORDER BY schedule_deadline LIMIT %(limit)s)
+) AS passed
+GROUP BY run_id, task_key, attempt
+ORDER BY min(due), run_id, task_key, attempt
+LIMIT %(limit)s
+
+-- name: page_workers
+-- Workers by id (the primary key); in_flight from attempts_leased.
+SELECT w.worker_id, w.queues, w.actions, w.first_seen_at, w.last_seen_at,
+       (SELECT count(*) FROM attempts a
+        WHERE a.status = 'running' AND a.worker_id = w.worker_id)::int AS in_flight
+FROM workers w
+WHERE w.worker_id > %(after)s
+ORDER BY w.worker_id
+LIMIT %(limit)s
+
+-- name: queue_stats
+-- Queued attempts from attempts_queued, running remote ones from attempts_leased.
+SELECT q.queue,
+       (SELECT count(*) FROM attempts a WHERE a.status = 'queued' AND a.queue = q.queue)::int
+           AS queued,
+       (SELECT count(*) FROM attempts a
+        WHERE a.status = 'running' AND a.worker_id IS NOT NULL AND a.queue = q.queue)::int
+           AS running,
+       (SELECT min(a.started_at) FROM attempts a WHERE a.status = 'queued' AND a.queue = q.queue)
+           AS oldest_queued_at
+FROM queues q
+ORDER BY q.queue

@@ -2,7 +2,8 @@
 
 The store is split by concern into parts that share one :class:`~._db.Database`:
 :class:`~._workflows.Workflows` (workflows and versions), :class:`~._runs.Runs` (create, load
-and commit runs; the recovery scans), :class:`~._reads.Reads` (the API's reads and pages) and
+and commit runs; the recovery scans), :class:`~._reads.Reads` (the API's reads and pages),
+:class:`~._workers.Workers` (claims, leases, workers, queues) and
 :class:`~._idempotency.Idempotency`. Every write is one transaction; idempotency records are
 written in the same transaction as the resource (:meth:`~._db.Database.write`), and driver
 errors are translated in one place (:func:`~._db.translate_errors`). SQL lives in
@@ -21,6 +22,7 @@ from workload_store_postgres._idempotency import Idempotency
 from workload_store_postgres._queries import query
 from workload_store_postgres._reads import Reads
 from workload_store_postgres._runs import Runs
+from workload_store_postgres._workers import Workers
 from workload_store_postgres._workflows import Workflows
 from workload_store_postgres.migrations import check_schema
 
@@ -40,7 +42,7 @@ class _UtcClock:
         raise NotImplementedError
 
 
-class PostgresStore(Workflows, Runs, Reads, Idempotency):
+class PostgresStore(Workflows, Runs, Reads, Workers, Idempotency):
     """The whole ``Store`` port backed by a PostgreSQL database.
 
     Args:

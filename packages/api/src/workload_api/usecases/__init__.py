@@ -10,14 +10,18 @@ from __future__ import annotations
 
 from workload_api.usecases._result import Result
 from workload_api.usecases.runs import RunUseCases
+from workload_api.usecases.workers import WorkerUseCases
 from workload_api.usecases.workflows import WorkflowUseCases
 
-__all__ = ["Result", "RunUseCases", "UseCases", "WorkflowUseCases"]
+__all__ = ["Result", "RunUseCases", "UseCases", "WorkerUseCases", "WorkflowUseCases"]
 
 
 class UseCases:
     """Every use case, grouped by resource (what the handlers are given)."""
 
-    def __init__(self, workflows: WorkflowUseCases, runs: RunUseCases) -> None:
+    def __init__(
+        self, workflows: WorkflowUseCases, runs: RunUseCases, workers: WorkerUseCases
+    ) -> None:
         self.workflows = workflows
         self.runs = runs
+        self.workers = workers

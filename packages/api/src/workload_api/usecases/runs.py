@@ -13,15 +13,14 @@ import secrets
 from collections import Counter
 from collections.abc import Callable
 
-from pydantic import ValidationError
-
 from workload_api import resources, schemas
+from workload_api.usecases._bodies import parse
 from workload_api.usecases._result import Result
 from workload_domain.definition import TASK_KEY_PATTERN
-from workload_domain.errors import ExecutionStopped, InvalidArgument, Problem, TaskNotFound
+from workload_domain.errors import ExecutionStopped, InvalidArgument, TaskNotFound
 from workload_domain.idempotency import IdempotencyClaim, IdempotencyRecord, Outcome, Replayed
 from workload_domain.ids import uuid7
-from workload_domain.jsonvalues import JsonObject, json_problems, pointer
+from workload_domain.jsonvalues import JsonObject, json_problems
 from workload_domain.ports import Clock, Store
 from workload_domain.statuses import RunStatus
 from workload_engine.definitions import DefinitionCache
@@ -102,7 +101,12 @@ class RunUseCases:
             return IdempotencyRecord(claim, Outcome(status, resources.run(result.run, counts)))
 
         result = await request_cancel(
-            self._store, self._clock, run_id, if_revision=if_revision, save_with=save_with
+            self._store,
+            self._clock,
+            run_id,
+            if_revision=if_revision,
+            save_with=save_with,
+            local_actions=self._engine.local_actions,
         )
         if isinstance(result, Replayed):
             return Result.replay(result)
@@ -155,17 +159,7 @@ class RunUseCases:
 
 
 def _run_input(body: JsonObject | None) -> JsonObject:
-    try:
-        request = schemas.StartRunRequest.model_validate(body or {})
-    except ValidationError as exc:
-        problems = tuple(
-            Problem(
-                pointer(p for p in e["loc"] if isinstance(p, str | int)),
-                "unknown field" if e["type"] == "extra_forbidden" else e["msg"],
-            )
-            for e in exc.errors(include_url=False, include_input=False)
-        )
-        raise InvalidArgument("the request body is invalid", problems) from None
+    request = parse(schemas.StartRunRequest, body)
     problems = tuple(json_problems(request.input, ("input",)))
     if problems:
         raise InvalidArgument("the run input cannot be stored", problems)

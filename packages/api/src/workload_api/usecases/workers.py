@@ -1,0 +1,196 @@
+"""Workers (SPEC §10): claim attempts (long-poll), heartbeat, complete, fail; list workers, queues.
+
+Reports are fenced by the lease, not by an idempotency key: a heartbeat, complete or fail
+succeeds only while the attempt is ``running`` under the presented token, before its lease and
+its start-to-close deadline; otherwise ``LeaseLost`` with a reason, and nothing is written.
+Complete and fail repeated with the same token and the same body answer the same 200 again.
+"""
+
+from __future__ import annotations
+
+import secrets
+from typing import Any
+
+import anyio
+
+from workload_api import resources, schemas
+from workload_api.usecases._bodies import parse, storable
+from workload_domain.errors import LeaseLost, TooLarge
+from workload_domain.idempotency import request_hash
+from workload_domain.jsonvalues import JsonObject, canonical_json
+from workload_domain.leases import (
+    LeasedAttempt,
+    LeaseLostReason,
+    lease_lost,
+    presents_token,
+    token_digest,
+)
+from workload_domain.model import AttemptRecord, TaskError
+from workload_domain.ports import Clock, Store
+from workload_domain.statuses import AttemptStatus
+from workload_domain.workers import MAX_PROGRESS_BYTES, Claim
+from workload_engine.planner import AttemptOutcome
+from workload_engine.remote import RemoteAttempts
+from workload_engine.signals import WorkSignal
+
+__all__ = ["WorkerUseCases"]
+
+_TOKEN_BYTES = 32
+"""A lease token's random bytes (256 bits; SPEC §10 asks for at least 128)."""
+
+
+class WorkerUseCases:
+    """What workers do, and what viewers see of them."""
+
+    def __init__(
+        self, store: Store, remote: RemoteAttempts, signal: WorkSignal, clock: Clock
+    ) -> None:
+        self._store = store
+        self._remote = remote
+        self._signal = signal
+        self._clock = clock
+
+    async def claim(self, worker_id: str, body: JsonObject | None) -> JsonObject:
+        """Up to ``max_attempts`` queued attempts, waiting up to ``wait_seconds`` for some."""
+        request = parse(schemas.ClaimRequest, body)
+        deadline = anyio.current_time() + request.wait_seconds
+        while True:
+            waiter = self._signal.waiter()  # before looking: a notification now is not missed
+            tokens = [secrets.token_urlsafe(_TOKEN_BYTES) for _ in range(request.max_attempts)]
+            claim = Claim(
+                worker_id,
+                tuple(dict.fromkeys(request.queues)),
+                tuple(dict.fromkeys(request.actions)),
+                request.max_attempts,
+                tuple(token_digest(t) for t in tokens),
+            )
+            claimed = await self._store.claim(claim, self._clock.now())
+            if claimed:
+                return {
+                    "attempts": [
+                        resources.claim_item(c, tokens[c.token_index], None) for c in claimed
+                    ]
+                }
+            remaining = deadline - anyio.current_time()
+            if remaining <= 0 or self._signal.closed:
+                return {"attempts": []}
+            with anyio.move_on_after(remaining):
+                await waiter.wait()
+
+    async def heartbeat(self, attempt_id: str, body: JsonObject | None) -> JsonObject:
+        """Renew the lease (and record progress); ``LeaseLost`` if it is not held."""
+        request = parse(schemas.HeartbeatRequest, body)
+        if request.progress is not None:
+            storable(request.progress, "progress")
+            if len(canonical_json(request.progress)) > MAX_PROGRESS_BYTES:
+                raise TooLarge("progress is larger than 64 KiB")
+        now = self._clock.now()
+        digest = token_digest(request.lease_token)
+        expires = await self._store.heartbeat(attempt_id, digest, now, request.progress)
+        if expires is None:
+            leased = await self._store.find_attempt(attempt_id)
+            raise _lost(lease_lost(leased, request.lease_token, now) or LeaseLostReason.EXPIRED)
+        return {"lease_expires_at": expires.isoformat().replace("+00:00", "Z")}
+
+    async def complete(self, attempt_id: str, body: JsonObject | None) -> JsonObject:
+        """Record the attempt's success with its output."""
+        request = parse(schemas.CompleteRequest, body)
+        storable(request.output, "output")
+
+        def outcome(attempt: AttemptRecord, report: str) -> AttemptOutcome:
+            return AttemptOutcome(
+                attempt.task_key,
+                attempt.attempt,
+                AttemptStatus.SUCCEEDED,
+                self._clock.now(),
+                output=request.output,
+                report_hash=report,
+            )
+
+        return await self._report(attempt_id, "complete", request.lease_token, body, outcome)
+
+    async def fail(self, attempt_id: str, body: JsonObject | None) -> JsonObject:
+        """Record the attempt's failure (the retry rule decides what follows)."""
+        request = parse(schemas.FailRequest, body)
+        error = TaskError(request.error.code, request.error.message, request.error.retryable)
+        storable(error.to_json(), "error")
+
+        def outcome(attempt: AttemptRecord, report: str) -> AttemptOutcome:
+            return AttemptOutcome(
+                attempt.task_key,
+                attempt.attempt,
+                AttemptStatus.FAILED,
+                self._clock.now(),
+                error=error,
+                report_hash=report,
+            )
+
+        return await self._report(attempt_id, "fail", request.lease_token, body, outcome)
+
+    async def _report(
+        self,
+        attempt_id: str,
+        kind: str,
+        token: str,
+        body: Any,
+        outcome: Any,
+    ) -> JsonObject:
+        report = request_hash(kind, {"attempt_id": attempt_id}, body)
+        leased = await self._store.find_attempt(attempt_id)
+        repeated = _repeated(leased, token, report)
+        if repeated is not None:
+            return repeated
+        reason = lease_lost(leased, token, self._clock.now())
+        if reason is not None or leased is None:
+            raise _lost(reason or LeaseLostReason.UNKNOWN)
+        digest = leased.token_digest
+
+        def decide(current: AttemptRecord, now: Any) -> AttemptOutcome:
+            lost = lease_lost(LeasedAttempt(leased.run_id, current, digest), token, now)
+            if lost is not None:
+                raise _lost(lost)
+            result: AttemptOutcome = outcome(current, report)
+            return result
+
+        attempt = leased.attempt
+        settled = await self._remote.settle(
+            leased.run_id, attempt.task_key, attempt.attempt, decide
+        )
+        if settled is not None:
+            return resources.attempt(settled.attempt)
+        # The attempt ended meanwhile: the same report (a concurrent duplicate) is answered as
+        # the first one was; anything else lost.
+        again = await self._store.find_attempt(attempt_id)
+        repeated = _repeated(again, token, report)
+        if repeated is not None:
+            return repeated
+        raise _lost(lease_lost(again, token, self._clock.now()) or LeaseLostReason.FINISHED)
+
+    async def list_workers(self, cursor: str | None, limit: int) -> JsonObject:
+        """A page of workers (``active`` or ``gone``)."""
+        now = self._clock.now()
+        found = await self._store.page_workers(cursor, limit)
+        return resources.page(found, lambda w: resources.worker(w, now))
+
+    async def list_queues(self) -> JsonObject:
+        """Every queue with work or history."""
+        now = self._clock.now()
+        return {"items": [resources.queue(q, now) for q in await self._store.queue_stats()]}
+
+
+def _repeated(leased: LeasedAttempt | None, token: str, report: str) -> JsonObject | None:
+    """The answer to a report repeated with the same token and body (None: it is not one)."""
+    if leased is None or leased.attempt.report_hash != report:
+        return None
+    return resources.attempt(leased.attempt) if presents_token(leased, token) else None
+
+
+def _lost(reason: LeaseLostReason) -> LeaseLost:
+    messages = {
+        LeaseLostReason.EXPIRED: "the lease ran out: the attempt is no longer this worker's",
+        LeaseLostReason.CANCELED: "the run or the task was canceled",
+        LeaseLostReason.FINISHED: "the attempt already completed or failed",
+        LeaseLostReason.TIMED_OUT: "the attempt passed its start-to-close timeout",
+        LeaseLostReason.UNKNOWN: "no such attempt, or a token that is not this attempt's",
+    }
+    return LeaseLost(reason.value, messages[reason])

@@ -1,0 +1,88 @@
+"""Leases of remote attempts (SPEC §10): fencing by token, and why a report is refused.
+
+A claim hands a worker a random ``lease_token``; the store keeps only its digest. Every
+heartbeat, complete and fail presents the attempt id and the token, and succeeds only while the
+attempt is ``running`` under that token, before its lease and its start-to-close deadline
+passed. :func:`lease_lost` says why not, so that a late, duplicate or foreign report can never
+overwrite a newer fact.
+"""
+
+from __future__ import annotations
+
+import enum
+import hashlib
+import hmac
+from dataclasses import dataclass
+from datetime import datetime
+
+from workload_domain.model import AttemptRecord
+from workload_domain.statuses import AttemptStatus
+
+__all__ = [
+    "LEASE_EXPIRED",
+    "SCHEDULE_TO_START_TIMED_OUT",
+    "LeaseLostReason",
+    "LeasedAttempt",
+    "lease_lost",
+    "presents_token",
+    "token_digest",
+]
+
+SCHEDULE_TO_START_TIMED_OUT = "schedule_to_start_timed_out"
+"""Error code of a queued attempt that waited longer than its schedule-to-start timeout."""
+LEASE_EXPIRED = "lease_expired"
+"""Error code of a running attempt whose worker stopped heartbeating."""
+
+
+class LeaseLostReason(enum.StrEnum):
+    """Why a worker's report is refused (the ``reason`` of a 409 ``lease_lost``)."""
+
+    EXPIRED = "expired"
+    CANCELED = "canceled"
+    FINISHED = "finished"
+    TIMED_OUT = "timed_out"
+    UNKNOWN = "unknown"
+
+
+@dataclass(frozen=True, slots=True)
+class LeasedAttempt:
+    """An attempt found by its id, with its run and the digest of its lease token."""
+
+    run_id: str
+    attempt: AttemptRecord
+    token_digest: str | None
+
+
+def token_digest(token: str) -> str:
+    """The digest a store keeps of a lease token (SHA-256, hex): never the token itself."""
+    return hashlib.sha256(token.encode("utf-8", "surrogateescape")).hexdigest()
+
+
+def presents_token(leased: LeasedAttempt | None, token: str) -> bool:
+    """Whether ``token`` is the lease token of ``leased`` (compared in constant time)."""
+    if leased is None or leased.token_digest is None:
+        return False
+    return hmac.compare_digest(leased.token_digest, token_digest(token))
+
+
+def lease_lost(leased: LeasedAttempt | None, token: str, now: datetime) -> LeaseLostReason | None:
+    """Why ``token`` does not hold the lease of ``leased`` at ``now`` (None: it does)."""
+    if leased is None or not presents_token(leased, token):
+        return LeaseLostReason.UNKNOWN
+    attempt = leased.attempt
+    status = attempt.status
+    if status is AttemptStatus.RUNNING:
+        if attempt.timeout_at is not None and attempt.timeout_at <= now:
+            return LeaseLostReason.TIMED_OUT
+        if attempt.lease_expires_at is not None and attempt.lease_expires_at <= now:
+            return LeaseLostReason.EXPIRED
+        return None
+    return _ENDED.get(status, LeaseLostReason.FINISHED)
+
+
+_ENDED = {
+    AttemptStatus.CANCELED: LeaseLostReason.CANCELED,
+    AttemptStatus.TIMED_OUT: LeaseLostReason.TIMED_OUT,
+    AttemptStatus.INTERRUPTED: LeaseLostReason.EXPIRED,
+    AttemptStatus.QUEUED: LeaseLostReason.UNKNOWN,
+}

@@ -1,0 +1,97 @@
+"""Workers and queues (SPEC §10): what a claim asks for and hands out, and what is listed.
+
+A worker is known by the ``worker_id`` it chooses; the store records the queues and actions of
+its last claim and when it was first and last seen. It is ``active`` while it was seen within
+:data:`WORKER_ACTIVE_WINDOW` (long enough to cover a claim's longest wait and the heartbeats of
+a long attempt), ``gone`` after.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from workload_domain.jsonvalues import JsonObject
+
+__all__ = [
+    "MAX_CLAIM_ATTEMPTS",
+    "MAX_CLAIM_WAIT_SECONDS",
+    "MAX_PROGRESS_BYTES",
+    "WORKER_ACTIVE_WINDOW",
+    "WORKER_ID_PATTERN",
+    "Claim",
+    "ClaimedAttempt",
+    "QueueStats",
+    "WorkerRecord",
+    "worker_status",
+]
+
+WORKER_ID_PATTERN = r"^[A-Za-z0-9._-]{1,128}$"
+MAX_CLAIM_ATTEMPTS = 100
+MAX_CLAIM_WAIT_SECONDS = 50
+MAX_PROGRESS_BYTES = 64 * 1024
+WORKER_ACTIVE_WINDOW = timedelta(seconds=90)
+"""A worker seen within this window is ``active``: a claim waits at most 50 s, and a running
+handler heartbeats at least every ⅓ of its lease."""
+
+
+@dataclass(frozen=True, slots=True)
+class Claim:
+    """A worker's request for work: which queues and actions, how many attempts at most."""
+
+    worker_id: str
+    queues: tuple[str, ...]
+    actions: tuple[str, ...]
+    max_attempts: int
+    token_digests: tuple[str, ...]
+    """One digest per attempt it may receive, in order (the tokens themselves go to the
+    worker, never to the store)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimedAttempt:
+    """An attempt a claim handed out, with everything its worker needs to execute it."""
+
+    attempt_id: str
+    run_id: str
+    workflow_id: str
+    version: int
+    task_key: str
+    attempt: int
+    queue: str
+    action: str
+    input: JsonObject
+    run_input: JsonObject
+    upstream: JsonObject
+    lease_expires_at: datetime
+    timeout_at: datetime
+    heartbeat_timeout_seconds: float
+    token_index: int
+    """Which of the claim's ``token_digests`` this attempt's lease is under."""
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerRecord:
+    """A worker as last seen, and how many attempts it holds now."""
+
+    worker_id: str
+    queues: tuple[str, ...]
+    actions: tuple[str, ...]
+    first_seen_at: datetime
+    last_seen_at: datetime
+    in_flight: int
+
+
+@dataclass(frozen=True, slots=True)
+class QueueStats:
+    """A queue's queued and running (remote) attempts, and its oldest queued attempt."""
+
+    queue: str
+    queued: int
+    running: int
+    oldest_queued_at: datetime | None
+
+
+def worker_status(worker: WorkerRecord, now: datetime) -> str:
+    """``active`` or ``gone`` (see :data:`WORKER_ACTIVE_WINDOW`)."""
+    return "active" if now - worker.last_seen_at <= WORKER_ACTIVE_WINDOW else "gone"

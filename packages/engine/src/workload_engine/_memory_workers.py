@@ -1,0 +1,219 @@
+"""Remote attempts in the in-memory store: claims, heartbeats, deadlines, workers, queues.
+
+The same contract as the PostgreSQL store's (``tests/contract``): a claim takes the oldest
+queued attempts first, makes each ``running`` under its lease with ``attempt.started``, one
+commit per run; it all happens with no ``await`` in between, so two claimers can never take
+the same attempt.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import replace
+from datetime import datetime, timedelta
+
+import anyio
+
+from workload_domain import listings
+from workload_domain.cursors import Page, Position
+from workload_domain.events import EventType
+from workload_domain.jsonvalues import JsonObject
+from workload_domain.leases import LeasedAttempt
+from workload_domain.model import AttemptRecord, EventRecord
+from workload_domain.statuses import AttemptStatus
+from workload_domain.workers import Claim, ClaimedAttempt, QueueStats, WorkerRecord
+from workload_engine._memory_state import MemoryState, RunData, copied
+
+__all__ = ["MemoryWorkers"]
+
+
+class MemoryWorkers(MemoryState):
+    """The ``WorkerStore`` part of the in-memory store."""
+
+    async def claim(self, claim: Claim, now: datetime) -> Sequence[ClaimedAttempt]:
+        """Hand out the oldest matching queued attempts under leases (see ``WorkerStore``)."""
+        await anyio.lowlevel.checkpoint()
+        queues, actions = set(claim.queues), set(claim.actions)
+        candidates = sorted(
+            (
+                (a.started_at, run_id, a.task_key, a.attempt)
+                for run_id, data in self._runs.items()
+                for a in data.attempts.values()
+                if a.status is AttemptStatus.QUEUED and a.queue in queues and a.action in actions
+            ),
+        )[: len(claim.token_digests)]
+        self._seen(claim, now)
+        by_run: dict[str, list[tuple[int, tuple[str, int]]]] = defaultdict(list)
+        for index, (_, run_id, task_key, number) in enumerate(candidates):
+            by_run[run_id].append((index, (task_key, number)))
+        claimed: list[ClaimedAttempt] = []
+        for run_id, picked in by_run.items():
+            data = self._runs[run_id]
+            for index, key in sorted(picked, key=lambda p: p[1]):
+                attempt = self._lease(data, key, claim, index, now)
+                claimed.append(self._item(run_id, data, attempt, index))
+            data.run = replace(data.run, revision=data.run.revision + 1, updated_at=now)
+        return sorted(claimed, key=lambda c: c.token_index)
+
+    def _lease(
+        self, data: RunData, key: tuple[str, int], claim: Claim, index: int, now: datetime
+    ) -> AttemptRecord:
+        attempt = data.attempts[key]
+        assert attempt.heartbeat_timeout_seconds is not None  # every queued attempt has one
+        assert attempt.timeout_seconds is not None
+        leased = replace(
+            attempt,
+            status=AttemptStatus.RUNNING,
+            worker_id=claim.worker_id,
+            claimed_at=now,
+            lease_expires_at=now + timedelta(seconds=attempt.heartbeat_timeout_seconds),
+            timeout_at=now + timedelta(seconds=attempt.timeout_seconds),
+        )
+        data.attempts[key] = leased
+        self._tokens[attempt.attempt_id] = claim.token_digests[index]
+        data.events.append(
+            EventRecord(
+                len(data.events) + 1,
+                EventType.ATTEMPT_STARTED,
+                now,
+                key[0],
+                key[1],
+                {"worker_id": claim.worker_id},
+            )
+        )
+        return leased
+
+    def _item(
+        self, run_id: str, data: RunData, attempt: AttemptRecord, index: int
+    ) -> ClaimedAttempt:
+        run = data.run
+        task = data.tasks[attempt.task_key]
+        definition = self._versions[(run.workflow_id, run.version)].definition
+        assert attempt.lease_expires_at is not None
+        assert attempt.timeout_at is not None
+        assert attempt.heartbeat_timeout_seconds is not None
+        upstream: JsonObject = {
+            dep: data.tasks[dep].output or {} for dep in task.depends_on if dep in data.tasks
+        }
+        return ClaimedAttempt(
+            attempt_id=attempt.attempt_id,
+            run_id=run_id,
+            workflow_id=run.workflow_id,
+            version=run.version,
+            task_key=attempt.task_key,
+            attempt=attempt.attempt,
+            queue=attempt.queue,
+            action=attempt.action,
+            input=copied(definition["tasks"][task.position].get("input", {})),
+            run_input=copied(run.input),
+            upstream=copied(upstream),
+            lease_expires_at=attempt.lease_expires_at,
+            timeout_at=attempt.timeout_at,
+            heartbeat_timeout_seconds=attempt.heartbeat_timeout_seconds,
+            token_index=index,
+        )
+
+    def _seen(self, claim: Claim, now: datetime) -> None:
+        known = self._workers.get(claim.worker_id)
+        self._workers[claim.worker_id] = WorkerRecord(
+            claim.worker_id,
+            claim.queues,
+            claim.actions,
+            known.first_seen_at if known else now,
+            now,
+            0,
+        )
+
+    async def find_attempt(self, attempt_id: str) -> LeasedAttempt | None:
+        """An attempt by id, with its run and its lease token's digest."""
+        await anyio.lowlevel.checkpoint()
+        found = self._attempt_ids.get(attempt_id)
+        if found is None:
+            return None
+        run_id, key = found
+        attempt = self._runs[run_id].attempts[key]
+        return LeasedAttempt(run_id, copied(attempt), self._tokens.get(attempt_id))
+
+    async def heartbeat(
+        self, attempt_id: str, token_digest: str, now: datetime, progress: JsonObject | None
+    ) -> datetime | None:
+        """Renew a held lease; None (nothing written) when it is not held."""
+        await anyio.lowlevel.checkpoint()
+        found = self._attempt_ids.get(attempt_id)
+        if found is None or self._tokens.get(attempt_id) != token_digest:
+            return None
+        run_id, key = found
+        data = self._runs[run_id]
+        attempt = data.attempts[key]
+        if (
+            attempt.status is not AttemptStatus.RUNNING
+            or attempt.lease_expires_at is None
+            or attempt.lease_expires_at <= now
+            or (attempt.timeout_at is not None and attempt.timeout_at <= now)
+            or attempt.heartbeat_timeout_seconds is None
+        ):
+            return None
+        expires = now + timedelta(seconds=attempt.heartbeat_timeout_seconds)
+        data.attempts[key] = replace(
+            attempt,
+            lease_expires_at=expires,
+            progress=copied(progress) if progress is not None else attempt.progress,
+        )
+        worker = self._workers.get(attempt.worker_id or "")
+        if worker is not None:
+            self._workers[worker.worker_id] = replace(worker, last_seen_at=now)
+        return expires
+
+    async def due_attempts(self, now: datetime, limit: int) -> Sequence[tuple[str, str, int]]:
+        """Remote attempts whose lease, start-to-close or schedule-to-start time passed."""
+        await anyio.lowlevel.checkpoint()
+        due: list[tuple[datetime, str, str, int]] = []
+        for run_id, data in self._runs.items():
+            for a in data.attempts.values():
+                deadlines = (
+                    [a.schedule_deadline]
+                    if a.status is AttemptStatus.QUEUED
+                    else [a.lease_expires_at, a.timeout_at]
+                    if a.status is AttemptStatus.RUNNING
+                    else []
+                )
+                passed = [d for d in deadlines if d is not None and d <= now]
+                if passed:
+                    due.append((min(passed), run_id, a.task_key, a.attempt))
+        return [(run_id, key, number) for _, run_id, key, number in sorted(due)[:limit]]
+
+    async def page_workers(self, cursor: str | None, limit: int) -> Page[WorkerRecord]:
+        """Workers in ``worker_id`` order, with how many attempts each holds now."""
+
+        async def fetch(after: Position | None, n: int) -> Sequence[WorkerRecord]:
+            await anyio.lowlevel.checkpoint()
+            in_flight: dict[str, int] = defaultdict(int)
+            for data in self._runs.values():
+                for a in data.attempts.values():
+                    if a.status is AttemptStatus.RUNNING and a.worker_id is not None:
+                        in_flight[a.worker_id] += 1
+            workers = [
+                replace(w, in_flight=in_flight[w.worker_id])
+                for _, w in sorted(self._workers.items())
+            ]
+            return copied(listings.rows_after(workers, listings.WORKERS, after, n))
+
+        return await listings.paginate(
+            self._codec, listings.WORKERS, scope={}, cursor=cursor, limit=limit, fetch=fetch
+        )
+
+    async def queue_stats(self) -> Sequence[QueueStats]:
+        """Every queue that has (or had) remote attempts, by name."""
+        await anyio.lowlevel.checkpoint()
+        queued: dict[str, int] = defaultdict(int)
+        running: dict[str, int] = defaultdict(int)
+        oldest: dict[str, datetime] = {}
+        for data in self._runs.values():
+            for a in data.attempts.values():
+                if a.status is AttemptStatus.QUEUED:
+                    queued[a.queue] += 1
+                    oldest[a.queue] = min(oldest.get(a.queue, a.started_at), a.started_at)
+                elif a.status is AttemptStatus.RUNNING and a.worker_id is not None:
+                    running[a.queue] += 1
+        return [QueueStats(q, queued[q], running[q], oldest.get(q)) for q in sorted(self._queues)]

@@ -1,0 +1,128 @@
+"""Outcomes of remote attempts (SPEC §10): workers' reports, and the deadlines the leader keeps.
+
+A remote attempt ends by a commit like any other — revision-checked, planned by
+:func:`~workload_engine.planner.plan` — made by whoever learns the outcome: the process that
+receives a worker's ``complete`` or ``fail``, or the leader's lease reaper when a lease, a
+start-to-close or a schedule-to-start time has passed. :meth:`RemoteAttempts.settle` re-reads the
+run and decides again after a revision conflict, so a late fact can never overwrite a newer
+one; then the run's runner (if this process has one) is told, so that it starts what became
+ready and sees the run end.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime
+from typing import Protocol
+
+from workload_domain.errors import RevisionConflict
+from workload_domain.model import AttemptRecord, RunSnapshot
+from workload_domain.ports import ExecutionStore, WorkerStore
+from workload_domain.statuses import AttemptStatus
+from workload_engine.engine import Engine
+from workload_engine.planner import (
+    LEASE_EXPIRED_ERROR,
+    SCHEDULE_TO_START_ERROR,
+    TIMED_OUT_ERROR,
+    AttemptOutcome,
+    plan,
+)
+
+__all__ = ["Decide", "RemoteAttempts", "RemoteStore", "Settled", "deadline_outcome"]
+
+_MAX_TRIES = 50
+
+Decide = Callable[[AttemptRecord, datetime], AttemptOutcome | None]
+"""From a live attempt as now stored: its outcome, or None for nothing to write (it may raise
+to refuse, e.g. ``LeaseLost``)."""
+
+
+class RemoteStore(ExecutionStore, WorkerStore, Protocol):
+    """What settling remote attempts needs from the store."""
+
+
+class Settled:
+    """A remote attempt's outcome committed: the run after it, and the attempt as ended."""
+
+    __slots__ = ("after", "attempt")
+
+    def __init__(self, after: RunSnapshot, attempt: AttemptRecord) -> None:
+        self.after = after
+        self.attempt = attempt
+
+
+def deadline_outcome(attempt: AttemptRecord, now: datetime) -> AttemptOutcome | None:
+    """The outcome a passed deadline gives a live remote attempt (None: none has passed).
+
+    A queued attempt past its schedule-to-start deadline fails (not retryable); a running one
+    past its start-to-close deadline times out; one whose lease ran out is interrupted with
+    ``lease_expired`` (retryable, SPEC §10).
+    """
+    key = (attempt.task_key, attempt.attempt)
+    if attempt.status is AttemptStatus.QUEUED:
+        if attempt.schedule_deadline is not None and attempt.schedule_deadline <= now:
+            return AttemptOutcome(*key, AttemptStatus.FAILED, now, error=SCHEDULE_TO_START_ERROR)
+        return None
+    if attempt.status is not AttemptStatus.RUNNING:
+        return None
+    if attempt.timeout_at is not None and attempt.timeout_at <= now:
+        return AttemptOutcome(*key, AttemptStatus.TIMED_OUT, now, error=TIMED_OUT_ERROR)
+    if attempt.lease_expires_at is not None and attempt.lease_expires_at <= now:
+        return AttemptOutcome(*key, AttemptStatus.INTERRUPTED, now, error=LEASE_EXPIRED_ERROR)
+    return None
+
+
+class RemoteAttempts:
+    """Commits the outcomes of remote attempts, and expires those whose deadlines passed."""
+
+    def __init__(self, store: RemoteStore, engine: Engine) -> None:
+        self._store = store
+        self._engine = engine
+        self._definitions = engine.definitions
+        self._clock = engine.clock
+        self._local = engine.local_actions
+
+    async def settle(
+        self, run_id: str, task_key: str, attempt: int, decide: Decide
+    ) -> Settled | None:
+        """Commit what ``decide`` makes of the live attempt; None if it decided nothing.
+
+        Raises:
+            RunNotFound: no such run.
+            Whatever ``decide`` raises to refuse (nothing is written then).
+        """
+        key = (task_key, attempt)
+        for _ in range(_MAX_TRIES):
+            snapshot = await self._store.load_run(run_id)
+            live = {(a.task_key, a.attempt): a for a in snapshot.live_attempts}
+            current = live.get(key)
+            if current is None:
+                return None
+            now = self._clock.now()
+            outcome = decide(current, now)
+            if outcome is None:
+                return None
+            workflow = await self._definitions.get(snapshot.run.workflow_id, snapshot.run.version)
+            decided = plan(
+                snapshot, workflow, now=now, outcomes=[outcome], local_actions=self._local
+            )
+            if decided.commit is None:  # pragma: no cover - an ended attempt is always a change
+                return None
+            try:
+                await self._store.commit(decided.commit)
+            except RevisionConflict:
+                continue
+            ended = next(a for a in decided.commit.attempts if (a.task_key, a.attempt) == key)
+            # The run's runner (if this process has one) starts what became ready, or ends.
+            self._engine.notify(run_id)
+            self._engine.committed(decided.commit)
+            return Settled(decided.after, ended)
+        raise RevisionConflict(run_id, -1)
+
+    async def expire_due(self, limit: int = 200) -> int:
+        """Apply every passed lease, start-to-close and schedule-to-start deadline; how many."""
+        expired = 0
+        for run_id, task_key, attempt in await self._store.due_attempts(self._clock.now(), limit):
+            if await self.settle(run_id, task_key, attempt, deadline_outcome) is not None:
+                expired += 1
+        return expired
