@@ -20,13 +20,14 @@ nox.options.sessions = [
     "tests_store_postgres",
     "tests_api",
     "tests_sdk",
+    "tests_worker",
     "tests_cli",
     "tests_inprocess",
     "tests_postgres15",
 ]
 
 PYTHON = "3.11"
-PACKAGES = ("domain", "engine", "store-postgres", "api", "cli", "sdk")
+PACKAGES = ("domain", "engine", "store-postgres", "api", "cli", "sdk", "worker")
 SOURCES = [f"packages/{p}/src" for p in PACKAGES]
 TEST_TOOLS = ("pytest>=8.4", "pytest-timeout>=2.4", "hypothesis>=6.150")
 
@@ -80,7 +81,8 @@ WORKSPACE_DEPENDENCIES = {
     "store-postgres": ("domain",),
     "api": ("domain", "engine", "store-postgres"),
     "sdk": (),
-    "cli": ("sdk", "domain", "engine", "store-postgres", "api"),
+    "worker": ("sdk",),
+    "cli": ("sdk", "worker", "domain", "engine", "store-postgres", "api"),
 }
 # The extras a package's own tests need (the CLI's server and run-local commands).
 PACKAGE_EXTRAS = {"cli": "[server,local]"}
@@ -152,6 +154,12 @@ def tests_api(session: nox.Session) -> None:
 def tests_sdk(session: nox.Session) -> None:
     """The SDK's unit tests with only workload-sdk (httpx + pydantic) installed."""
     _package_tests(session, "sdk")
+
+
+@nox.session(python=PYTHON)
+def tests_worker(session: nox.Session) -> None:
+    """The worker SDK's tests with only workload-worker and workload-sdk (and their deps)."""
+    _package_tests(session, "worker")
 
 
 @nox.session(python=PYTHON)
