@@ -57,7 +57,7 @@ def lint(session: nox.Session) -> None:
 def typecheck(session: nox.Session) -> None:
     """mypy --strict over every package and the tests."""
     _sync(session)
-    session.run("mypy", *SOURCES, "tests", "benchmarks", "noxfile.py")
+    session.run("mypy", *SOURCES, "tests", "benchmarks", "examples", "noxfile.py")
 
 
 @nox.session(python=PYTHON)
@@ -175,7 +175,9 @@ def tests_inprocess(session: nox.Session) -> None:
     The service runs on the in-memory store (the container's override), requests go through
     httpx's ASGI transport: the proof that these suites need no database.
     """
-    server_side = [f"./packages/{p}" for p in ("domain", "engine", "store-postgres", "api", "sdk")]
+    server_side = [
+        f"./packages/{p}" for p in ("domain", "engine", "store-postgres", "api", "sdk", "worker")
+    ]
     session.install(*server_side, "./packages/cli[local]", *TEST_TOOLS, "schemathesis>=4.0")
     session.run(
         "python",
