@@ -353,3 +353,19 @@ def test_the_other_commands_do_not_load_the_worker_sdk() -> None:
     code = "import sys, workload_cli.main; print('workload_worker' in sys.modules)"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "False"
+
+
+def test_the_worker_log_goes_to_stderr_when_nothing_else_logs() -> None:
+    code = (
+        "import logging\n"
+        "from workload_cli._worker_command import _LogTo\n"
+        "with _LogTo('info'):\n"
+        "    logging.getLogger('workload.worker').info('claimed')\n"
+        "    logging.getLogger('workload.worker').debug('hidden')\n"
+        "logging.getLogger('workload.worker').warning('after')\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert "INFO workload.worker: claimed" in done.stderr
+    assert "hidden" not in done.stderr
+    assert "after" in done.stderr  # Python's last-resort handler: the handler was removed
+    assert "INFO" not in done.stderr.split("claimed", 1)[1]

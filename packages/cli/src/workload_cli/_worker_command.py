@@ -59,6 +59,7 @@ ConcurrencyOption = Annotated[
         show_default=False,
     ),
 ]
+_LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 LogLevelOption = Annotated[
     str, typer.Option(help="The level of the log lines written on standard error.")
 ]
@@ -152,25 +153,26 @@ class _LogTo:
 
     def __init__(self, level: str) -> None:
         self._root = logging.getLogger()
+        self._worker = logging.getLogger("workload.worker")
         self._level = level.upper()
         self._handler: logging.Handler | None = None
-        self._previous = self._root.level
+        self._previous = (self._root.level, self._worker.level)
 
     def __enter__(self) -> None:
-        logging.getLogger("workload.worker").setLevel(self._level)
+        self._worker.setLevel(self._level)
         if not self._root.handlers:
             handler = logging.StreamHandler(sys.stderr)
-            handler.setFormatter(
-                logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s")
-            )
+            handler.setFormatter(logging.Formatter(_LOG_FORMAT))
             self._root.addHandler(handler)
             self._root.setLevel(self._level)
             self._handler = handler
 
     def __exit__(self, *exc_info: object) -> None:
+        # Put things back: an in-process caller (a test, a program) keeps its own logging.
         if self._handler is not None:
             self._root.removeHandler(self._handler)
-            self._root.setLevel(self._previous)
+        self._root.setLevel(self._previous[0])
+        self._worker.setLevel(self._previous[1])
 
 
 def worker(

@@ -269,7 +269,9 @@ class AttemptRunner:
             self._lost = reason
             if self._pending is None and self._handler_done:
                 return  # after the outcome was recorded: nothing to tell
-            logger.warning("%s: lease lost (%s)", self.label, reason)
+            # "finished" while a report is in flight: that very report was recorded.
+            level = logging.INFO if reason == "finished" else logging.WARNING
+            logger.log(level, "%s: lease lost (%s)", self.label, reason)
         self._interrupt(LEASE_LOST)
 
     # -- reports ------------------------------------------------------------------------------
