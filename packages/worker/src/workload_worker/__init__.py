@@ -16,7 +16,8 @@ logger.
 
 from workload_worker._context import Context, JsonObject
 from workload_worker._outcome import INVALID_OUTPUT, WORKER_SHUTDOWN
-from workload_worker._worker import Handler, Worker, default_worker_id
+from workload_worker._settings import default_worker_id
+from workload_worker._worker import Handler, Worker
 from workload_worker.errors import NonRetryableError, WorkerConfigError, WorkerError
 
 __all__ = [

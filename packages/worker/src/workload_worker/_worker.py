@@ -15,9 +15,7 @@ import functools
 import inspect
 import logging
 import os
-import re
 import signal
-import socket
 import threading
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
@@ -30,7 +28,15 @@ from workload_sdk.config import WORKER_TOKEN_ENV
 from workload_worker._attempt import Action, AttemptRunner
 from workload_worker._backoff import Backoff
 from workload_worker._context import Context
-from workload_worker._loop import LoopCaller
+from workload_worker._serving import Serving
+from workload_worker._settings import (
+    BUILT_IN_ACTIONS,
+    MAX_ACTION_CHARS,
+    WORKER_ID,
+    checked_queues,
+    default_worker_id,
+    non_negative,
+)
 from workload_worker.errors import WorkerConfigError
 
 __all__ = ["Handler", "Worker"]
@@ -44,72 +50,6 @@ H = TypeVar("H", bound=Handler)
 MAX_CLAIM = 100  # the API's bound on max_attempts
 SHUTDOWN_REPORT_SECONDS = 10.0
 """After the grace period, how long cancelled attempts get to report ``worker_shutdown``."""
-_BUILT_IN = frozenset({"mock", "agent"})  # run inside the coordinator, never on a worker
-_QUEUE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,62}$")
-_WORKER_ID = re.compile(r"^[A-Za-z0-9._-]{1,128}$")
-_MAX_ACTION_CHARS = 128
-
-
-def default_worker_id() -> str:
-    """``<host>-<pid>``, with characters the API does not allow replaced by ``-``."""
-    raw = f"{socket.gethostname() or 'worker'}-{os.getpid()}"
-    return re.sub(r"[^A-Za-z0-9._-]", "-", raw)[-128:]
-
-
-def _queues(queues: Sequence[str]) -> list[str]:
-    if isinstance(queues, str) or not queues:
-        raise WorkerConfigError("queues must be a non-empty list of queue names")
-    for queue in queues:
-        if not isinstance(queue, str) or not _QUEUE.match(queue):
-            raise WorkerConfigError(f"queue {queue!r} does not match {_QUEUE.pattern}")
-    return list(dict.fromkeys(queues))
-
-
-def _positive(name: str, value: float, *, least: float = 0) -> float:
-    if value < least:
-        raise WorkerConfigError(f"{name} must be at least {least:g}")
-    return value
-
-
-class _Serving:
-    """The state of one ``serve()``: slots in use, and how far stopping has gone."""
-
-    def __init__(self, grace_seconds: float) -> None:
-        self.grace_seconds = grace_seconds
-        self.loop = LoopCaller()
-        self.active: set[AttemptRunner] = set()
-        self.draining = anyio.Event()
-        self.hurry = anyio.Event()
-        self.deadline = float("inf")
-        self.claim_scope: anyio.CancelScope | None = None
-        self._changed = anyio.Event()
-
-    def changed(self) -> None:
-        """Something the loops wait on changed (a slot freed, a stop asked)."""
-        self._changed.set()
-        self._changed = anyio.Event()
-
-    async def wait_change(self) -> None:
-        await self._changed.wait()
-
-    def stop(self, *, now: bool) -> None:
-        """Stop claiming; with ``now``, cancel running handlers without waiting (in the loop)."""
-        if not self.draining.is_set():
-            self.draining.set()
-            self.deadline = anyio.current_time() + self.grace_seconds
-        if now:
-            self.hurry.set()
-            self.deadline = anyio.current_time()
-        if self.claim_scope is not None:
-            # A claim in flight may finish within the grace period: it may hold attempts that
-            # the server already handed out, which would otherwise wait for their lease to expire.
-            self.claim_scope.deadline = min(self.claim_scope.deadline, self.deadline)
-        self.changed()
-
-    async def pause(self, seconds: float) -> None:
-        """Sleep, unless stopping begins."""
-        with anyio.move_on_after(seconds):
-            await self.draining.wait()
 
 
 class Worker:
@@ -163,16 +103,16 @@ class Worker:
         self.client: AsyncClient | None = None
         self.configure(queues=queues, concurrency=concurrency, url=url, token=token, client=client)
         chosen = worker_id or default_worker_id()
-        if not _WORKER_ID.match(chosen):
-            raise WorkerConfigError(f"worker_id {chosen!r} does not match {_WORKER_ID.pattern}")
+        if not WORKER_ID.match(chosen):
+            raise WorkerConfigError(f"worker_id {chosen!r} does not match {WORKER_ID.pattern}")
         self.worker_id = chosen
-        self.grace_seconds = _positive("grace_seconds", grace_seconds)
+        self.grace_seconds = non_negative("grace_seconds", grace_seconds)
         if not 0 <= wait_seconds <= 50:
             raise WorkerConfigError("wait_seconds must be between 0 and 50")
         self.wait_seconds = wait_seconds
         Backoff(backoff_initial_seconds, backoff_max_seconds)  # checks them
         self._backoff = (backoff_initial_seconds, backoff_max_seconds)
-        self._serving: _Serving | None = None
+        self._serving: Serving | None = None
 
     def configure(
         self,
@@ -189,7 +129,7 @@ class Worker:
             WorkerConfigError: a value the API would refuse.
         """
         if queues is not None:
-            self.queues = _queues(queues)
+            self.queues = checked_queues(queues)
         if concurrency is not None:
             if isinstance(concurrency, bool) or concurrency < 1:
                 raise WorkerConfigError("concurrency must be at least 1")
@@ -224,9 +164,9 @@ class Worker:
             WorkerConfigError: an empty, too long, built-in (``mock``, ``agent``) or already
                 declared name.
         """
-        if not isinstance(name, str) or not name or len(name) > _MAX_ACTION_CHARS:
-            raise WorkerConfigError(f"an action name is 1-{_MAX_ACTION_CHARS} characters")
-        if name in _BUILT_IN:
+        if not isinstance(name, str) or not name or len(name) > MAX_ACTION_CHARS:
+            raise WorkerConfigError(f"an action name is 1-{MAX_ACTION_CHARS} characters")
+        if name in BUILT_IN_ACTIONS:
             raise WorkerConfigError(f"{name!r} is built in: it runs inside the control plane")
         if name in self._actions:
             raise WorkerConfigError(f"action {name!r} is already declared")
@@ -276,7 +216,7 @@ class Worker:
                 f"no worker token: pass token= or set {WORKER_TOKEN_ENV} "
                 "(one of the tokens in the server's WORKLOAD_WORKER_TOKENS)"
             )
-        serving = self._serving = _Serving(self.grace_seconds)
+        serving = self._serving = Serving(self.grace_seconds)
         try:
             async with contextlib.AsyncExitStack() as stack:
                 client = self.client
@@ -298,7 +238,7 @@ class Worker:
         if serving is not None:
             serving.loop.call(functools.partial(serving.stop, now=now))
 
-    async def _serve(self, client: AsyncClient, serving: _Serving, handle_signals: bool) -> None:
+    async def _serve(self, client: AsyncClient, serving: Serving, handle_signals: bool) -> None:
         logger.info(
             "worker %s: serving %s from queue(s) %s at %s, %d at a time",
             self.worker_id,
@@ -323,7 +263,7 @@ class Worker:
     async def _claim_loop(
         self,
         client: AsyncClient,
-        serving: _Serving,
+        serving: Serving,
         attempts: anyio.abc.TaskGroup,
         limiter: anyio.CapacityLimiter,
     ) -> None:
@@ -381,14 +321,14 @@ class Worker:
             logger.warning("claim failed (try %d): %s", tries, exc)
 
     @staticmethod
-    async def _run_attempt(runner: AttemptRunner, serving: _Serving) -> None:
+    async def _run_attempt(runner: AttemptRunner, serving: Serving) -> None:
         try:
             await runner.run()
         finally:
             serving.active.discard(runner)
             serving.changed()
 
-    async def _drain(self, serving: _Serving, attempts: anyio.abc.TaskGroup) -> None:
+    async def _drain(self, serving: Serving, attempts: anyio.abc.TaskGroup) -> None:
         """Wait for running attempts until the grace deadline, then cancel and report them."""
         if serving.active:
             left = max(0.0, serving.deadline - anyio.current_time())
@@ -415,7 +355,7 @@ class Worker:
         attempts.cancel_scope.cancel()
 
     async def _watch_signals(
-        self, serving: _Serving, *, task_status: anyio.abc.TaskStatus[None]
+        self, serving: Serving, *, task_status: anyio.abc.TaskStatus[None]
     ) -> None:
         with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as received:
             task_status.started()
