@@ -20,13 +20,14 @@ nox.options.sessions = [
     "tests_store_postgres",
     "tests_api",
     "tests_sdk",
+    "tests_worker",
     "tests_cli",
     "tests_inprocess",
     "tests_postgres15",
 ]
 
 PYTHON = "3.11"
-PACKAGES = ("domain", "engine", "store-postgres", "api", "cli", "sdk")
+PACKAGES = ("domain", "engine", "store-postgres", "api", "cli", "sdk", "worker")
 SOURCES = [f"packages/{p}/src" for p in PACKAGES]
 TEST_TOOLS = ("pytest>=8.4", "pytest-timeout>=2.4", "hypothesis>=6.150")
 
@@ -56,7 +57,7 @@ def lint(session: nox.Session) -> None:
 def typecheck(session: nox.Session) -> None:
     """mypy --strict over every package and the tests."""
     _sync(session)
-    session.run("mypy", *SOURCES, "tests", "benchmarks", "noxfile.py")
+    session.run("mypy", *SOURCES, "tests", "benchmarks", "examples", "noxfile.py")
 
 
 @nox.session(python=PYTHON)
@@ -80,7 +81,8 @@ WORKSPACE_DEPENDENCIES = {
     "store-postgres": ("domain",),
     "api": ("domain", "engine", "store-postgres"),
     "sdk": (),
-    "cli": ("sdk", "domain", "engine", "store-postgres", "api"),
+    "worker": ("sdk",),
+    "cli": ("sdk", "worker", "domain", "engine", "store-postgres", "api"),
 }
 # The extras a package's own tests need (the CLI's server and run-local commands).
 PACKAGE_EXTRAS = {"cli": "[server,local]"}
@@ -155,6 +157,12 @@ def tests_sdk(session: nox.Session) -> None:
 
 
 @nox.session(python=PYTHON)
+def tests_worker(session: nox.Session) -> None:
+    """The worker SDK's tests with only workload-worker and workload-sdk (and their deps)."""
+    _package_tests(session, "worker")
+
+
+@nox.session(python=PYTHON)
 def tests_cli(session: nox.Session) -> None:
     """The CLI's tests with workload-cli[server,local] and what it declares (a live server)."""
     _package_tests(session, "cli")
@@ -167,7 +175,9 @@ def tests_inprocess(session: nox.Session) -> None:
     The service runs on the in-memory store (the container's override), requests go through
     httpx's ASGI transport: the proof that these suites need no database.
     """
-    server_side = [f"./packages/{p}" for p in ("domain", "engine", "store-postgres", "api", "sdk")]
+    server_side = [
+        f"./packages/{p}" for p in ("domain", "engine", "store-postgres", "api", "sdk", "worker")
+    ]
     session.install(*server_side, "./packages/cli[local]", *TEST_TOOLS, "schemathesis>=4.0")
     session.run(
         "python",

@@ -18,6 +18,7 @@ CLEAN_ENV: dict[str, str | None] = dict.fromkeys(
     (
         "WORKLOAD_URL",
         "WORKLOAD_TOKEN",
+        "WORKLOAD_WORKER_TOKEN",
         "WORKLOAD_OUTPUT",
         "NO_COLOR",
         "FORCE_COLOR",

@@ -97,12 +97,17 @@ def test_the_cli_uses_the_sdks_names() -> None:
 
 
 @pytest.mark.parametrize(
-    "literal", ['"WORKLOAD_URL"', '"WORKLOAD_TOKEN"', '"http://127.0.0.1:8080"']
+    "literal",
+    ['"WORKLOAD_URL"', '"WORKLOAD_TOKEN"', '"WORKLOAD_WORKER_TOKEN"', '"http://127.0.0.1:8080"'],
 )
 def test_no_second_copy_of_a_name_in_the_sdk_or_the_cli(literal: str) -> None:
     defining = [
         path.relative_to(PACKAGES).as_posix()
-        for package in ("sdk/src/workload_sdk", "cli/src/workload_cli")
+        for package in (
+            "sdk/src/workload_sdk",
+            "cli/src/workload_cli",
+            "worker/src/workload_worker",
+        )
         for path in sorted((PACKAGES / package).glob("*.py"))
         if literal in path.read_text(encoding="utf-8")
     ]
@@ -131,7 +136,7 @@ def _client_commands() -> list[tuple[str, ...]]:
         for name, sub in subcommands.items():
             walk(sub, (*path, name))
 
-    for name in ("workflows", "runs", "demo"):
+    for name in ("workflows", "runs", "workers", "queues", "demo"):
         walk(root.commands[name], (name,))  # type: ignore[attr-defined]
     return paths
 
@@ -159,7 +164,7 @@ def test_every_client_command_has_the_global_options_with_the_sdks_variables(
 
 
 def test_the_client_commands_are_all_there() -> None:
-    assert len(CLIENT_COMMANDS) == 14
+    assert len(CLIENT_COMMANDS) == 16
     assert ("runs", "events") in CLIENT_COMMANDS
     assert ("demo",) in CLIENT_COMMANDS
 
@@ -181,6 +186,8 @@ COMMAND_ARGS: dict[tuple[str, ...], tuple[str, ...]] = {
     ("runs", "tasks"): ("r",),
     ("runs", "attempts"): ("r", "a"),
     ("runs", "events"): ("r",),
+    ("workers", "list"): (),
+    ("queues", "list"): (),
     ("demo",): (),
 }
 

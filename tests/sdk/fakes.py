@@ -12,6 +12,7 @@ from typing import Any
 
 import httpx
 
+BASE = "http://api.test"
 T0 = "2025-01-02T03:04:05.123456Z"
 T1 = "2025-01-02T03:04:06Z"
 RUN_ID = "01940000-0000-7000-8000-000000000001"
@@ -62,6 +63,62 @@ ATTEMPT: dict[str, Any] = {
     "finished_at": T1,
     "output": None,
     "error": ERROR,
+}
+CLAIMED: dict[str, Any] = {
+    "kind": "task",
+    "attempt_id": "att-1",
+    "lease_token": "secret-lease-token",
+    "lease_expires_at": T1,
+    "timeout_at": "2025-01-02T03:09:06Z",
+    "heartbeat_timeout_seconds": 30,
+    "run_id": RUN_ID,
+    "workflow_id": "wf",
+    "version": 1,
+    "task_key": "a",
+    "attempt": 1,
+    "queue": "default",
+    "action": "resize",
+    "input": {"size": 3},
+    "run_input": {"doc": 7},
+    "upstream": {"fetch": {"bytes": 10}},
+    "traceparent": None,
+}
+TOOL_CALL: dict[str, Any] = {
+    **CLAIMED,
+    "kind": "tool_call",
+    "attempt_id": "att-2",
+    "tool_call_id": "call-1",
+    "tool": "search_docs",
+    "arguments": {"q": "lease"},
+    "input": {"q": "lease"},
+    "upstream": {},
+}
+REMOTE_ATTEMPT: dict[str, Any] = {
+    **ATTEMPT,
+    "status": "succeeded",
+    "output": {"ok": True},
+    "error": None,
+    "attempt_id": "att-1",
+    "queue": "default",
+    "worker_id": "w-1",
+    "claimed_at": T0,
+    "lease_expires_at": T1,
+    "progress": {"done": 1},
+}
+WORKER: dict[str, Any] = {
+    "worker_id": "w-1",
+    "queues": ["default"],
+    "actions": ["resize"],
+    "first_seen_at": T0,
+    "last_seen_at": T1,
+    "in_flight": 2,
+    "status": "active",
+}
+QUEUE: dict[str, Any] = {
+    "queue": "default",
+    "queued": 3,
+    "running": 2,
+    "oldest_queued_age_seconds": 1.5,
 }
 EVENT: dict[str, Any] = {
     "sequence": 1,
@@ -148,6 +205,20 @@ _ROUTES: list[tuple[str, str, Callable[[httpx.Request], httpx.Response]]] = [
         lambda r: json_response(200, page([ATTEMPT])),
     ),
     ("GET", r"/api/v1/runs/[^/]+/events", lambda r: json_response(200, page([EVENT]))),
+    (
+        "POST",
+        r"/api/v1/workers/[^/]+/claim",
+        lambda r: json_response(200, {"attempts": [CLAIMED, TOOL_CALL]}),
+    ),
+    (
+        "POST",
+        r"/api/v1/attempts/[^/]+/heartbeat",
+        lambda r: json_response(200, {"lease_expires_at": T1}),
+    ),
+    ("POST", r"/api/v1/attempts/[^/]+/complete", lambda r: json_response(200, REMOTE_ATTEMPT)),
+    ("POST", r"/api/v1/attempts/[^/]+/fail", lambda r: json_response(200, REMOTE_ATTEMPT)),
+    ("GET", r"/api/v1/workers", lambda r: json_response(200, page([WORKER]))),
+    ("GET", r"/api/v1/queues", lambda r: json_response(200, {"items": [QUEUE]})),
 ]
 
 

@@ -15,6 +15,7 @@ from workload_sdk import (
     Conflict,
     Forbidden,
     InvalidRequest,
+    LeaseLost,
     MethodNotAllowed,
     NotFound,
     PayloadTooLarge,
@@ -47,6 +48,7 @@ PROBLEM_CODES: list[tuple[int, str, type[APIStatusError]]] = [
     (409, "workflow_exists", Conflict),
     (409, "idempotency_key_reused", Conflict),
     (409, "run_finished", Conflict),
+    (409, "lease_lost", LeaseLost),
     (412, "precondition_failed", PreconditionFailed),
     (413, "payload_too_large", PayloadTooLarge),
     (415, "unsupported_media_type", UnsupportedMediaType),
@@ -61,7 +63,7 @@ def _client(answer: httpx.Response) -> tuple[Client, FakeApi]:
 
 
 def test_every_code_of_the_spec_is_covered() -> None:
-    assert len({code for _, code, _ in PROBLEM_CODES}) == 22
+    assert len({code for _, code, _ in PROBLEM_CODES}) == 23
 
 
 @pytest.mark.parametrize(("status", "code", "cls"), PROBLEM_CODES)

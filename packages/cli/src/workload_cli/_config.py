@@ -6,9 +6,10 @@ server are the SDK's (:mod:`workload_sdk.config`). :func:`resolve_config` takes 
 resolved, with where it came from, and adds the last fallbacks.
 
 The development credentials file is the ``credentials.json`` that ``workload serve`` writes in
-its data directory in embedded mode (``{"url", "operator_token", "viewer_token"}``). Its token
-is used only when the resolved URL is the default local URL or the URL the file names, so a
-development token is never sent to another server.
+its data directory in embedded mode (``{"url", "operator_token", "viewer_token",
+"worker_token"}``). The client commands take its operator token, ``workload worker`` its worker
+token. A token of the file is used only when the resolved URL is the default local URL or the
+URL the file names, so a development token is never sent to another server.
 """
 
 from __future__ import annotations
@@ -22,7 +23,17 @@ from urllib.parse import urlsplit
 from workload_cli._datadir import credentials_path, data_dir
 from workload_sdk.config import DEFAULT_BASE_URL
 
-__all__ = ["ClientConfig", "ConfigError", "Given", "resolve_config"]
+__all__ = [
+    "OPERATOR_TOKEN",
+    "WORKER_TOKEN",
+    "ClientConfig",
+    "ConfigError",
+    "Given",
+    "resolve_config",
+]
+
+OPERATOR_TOKEN = "operator_token"  # noqa: S105 - the key of the file's operator token
+WORKER_TOKEN = "worker_token"  # noqa: S105 - the key of the file's worker token
 
 
 class ConfigError(ValueError):
@@ -71,8 +82,8 @@ def _checked(url: str, source: str) -> str:
     return url
 
 
-def _read_credentials(environ: Mapping[str, str] | None) -> _DevCredentials | None:
-    """The data directory's credentials file, or None if it is missing or unreadable."""
+def _read_credentials(environ: Mapping[str, str] | None, key: str) -> _DevCredentials | None:
+    """The data directory's credentials file (its token ``key``), or None if unreadable."""
     try:
         path = credentials_path(data_dir(environ))
         document = json.loads(path.read_text(encoding="utf-8"))
@@ -80,7 +91,7 @@ def _read_credentials(environ: Mapping[str, str] | None) -> _DevCredentials | No
         return None
     if not isinstance(document, dict):
         return None
-    url, token = document.get("url"), document.get("operator_token")
+    url, token = document.get("url"), document.get(key)
     return _DevCredentials(
         path,
         _normalized(url) if isinstance(url, str) and url else None,
@@ -89,7 +100,11 @@ def _read_credentials(environ: Mapping[str, str] | None) -> _DevCredentials | No
 
 
 def resolve_config(
-    *, url: Given | None, token: Given | None, environ: Mapping[str, str] | None = None
+    *,
+    url: Given | None,
+    token: Given | None,
+    environ: Mapping[str, str] | None = None,
+    file_token: str = OPERATOR_TOKEN,
 ) -> ClientConfig:
     """Resolve the server URL and token.
 
@@ -99,13 +114,15 @@ def resolve_config(
         token: The token given by a flag or the environment, or None (empty: not given).
         environ: The environment for ``WORKLOAD_DATA_DIR``, the credentials file's directory
             (default ``os.environ``).
+        file_token: Which token of the credentials file to fall back on: ``operator_token``
+            (the client commands) or ``worker_token`` (``workload worker``).
 
     Raises:
         ConfigError: the resolved URL is not an absolute http(s) URL.
 
     Returns:
         URL: the given one, else the credentials file's URL, else ``http://127.0.0.1:8080``.
-        Token: the given one, else the credentials file's operator token when the URL is the
+        Token: the given one, else the credentials file's ``file_token`` when the URL is the
         default one or the file's; else none.
     """
     file: _DevCredentials | None = None
@@ -113,7 +130,7 @@ def resolve_config(
     def credentials() -> _DevCredentials | None:
         nonlocal file
         if file is None:
-            file = _read_credentials(environ)
+            file = _read_credentials(environ, file_token)
         return file
 
     if url is not None and url.value:

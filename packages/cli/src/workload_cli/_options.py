@@ -15,7 +15,7 @@ from typing import Annotated, Any, Protocol, TypeVar
 import typer
 
 from workload_cli._output import OutputFormat
-from workload_sdk.config import DEFAULT_BASE_URL, TOKEN_ENV, URL_ENV
+from workload_sdk.config import DEFAULT_BASE_URL, TOKEN_ENV, URL_ENV, WORKER_TOKEN_ENV
 
 __all__ = [
     "OUTPUT_ENV",
@@ -24,6 +24,7 @@ __all__ = [
     "RunArgument",
     "TokenOption",
     "UrlOption",
+    "WorkerTokenOption",
     "closest",
 ]
 
@@ -54,6 +55,20 @@ TokenOption = Annotated[
         rich_help_panel=_PANEL,
     ),
 ]
+
+WorkerTokenOption = Annotated[
+    str | None,
+    typer.Option(
+        "--token",
+        envvar=WORKER_TOKEN_ENV,
+        help="A worker token. First this flag, then the Worker's token= in code, then the "
+        "variable, then the dev credentials file's worker token (for the default URL or the "
+        "file's).",
+        show_default=False,
+        rich_help_panel=_PANEL,
+    ),
+]
+"""``workload worker``'s ``--token``: a worker token, from ``WORKLOAD_WORKER_TOKEN``."""
 
 OutputOption = Annotated[
     OutputFormat | None,

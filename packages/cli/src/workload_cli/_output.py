@@ -37,6 +37,9 @@ _STATUS_STYLES = {
     "waiting_retry": "yellow",
     "pending": "dim",
     "skipped": "dim",
+    "queued": "dim",
+    "active": "green",
+    "gone": "dim",
 }
 
 
@@ -49,7 +52,7 @@ class OutputFormat(enum.StrEnum):
 
 
 def status_style(status: object) -> str:
-    """The rich style of a run, task or attempt status."""
+    """The rich style of a run, task, attempt or worker status."""
     return _STATUS_STYLES.get(str(status), "")
 
 

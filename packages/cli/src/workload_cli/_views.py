@@ -3,14 +3,26 @@
 from __future__ import annotations
 
 from workload_cli._output import Column, status_style
-from workload_sdk import Attempt, ErrorObject, Event, Run, TaskRun, VersionSummary, Workflow
+from workload_sdk import (
+    Attempt,
+    ErrorObject,
+    Event,
+    QueueStats,
+    Run,
+    TaskRun,
+    VersionSummary,
+    WorkerInfo,
+    Workflow,
+)
 
 __all__ = [
     "ATTEMPT_COLUMNS",
     "EVENT_COLUMNS",
+    "QUEUE_COLUMNS",
     "RUN_COLUMNS",
     "TASK_COLUMNS",
     "VERSION_COLUMNS",
+    "WORKER_COLUMNS",
     "WORKFLOW_COLUMNS",
     "error_text",
     "task_counts_text",
@@ -65,6 +77,7 @@ TASK_COLUMNS: list[Column[TaskRun]] = [
 ATTEMPT_COLUMNS: list[Column[Attempt]] = [
     Column("ATTEMPT", lambda a: a.attempt),
     Column("STATUS", lambda a: a.status, lambda a: status_style(a.status)),
+    Column("WORKER", lambda a: a.worker_id),
     Column("STARTED", lambda a: a.started_at),
     Column("FINISHED", lambda a: a.finished_at),
     Column("OUTPUT", lambda a: a.output),
@@ -78,4 +91,26 @@ EVENT_COLUMNS: list[Column[Event]] = [
     Column("TASK", lambda e: e.task_key, width=12),
     Column("ATTEMPT", lambda e: e.attempt),
     Column("DATA", lambda e: e.data or None),
+]
+
+WORKER_COLUMNS: list[Column[WorkerInfo]] = [
+    Column("WORKER", lambda w: w.worker_id, no_wrap=True),
+    Column("STATUS", lambda w: w.status, lambda w: status_style(w.status)),
+    Column("IN_FLIGHT", lambda w: w.in_flight),
+    Column("QUEUES", lambda w: ",".join(w.queues)),
+    Column("ACTIONS", lambda w: ",".join(w.actions)),
+    Column("FIRST_SEEN", lambda w: w.first_seen_at),
+    Column("LAST_SEEN", lambda w: w.last_seen_at),
+]
+
+
+def _age(seconds: float | None) -> float | None:
+    return None if seconds is None else round(seconds, 1)
+
+
+QUEUE_COLUMNS: list[Column[QueueStats]] = [
+    Column("QUEUE", lambda q: q.queue),
+    Column("QUEUED", lambda q: q.queued),
+    Column("RUNNING", lambda q: q.running),
+    Column("OLDEST_QUEUED_S", lambda q: _age(q.oldest_queued_age_seconds)),
 ]

@@ -1,6 +1,7 @@
 """The ``workload`` command (SPEC §8): one Typer app.
 
-Client commands (``workflows``, ``runs``, ``demo``) talk to a server through the SDK only;
+Client commands (``workflows``, ``runs``, ``workers``, ``queues``, ``demo``) talk to a server
+through the SDK only; ``worker`` runs a worker SDK's Worker (imported when it runs);
 ``run-local`` imports the engine and ``serve`` / ``migrate`` the server packages, both lazily.
 """
 
@@ -22,6 +23,8 @@ from workload_cli._options import OutputOption, TokenOption, UrlOption
 from workload_cli._output import OutputFormat
 from workload_cli._runs import runs_app
 from workload_cli._session import output_format
+from workload_cli._worker_command import worker
+from workload_cli._workers import queues_app, workers_app
 from workload_cli._workflows import workflows_app
 
 __all__ = ["app", "main"]
@@ -39,8 +42,11 @@ app.add_typer(migrate_app, name="migrate")
 _CLIENT = "Client commands (through the API)"
 app.add_typer(workflows_app, name="workflows", rich_help_panel=_CLIENT)
 app.add_typer(runs_app, name="runs", rich_help_panel=_CLIENT)
+app.add_typer(workers_app, name="workers", rich_help_panel=_CLIENT)
+app.add_typer(queues_app, name="queues", rich_help_panel=_CLIENT)
 app.command("demo", epilog=EXIT_CODES_HELP, rich_help_panel=_CLIENT)(demo)
 app.command("run-local", epilog=EXIT_CODES_HELP, rich_help_panel="Without a server")(run_local)
+app.command("worker", epilog=EXIT_CODES_HELP, rich_help_panel="Workers")(worker)
 app.command("completion", rich_help_panel="Shell")(completion)
 
 

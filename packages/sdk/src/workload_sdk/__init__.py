@@ -9,19 +9,23 @@ Example:
 Configuration names and defaults (``URL_ENV``, ``TOKEN_ENV``, ``DEFAULT_BASE_URL`` …) are in
 :mod:`workload_sdk.config`, re-exported here; the ``workload`` command uses the same ones.
 The SDK imports no server package: its models are its own (httpx + pydantic only).
+``client.attempts`` speaks the worker protocol (SPEC §10); ``workload_worker`` builds on it.
 """
 
 from workload_sdk._async_resources import AsyncRuns, AsyncVersions, AsyncWorkflows
+from workload_sdk._async_worker_resources import AsyncAttempts, AsyncQueues, AsyncWorkers
 from workload_sdk._client import AsyncClient, Client
 from workload_sdk._requests import new_idempotency_key
 from workload_sdk._resources import Runs, Versions, Workflows
 from workload_sdk._version import __version__
+from workload_sdk._worker_resources import Attempts, Queues, Workers
 from workload_sdk.config import (
     DEFAULT_BASE_URL,
     DEFAULT_MAX_RETRIES,
     DEFAULT_TIMEOUT,
     TOKEN_ENV,
     URL_ENV,
+    WORKER_TOKEN_ENV,
 )
 from workload_sdk.errors import (
     APIConnectionError,
@@ -31,6 +35,7 @@ from workload_sdk.errors import (
     Conflict,
     Forbidden,
     InvalidRequest,
+    LeaseLost,
     MethodNotAllowed,
     NotFound,
     PayloadTooLarge,
@@ -46,16 +51,21 @@ from workload_sdk.errors import (
 from workload_sdk.models import (
     Attempt,
     AttemptStatus,
+    ClaimedAttempt,
     ErrorObject,
     Event,
+    Lease,
     Page,
     ProblemItem,
+    QueueStats,
     Run,
     RunStatus,
     TaskRun,
     TaskStatus,
     Version,
     VersionSummary,
+    WorkerInfo,
+    WorkerStatus,
     Workflow,
 )
 from workload_sdk.pagination import AsyncPager, Pager
@@ -66,23 +76,31 @@ __all__ = [
     "DEFAULT_TIMEOUT",
     "TOKEN_ENV",
     "URL_ENV",
+    "WORKER_TOKEN_ENV",
     "APIConnectionError",
     "APIResponseValidationError",
     "APIStatusError",
     "APITimeoutError",
+    "AsyncAttempts",
     "AsyncClient",
     "AsyncPager",
+    "AsyncQueues",
     "AsyncRuns",
     "AsyncVersions",
+    "AsyncWorkers",
     "AsyncWorkflows",
     "Attempt",
     "AttemptStatus",
+    "Attempts",
+    "ClaimedAttempt",
     "Client",
     "Conflict",
     "ErrorObject",
     "Event",
     "Forbidden",
     "InvalidRequest",
+    "Lease",
+    "LeaseLost",
     "MethodNotAllowed",
     "NotFound",
     "Page",
@@ -90,6 +108,8 @@ __all__ = [
     "PayloadTooLarge",
     "PreconditionFailed",
     "ProblemItem",
+    "QueueStats",
+    "Queues",
     "Run",
     "RunStatus",
     "Runs",
@@ -103,6 +123,9 @@ __all__ = [
     "VersionSummary",
     "Versions",
     "WaitTimeout",
+    "WorkerInfo",
+    "WorkerStatus",
+    "Workers",
     "Workflow",
     "Workflows",
     "WorkloadError",

@@ -106,6 +106,19 @@ def build_request(
         params=dict(request.params),
         headers=dict(request.headers),
         json=None if request.json is None else dict(request.json),
+        timeout=_timeout(http.timeout, request.read_timeout),
+    )
+
+
+def _timeout(configured: httpx.Timeout, least_read: float | None) -> httpx.Timeout:
+    """The client's timeout, with a read timeout of at least ``least_read`` seconds."""
+    if least_read is None or configured.read is None or configured.read >= least_read:
+        return configured
+    return httpx.Timeout(
+        connect=configured.connect,
+        read=least_read,
+        write=configured.write,
+        pool=configured.pool,
     )
 
 

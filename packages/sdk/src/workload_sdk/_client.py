@@ -1,8 +1,9 @@
 """The entry points: :class:`Client` (blocking) and :class:`AsyncClient` (asyncio).
 
 Both are configured the same way (arguments, then ``WORKLOAD_URL`` / ``WORKLOAD_TOKEN``, then
-defaults), group endpoints the same way (``.workflows``, ``.versions``, ``.runs``) and return the
-same models; they differ only in whether calls block or are awaited.
+defaults), group endpoints the same way (``.workflows``, ``.versions``, ``.runs``, and for
+workers ``.attempts``, ``.workers``, ``.queues``) and return the same models; they differ only
+in whether calls block or are awaited.
 """
 
 from __future__ import annotations
@@ -12,9 +13,11 @@ from types import TracebackType
 import httpx
 
 from workload_sdk._async_resources import AsyncRuns, AsyncVersions, AsyncWorkflows
+from workload_sdk._async_worker_resources import AsyncAttempts, AsyncQueues, AsyncWorkers
 from workload_sdk._base_client import ClientOptions
 from workload_sdk._resources import Runs, Versions, Workflows
 from workload_sdk._sender import AsyncSender, SyncSender
+from workload_sdk._worker_resources import Attempts, Queues, Workers
 from workload_sdk.config import DEFAULT_MAX_RETRIES, DEFAULT_TIMEOUT
 from workload_sdk.models import Run
 
@@ -27,8 +30,8 @@ class Client:
     Args:
         base_url: The server, e.g. ``http://127.0.0.1:8080``; default ``WORKLOAD_URL``, else
             ``http://127.0.0.1:8080``.
-        token: The bearer token (viewer reads; operator reads and writes); default
-            ``WORKLOAD_TOKEN``, else no ``Authorization`` header.
+        token: The bearer token (viewer reads; operator reads and writes; worker claims and
+            reports attempts); default ``WORKLOAD_TOKEN``, else no ``Authorization`` header.
         timeout: Seconds (or an :class:`httpx.Timeout`) for each HTTP request; None for none.
         max_retries: How many times a *read* is retried after a transient transport failure
             or a 502/503/504 (with a small exponential backoff). Writes are never retried.
@@ -45,6 +48,9 @@ class Client:
     workflows: Workflows
     versions: Versions
     runs: Runs
+    attempts: Attempts
+    workers: Workers
+    queues: Queues
 
     def __init__(
         self,
@@ -68,6 +74,9 @@ class Client:
         self.workflows = Workflows(sender)
         self.versions = Versions(sender)
         self.runs = Runs(sender)
+        self.attempts = Attempts(sender)
+        self.workers = Workers(sender)
+        self.queues = Queues(sender)
 
     @property
     def base_url(self) -> str:
@@ -138,6 +147,9 @@ class AsyncClient:
     workflows: AsyncWorkflows
     versions: AsyncVersions
     runs: AsyncRuns
+    attempts: AsyncAttempts
+    workers: AsyncWorkers
+    queues: AsyncQueues
 
     def __init__(
         self,
@@ -161,6 +173,9 @@ class AsyncClient:
         self.workflows = AsyncWorkflows(sender)
         self.versions = AsyncVersions(sender)
         self.runs = AsyncRuns(sender)
+        self.attempts = AsyncAttempts(sender)
+        self.workers = AsyncWorkers(sender)
+        self.queues = AsyncQueues(sender)
 
     @property
     def base_url(self) -> str:

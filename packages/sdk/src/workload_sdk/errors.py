@@ -19,8 +19,10 @@ Hierarchy::
     │   │                              task_not_found, not_found
     │   ├── MethodNotAllowed       405 method_not_allowed
     │   ├── Conflict               409 workflow_exists, idempotency_key_reused, run_finished
+    │   │   └── LeaseLost          409 lease_lost: a worker's lease is gone (reason)
     │   ├── PreconditionFailed     412 precondition_failed
-    │   ├── PayloadTooLarge        413 payload_too_large
+    │   ├── PayloadTooLarge        413 payload_too_large (a body over 1 MiB, progress over
+    │   │                              64 KiB)
     │   ├── UnsupportedMediaType   415 unsupported_media_type
     │   └── ServerError            5xx internal
     │       └── Unavailable        503 unavailable
@@ -55,6 +57,7 @@ __all__ = [
     "Conflict",
     "Forbidden",
     "InvalidRequest",
+    "LeaseLost",
     "MethodNotAllowed",
     "NotFound",
     "PayloadTooLarge",
@@ -145,12 +148,29 @@ class Conflict(APIStatusError):
     """409: the request conflicts with the current state (exists, key reused, run finished)."""
 
 
+class LeaseLost(Conflict):
+    """409 ``lease_lost``: a heartbeat or report came too late or under another lease.
+
+    Nothing was written. The worker must stop working on the attempt and drop its result.
+
+    Attributes:
+        reason: Why: ``expired`` (no heartbeat in time), ``canceled`` (the run or task was
+            canceled), ``finished`` (already completed or failed), ``timed_out`` (the task's
+            timeout passed) or ``unknown`` (no such attempt, or another attempt's token). A
+            plain string, so that reasons added by newer servers still arrive.
+    """
+
+    def __init__(self, detail: str, *, reason: str = "unknown", **fields: Any) -> None:
+        self.reason = reason
+        super().__init__(detail, **fields)
+
+
 class PreconditionFailed(APIStatusError):
     """412: ``If-Match`` named a revision the run no longer has; nothing was written."""
 
 
 class PayloadTooLarge(APIStatusError):
-    """413: the request body is over the server's limit (1 MiB)."""
+    """413: the request body is over the server's limit (1 MiB; a heartbeat's progress 64 KiB)."""
 
 
 class UnsupportedMediaType(APIStatusError):
@@ -261,12 +281,15 @@ def from_response(
         or (None if problem else text.strip()[:_MAX_DETAIL_CHARS])
         or phrase
     )
-    return _error_class(status)(
-        detail,
-        status=status,
-        code=_text(problem.get("code")),
-        request_id=_text(problem.get("request_id")) or response.headers.get("x-request-id"),
-        errors=_problem_items(problem.get("errors")),
-        response=response,
-        idempotency_key=idempotency_key,
-    )
+    code = _text(problem.get("code"))
+    fields: dict[str, Any] = {
+        "status": status,
+        "code": code,
+        "request_id": _text(problem.get("request_id")) or response.headers.get("x-request-id"),
+        "errors": _problem_items(problem.get("errors")),
+        "response": response,
+        "idempotency_key": idempotency_key,
+    }
+    if status == 409 and code == "lease_lost":
+        return LeaseLost(detail, reason=_text(problem.get("reason")) or "unknown", **fields)
+    return _error_class(status)(detail, **fields)

@@ -16,16 +16,21 @@ from pydantic import BaseModel, ConfigDict, Field
 __all__ = [
     "Attempt",
     "AttemptStatus",
+    "ClaimedAttempt",
     "ErrorObject",
     "Event",
+    "Lease",
     "Page",
     "ProblemItem",
+    "QueueStats",
     "Run",
     "RunStatus",
     "TaskRun",
     "TaskStatus",
     "Version",
     "VersionSummary",
+    "WorkerInfo",
+    "WorkerStatus",
     "Workflow",
 ]
 
@@ -67,8 +72,9 @@ class TaskStatus(enum.StrEnum):
 
 
 class AttemptStatus(enum.StrEnum):
-    """Status of one attempt at executing a task."""
+    """Status of one attempt at executing a task (``queued`` only for remote actions, §10)."""
 
+    QUEUED = "queued"
     RUNNING = "running"
     SUCCEEDED = "succeeded"
     FAILED = "failed"
@@ -79,7 +85,7 @@ class AttemptStatus(enum.StrEnum):
     @property
     def is_terminal(self) -> bool:
         """Whether the attempt has finished."""
-        return self is not AttemptStatus.RUNNING
+        return self not in {AttemptStatus.QUEUED, AttemptStatus.RUNNING}
 
 
 class _Resource(BaseModel):
@@ -172,7 +178,12 @@ class TaskRun(_Resource):
 
 
 class Attempt(_Resource):
-    """One attempt at executing a task (numbered from 1)."""
+    """One attempt at executing a task (numbered from 1).
+
+    The fields after ``error`` describe remote attempts (SPEC §10): which worker claimed the
+    attempt and until when its lease runs. They are None for attempts run in the coordinator,
+    and absent (None) from servers older than workers.
+    """
 
     attempt: int
     status: AttemptStatus
@@ -180,6 +191,12 @@ class Attempt(_Resource):
     finished_at: datetime | None
     output: JsonObject | None
     error: ErrorObject | None
+    attempt_id: str | None = None
+    queue: str | None = None
+    worker_id: str | None = None
+    claimed_at: datetime | None = None
+    lease_expires_at: datetime | None = None
+    progress: JsonObject | None = None
 
 
 class Event(_Resource):
@@ -194,6 +211,85 @@ class Event(_Resource):
     task_key: str | None
     attempt: int | None
     data: JsonObject
+
+
+class ClaimedAttempt(_Resource):
+    """An attempt handed to a worker by a claim, under a lease (a claim item, SPEC §10).
+
+    ``kind`` is ``"task"`` for a task's attempt and ``"tool_call"`` for an agent's tool call
+    (which also carries ``tool_call_id``, ``tool`` and ``arguments``; its ``input`` is the
+    arguments). It is a plain string so that kinds added by newer servers still parse.
+
+    Present ``lease_token`` with every heartbeat and report of this attempt; it is left out of
+    the model's ``repr``.
+    """
+
+    kind: str
+    attempt_id: str
+    lease_token: str = Field(repr=False)
+    lease_expires_at: datetime
+    timeout_at: datetime
+    heartbeat_timeout_seconds: float
+    run_id: str
+    workflow_id: str
+    version: int
+    task_key: str
+    attempt: int
+    queue: str
+    action: str
+    input: JsonObject
+    run_input: JsonObject
+    upstream: JsonObject
+    traceparent: str | None = None
+    tool_call_id: str | None = None
+    tool: str | None = None
+    arguments: JsonObject | None = None
+
+
+class Claim(_Resource):
+    """The answer of a claim: the attempts handed out (empty after a wait without work)."""
+
+    attempts: list[ClaimedAttempt]
+
+
+class Lease(_Resource):
+    """The answer of a heartbeat: the lease now runs until ``lease_expires_at``."""
+
+    lease_expires_at: datetime
+
+
+class WorkerStatus(enum.StrEnum):
+    """Whether a worker has been seen lately (``active``) or not (``gone``)."""
+
+    ACTIVE = "active"
+    GONE = "gone"
+
+
+class WorkerInfo(_Resource):
+    """A worker the server has seen claim: what it serves and what it holds now."""
+
+    worker_id: str
+    queues: list[str]
+    actions: list[str]
+    first_seen_at: datetime
+    last_seen_at: datetime
+    in_flight: int
+    status: WorkerStatus
+
+
+class QueueStats(_Resource):
+    """One queue's work: attempts waiting, attempts running, and the oldest wait."""
+
+    queue: str
+    queued: int
+    running: int
+    oldest_queued_age_seconds: float | None
+
+
+class QueueList(_Resource):
+    """Every queue with work or history (not paged)."""
+
+    items: list[QueueStats]
 
 
 class Page(_Resource, Generic[T]):

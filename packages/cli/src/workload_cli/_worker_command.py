@@ -1,0 +1,227 @@
+"""``workload worker MODULE:ATTRIBUTE``: run a worker defined in your code (SPEC §10).
+
+The command imports the module (from the current directory too, as ``python -m`` would), takes
+its :class:`workload_worker.Worker`, applies ``--queue`` / ``--concurrency``, connects it and
+runs it until SIGTERM or Ctrl-C (a second one stops at once). The worker SDK is imported here,
+when the command runs, so that the other commands never load it.
+
+Where it connects: ``--url`` / ``--token`` (before or after the command) win; then the URL and
+token given to the ``Worker`` in code; then ``WORKLOAD_URL`` / ``WORKLOAD_WORKER_TOKEN``; then
+the development credentials file (its URL, and its ``worker_token`` for the default URL or the
+file's). ``WORKLOAD_TOKEN`` is never used: it is not a worker's token.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import os
+import sys
+from typing import TYPE_CHECKING, Annotated
+
+import httpx
+import typer
+
+from workload_cli._config import WORKER_TOKEN, ClientConfig, ConfigError, Given, resolve_config
+from workload_cli._options import UrlOption, WorkerTokenOption, closest
+from workload_cli._session import UsageError, session
+from workload_sdk import AsyncClient
+from workload_sdk.config import URL_ENV, WORKER_TOKEN_ENV
+
+if TYPE_CHECKING:
+    from workload_worker import Worker
+
+__all__ = ["load_worker", "worker", "worker_config"]
+
+TargetArgument = Annotated[
+    str,
+    typer.Argument(
+        help="Where the Worker is: MODULE:ATTRIBUTE (e.g. examples.textstats:worker), or "
+        "MODULE alone when it holds exactly one Worker.",
+        metavar="MODULE:ATTRIBUTE",
+        show_default=False,
+    ),
+]
+QueueOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--queue",
+        "-q",
+        help="A queue to take work from (repeat it for several); replaces the Worker's queues.",
+        show_default=False,
+    ),
+]
+ConcurrencyOption = Annotated[
+    int | None,
+    typer.Option(
+        help="How many attempts run at once; replaces the Worker's concurrency.",
+        min=1,
+        show_default=False,
+    ),
+]
+_LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+LogLevelOption = Annotated[
+    str, typer.Option(help="The level of the log lines written on standard error.")
+]
+
+
+def load_worker(target: str) -> Worker:
+    """The :class:`~workload_worker.Worker` that ``MODULE[:ATTRIBUTE]`` names.
+
+    Raises:
+        UsageError: no such module or attribute, or not a Worker.
+    """
+    from workload_worker import Worker  # noqa: PLC0415 - only this command needs it
+
+    module_name, _, attribute = target.partition(":")
+    if not module_name:
+        raise UsageError(f"{target!r} names no module (expected MODULE:ATTRIBUTE)")
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())  # the user's module, like `python -m`
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        if exc.name is None or not module_name.startswith(exc.name):
+            raise  # the module exists but imports something missing: show where
+        raise UsageError(f"no module named {module_name!r} (from {os.getcwd()})") from None
+    if attribute:
+        found: object = module
+        for part in attribute.split("."):
+            if not hasattr(found, part):
+                raise UsageError(f"module {module_name!r} has no attribute {attribute!r}")
+            found = getattr(found, part)
+    else:
+        workers = [value for value in vars(module).values() if isinstance(value, Worker)]
+        if len(workers) != 1:
+            raise UsageError(
+                f"module {module_name!r} holds {len(workers)} Worker objects; "
+                "name one: MODULE:ATTRIBUTE"
+            )
+        found = workers[0]
+    if not isinstance(found, Worker):
+        raise UsageError(f"{target!r} is a {type(found).__name__}, not a workload_worker.Worker")
+    return found
+
+
+def _choose(
+    ctx: typer.Context, name: str, value: str | None, code: str | None, names: tuple[str, str, str]
+) -> Given | None:
+    """A flag (here or before the command), else the Worker's code, else the variable.
+
+    ``names`` says where each came from, for messages: the flag, the code, the variable.
+    """
+    flag, label, variable = names
+    found = closest(ctx, name, value)
+    if found is not None and not found[1]:
+        return Given(found[0], flag)
+    if code:
+        return Given(code, label)
+    source = ctx.get_parameter_source(name)
+    # This command's own variable only: the root's --token reads WORKLOAD_TOKEN (an operator's).
+    if value and source is not None and source.name == "ENVIRONMENT":
+        return Given(value, variable)
+    return None
+
+
+def worker_config(
+    ctx: typer.Context, target: Worker, label: str, url: str | None, token: str | None
+) -> ClientConfig:
+    """Where the worker connects and with which token (see the module docstring).
+
+    Args:
+        ctx: The command's context.
+        target: The worker (its own ``url`` and ``token``, if its code gave them).
+        label: How messages name the worker's code (its MODULE:ATTRIBUTE).
+        url: The command's ``--url`` (or ``WORKLOAD_URL``, as typer resolved it).
+        token: The command's ``--token`` (or ``WORKLOAD_WORKER_TOKEN``).
+
+    Raises:
+        UsageError: the URL cannot work.
+    """
+    try:
+        return resolve_config(
+            url=_choose(ctx, "url", url, target.url, ("--url", label, URL_ENV)),
+            token=_choose(ctx, "token", token, target.token, ("--token", label, WORKER_TOKEN_ENV)),
+            file_token=WORKER_TOKEN,
+        )
+    except ConfigError as exc:
+        raise UsageError(str(exc)) from None
+
+
+class _LogTo:
+    """Log lines on standard error while the worker runs (unless the app set up logging)."""
+
+    def __init__(self, level: str) -> None:
+        self._root = logging.getLogger()
+        self._worker = logging.getLogger("workload.worker")
+        self._level = level.upper()
+        self._handler: logging.Handler | None = None
+        self._previous = (self._root.level, self._worker.level)
+
+    def __enter__(self) -> None:
+        self._worker.setLevel(self._level)
+        if not self._root.handlers:
+            handler = logging.StreamHandler(sys.stderr)
+            handler.setFormatter(logging.Formatter(_LOG_FORMAT))
+            self._root.addHandler(handler)
+            self._root.setLevel(self._level)
+            self._handler = handler
+
+    def __exit__(self, *exc_info: object) -> None:
+        # Put things back: an in-process caller (a test, a program) keeps its own logging.
+        if self._handler is not None:
+            self._root.removeHandler(self._handler)
+        self._root.setLevel(self._previous[0])
+        self._worker.setLevel(self._previous[1])
+
+
+def worker(
+    ctx: typer.Context,
+    target: TargetArgument,
+    *,
+    queue: QueueOption = None,
+    concurrency: ConcurrencyOption = None,
+    log_level: LogLevelOption = "INFO",
+    url: UrlOption = None,
+    token: WorkerTokenOption = None,
+) -> None:
+    """Run a Worker of your code: claim attempts of its actions and run their handlers.
+
+    Stops on SIGTERM or Ctrl-C: no more claims, running handlers get the Worker's grace period
+    (30 s by default), then are cancelled and reported worker_shutdown. A second signal stops
+    at once.
+    """
+    if log_level.upper() not in logging.getLevelNamesMapping():
+        raise typer.BadParameter(f"unknown log level {log_level!r}", param_hint="--log-level")
+    from workload_worker import WorkerConfigError  # noqa: PLC0415 - only this command needs it
+
+    with session(ctx) as s:
+        found = load_worker(target)
+        config = worker_config(ctx, found, target, url, token)
+        if config.token is None:
+            raise UsageError(
+                f"no worker token: give --token, set {WORKER_TOKEN_ENV}, or start "
+                "`workload serve` in embedded mode (its credentials file holds one)"
+            )
+        given = ctx.find_root().obj
+        client = None
+        if isinstance(given, httpx.AsyncBaseTransport):  # an in-process caller's transport
+            client = AsyncClient(
+                base_url=config.url, token=config.token, transport=given, max_retries=0
+            )
+        try:
+            found.configure(
+                queues=queue or None,
+                concurrency=concurrency,
+                url=config.url,
+                token=config.token,
+                client=client,
+            )
+            s.out.say(
+                f"worker {found.worker_id}: {config.url} (token from {config.token_source}); "
+                "Ctrl-C to stop"
+            )
+            with _LogTo(log_level):
+                found.run()
+        except WorkerConfigError as exc:
+            raise UsageError(str(exc)) from None

@@ -1,0 +1,147 @@
+"""The sync client's worker endpoints (SPEC §10): ``client.attempts``, ``.workers``, ``.queues``.
+
+``client.attempts`` is the worker protocol, for a token of role ``worker``: claim attempts, renew
+their leases, report their outcome. These calls are POSTs fenced by the lease instead of an
+``Idempotency-Key``, and the SDK never repeats them by itself: a claim that got no answer may
+have handed out attempts (their leases run out and they are retried), while a report may be
+repeated by its caller with the same token and body (the server answers the same 200 again).
+``workload_worker`` runs this protocol for you; use these methods to write your own loop.
+
+``client.workers`` and ``client.queues`` are what an operator watches (viewer reads).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from workload_sdk import _requests
+from workload_sdk._sender import SyncSender
+from workload_sdk.models import Attempt, ClaimedAttempt, Lease, Page, QueueStats, WorkerInfo
+from workload_sdk.pagination import Pager
+
+__all__ = ["Attempts", "Queues", "Workers"]
+
+
+class Attempts:
+    """The worker protocol: claim attempts under a lease, heartbeat, complete or fail them."""
+
+    def __init__(self, sender: SyncSender) -> None:
+        self._sender = sender
+
+    def claim(
+        self,
+        worker_id: str,
+        queues: Sequence[str],
+        actions: Sequence[str],
+        *,
+        max_attempts: int = 1,
+        wait_seconds: float = 20,
+    ) -> list[ClaimedAttempt]:
+        """Claim up to ``max_attempts`` attempts of these actions in these queues.
+
+        The server answers as soon as matching work exists, or with an empty list after
+        ``wait_seconds`` without any (the request's read timeout is longer than that wait).
+
+        Args:
+            worker_id: This worker's id (``^[A-Za-z0-9._-]{1,128}$``), chosen by the worker.
+            queues: The queues to take work from (at least one).
+            actions: The actions this worker runs (at least one).
+            max_attempts: How many attempts at most (1-100).
+            wait_seconds: How long the server waits for work (0-50).
+
+        Returns:
+            The claimed attempts, each with its ``lease_token``, oldest ready first.
+
+        Raises:
+            ValueError: ``queues`` or ``actions`` is empty.
+            InvalidRequest: ``invalid_argument`` (a bound or a name the server refuses).
+            Forbidden: the token is not a worker's.
+        """
+        return self._sender.send(
+            _requests.claim_attempts(worker_id, queues, actions, max_attempts, wait_seconds)
+        )
+
+    def heartbeat(
+        self, attempt_id: str, lease_token: str, progress: Mapping[str, Any] | None = None
+    ) -> Lease:
+        """Renew an attempt's lease (by its ``heartbeat_timeout_seconds``), recording progress.
+
+        Args:
+            attempt_id: The claimed attempt.
+            lease_token: The claim's lease token.
+            progress: A JSON object shown on the attempt (``progress``); None keeps the last.
+
+        Raises:
+            LeaseLost: the lease is gone (``exc.reason``): stop working on the attempt.
+            PayloadTooLarge: ``progress`` is over 64 KiB.
+        """
+        return self._sender.send(_requests.heartbeat_attempt(attempt_id, lease_token, progress))
+
+    def complete(self, attempt_id: str, lease_token: str, output: Mapping[str, Any]) -> Attempt:
+        """Report that an attempt succeeded, with its output (a JSON object).
+
+        Repeating it with the same token and output is answered the same 200 again.
+
+        Returns:
+            The attempt, ``succeeded``.
+
+        Raises:
+            LeaseLost: too late (``expired``, ``canceled``, ``timed_out``), already reported
+                otherwise (``finished``) or not this lease (``unknown``); nothing was written.
+        """
+        return self._sender.send(_requests.complete_attempt(attempt_id, lease_token, output))
+
+    def fail(
+        self,
+        attempt_id: str,
+        lease_token: str,
+        code: str,
+        message: str,
+        *,
+        retryable: bool = True,
+    ) -> Attempt:
+        """Report that an attempt failed; the task's retry rule decides what happens next.
+
+        Args:
+            attempt_id: The claimed attempt.
+            lease_token: The claim's lease token.
+            code: A stable error code (e.g. the exception's class name).
+            message: What went wrong, for people.
+            retryable: Whether another attempt may succeed (False fails the task now).
+
+        Returns:
+            The attempt, ``failed``.
+
+        Raises:
+            LeaseLost: as for :meth:`complete`.
+        """
+        return self._sender.send(
+            _requests.fail_attempt(attempt_id, lease_token, code, message, retryable)
+        )
+
+
+class Workers:
+    """The workers the server has seen claim work (viewer)."""
+
+    def __init__(self, sender: SyncSender) -> None:
+        self._sender = sender
+
+    def list(self, *, limit: int | None = None) -> Pager[WorkerInfo]:
+        """Every worker seen, fetched page by page as you iterate."""
+        return Pager(lambda cursor: self.list_page(limit=limit, cursor=cursor))
+
+    def list_page(self, *, limit: int | None = None, cursor: str | None = None) -> Page[WorkerInfo]:
+        """One page of workers (``status`` ``active`` or ``gone``, ``in_flight`` attempts)."""
+        return self._sender.send(_requests.list_workers(limit, cursor))
+
+
+class Queues:
+    """The queues of remote work (viewer)."""
+
+    def __init__(self, sender: SyncSender) -> None:
+        self._sender = sender
+
+    def list(self) -> list[QueueStats]:
+        """Every queue with work or history: attempts queued and running, the oldest wait."""
+        return self._sender.send(_requests.list_queues())

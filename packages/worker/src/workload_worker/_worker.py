@@ -1,0 +1,379 @@
+"""The :class:`Worker`: declare actions, then claim and run their attempts until stopped.
+
+One ``serve()`` is a claim loop and a task per claimed attempt (see
+:mod:`workload_worker._attempt`). The loop claims as many attempts as the worker has free slots,
+only of the actions it declares, and waits on the server (a long poll) when there is no work.
+Connection errors and 5xx answers never stop it: it waits (jittered exponential backoff) and
+claims again. Stopping (a signal, :meth:`Worker.stop`) ends claiming, lets running handlers
+finish within the grace period, then cancels them and reports them ``worker_shutdown``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import inspect
+import logging
+import os
+import signal
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
+
+import anyio
+import anyio.abc
+
+from workload_sdk import AsyncClient, ClaimedAttempt, Forbidden, Unauthenticated, WorkloadError
+from workload_sdk.config import WORKER_TOKEN_ENV
+from workload_worker._attempt import Action, AttemptRunner
+from workload_worker._backoff import Backoff
+from workload_worker._context import Context
+from workload_worker._serving import Serving
+from workload_worker._settings import (
+    BUILT_IN_ACTIONS,
+    MAX_ACTION_CHARS,
+    WORKER_ID,
+    checked_queues,
+    default_worker_id,
+    non_negative,
+)
+from workload_worker.errors import WorkerConfigError
+
+__all__ = ["Handler", "Worker"]
+
+logger = logging.getLogger("workload.worker")
+
+Handler = Callable[[Context, dict[str, Any]], Any]
+"""A handler: ``(ctx, input) -> dict``, a plain function or a coroutine function."""
+H = TypeVar("H", bound=Handler)
+
+MAX_CLAIM = 100  # the API's bound on max_attempts
+SHUTDOWN_REPORT_SECONDS = 10.0
+"""After the grace period, how long cancelled attempts get to report ``worker_shutdown``."""
+
+
+class Worker:
+    """Claims attempts of the actions it declares and runs their handlers.
+
+    Args:
+        queues: The queues to take work from.
+        concurrency: How many attempts run at once (claims ask for the free slots only).
+        url: The server; default ``WORKLOAD_URL``, else ``http://127.0.0.1:8080``.
+        token: A worker token (role ``worker``); default ``WORKLOAD_WORKER_TOKEN``.
+        worker_id: This worker's id (``^[A-Za-z0-9._-]{1,128}$``); default ``<host>-<pid>``.
+        grace_seconds: On stop, how long running handlers may take to finish before they are
+            cancelled and reported ``worker_shutdown`` (retryable).
+        wait_seconds: How long one claim waits on the server for work (0-50).
+        client: An SDK client to use instead of one made from ``url`` and ``token`` (e.g. with
+            a test transport); the worker does not close it.
+        backoff_initial_seconds: The first wait after a connection error or a 5xx.
+        backoff_max_seconds: The longest wait between tries (the wait doubles, jittered).
+
+    Raises:
+        WorkerConfigError: an argument the API would refuse.
+
+    Example:
+        >>> worker = Worker(queues=["default"], concurrency=8)
+        >>> @worker.action("resize")
+        ... async def resize(ctx: Context, input: dict) -> dict:
+        ...     return {"size": input["size"] // 2}
+        >>> worker.actions
+        ['resize']
+    """
+
+    def __init__(
+        self,
+        queues: Sequence[str] = ("default",),
+        concurrency: int = 8,
+        *,
+        url: str | None = None,
+        token: str | None = None,
+        worker_id: str | None = None,
+        grace_seconds: float = 30.0,
+        wait_seconds: float = 20.0,
+        client: AsyncClient | None = None,
+        backoff_initial_seconds: float = 0.5,
+        backoff_max_seconds: float = 30.0,
+    ) -> None:
+        self._actions: dict[str, Action] = {}
+        self.queues: list[str] = []
+        self.concurrency = 1
+        self.url: str | None = None
+        self.token: str | None = None
+        self.client: AsyncClient | None = None
+        self.configure(queues=queues, concurrency=concurrency, url=url, token=token, client=client)
+        chosen = worker_id or default_worker_id()
+        if not WORKER_ID.match(chosen):
+            raise WorkerConfigError(f"worker_id {chosen!r} does not match {WORKER_ID.pattern}")
+        self.worker_id = chosen
+        self.grace_seconds = non_negative("grace_seconds", grace_seconds)
+        if not 0 <= wait_seconds <= 50:
+            raise WorkerConfigError("wait_seconds must be between 0 and 50")
+        self.wait_seconds = wait_seconds
+        Backoff(backoff_initial_seconds, backoff_max_seconds)  # checks them
+        self._backoff = (backoff_initial_seconds, backoff_max_seconds)
+        self._serving: Serving | None = None
+
+    def configure(
+        self,
+        *,
+        queues: Sequence[str] | None = None,
+        concurrency: int | None = None,
+        url: str | None = None,
+        token: str | None = None,
+        client: AsyncClient | None = None,
+    ) -> None:
+        """Change settings before serving (what ``workload worker`` overrides); None keeps one.
+
+        Raises:
+            WorkerConfigError: a value the API would refuse.
+        """
+        if queues is not None:
+            self.queues = checked_queues(queues)
+        if concurrency is not None:
+            if isinstance(concurrency, bool) or concurrency < 1:
+                raise WorkerConfigError("concurrency must be at least 1")
+            self.concurrency = concurrency
+        self.url = url or self.url
+        self.token = token or self.token
+        self.client = client or self.client
+
+    @property
+    def is_serving(self) -> bool:
+        """Whether :meth:`serve` is running."""
+        return self._serving is not None
+
+    @property
+    def in_flight(self) -> int:
+        """How many claimed attempts are running or being reported now."""
+        return 0 if self._serving is None else len(self._serving.active)
+
+    @property
+    def actions(self) -> list[str]:
+        """The declared actions, sorted (what claims ask for)."""
+        return sorted(self._actions)
+
+    def action(self, name: str) -> Callable[[H], H]:
+        """Declare the handler of an action (a decorator); the function is returned as is.
+
+        A coroutine function runs on the worker's event loop; a plain function runs in a
+        thread (one per slot), so blocking code is fine there. Either takes ``(ctx, input)``
+        and returns the output, a JSON object (a ``dict``).
+
+        Raises:
+            WorkerConfigError: an empty, too long, built-in (``mock``, ``agent``) or already
+                declared name.
+        """
+        if not isinstance(name, str) or not name or len(name) > MAX_ACTION_CHARS:
+            raise WorkerConfigError(f"an action name is 1-{MAX_ACTION_CHARS} characters")
+        if name in BUILT_IN_ACTIONS:
+            raise WorkerConfigError(f"{name!r} is built in: it runs inside the control plane")
+        if name in self._actions:
+            raise WorkerConfigError(f"action {name!r} is already declared")
+
+        def register(handler: H) -> H:
+            if not callable(handler):
+                raise WorkerConfigError(f"the handler of {name!r} is not callable")
+            is_async = inspect.iscoroutinefunction(handler) or inspect.iscoroutinefunction(
+                getattr(handler, "__call__", None)  # noqa: B004 - an object whose __call__ is async
+            )
+            self._actions[name] = Action(name, handler, is_async)
+            return handler
+
+        return register
+
+    # -- running ------------------------------------------------------------------------------
+
+    def run(self) -> None:
+        """Serve until SIGTERM or SIGINT (Ctrl-C), then stop gracefully; blocks.
+
+        A second signal stops at once (handlers are cancelled and reported ``worker_shutdown``).
+        Signals are handled only in the main thread; elsewhere use :meth:`stop`.
+
+        Raises:
+            WorkerConfigError: nothing to serve, or no token.
+        """
+        in_main = threading.current_thread() is threading.main_thread()
+        # The SDK's async client sleeps with asyncio: the worker runs on asyncio.
+        anyio.run(functools.partial(self.serve, handle_signals=in_main), backend="asyncio")
+
+    async def serve(self, *, handle_signals: bool = False) -> None:
+        """Claim and run attempts until :meth:`stop` (or a signal, with ``handle_signals``).
+
+        Cancelling the task that awaits it tears the worker down at once: each running attempt
+        is reported (its outcome if known, else ``worker_shutdown``) on a best-effort basis.
+
+        Raises:
+            WorkerConfigError: nothing to serve, no token, or already serving.
+        """
+        if self._serving is not None:
+            raise WorkerConfigError("this worker is already serving")
+        if not self._actions:
+            raise WorkerConfigError("no action declared: use @worker.action(name)")
+        token = self.token or os.environ.get(WORKER_TOKEN_ENV)
+        if self.client is None and not token:
+            raise WorkerConfigError(
+                f"no worker token: pass token= or set {WORKER_TOKEN_ENV} "
+                "(one of the tokens in the server's WORKLOAD_WORKER_TOKENS)"
+            )
+        serving = self._serving = Serving(self.grace_seconds)
+        try:
+            async with contextlib.AsyncExitStack() as stack:
+                client = self.client
+                if client is None:
+                    # The worker retries on its own terms: the client sends each call once.
+                    client = AsyncClient(base_url=self.url, token=token, max_retries=0)
+                    await stack.enter_async_context(client)
+                await self._serve(client, serving, handle_signals)
+        finally:
+            self._serving = None
+
+    def stop(self, *, now: bool = False) -> None:
+        """Stop claiming; running handlers may finish within the grace period (from any thread).
+
+        Args:
+            now: Do not wait: cancel running handlers and report them ``worker_shutdown``.
+        """
+        serving = self._serving
+        if serving is not None:
+            serving.loop.call(functools.partial(serving.stop, now=now))
+
+    async def _serve(self, client: AsyncClient, serving: Serving, handle_signals: bool) -> None:
+        logger.info(
+            "worker %s: serving %s from queue(s) %s at %s, %d at a time",
+            self.worker_id,
+            ", ".join(self.actions),
+            ", ".join(self.queues),
+            client.base_url,
+            self.concurrency,
+        )
+        limiter = anyio.CapacityLimiter(self.concurrency)
+        async with anyio.create_task_group() as outer:
+            if handle_signals:
+                await outer.start(self._watch_signals, serving)
+            async with anyio.create_task_group() as attempts:
+                await self._claim_loop(client, serving, attempts, limiter)
+                await self._drain(serving, attempts)
+            outer.cancel_scope.cancel()
+        logger.info("worker %s: stopped", self.worker_id)
+
+    def _new_backoff(self) -> Backoff:
+        return Backoff(*self._backoff)
+
+    async def _claim_loop(
+        self,
+        client: AsyncClient,
+        serving: Serving,
+        attempts: anyio.abc.TaskGroup,
+        limiter: anyio.CapacityLimiter,
+    ) -> None:
+        backoff = self._new_backoff()
+        # A server answering an empty claim at once (not the contract) must not make this spin.
+        floor = min(1.0, max(self.wait_seconds, 0.1))
+        while not serving.draining.is_set():
+            free = self.concurrency - len(serving.active)
+            if free <= 0:
+                await serving.wait_change()
+                continue
+            started = anyio.current_time()
+            claimed: list[ClaimedAttempt] | None = None
+            with anyio.CancelScope(deadline=serving.deadline) as scope:
+                serving.claim_scope = scope
+                try:
+                    claimed = await client.attempts.claim(
+                        self.worker_id,
+                        self.queues,
+                        self.actions,
+                        max_attempts=min(free, MAX_CLAIM),
+                        wait_seconds=self.wait_seconds,
+                    )
+                except WorkloadError as exc:
+                    self._claim_failed(exc, backoff)
+            serving.claim_scope = None
+            if claimed is None:
+                if not scope.cancelled_caught:
+                    await serving.pause(backoff.next_delay())
+                continue
+            backoff.reset()
+            for item in claimed:
+                runner = AttemptRunner(
+                    client,
+                    item,
+                    self._actions.get(item.action),
+                    limiter=limiter,
+                    backoff=self._new_backoff,
+                    grace_seconds=self.grace_seconds,
+                )
+                serving.active.add(runner)
+                attempts.start_soon(self._run_attempt, runner, serving)
+            if not claimed:
+                await serving.pause(floor - (anyio.current_time() - started))
+
+    def _claim_failed(self, exc: WorkloadError, backoff: Backoff) -> None:
+        tries = backoff.failures + 1
+        if isinstance(exc, Unauthenticated):
+            logger.error("claim refused (401): the server does not know this worker token")
+        elif isinstance(exc, Forbidden):
+            logger.error("claim refused (403): the token is not a worker token")
+        elif exc.status is not None and exc.status < 500:
+            logger.error("claim refused: %s", exc)
+        else:
+            logger.warning("claim failed (try %d): %s", tries, exc)
+
+    @staticmethod
+    async def _run_attempt(runner: AttemptRunner, serving: Serving) -> None:
+        try:
+            await runner.run()
+        finally:
+            serving.active.discard(runner)
+            serving.changed()
+
+    async def _drain(self, serving: Serving, attempts: anyio.abc.TaskGroup) -> None:
+        """Wait for running attempts until the grace deadline, then cancel and report them."""
+        if serving.active:
+            left = max(0.0, serving.deadline - anyio.current_time())
+            logger.info(
+                "worker %s: stopping, waiting up to %.0f s for %d attempt(s)",
+                self.worker_id,
+                left,
+                len(serving.active),
+            )
+            with anyio.move_on_at(serving.deadline):
+                while serving.active and not serving.hurry.is_set():
+                    await serving.wait_change()
+        if serving.active:
+            logger.warning(
+                "worker %s: cancelling %d attempt(s), reported worker_shutdown",
+                self.worker_id,
+                len(serving.active),
+            )
+            for runner in list(serving.active):
+                runner.shutdown()
+            with anyio.move_on_after(SHUTDOWN_REPORT_SECONDS):
+                while serving.active:
+                    await serving.wait_change()
+        attempts.cancel_scope.cancel()
+
+    async def _watch_signals(
+        self, serving: Serving, *, task_status: anyio.abc.TaskStatus[None]
+    ) -> None:
+        with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as received:
+            task_status.started()
+            async for signum in received:
+                name = signal.Signals(signum).name
+                if serving.draining.is_set():
+                    logger.warning("%s again: stopping now", name)
+                    serving.stop(now=True)
+                else:
+                    logger.warning(
+                        "%s: stopping (running handlers get %g s; again to stop now)",
+                        name,
+                        self.grace_seconds,
+                    )
+                    serving.stop(now=False)
+
+    def __repr__(self) -> str:
+        return (
+            f"Worker(worker_id={self.worker_id!r}, queues={self.queues!r}, "
+            f"actions={self.actions!r}, concurrency={self.concurrency})"
+        )

@@ -1,0 +1,20 @@
+"""Fixtures of the SDK's tests: a blocking client over the fake API of :mod:`tests.sdk.fakes`."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.sdk.fakes import BASE, FakeApi
+from workload_sdk import Client
+
+
+@pytest.fixture
+def api() -> FakeApi:
+    """The fake API, answering every operation with a canned resource."""
+    return FakeApi()
+
+
+@pytest.fixture
+def client(api: FakeApi) -> Client:
+    """A client of the fake API with the token ``tok``."""
+    return Client(base_url=BASE, token="tok", transport=api.transport)

@@ -1,0 +1,105 @@
+"""``Worker.run()``: blocking, in the main thread, stopped by SIGTERM / SIGINT."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from tests.waiting import wait_until
+from tests.worker.conftest import MakeWorker
+from tests.worker.fake_server import FakeControlPlane
+from workload_worker import Context
+
+
+@pytest.fixture
+def safe_signals() -> Iterator[None]:
+    """A signal that arrives before the worker listens must not kill the test run."""
+    previous = {sig: signal.signal(sig, lambda *_: None) for sig in (signal.SIGTERM, signal.SIGINT)}
+    yield
+    for sig, handler in previous.items():
+        signal.signal(sig, handler)
+
+
+def _send_when(condition: Callable[[], object], *signals: signal.Signals) -> threading.Thread:
+    """From another thread: once ``condition`` holds, send ``signals`` to this process."""
+
+    def send() -> None:
+        for sig in signals:
+            wait_until(condition, message="the worker listens")
+            os.kill(os.getpid(), sig)
+
+    thread = threading.Thread(target=send, daemon=True)
+    thread.start()
+    return thread
+
+
+@pytest.mark.usefixtures("safe_signals")
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_a_signal_stops_the_worker_after_its_handlers(
+    fake: FakeControlPlane,
+    make_worker: MakeWorker,
+    sig: signal.Signals,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    worker = make_worker(grace_seconds=30)
+    started = threading.Event()
+    release = threading.Event()
+
+    @worker.action("hold")
+    def hold(ctx: Context, input: dict[str, Any]) -> dict[str, Any]:
+        started.set()
+        wait_until(release.is_set, message="released")
+        return {"done": True}
+
+    attempt = fake.add("hold")
+    sender = _send_when(started.is_set, sig)
+
+    def release_once_stopping() -> None:
+        wait_until(lambda: f"{sig.name}: stopping" in caplog.text, message="stopping")
+        release.set()
+
+    threading.Thread(target=release_once_stopping, daemon=True).start()
+    worker.run()  # returns once the handler finished: drained, not cut off
+    sender.join(5)
+    assert attempt.output == {"done": True}
+    assert f"{sig.name}: stopping" in caplog.text
+
+
+@pytest.mark.usefixtures("safe_signals")
+def test_a_second_signal_stops_at_once(
+    fake: FakeControlPlane, make_worker: MakeWorker, caplog: pytest.LogCaptureFixture
+) -> None:
+    worker = make_worker(grace_seconds=600)
+    started = threading.Event()
+
+    @worker.action("forever")
+    def forever(ctx: Context, input: dict[str, Any]) -> dict[str, Any]:
+        started.set()
+        wait_until(ctx.cancelled.is_set, timeout=60, message="cancelled")
+        return {}
+
+    attempt = fake.add("forever")
+    _send_when(started.is_set, signal.SIGTERM, signal.SIGINT)
+    worker.run()
+    assert attempt.error is not None
+    assert (attempt.error["code"], attempt.error["retryable"]) == ("worker_shutdown", True)
+    assert "SIGINT again: stopping now" in caplog.text
+
+
+def test_run_outside_the_main_thread_is_stopped_by_stop(
+    fake: FakeControlPlane, make_worker: MakeWorker
+) -> None:
+    worker = make_worker()
+    worker.action("ok")(lambda ctx, input: {"ok": True})
+    attempt = fake.add("ok")
+    thread = threading.Thread(target=worker.run)
+    thread.start()
+    wait_until(lambda: attempt.status == "succeeded", message="served")
+    worker.stop()
+    thread.join(10)
+    assert not thread.is_alive()

@@ -1,0 +1,534 @@
+"""The worker against a fake control plane: claims, handlers, heartbeats, leases, reports."""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import threading
+from typing import Any
+
+import anyio
+import httpx
+import pytest
+
+from tests.waiting import wait_until
+from tests.worker.conftest import MakeWorker, eventually, serving
+from tests.worker.fake_server import FakeControlPlane, lease_lost, problem
+from workload_worker import Context, NonRetryableError
+
+pytestmark = pytest.mark.anyio
+
+
+class Refused(NonRetryableError):
+    """A handler's own non-retryable error."""
+
+
+async def test_async_and_sync_handlers_complete_with_their_output(
+    fake: FakeControlPlane, make_worker: MakeWorker
+) -> None:
+    worker = make_worker()
+    threads: dict[str, int] = {}
+
+    @worker.action("double")
+    async def double(ctx: Context, input: dict[str, Any]) -> dict[str, Any]:
+        threads["async"] = threading.get_ident()
+        return {"value": input["n"] * 2, "key": ctx.idempotency_key}
+
+    @worker.action("shout")
+    def shout(ctx: Context, input: dict[str, Any]) -> dict[str, Any]:
+        threads["sync"] = threading.get_ident()
+        return {"text": input["text"].upper(), "seen": [ctx.run_input, ctx.upstream, ctx.attempt]}
+
+    a = fake.add("double", {"n": 21}, run_id="run-7", task_key="twice")
+    b = fake.add("shout", {"text": "hi"}, run_input={"doc": 7}, upstream={"a": {"x": 1}})
+    async with serving(worker):
+        await eventually(lambda: fake.recorded(a.attempt_id) and fake.recorded(b.attempt_id))
+    assert (a.status, a.output) == ("succeeded", {"value": 42, "key": "run-7:twice"})
+    assert (b.status, b.output) == (
+        "succeeded",
+        {"text": "HI", "seen": [{"doc": 7}, {"a": {"x": 1}}, 1]},
+    )
+    assert threads["async"] == threading.get_ident()  # on the event loop
+    assert threads["sync"] != threading.get_ident()  # in a thread
+    assert fake.claims[0]["actions"] == ["double", "shout"]  # only what it declares
+    assert fake.claims[0]["queues"] == ["default"]
+    assert {a.worker_id, b.worker_id} == {"w-test"}
+
+
+async def test_claims_ask_only_for_the_free_slots(
+    fake: FakeControlPlane, make_worker: MakeWorker
+) -> None:
+    worker = make_worker(concurrency=3)
+    gates: dict[str, anyio.Event] = {}
+    open_all = False
+
+    @worker.action("hold")
+    async def hold(ctx: Context, input: dict[str, Any]) -> dict[str, Any]:
+        gates[ctx.attempt_id] = anyio.Event()
+        if not open_all:
+            await gates[ctx.attempt_id].wait()
+        return {}
+
+    attempts = [fake.add("hold") for _ in range(5)]
+    async with serving(worker):
+        await eventually(lambda: len(gates) == 3, message="three handlers run")
+        assert [c["max_attempts"] for c in fake.claims] == [3]  # full: no claim in flight
+        assert worker.in_flight == 3
+        gates[attempts[0].attempt_id].set()
+        await eventually(lambda: len(gates) == 4, message="a freed slot is filled")
+        assert [c["max_attempts"] for c in fake.claims] == [3, 1]
+        open_all = True
+        for gate in list(gates.values()):
+            gate.set()
+        await eventually(lambda: all(fake.recorded(a.attempt_id) for a in attempts))
+    assert all(c["max_attempts"] <= 3 for c in fake.claims)
+
+
+async def test_a_tool_call_runs_its_action_with_the_arguments(
+    fake: FakeControlPlane, make_worker: MakeWorker
+) -> None:
+    worker = make_worker()
+    seen: list[tuple[str, str | None, str | None, dict[str, Any]]] = []
+
+    @worker.action("search")
+    async def search(ctx: Context, input: dict[str, Any]) -> dict[str, Any]:
+        seen.append((ctx.kind, ctx.tool_call_id, ctx.tool, input))
+        return {"hits": 1, "key": ctx.idempotency_key}
+
+    call = fake.add("search", {"q": "lease"}, kind="tool_call", tool_call_id="call-9")
+    async with serving(worker):
+        await eventually(lambda: fake.recorded(call.attempt_id))
+    assert seen == [("tool_call", "call-9", "t", {"q": "lease"})]
+    assert call.output == {"hits": 1, "key": f"run-1:{call.task_key}:call-9"}
+
+
+# -- heartbeats --------------------------------------------------------------------------------
+
+
+async def test_heartbeats_every_third_of_the_lease(
+    fake: FakeControlPlane, make_worker: MakeWorker
+) -> None:
+    worker = make_worker()
+
+    @worker.action("slow")
+    async def slow(ctx: Context, input: dict[str, Any]) -> dict[str, Any]:
+        await eventually(lambda: len(fake.beats_of(ctx.attempt_id)) >= 5, message="5 heartbeats")
+        return {"ok": True}
+
+    attempt = fake.add("slow", heartbeat_timeout=0.6)
+    async with serving(worker):
+        await eventually(lambda: fake.recorded(attempt.attempt_id))
+    # Renewed in time all along: a lease that had lapsed would have refused the completion.
+    assert attempt.status == "succeeded"
+    beats = fake.beats_of(attempt.attempt_id)
+    times = [fake.claim_times[0], *(b.at for b in beats)]
+    gaps = [later - earlier for earlier, later in itertools.pairwise(times)]
+    assert all(gap >= 0.17 for gap in gaps), gaps  # about 0.2 s apart, not flooding
+    assert all(b.status == 200 and b.progress is None for b in beats)
+
+
+@pytest.mark.parametrize("kind", ["async", "sync"])
+async def test_context_heartbeat_sends_progress_soon(
+    fake: FakeControlPlane, make_worker: MakeWorker, kind: str
+) -> None:
+    worker = make_worker()
+
+    def sent(attempt_id: str) -> bool:
+        return any(b.progress == {"done": 1} for b in fake.beats_of(attempt_id))
+
+    if kind == "async":
+
+        @worker.action("step")
+        async def step(ctx: Context, input: dict[str, Any]) -> dict[str, Any]:
+            ctx.heartbeat({"done": 1})
+            await eventually(lambda: sent(ctx.attempt_id), message="progress sent")
+            return {}
+
+    else:
+
+        @worker.action("step")
+        def step_sync(ctx: Context, input: dict[str, Any]) -> dict[str, Any]:
+            ctx.heartbeat({"done": 1})
+            wait_until(lambda: sent(ctx.attempt_id), message="progress sent")
+            return {}
+
+    # A long lease: the heartbeat is the one the handler asked for, not the regular one.
+    attempt = fake.add("step", heartbeat_timeout=60)
+    async with serving(worker):
+        await eventually(lambda: fake.recorded(attempt.attempt_id))
+    assert attempt.progress == {"done": 1}
+    assert attempt.status == "succeeded"
+
+
+async def test_progress_over_the_limit_is_dropped_and_the_lease_kept(
+    fake: FakeControlPlane, make_worker: MakeWorker
+) -> None:
+    worker = make_worker()
+
+    @worker.action("big")
+    async def big(ctx: Context, input: dict[str, Any]) -> dict[str, Any]:
+        ctx.heartbeat({"blob": "x" * 70_000})
+        await eventually(
+            lambda: [b.status for b in fake.beats_of(ctx.attempt_id)][:2] == [413, 200]
+        )
+        return {}
+
+    attempt = fake.add("big", heartbeat_timeout=60)
+    async with serving(worker):
+        await eventually(lambda: fake.recorded(attempt.attempt_id))
+    assert attempt.status == "succeeded"
+    assert attempt.progress is None
+
+
+# -- leases lost and timeouts -----------------------------------------------------------------
+
+
+async def test_lease_lost_on_heartbeat_cancels_the_handler_and_drops_its_result(
+    fake: FakeControlPlane, make_worker: MakeWorker
+) -> None:
+    worker = make_worker()
+    contexts: list[Context] = []
+    cancelled = anyio.Event()
+
+    @worker.action("long")
+    async def long(ctx: Context, input: dict[str, Any]) -> dict[str, Any]:
+        contexts.append(ctx)
+        try:
+            await anyio.sleep_forever()
+        finally:
+            cancelled.set()
+        return {}
+
+    attempt = fake.add("long", heartbeat_timeout=0.3)
+    async with serving(worker):
+        await eventually(lambda: contexts)
+        fake.cancel(attempt.attempt_id)  # the run is canceled: the next heartbeat learns it
+        with anyio.fail_after(5):
+            await cancelled.wait()
+        await eventually(lambda: worker.in_flight == 0)
+    [ctx] = contexts
+    assert ctx.cancelled.is_set()
+    assert ctx.cancel_reason == "lease_lost"
+    assert fake.beats_of(attempt.attempt_id)[-1].status == 409
+    assert fake.reports_of(attempt.attempt_id) == []  # the result is dropped, never reported
+
+
+async def test_a_sync_handler_sees_cancelled_and_its_late_result_is_dropped(
+    fake: FakeControlPlane, make_worker: MakeWorker
+) -> None:
+    worker = make_worker()
+    finished = threading.Event()
+
+    @worker.action("loop")
+    def loop(ctx: Context, input: dict[str, Any]) -> dict[str, Any]:
+        wait_until(ctx.cancelled.is_set, message="cancelled")
+        finished.set()
+        return {"late": True}
+
+    attempt = fake.add("loop", heartbeat_timeout=0.3)
+    async with serving(worker):
+        await eventually(lambda: fake.beats_of(attempt.attempt_id))
+        fake.cancel(attempt.attempt_id)
+        await eventually(finished.is_set, message="the thread saw cancelled")
+        await eventually(lambda: worker.in_flight == 0)
+    assert fake.reports_of(attempt.attempt_id) == []
+
+
+async def test_timeout_at_cancels_the_handler_without_a_report(
+    fake: FakeControlPlane, make_worker: MakeWorker
+) -> None:
+    worker = make_worker()
+    contexts: list[Context] = []
+
+    @worker.action("stuck")
+    async def stuck(ctx: Context, input: dict[str, Any]) -> dict[str, Any]:
+        contexts.append(ctx)
+        await anyio.sleep_forever()
+        return {}
+
+    attempt = fake.add("stuck", timeout=0.3, heartbeat_timeout=60)
+    async with serving(worker):
+        await eventually(lambda: contexts and contexts[0].cancelled.is_set(), message="cancelled")
+        await eventually(lambda: worker.in_flight == 0)
+    assert contexts[0].cancel_reason == "timed_out"
+    # The server times the attempt out itself; the worker only stops and says nothing.
+    assert fake.reports_of(attempt.attempt_id) == []
+
+
+# -- outcomes ------------------------------------------------------------------------------------
+
+
+async def _fails_with_value_error(ctx: Context, input: dict[str, Any]) -> Any:
+    raise ValueError("bad input")
+
+
+def _fails_refused(ctx: Context, input: dict[str, Any]) -> Any:
+    raise Refused("will never work")
+
+
+async def _fails_with_a_code(ctx: Context, input: dict[str, Any]) -> Any:
+    raise NonRetryableError("no such document", code="document_not_found")
+
+
+def _returns_a_list(ctx: Context, input: dict[str, Any]) -> Any:
+    return [1, 2]
+
+
+async def _returns_no_json(ctx: Context, input: dict[str, Any]) -> Any:
+    return {"when": {1, 2}}
+
+
+def _fails_at_length(ctx: Context, input: dict[str, Any]) -> Any:
+    raise RuntimeError("x" * 10_000)
+
+
+OUTCOMES = [
+    ("exception", _fails_with_value_error, "ValueError", "bad input", True),
+    ("non-retryable", _fails_refused, "Refused", "will never work", False),
+    ("non-retryable-code", _fails_with_a_code, "document_not_found", "no such document", False),
+    ("not-a-dict", _returns_a_list, "invalid_output", "returned list", False),
+    ("not-json", _returns_no_json, "invalid_output", "not JSON", False),
+    ("long-message", _fails_at_length, "RuntimeError", "x" * 100, True),
+]
+
+
+@pytest.mark.parametrize(
+    ("handler", "code", "message", "retryable"),
+    [case[1:] for case in OUTCOMES],
+    ids=[case[0] for case in OUTCOMES],
+)
+async def test_failures_are_reported_with_code_message_and_retryable(
+    fake: FakeControlPlane,
+    make_worker: MakeWorker,
+    handler: Any,
+    code: str,
+    message: str,
+    retryable: bool,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    worker = make_worker()
+    worker.action("act")(handler)
+    attempt = fake.add("act")
+    async with serving(worker):
+        await eventually(lambda: fake.recorded(attempt.attempt_id))
+    assert attempt.status == "failed"
+    assert attempt.error is not None
+    assert (attempt.error["code"], attempt.error["retryable"]) == (code, retryable)
+    assert message in attempt.error["message"]
+    assert len(attempt.error["message"]) <= 2000
+    assert f"attempt {attempt.attempt_id}" in caplog.text
+
+
+async def test_an_action_the_worker_does_not_serve_is_failed_retryable(
+    fake: FakeControlPlane, make_worker: MakeWorker
+) -> None:
+    worker = make_worker()
+    worker.action("known")(_fails_with_value_error)
+    stray = fake.add("other")  # a server bug: it hands out an action nobody claimed
+    item = fake._hand_out(stray, "w-test")
+    fake.script("claim", httpx.Response(200, json={"attempts": [item]}))
+    async with serving(worker):
+        await eventually(lambda: fake.recorded(stray.attempt_id))
+    assert stray.error == {
+        "code": "unknown_action",
+        "message": "this worker does not serve 'other'",
+        "retryable": True,
+    }
+
+
+# -- reports ---------------------------------------------------------------------------------------
+
+
+async def test_a_report_is_repeated_after_connection_errors_and_5xx(
+    fake: FakeControlPlane, make_worker: MakeWorker
+) -> None:
+    worker = make_worker()
+    worker.action("ok")(_ok)
+    fake.script("complete", httpx.ConnectError("refused"), problem(503, "unavailable"))
+    attempt = fake.add("ok")
+    async with serving(worker):
+        await eventually(lambda: fake.recorded(attempt.attempt_id))
+    completes = [r for r in fake.requests if r.url.path.endswith("/complete")]
+    assert len(completes) == 3
+    assert len({r.content for r in completes}) == 1  # the same report each time
+    assert attempt.output == {"ok": True}
+
+
+async def test_a_report_answered_lease_lost_is_dropped_not_repeated(
+    fake: FakeControlPlane, make_worker: MakeWorker, caplog: pytest.LogCaptureFixture
+) -> None:
+    worker = make_worker()
+    worker.action("ok")(_ok)
+    fake.script("complete", lease_lost("expired"))
+    fake.add("ok")
+    async with serving(worker):
+        await eventually(lambda: [r for r in fake.requests if r.url.path.endswith("/complete")])
+        await eventually(lambda: worker.in_flight == 0)
+    assert len([r for r in fake.requests if r.url.path.endswith("/complete")]) == 1
+    assert "lease lost (expired)" in caplog.text
+
+
+async def _ok(ctx: Context, input: dict[str, Any]) -> dict[str, Any]:
+    return {"ok": True}
+
+
+# -- the server unreachable ---------------------------------------------------------------------
+
+
+async def test_claims_back_off_on_connection_errors_and_5xx_then_recover(
+    fake: FakeControlPlane, make_worker: MakeWorker, caplog: pytest.LogCaptureFixture
+) -> None:
+    worker = make_worker(backoff_initial_seconds=0.02, backoff_max_seconds=0.08)
+    worker.action("ok")(_ok)
+    failures: list[httpx.Response | Exception] = [httpx.ConnectError("refused")] * 3
+    failures += [problem(503, "unavailable"), problem(500, "internal"), httpx.ReadTimeout("slow")]
+    fake.script("claim", *failures)
+    attempt = fake.add("ok")
+    async with serving(worker):
+        await eventually(lambda: fake.recorded(attempt.attempt_id))
+        assert worker.is_serving  # never crashed
+    claims = [r for r in fake.requests if r.url.path.endswith("/claim")]
+    assert len(claims) >= 7
+    assert caplog.text.count("claim failed") == 6
+
+
+async def test_a_refused_claim_is_logged_and_backed_off(
+    fake: FakeControlPlane, make_worker: MakeWorker, caplog: pytest.LogCaptureFixture
+) -> None:
+    worker = make_worker()
+    worker.action("ok")(_ok)
+    fake.token = "another"
+    async with serving(worker):
+        await eventually(lambda: len(fake.requests) >= 3, message="claims go on")
+        assert worker.is_serving
+    assert "claim refused (401)" in caplog.text
+
+
+# -- stopping -----------------------------------------------------------------------------------
+
+
+async def test_stop_drains_running_handlers_and_claims_no_more(
+    fake: FakeControlPlane, make_worker: MakeWorker
+) -> None:
+    worker = make_worker(grace_seconds=10, concurrency=1)  # busy: no claim in flight
+    gate = anyio.Event()
+    started: list[str] = []
+
+    @worker.action("hold")
+    async def hold(ctx: Context, input: dict[str, Any]) -> dict[str, Any]:
+        started.append(ctx.attempt_id)
+        await gate.wait()
+        return {"drained": True}
+
+    first = fake.add("hold", heartbeat_timeout=0.6)
+    async with serving(worker, stop_now=False):
+        await eventually(lambda: started)
+        worker.stop()
+        later = fake.add("hold")  # arrives while the worker drains
+        await eventually(lambda: len(fake.beats_of(first.attempt_id)) >= 3, message="beats on")
+        assert worker.is_serving
+        gate.set()
+    assert first.output == {"drained": True}
+    assert later.status == "queued"  # never claimed
+
+
+async def test_a_claim_in_flight_when_stopping_ends_and_its_attempts_run(
+    fake: FakeControlPlane, make_worker: MakeWorker
+) -> None:
+    # Cutting a waiting claim off could lose attempts the server hands out at that moment
+    # (they would wait for their lease to run out): it may end, within the grace period.
+    worker = make_worker(grace_seconds=10, concurrency=2, wait_seconds=5)
+    gate = anyio.Event()
+    started: list[str] = []
+
+    @worker.action("hold")
+    async def hold(ctx: Context, input: dict[str, Any]) -> dict[str, Any]:
+        started.append(ctx.attempt_id)
+        await gate.wait()
+        return {}
+
+    fake.add("hold")
+    async with serving(worker, stop_now=False):
+        await eventually(lambda: started and len(fake.claims) == 2, message="a claim waits")
+        worker.stop()
+        late = fake.add("hold")
+        await eventually(lambda: len(started) == 2, message="the late attempt runs")
+        gate.set()
+    assert late.status == "succeeded"
+    assert len(fake.claims) == 2
+
+
+async def test_after_the_grace_period_handlers_are_cancelled_and_reported_worker_shutdown(
+    fake: FakeControlPlane, make_worker: MakeWorker
+) -> None:
+    worker = make_worker(grace_seconds=0.3)
+    started: list[str] = []
+
+    @worker.action("async")
+    async def forever(ctx: Context, input: dict[str, Any]) -> dict[str, Any]:
+        started.append(ctx.attempt_id)
+        await anyio.sleep_forever()
+        return {}
+
+    @worker.action("sync")
+    def forever_sync(ctx: Context, input: dict[str, Any]) -> dict[str, Any]:
+        started.append(ctx.attempt_id)
+        wait_until(ctx.cancelled.is_set, message="cancelled")
+        return {}
+
+    attempts = [fake.add("async"), fake.add("sync")]
+    async with serving(worker, stop_now=False):
+        await eventually(lambda: len(started) == 2)
+    for attempt in attempts:
+        assert attempt.status == "failed"
+        assert attempt.error is not None
+        assert (attempt.error["code"], attempt.error["retryable"]) == ("worker_shutdown", True)
+
+
+async def test_stop_now_skips_the_grace_period(
+    fake: FakeControlPlane, make_worker: MakeWorker
+) -> None:
+    worker = make_worker(grace_seconds=600)
+    worker.action("forever")(_forever)
+    attempt = fake.add("forever")
+    with anyio.fail_after(10):
+        async with serving(worker, stop_now=True):
+            await eventually(lambda: worker.in_flight == 1)
+    assert attempt.error is not None
+    assert attempt.error["code"] == "worker_shutdown"
+
+
+async def test_cancelling_serve_reports_running_attempts(
+    fake: FakeControlPlane, make_worker: MakeWorker
+) -> None:
+    worker = make_worker()
+    worker.action("forever")(_forever)
+    attempt = fake.add("forever")
+    async with anyio.create_task_group() as tasks:
+        tasks.start_soon(worker.serve)
+        await eventually(lambda: worker.in_flight == 1)
+        tasks.cancel_scope.cancel()
+    assert not worker.is_serving
+    assert attempt.error is not None
+    assert attempt.error["code"] == "worker_shutdown"
+
+
+async def _forever(ctx: Context, input: dict[str, Any]) -> dict[str, Any]:
+    await anyio.sleep_forever()
+    return {}
+
+
+async def test_logs_go_to_the_workload_worker_logger(
+    fake: FakeControlPlane, make_worker: MakeWorker, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="workload.worker")
+    worker = make_worker()
+    worker.action("ok")(_ok)
+    attempt = fake.add("ok")
+    async with serving(worker):
+        await eventually(lambda: fake.recorded(attempt.attempt_id))
+    names = {record.name for record in caplog.records}
+    assert names == {"workload.worker"}
+    assert f"attempt {attempt.attempt_id} (ok run-1/{attempt.task_key}#1): completed" in caplog.text
+    assert attempt.lease_token is not None
+    assert all(attempt.lease_token not in record.getMessage() for record in caplog.records)
