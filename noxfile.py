@@ -144,6 +144,17 @@ def bench(session: nox.Session) -> None:
 
 
 @nox.session(python=PYTHON)
+def chaos(session: nox.Session) -> None:
+    """The chaos soak (not run by default): faults under load, then checks; prints JSON.
+
+    ``CHAOS_MINUTES`` (5-15, default 5) of faults, or ``CHAOS_SMOKE=1`` for a short pass;
+    see docs/chaos.md. Needs the PostgreSQL 15 binaries of ``tests_postgres15``.
+    """
+    _sync(session)
+    session.run("python", "-m", "benchmarks.chaos", *session.posargs, env=_test_env())
+
+
+@nox.session(python=PYTHON)
 def tests_api(session: nox.Session) -> None:
     """The API package's own tests with only workload-api and what it declares."""
     # schemathesis brings the OpenAPI 3.1 meta-schema validator the document test uses.

@@ -1,0 +1,129 @@
+"""``python -m benchmarks.chaos``: run the soak end to end and print its JSON summary.
+
+The order is the whole story: a fresh cluster, ``workload migrate up``, the supervised service,
+the workflows, the load, the fault schedule; then the drain (load stopped, every acknowledged
+run awaited until terminal, bounded), the checks, a final SIGTERM of the service (it must exit
+0), the summary on stdout. Progress goes to stderr. Exit status: 0 when nothing was found, 1
+when something was, 2 when the soak could not run (settings, PostgreSQL binaries, start-up).
+Whatever happens, every process the soak started is ended by pid and its directory removed
+(unless ``CHAOS_KEEP=1``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import shutil
+import signal
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from benchmarks.chaos.cluster import Cluster, ClusterError
+from benchmarks.chaos.faults import FaultSchedule
+from benchmarks.chaos.load import Load
+from benchmarks.chaos.report import log_digest, service_findings, summarize
+from benchmarks.chaos.service import Launcher, Supervisor, free_port
+from benchmarks.chaos.settings import Settings, SettingsError, parse_settings
+from benchmarks.chaos.verify import check_api, check_database, wait_terminal
+
+START_DEADLINE_SECONDS = 60.0
+API_CHECK_DEADLINE_SECONDS = 120.0
+
+
+def _say(message: str) -> None:
+    print(f"[chaos] {message}", file=sys.stderr, flush=True)
+
+
+def soak(settings: Settings, root: Path) -> int:
+    """Run one soak in ``root``; return the process exit status."""
+    began = time.monotonic()
+    cluster = Cluster(root / "pg")
+    supervisor: Supervisor | None = None
+    try:
+        _say(f"PostgreSQL cluster in {cluster.root}")
+        cluster.create()
+        launcher = Launcher(root / "logs", settings.lock_check_interval_seconds)
+        launcher.migrate(cluster.url)
+        supervisor = Supervisor(launcher, cluster.url, free_port(), settings.lifetime_seconds)
+        supervisor.start()
+        if not supervisor.wait_ready(START_DEADLINE_SECONDS):
+            _say(f"workload serve is not ready after {START_DEADLINE_SECONDS:g} s (logs: {root})")
+            return 2
+        _say(f"workload serve ready at {supervisor.base_url}; {settings.describe()}")
+        load = Load(supervisor.base_url, settings)
+        load.setup()
+        schedule = FaultSchedule(cluster, supervisor, launcher, settings)
+        t0 = time.monotonic()
+        load.start()
+        schedule.run(t0)
+
+        _say("schedule over: stopping the load, draining")
+        load_stopped = load.stop(settings.request_deadline_seconds + 30)
+        supervisor.wait_ready(settings.recovery_deadline_seconds)
+        acknowledged = sorted(set(load.ledger.acknowledged.values()))
+        stuck = wait_terminal(cluster.url, acknowledged, settings.drain_deadline_seconds)
+        _say(f"drained: {len(acknowledged)} acknowledged runs, {len(stuck)} not terminal")
+        database, violations = check_database(cluster.url, load.ledger)
+        violations.update(
+            check_api(supervisor.base_url, cluster.url, load.ledger, API_CHECK_DEADLINE_SECONDS)
+        )
+        ended = time.monotonic()
+        final_code = supervisor.stop()
+        violations.update(service_findings(schedule.faults, supervisor.exits, final_code))
+        if not load_stopped:
+            violations["client_thread_outlived_the_load"] = ["a request never got an answer"]
+        summary = summarize(
+            settings=settings.describe(),
+            t0=t0,
+            ended=ended,
+            ledger=load.ledger,
+            faults=schedule.faults,
+            exits=supervisor.exits,
+            starts=supervisor.starts,
+            logs=log_digest(launcher.logs()),
+            database=database,
+            stuck=stuck,
+            violations=violations,
+        )
+        summary["total_seconds"] = round(time.monotonic() - began, 1)
+        text = json.dumps(summary, indent=2, default=str)
+        print(text, flush=True)
+        if settings.summary_path:
+            Path(settings.summary_path).write_text(text + "\n", encoding="utf-8")
+        return 0 if summary["passed"] else 1
+    finally:
+        if supervisor is not None:
+            supervisor.stop()
+        with contextlib.suppress(ClusterError):
+            if cluster.running():
+                cluster.stop()
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Parse the settings, run the soak in a temporary directory, clean up."""
+    try:
+        settings = parse_settings(argv)
+    except SettingsError as exc:
+        _say(str(exc))
+        return 2
+    # A SIGTERM (a CI timeout) unwinds like Ctrl-C, so that the cleanup below still runs.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    # Short (the Unix socket path is limited) and traversable by the postgres user.
+    root = Path(tempfile.mkdtemp(prefix="wlchaos-"))
+    root.chmod(0o711)
+    try:
+        return soak(settings, root)
+    except ClusterError as exc:
+        _say(str(exc))
+        return 2
+    finally:
+        if settings.keep:
+            _say(f"kept {root} (CHAOS_KEEP=1)")
+        else:
+            shutil.rmtree(root, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
