@@ -692,7 +692,7 @@ def test_request_bodies(document: dict[str, Any], key: tuple[str, str]) -> None:
         assert body.get("required") is True
         validator = _validator(document, body["content"]["application/json"]["schema"])
         assert not validator.is_valid({}), "the lease token is required"
-        report = {"lease_token": "t"}
+        report: dict[str, Any] = {"lease_token": "t"}
         if path.endswith("/complete"):
             report["output"] = {}
         if path.endswith("/fail"):

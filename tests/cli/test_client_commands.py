@@ -341,11 +341,14 @@ def test_watch_timeout_and_start_wait(cli: Cli, tmp_path: Path) -> None:
 
 
 def test_demo_shows_a_run_to_the_end(cli: Cli) -> None:
+    # No worker token here (no credentials file, no WORKLOAD_WORKER_TOKEN): in-process tasks
+    # only; tests/cli/test_serve_embedded.py runs the demo with its worker.
     first = cli("demo", "-o", "json")
     assert first.exit_code == 0, first.output
+    assert "in-process tasks only" in first.stderr
     run = parse(Run, first.stdout)
     assert run.status is RunStatus.SUCCEEDED
-    assert run.task_counts[TaskStatus.SUCCEEDED] == 7
+    assert run.task_counts[TaskStatus.SUCCEEDED] == 6
     assert "registered demo-document-pipeline version 1" in first.stderr
     again = cli("demo")  # the id exists: a new version, shown as lines
     assert again.exit_code == 0, again.output

@@ -80,6 +80,9 @@ def test_serve_with_no_configuration_runs_a_workflow(tmp_path: Path) -> None:
         stored = json.loads(credentials.read_text())
         assert stored["operator_token"] == token
         assert stored["url"] == DEFAULT_URL
+        worker_token = re.search(r"worker:\s+(\S+)", text)
+        assert worker_token is not None, text
+        assert worker_token[1] == stored["worker_token"]
 
         headers = {"Authorization": f"Bearer {token}"}
         created = httpx.post(
@@ -111,6 +114,17 @@ def test_serve_with_no_configuration_runs_a_workflow(tmp_path: Path) -> None:
         )
         assert demo.returncode == 0, demo.stdout + demo.stderr
         assert json.loads(demo.stdout)["status"] == "succeeded", demo.stdout
+        # The demo started the example worker with the stored worker token, and the worker's
+        # tasks ran remotely: their report exists.
+        assert "started the example worker" in demo.stderr, demo.stderr
+        report = re.search(r"report: (\S+)", demo.stderr)
+        assert report is not None, demo.stderr
+        assert "Text statistics" in Path(report[1]).read_text(encoding="utf-8")
+        run_id = json.loads(demo.stdout)["run_id"]
+        attempts = httpx.get(
+            f"{DEFAULT_URL}/api/v1/runs/{run_id}/tasks/stats/attempts", headers=headers
+        ).json()["items"]
+        assert attempts[-1]["worker_id"] is not None
     finally:
         process.send_signal(signal.SIGTERM)
         try:

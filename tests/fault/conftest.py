@@ -36,6 +36,7 @@ from workload_store_postgres.lock import APPLICATION_NAME
 
 VIEWER_TOKEN = "fault-viewer-token-0123456789"
 OPERATOR_TOKEN = "fault-operator-token-9876543210"
+WORKER_TOKEN = "fault-worker-token-1357924680"
 LOCK_CHECK_INTERVAL = 0.2
 DATABASE = "workload"
 TERMINAL_RUN_STATUSES = frozenset({"succeeded", "failed", "canceled"})
@@ -236,6 +237,7 @@ def service_environment(runtime_dir: Path, extra: Mapping[str, str]) -> dict[str
         {
             "WORKLOAD_OPERATOR_TOKENS": OPERATOR_TOKEN,
             "WORKLOAD_VIEWER_TOKENS": VIEWER_TOKEN,
+            "WORKLOAD_WORKER_TOKENS": WORKER_TOKEN,
             "WORKLOAD_LOCK_CHECK_INTERVAL_SECONDS": str(LOCK_CHECK_INTERVAL),
             "WORKLOAD_LOG_LEVEL": "INFO",
             "XDG_RUNTIME_DIR": str(runtime_dir),

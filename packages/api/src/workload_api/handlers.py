@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import anyio
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
@@ -255,7 +256,19 @@ async def claim_attempts(call: Call) -> Response:
         )
     call.page_args()  # no query parameters
     body = await read_json_object(call.request)
-    return JSONResponse(await call.usecases.workers.claim(worker_id, body))
+    gone = anyio.Event()
+
+    async def watch() -> None:
+        # The body is read: the next message is the worker hanging up (or the answer's end).
+        while (await call.request.receive())["type"] != "http.disconnect":
+            pass
+        gone.set()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(watch)
+        claimed = await call.usecases.workers.claim(worker_id, body, gone)
+        tg.cancel_scope.cancel()
+    return JSONResponse(claimed)
 
 
 async def heartbeat(call: Call) -> Response:

@@ -1,71 +1,148 @@
-"""``workload demo``: register a small document pipeline, start a run, and show it live.
+"""``workload demo``: a pipeline that does real work on a worker, started here, shown live.
 
-The pipeline fans out to three extractions (one fails once, then succeeds on its retry) and fans
-back in, so a first-time user sees dependencies, concurrency and a retry within seconds.
+The pipeline mixes in-process tasks (``mock``: a fan-out, a retry) with remote ones executed by
+the example worker of ``examples/textstats.py`` (SPEC §10): it lists the text files of a
+directory, computes their statistics and writes a report, each step passing its output to the
+next through ``upstream``. The demo starts that worker in this process, with the development
+worker token, so a newcomer sees remote execution with no setup. Where the example is not
+importable (the command is not run from the project's checkout) or no worker token is found,
+the demo runs its in-process tasks only and says how to start a worker.
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+import contextlib
+import importlib
+import os
+import sys
+import tempfile
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from workload_cli._config import WORKER_TOKEN, ConfigError, Given, resolve_config
 from workload_cli._options import OutputOption, TokenOption, UrlOption
 from workload_cli._session import Session, session
 from workload_cli._watch import watch_run
 from workload_sdk import Conflict, Version
+from workload_sdk.config import WORKER_TOKEN_ENV
+
+if TYPE_CHECKING:
+    from workload_worker import Worker
 
 __all__ = ["DEMO_WORKFLOW_ID", "demo", "demo_definition"]
 
 DEMO_WORKFLOW_ID = "demo-document-pipeline"
+EXAMPLE_WORKER = "examples.textstats"
 _INTERVAL = 0.2  # seconds between polls: short, so that every step shows up
 
 
-def demo_definition(workflow_id: str = DEMO_WORKFLOW_ID) -> dict[str, Any]:
-    """The sample workflow: fetch → split → 3 × extract (one retried) → merge → publish."""
+def _mock(key: str, sleep_ms: int, *after: str, **extra: Any) -> dict[str, Any]:
+    task: dict[str, Any] = {
+        "key": key,
+        "action": "mock",
+        "input": {"sleep_ms": sleep_ms, "output": {"step": key}},
+    }
+    if after:
+        task["depends_on"] = list(after)
+    task["input"].update(extra.pop("input", {}))
+    task.update(extra)
+    return task
 
-    def mock(key: str, sleep_ms: int, *after: str, **extra: Any) -> dict[str, Any]:
-        task: dict[str, Any] = {
-            "key": key,
-            "action": "mock",
-            "input": {"sleep_ms": sleep_ms, "output": {"step": key}},
-        }
-        if after:
-            task["depends_on"] = list(after)
-        task["input"].update(extra.pop("input", {}))
-        task.update(extra)
-        return task
 
+def demo_definition(workflow_id: str = DEMO_WORKFLOW_ID, *, remote: bool = True) -> dict[str, Any]:
+    """The sample workflow.
+
+    With ``remote``: fetch → list files (worker) → text statistics (worker) → report (worker),
+    and beside it a mock extraction that fails once and succeeds on its retry, both joined by
+    publish. Without: the same shape with mock tasks only.
+    """
+    retried = _mock(
+        "extract-tables",
+        500,
+        "fetch",
+        input={"fail_first": 1},
+        retry={"max_attempts": 3, "initial_backoff_seconds": 1},
+    )
+    if remote:
+        work = [
+            {"key": "list", "action": "list_files", "depends_on": ["fetch"]},
+            {"key": "stats", "action": "text_stats", "depends_on": ["list"]},
+            {"key": "report", "action": "write_report", "depends_on": ["stats"]},
+        ]
+    else:
+        work = [
+            _mock("list", 300, "fetch"),
+            _mock("stats", 700, "list"),
+            _mock("report", 300, "stats"),
+        ]
     return {
         "id": workflow_id,
-        "description": "Demo: a document pipeline with a fan-out, a fan-in and one retry",
+        "description": "Demo: a fan-out of in-process and remote tasks, a retry, a fan-in",
         "tasks": [
-            mock("fetch", 400),
-            mock("split", 300, "fetch"),
-            mock("extract-text", 700, "split"),
-            mock(
-                "extract-tables",
-                500,
-                "split",
-                input={"fail_first": 1},
-                retry={"max_attempts": 3, "initial_backoff_seconds": 1},
-            ),
-            mock("extract-images", 900, "split"),
-            mock("merge", 300, "extract-text", "extract-tables", "extract-images"),
-            mock("publish", 200, "merge"),
+            _mock("fetch", 300),
+            *work,
+            retried,
+            _mock("publish", 200, "report", "extract-tables"),
         ],
     }
 
 
-def _register(s: Session, workflow_id: str) -> Version:
-    definition = demo_definition(workflow_id)
+def _register(s: Session, definition: dict[str, Any]) -> Version:
     try:
         return s.client.workflows.create(definition)
     except Conflict as exc:
         if exc.code != "workflow_exists":
             raise
         # Versions are immutable: a rerun of the demo adds a version rather than failing.
-        return s.client.versions.create(workflow_id, definition)
+        return s.client.versions.create(definition["id"], definition)
+
+
+def _example_worker() -> Worker | None:
+    """The example worker, if this directory is the project's checkout (as `python -m`)."""
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    try:
+        module = importlib.import_module(EXAMPLE_WORKER)
+    except ImportError:
+        return None
+    found = getattr(module, "worker", None)
+    from workload_worker import Worker  # noqa: PLC0415 - only the demo's worker needs it
+
+    return found if isinstance(found, Worker) else None
+
+
+def _worker_token(url: str) -> str | None:
+    """The worker token: ``WORKLOAD_WORKER_TOKEN``, else the development credentials file's."""
+    given = os.environ.get(WORKER_TOKEN_ENV)
+    try:
+        config = resolve_config(
+            url=Given(url, "--url"),
+            token=Given(given, WORKER_TOKEN_ENV) if given else None,
+            file_token=WORKER_TOKEN,
+        )
+    except ConfigError:
+        return None
+    return config.token
+
+
+@contextlib.contextmanager
+def _serving(worker: Worker | None, url: str, token: str | None) -> Iterator[bool]:
+    """Run ``worker`` in a thread while the block runs; whether one runs."""
+    if worker is None or token is None:
+        yield False
+        return
+    worker.configure(url=url, token=token, concurrency=4)
+    thread = threading.Thread(target=worker.run, name="demo-worker", daemon=True)
+    thread.start()
+    try:
+        yield True
+    finally:
+        worker.stop()
+        thread.join(timeout=35)
 
 
 def demo(
@@ -74,14 +151,45 @@ def demo(
         str, typer.Option(help="The workflow id to register the sample under.")
     ] = DEMO_WORKFLOW_ID,
     *,
+    directory: Annotated[
+        Path | None,
+        typer.Option(
+            help="The text files the worker analyses (default: ./docs, else this directory).",
+            show_default=False,
+        ),
+    ] = None,
     url: UrlOption = None,
     token: TokenOption = None,
     output: OutputOption = None,
 ) -> None:
-    """Register a sample document pipeline on the server, start a run, show it live."""
+    """Run a sample pipeline on the server: in-process tasks, a retry, and a worker's tasks.
+
+    The worker (examples/textstats.py) is started here with the development worker token; its
+    report is written to a temporary directory, printed at the end.
+    """
     with session(ctx, output, url=url, token=token) as s:
-        version = _register(s, workflow_id)
+        worker = _example_worker()
+        worker_token = _worker_token(s.config.url) if worker is not None else None
+        remote = worker is not None and worker_token is not None
+        if not remote:
+            s.out.say(
+                "no worker here (run this from the project's checkout, with a development "
+                "server, to see one): in-process tasks only"
+            )
+        version = _register(s, demo_definition(workflow_id, remote=remote))
         s.out.say(f"registered {version.workflow_id} version {version.version}")
-        run = s.client.runs.start(version.workflow_id, version.version, {"document": "demo.pdf"})
-        s.out.say(f"started run {run.run_id}")
-        raise typer.Exit(watch_run(s, run.run_id, interval=_INTERVAL))
+        source = directory or (Path("docs") if Path("docs").is_dir() else Path("."))
+        reports = Path(tempfile.mkdtemp(prefix="workload-demo-"))
+        run_input = {"directory": str(source.resolve()), "output_dir": str(reports)}
+        with _serving(worker if remote else None, s.config.url, worker_token) as serving:
+            if serving:
+                s.out.say(
+                    "started the example worker (actions: list_files, text_stats, write_report)"
+                )
+            run = s.client.runs.start(version.workflow_id, version.version, run_input)
+            s.out.say(f"started run {run.run_id}")
+            code = watch_run(s, run.run_id, interval=_INTERVAL)
+        written = sorted(reports.iterdir())
+        for report in written:
+            s.out.say(f"report: {report}")
+        raise typer.Exit(code)

@@ -76,6 +76,7 @@ class Credentials:
     url: str
     operator_token: str
     viewer_token: str
+    worker_token: str
 
 
 def dev_credentials(data_dir: Path, url: str) -> Credentials:
@@ -88,9 +89,15 @@ def dev_credentials(data_dir: Path, url: str) -> Credentials:
             stored = {k: v for k, v in loaded.items() if isinstance(v, str)}
     operator = stored.get("operator_token") or "wl_op_" + secrets.token_urlsafe(24)
     viewer = stored.get("viewer_token") or "wl_view_" + secrets.token_urlsafe(24)
-    document = {"url": url, "operator_token": operator, "viewer_token": viewer}
+    worker = stored.get("worker_token") or "wl_work_" + secrets.token_urlsafe(24)
+    document = {
+        "url": url,
+        "operator_token": operator,
+        "viewer_token": viewer,
+        "worker_token": worker,
+    }
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w", encoding="utf-8") as handle:
         json.dump(document, handle, indent=2)
     path.chmod(0o600)
-    return Credentials(path, url, operator, viewer)
+    return Credentials(path, url, operator, viewer, worker)

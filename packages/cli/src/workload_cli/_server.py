@@ -52,16 +52,17 @@ def serve(overrides: dict[str, Any]) -> int:
             _say(f"error: the embedded database failed: {exc}")
             return ExitCode.FAIL_STOP
         updates: dict[str, Any] = {"database_url": url}
-        if not settings.viewer_tokens and not settings.operator_tokens:
+        if not (settings.viewer_tokens or settings.operator_tokens or settings.worker_tokens):
             credentials = dev_credentials(
                 embedded.data_dir, f"http://{settings.host}:{settings.port}"
             )
             updates["viewer_tokens"] = credentials.viewer_token
             updates["operator_tokens"] = credentials.operator_token
+            updates["worker_tokens"] = credentials.worker_token
             _say(
                 "development tokens (saved, mode 0600, in "
                 f"{credentials.path}):\n  operator: {credentials.operator_token}\n"
-                f"  viewer:   {credentials.viewer_token}"
+                f"  viewer:   {credentials.viewer_token}\n  worker:   {credentials.worker_token}"
             )
         # Development mode talks to a person: say where to go (strict mode logs JSON only).
         return asyncio.run(_run(Settings(**{**overrides, **updates}), announce=True))

@@ -50,11 +50,19 @@ class WorkerUseCases:
         self._signal = signal
         self._clock = clock
 
-    async def claim(self, worker_id: str, body: JsonObject | None) -> JsonObject:
-        """Up to ``max_attempts`` queued attempts, waiting up to ``wait_seconds`` for some."""
+    async def claim(
+        self, worker_id: str, body: JsonObject | None, gone: anyio.Event | None = None
+    ) -> JsonObject:
+        """Up to ``max_attempts`` queued attempts, waiting up to ``wait_seconds`` for some.
+
+        ``gone`` is set when the worker hung up: a claim stops waiting then, and never hands
+        out attempts to a worker that can no longer receive them.
+        """
         request = parse(schemas.ClaimRequest, body)
         deadline = anyio.current_time() + request.wait_seconds
         while True:
+            if gone is not None and gone.is_set():
+                return {"attempts": []}
             waiter = self._signal.waiter()  # before looking: a notification now is not missed
             tokens = [secrets.token_urlsafe(_TOKEN_BYTES) for _ in range(request.max_attempts)]
             claim = Claim(
@@ -74,8 +82,7 @@ class WorkerUseCases:
             remaining = deadline - anyio.current_time()
             if remaining <= 0 or self._signal.closed:
                 return {"attempts": []}
-            with anyio.move_on_after(remaining):
-                await waiter.wait()
+            await _first_of(remaining, waiter, gone)
 
     async def heartbeat(self, attempt_id: str, body: JsonObject | None) -> JsonObject:
         """Renew the lease (and record progress); ``LeaseLost`` if it is not held."""
@@ -176,6 +183,20 @@ class WorkerUseCases:
         """Every queue with work or history."""
         now = self._clock.now()
         return {"items": [resources.queue(q, now) for q in await self._store.queue_stats()]}
+
+
+async def _first_of(seconds: float, *events: anyio.Event | None) -> None:
+    """Return when any of ``events`` is set, or after ``seconds``."""
+    with anyio.move_on_after(seconds):
+        async with anyio.create_task_group() as tg:
+
+            async def wait(event: anyio.Event) -> None:
+                await event.wait()
+                tg.cancel_scope.cancel()
+
+            for event in events:
+                if event is not None:
+                    tg.start_soon(wait, event)
 
 
 def _repeated(leased: LeasedAttempt | None, token: str, report: str) -> JsonObject | None:

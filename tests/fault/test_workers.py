@@ -1,0 +1,238 @@
+"""Remote execution under faults (SPEC §10), with real processes: `workload serve` and workers.
+
+Each worker is ``python -m tests.fault.worker_app`` (the worker SDK over real HTTP); the tests
+kill workers and the service, and replay a dead worker's report with its own lease token.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.fault.conftest import (
+    VIEWER_TOKEN,
+    WORKER_TOKEN,
+    Service,
+    Services,
+    create_workflow,
+    get_run,
+    list_attempts,
+    post,
+    start_run,
+    wait_for_run,
+)
+from tests.waiting import wait_until
+
+ROOT = Path(__file__).resolve().parents[2]
+FAST_REAPER = {"WORKLOAD_LEASE_CHECK_INTERVAL_SECONDS": "0.1"}
+
+
+@dataclass
+class WorkerProcess:
+    """One ``python -m tests.fault.worker_app`` process and the directory it writes to."""
+
+    name: str
+    process: subprocess.Popen[bytes]
+    directory: Path
+
+    def started(self) -> list[str]:
+        """Attempt ids whose handler started."""
+        return [p.name.removeprefix("started-") for p in self.directory.glob("started-*")]
+
+    def marked(self, kind: str, attempt_id: str) -> bool:
+        """Whether the handler of ``attempt_id`` left the marker ``kind``."""
+        return (self.directory / f"{kind}-{attempt_id}").exists()
+
+    def claimed(self) -> list[dict[str, Any]]:
+        """Every claim item this worker received (as it came over the wire)."""
+        path = self.directory / "claims.jsonl"
+        if not path.exists():
+            return []
+        lines = path.read_text(encoding="utf-8").splitlines()
+        return [item for line in lines if line for item in json.loads(line)["attempts"]]
+
+    def log(self) -> str:
+        """What the worker wrote (stdout and stderr)."""
+        path = self.directory / "worker.log"
+        return path.read_text(errors="replace") if path.exists() else ""
+
+
+@dataclass
+class Workers:
+    """Starts worker processes; kills every survivor (by pid) at teardown."""
+
+    root: Path
+    started: list[WorkerProcess] = field(default_factory=list)
+
+    def start(self, service: Service, name: str, concurrency: int = 4) -> WorkerProcess:
+        directory = self.root / name
+        directory.mkdir(parents=True)
+        env = {k: v for k, v in os.environ.items() if not k.startswith("WORKLOAD_")}
+        env.update(
+            {
+                "WORKLOAD_URL": service.base_url,
+                "WORKLOAD_WORKER_TOKEN": WORKER_TOKEN,
+                "FAULT_WORKER_ID": name,
+                "FAULT_WORKER_DIR": str(directory),
+                "FAULT_WORKER_CONCURRENCY": str(concurrency),
+                "PYTHONUNBUFFERED": "1",
+            }
+        )
+        with (directory / "worker.log").open("wb") as log:
+            process = subprocess.Popen(
+                [sys.executable, "-m", "tests.fault.worker_app"],
+                cwd=ROOT,
+                env=env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+            )
+        worker = WorkerProcess(name, process, directory)
+        self.started.append(worker)
+        return worker
+
+    def close(self) -> None:
+        for worker in self.started:
+            if worker.process.poll() is None:
+                worker.process.kill()
+            worker.process.wait(timeout=10)
+
+
+@pytest.fixture
+def workers(tmp_path: Path) -> Iterator[Workers]:
+    started = Workers(tmp_path / "workers")
+    try:
+        yield started
+    finally:
+        started.close()
+
+
+def hold_workflow(service: Service, workflow_id: str, **task: Any) -> None:
+    create_workflow(service, {"id": workflow_id, "tasks": [{"key": "r", "action": "hold", **task}]})
+
+
+def report(service: Service, item: dict[str, Any], kind: str, body: Any) -> httpx.Response:
+    client = service.client(WORKER_TOKEN)
+    payload = {"lease_token": item["lease_token"], **body}
+    return client.post(f"/api/v1/attempts/{item['attempt_id']}/{kind}", json=payload)
+
+
+def test_a_killed_workers_attempt_expires_and_another_worker_completes_it(
+    services: Services, database_url: str, workers: Workers
+) -> None:
+    service = services.start(database_url, env=FAST_REAPER)
+    service.wait_ready()
+    retry = {"max_attempts": 2, "initial_backoff_seconds": 0}
+    hold_workflow(service, "lapse", heartbeat_timeout_seconds=1, retry=retry)
+    run_id = start_run(service, "lapse")
+    doomed = workers.start(service, "doomed")
+    wait_until(doomed.started, timeout=30, message=lambda: f"no handler started\n{doomed.log()}")
+    (first,) = doomed.claimed()
+    doomed.process.send_signal(signal.SIGKILL)
+    doomed.process.wait(timeout=10)
+
+    survivor = workers.start(service, "survivor")
+    final = wait_for_run(service, run_id, timeout=60)
+    history = service.client(VIEWER_TOKEN).get(f"/api/v1/runs/{run_id}/events").json()["items"]
+    assert final["status"] == "succeeded", f"{history}\n{survivor.log()}"
+    attempts = list_attempts(service, run_id, "r")
+    assert [a["status"] for a in attempts] == ["interrupted", "succeeded"]
+    assert attempts[0]["error"]["code"] == "lease_expired"
+    assert (attempts[0]["worker_id"], attempts[1]["worker_id"]) == ("doomed", "survivor")
+
+    # The dead worker's report arrives late, with its own lease token: refused, nothing written.
+    late = report(service, first, "complete", {"output": {"by": "doomed", "attempt": 1}})
+    assert late.status_code == 409, late.text
+    assert (late.json()["code"], late.json()["reason"]) == ("lease_lost", "expired")
+    task = service.client(VIEWER_TOKEN).get(f"/api/v1/runs/{run_id}/tasks/r").json()
+    assert task["output"] == {"by": "survivor", "attempt": 2}
+    assert survivor.process.poll() is None
+
+
+@pytest.mark.parametrize("how", [signal.SIGTERM, signal.SIGKILL], ids=["sigterm", "sigkill"])
+def test_a_restart_of_the_service_keeps_the_workers_lease(
+    services: Services, database_url: str, workers: Workers, how: signal.Signals
+) -> None:
+    service = services.start(database_url, env=FAST_REAPER)
+    service.wait_ready()
+    hold_workflow(service, "kept", heartbeat_timeout_seconds=15)
+    run_id = start_run(service, "kept")
+    worker = workers.start(service, "steady")
+    wait_until(worker.started, timeout=30, message=lambda: f"no handler started\n{worker.log()}")
+
+    service.process.send_signal(how)
+    code = service.process.wait(timeout=30)
+    assert code == (0 if how is signal.SIGTERM else -signal.SIGKILL), service.stderr_tail()
+    again = services.start(database_url, port=service.port, env=FAST_REAPER)
+    again.wait_ready()
+    # The remote attempt kept its lease across the restart: still running, not interrupted.
+    (attempt,) = list_attempts(again, run_id, "r")
+    assert (attempt["status"], attempt["worker_id"]) == ("running", "steady")
+
+    (worker.directory / "release").touch()
+    final = wait_for_run(again, run_id, timeout=60)
+    assert final["status"] == "succeeded", f"{final}\n{worker.log()}"
+    (attempt,) = list_attempts(again, run_id, "r")
+    assert attempt["status"] == "succeeded"
+    assert attempt["output"] == {"by": "steady", "attempt": 1}
+    events = again.client(VIEWER_TOKEN).get(f"/api/v1/runs/{run_id}/events").json()["items"]
+    assert "attempt.interrupted" not in {e["type"] for e in events}
+
+
+def test_cancel_reaches_the_running_handler(
+    services: Services, database_url: str, workers: Workers
+) -> None:
+    service = services.start(database_url, env=FAST_REAPER)
+    service.wait_ready()
+    hold_workflow(service, "stopped", heartbeat_timeout_seconds=1.5)
+    run_id = start_run(service, "stopped")
+    worker = workers.start(service, "busy")
+    wait_until(worker.started, timeout=30, message=lambda: f"no handler started\n{worker.log()}")
+    (attempt_id,) = worker.started()
+
+    canceled = post(service.operator, f"/api/v1/runs/{run_id}/cancel")
+    assert canceled.status_code == 202, canceled.text
+    assert canceled.json()["status"] == "canceled"  # at once: the worker is not waited for
+    assert get_run(service, run_id)["status"] == "canceled"
+    # The worker's next heartbeat hears it (409 canceled), and its handler is cancelled.
+    wait_until(
+        lambda: worker.marked("cancelled", attempt_id),
+        timeout=30,
+        message=lambda: f"the handler was not cancelled\n{worker.log()}",
+    )
+    assert not worker.marked("finished", attempt_id)
+    (attempt,) = list_attempts(service, run_id, "r")
+    assert attempt["status"] == "canceled"
+
+
+def test_four_workers_claim_every_attempt_exactly_once(
+    services: Services, database_url: str, workers: Workers
+) -> None:
+    """4 worker processes × 200 attempts (one API process: SPEC §14's replicas come later)."""
+    service = services.start(database_url, env=FAST_REAPER)
+    service.wait_ready()
+    create_workflow(service, {"id": "many", "tasks": [{"key": "r", "action": "echo"}]})
+    pool = [workers.start(service, f"w{i}", concurrency=8) for i in range(4)]
+    runs = [start_run(service, "many") for _ in range(800)]
+    for run_id in runs:
+        assert wait_for_run(service, run_id, timeout=120)["status"] == "succeeded"
+
+    claimed = [item["attempt_id"] for worker in pool for item in worker.claimed()]
+    assert len(claimed) == len(set(claimed)) == 800, "an attempt was handed out twice"
+    done = {name.name for worker in pool for name in worker.directory.glob("finished-*")}
+    assert len(done) == 800
+    assert all(worker.claimed() for worker in pool), "every worker took a share"
+    started = service.client(VIEWER_TOKEN).get("/api/v1/queues").json()["items"]
+    assert started == [
+        {"queue": "default", "queued": 0, "running": 0, "oldest_queued_age_seconds": None}
+    ]
