@@ -24,8 +24,10 @@ from workload_domain.errors import (
 )
 from workload_domain.events import EventType
 from workload_domain.idempotency import IdempotencyClaim, IdempotencyRecord, Outcome, Replayed
-from workload_domain.ids import uuid7
+from workload_domain.ids import attempt_id, uuid7
+from workload_domain.leases import token_digest
 from workload_domain.model import (
+    AttemptRecord,
     EventRecord,
     NewRun,
     RunCommit,
@@ -34,7 +36,8 @@ from workload_domain.model import (
     VersionRecord,
     WorkflowRecord,
 )
-from workload_domain.statuses import RunStatus, TaskStatus
+from workload_domain.statuses import AttemptStatus, RunStatus, TaskStatus
+from workload_domain.workers import Claim
 from workload_store_postgres.store import PostgresStore
 
 pytestmark = pytest.mark.anyio
@@ -225,3 +228,65 @@ async def test_an_unreachable_server_is_unavailable_not_a_driver_error() -> None
     with anyio.fail_after(10), pytest.raises(StoreUnavailable):
         await store.open()
     await store.close()
+
+
+def queue_commit(made: NewRun, at: datetime) -> RunCommit:
+    """The commit that starts a new run and queues its one remote task (as a planner would)."""
+    run = replace(made.run, status=RunStatus.RUNNING, revision=2, started_at=at, updated_at=at)
+    (task,) = made.tasks
+    attempt = AttemptRecord(
+        task.task_key,
+        1,
+        AttemptStatus.QUEUED,
+        at,
+        attempt_id=attempt_id(run.run_id, task.task_key, 1),
+        action="resize",
+        queue="default",
+        heartbeat_timeout_seconds=30,
+        timeout_seconds=300,
+    )
+    return RunCommit(
+        1,
+        run,
+        tasks=(replace(task, status=TaskStatus.RUNNING, attempt_count=1, started_at=at),),
+        attempts=(attempt,),
+        events=(
+            EventRecord(2, EventType.RUN_STARTED, at),
+            EventRecord(3, EventType.ATTEMPT_QUEUED, at, task.task_key, 1, {"queue": "default"}),
+        ),
+    )
+
+
+async def test_claimers_on_two_pools_never_share_an_attempt(
+    store: PostgresStore, database_url: str
+) -> None:
+    """Two stores (as two API processes would) claim concurrently: each attempt exactly once."""
+    remote_definition = {"id": "wf", "tasks": [{"key": "r", "action": "resize"}]}
+    compiled = compile_definition(remote_definition)
+    now = T0
+    await store.create_workflow(
+        WorkflowRecord("remote", 1, "", now, now),
+        VersionRecord("remote", 1, compiled.definition_hash, 1, now, compiled.document()),
+    )
+    for i in range(60):
+        made = new_run(compile_definition({**remote_definition, "id": "remote"}), at=now)
+        await store.create_run(made)
+        await store.commit(queue_commit(made, now + timedelta(milliseconds=i)))
+    claimed: list[str] = []
+
+    async def claimer(other: PostgresStore, worker: str) -> None:
+        while True:
+            digests = tuple(token_digest(f"{worker}-{len(claimed)}-{i}") for i in range(3))
+            items = await other.claim(Claim(worker, ("default",), ("resize",), 3, digests), now)
+            if not items:
+                return
+            claimed.extend(item.attempt_id for item in items)
+
+    async with PostgresStore(database_url, max_size=4) as second:
+        with anyio.fail_after(60):
+            async with anyio.create_task_group() as tg:
+                for i in range(4):
+                    tg.start_soon(claimer, store, f"a{i}")
+                    tg.start_soon(claimer, second, f"b{i}")
+    assert len(claimed) == len(set(claimed)) == 60
+    assert count(database_url, "attempts WHERE status = 'running'") == 60

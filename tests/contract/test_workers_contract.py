@@ -1,0 +1,228 @@
+"""The ``WorkerStore`` contract (SPEC §10), on both stores: claims, leases, deadlines, listings."""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import replace
+from datetime import timedelta
+from typing import Any
+
+import pytest
+
+from tests.engine.harness import Harness
+from workload_domain.compiler import compile_definition
+from workload_domain.events import EventType
+from workload_domain.leases import token_digest
+from workload_domain.model import EventRecord, RunCommit
+from workload_domain.ports import Store
+from workload_domain.statuses import AttemptStatus, RunStatus
+from workload_domain.workers import Claim
+from workload_engine.clock import FakeClock
+from workload_engine.planner import AttemptOutcome, plan
+
+pytestmark = pytest.mark.anyio
+_tokens = itertools.count()
+
+
+def remote(key: str = "r", **fields: Any) -> dict[str, Any]:
+    return {"key": key, "action": "resize", "input": {"size": 8}, **fields}
+
+
+async def queued_run(store: Store, clock: FakeClock, *tasks: dict[str, Any]) -> str:
+    """A run whose first plan queued its ready remote attempts (committed, as a runner does)."""
+    definition = {"id": "wf", "tasks": list(tasks) or [remote()]}
+    h = Harness(store=store, clock=clock)
+    run_id = await h.create(definition)
+    snapshot = await store.load_run(run_id)
+    decided = plan(snapshot, compile_definition(definition), now=clock.now(), executing=())
+    assert decided.commit is not None
+    await store.commit(decided.commit)
+    return run_id
+
+
+def claim(
+    worker: str = "w1", n: int = 1, queues: tuple[str, ...] = ("default",)
+) -> tuple[Claim, list[str]]:
+    tokens = [f"token-{next(_tokens)}" for _ in range(n)]
+    digests = tuple(token_digest(t) for t in tokens)
+    return Claim(worker, queues, ("resize",), n, digests), tokens
+
+
+async def test_a_claim_leases_the_queued_attempt_once(store: Store, clock: FakeClock) -> None:
+    run_id = await queued_run(store, clock, remote(heartbeat_timeout_seconds=10))
+    before = await store.load_run(run_id)
+    (live,) = before.live_attempts
+    assert (live.status, live.worker_id, live.queue) == (AttemptStatus.QUEUED, None, "default")
+    clock.advance(1)
+    request, tokens = claim(n=2)
+    (item,) = await store.claim(request, clock.now())
+    assert (item.run_id, item.task_key, item.attempt, item.action) == (run_id, "r", 1, "resize")
+    assert (item.input, item.upstream, item.run_input) == ({"size": 8}, {}, {})
+    assert item.token_index == 0
+    assert item.lease_expires_at == clock.now() + timedelta(seconds=10)
+    assert item.timeout_at == clock.now() + timedelta(seconds=300)
+    after = await store.load_run(run_id)
+    assert after.run.revision == before.run.revision + 1
+    assert after.last_sequence == before.last_sequence + 1
+    (leased,) = after.live_attempts
+    assert (leased.status, leased.worker_id, leased.claimed_at) == (
+        AttemptStatus.RUNNING,
+        "w1",
+        clock.now(),
+    )
+    event = (await store.list_events(run_id))[-1]
+    assert (event.type, event.task_key, event.attempt, event.data) == (
+        "attempt.started",
+        "r",
+        1,
+        {"worker_id": "w1"},
+    )
+    found = await store.find_attempt(item.attempt_id)
+    assert found is not None
+    assert found.run_id == run_id
+    assert found.token_digest == token_digest(tokens[0])
+    assert await store.claim(claim()[0], clock.now()) == []  # never handed out twice
+
+
+async def test_claims_are_fifo_batched_and_filtered(store: Store, clock: FakeClock) -> None:
+    runs = []
+    for _ in range(3):
+        runs.append(await queued_run(store, clock))
+        clock.advance(1)
+    other = await queued_run(store, clock, remote(queue="gpu"))
+    assert await store.claim(claim(queues=("nothing",))[0], clock.now()) == []
+    first = await store.claim(claim(n=2)[0], clock.now())
+    assert [i.run_id for i in first] == runs[:2]
+    assert [i.token_index for i in first] == [0, 1]
+    rest = await store.claim(claim(n=5, queues=("default", "gpu"))[0], clock.now())
+    assert [i.run_id for i in rest] == [runs[2], other]
+
+
+async def test_upstream_outputs_come_with_the_claim(store: Store, clock: FakeClock) -> None:
+    definition = [
+        {"key": "a", "action": "mock", "input": {"output": {"n": 1}}},
+        remote(depends_on=["a"]),
+    ]
+    h = Harness(store=store, clock=clock)
+    run_id = await h.create({"id": "wf", "tasks": definition})
+    compiled = compile_definition({"id": "wf", "tasks": definition})
+    snapshot = await store.load_run(run_id)
+    # Task a succeeds (as its runner would record it), so r is queued.
+    done = replace(snapshot.tasks[0], output={"n": 1})
+    first = plan(
+        replace(snapshot, tasks=(done, snapshot.tasks[1])),
+        compiled,
+        now=clock.now(),
+        executing=(),
+    )
+    assert first.commit is not None
+    assert [a.task_key for a in first.commit.attempts] == []  # a is local: needs a slot
+    started = plan(snapshot, compiled, now=clock.now(), slots={"a"}, executing=())
+    assert started.commit is not None
+    await store.commit(started.commit)
+    outcome = AttemptOutcome("a", 1, AttemptStatus.SUCCEEDED, clock.now(), output={"n": 1})
+    after = plan(started.after, compiled, now=clock.now(), outcomes=[outcome], executing=())
+    assert after.commit is not None
+    await store.commit(after.commit)
+    (item,) = await store.claim(claim()[0], clock.now())
+    assert item.upstream == {"a": {"n": 1}}
+
+
+async def test_heartbeats_renew_only_a_held_lease(store: Store, clock: FakeClock) -> None:
+    run_id = await queued_run(store, clock, remote(heartbeat_timeout_seconds=10))
+    request, (token,) = claim()
+    (item,) = await store.claim(request, clock.now())
+    clock.advance(5)
+    renewed = await store.heartbeat(item.attempt_id, token_digest(token), clock.now(), {"p": 1})
+    assert renewed == clock.now() + timedelta(seconds=10)
+    (live,) = (await store.load_run(run_id)).live_attempts
+    assert (live.lease_expires_at, live.progress) == (renewed, {"p": 1})
+    assert await store.heartbeat(item.attempt_id, token_digest("x"), clock.now(), None) is None
+    assert await store.heartbeat("not-an-id", token_digest(token), clock.now(), None) is None
+    unknown = "00000000-0000-4000-8000-000000000000"
+    assert await store.heartbeat(unknown, token_digest(token), clock.now(), None) is None
+    assert await store.find_attempt(unknown) is None
+    assert await store.find_attempt("not-an-id") is None
+    clock.advance(10)  # the lease ran out: a heartbeat no longer revives it
+    assert await store.heartbeat(item.attempt_id, token_digest(token), clock.now(), None) is None
+    assert await store.due_attempts(clock.now(), 10) == [(run_id, "r", 1)]
+
+
+async def test_a_commit_never_writes_a_lease_back(store: Store, clock: FakeClock) -> None:
+    run_id = await queued_run(store, clock, remote(heartbeat_timeout_seconds=10))
+    request, (token,) = claim()
+    (item,) = await store.claim(request, clock.now())
+    stale = await store.load_run(run_id)
+    clock.advance(5)
+    renewed = await store.heartbeat(item.attempt_id, token_digest(token), clock.now(), {"p": 2})
+    # A commit made from the older snapshot carries the attempt as it was read then: the lease
+    # (renewed since, with no new revision) must survive it.
+    run = replace(stale.run, revision=stale.run.revision + 1, cancel_requested=True)
+    event = EventRecord(stale.last_sequence + 1, EventType.RUN_CANCEL_REQUESTED, clock.now())
+    await store.commit(
+        RunCommit(stale.run.revision, run, attempts=stale.live_attempts, events=(event,))
+    )
+    (live,) = (await store.load_run(run_id)).live_attempts
+    assert (live.lease_expires_at, live.progress) == (renewed, {"p": 2})
+
+
+async def test_due_attempts_cover_every_deadline(store: Store, clock: FakeClock) -> None:
+    lease = await queued_run(store, clock, remote(heartbeat_timeout_seconds=5))
+    (item,) = await store.claim(claim()[0], clock.now())
+    assert item.run_id == lease
+    unserved = await queued_run(
+        store, clock, remote(action="nobody-serves-this", schedule_to_start_timeout_seconds=3)
+    )
+    slow = await queued_run(store, clock, remote(timeout_seconds=2, heartbeat_timeout_seconds=60))
+    (item,) = await store.claim(claim()[0], clock.now())
+    assert item.run_id == slow
+    assert await store.due_attempts(clock.now(), 10) == []
+    clock.advance(2)
+    assert await store.due_attempts(clock.now(), 10) == [(slow, "r", 1)]
+    clock.advance(1)
+    assert await store.due_attempts(clock.now(), 10) == [(slow, "r", 1), (unserved, "r", 1)]
+    clock.advance(2)
+    due = await store.due_attempts(clock.now(), 10)
+    assert set(due) == {(slow, "r", 1), (unserved, "r", 1), (lease, "r", 1)}
+    assert len(await store.due_attempts(clock.now(), 2)) == 2
+
+
+async def test_workers_and_queues_are_listed(store: Store, clock: FakeClock) -> None:
+    assert (await store.page_workers(None, 10)).items == ()
+    assert await store.queue_stats() == []
+    await queued_run(store, clock, remote(queue="alpha"), remote("b", queue="beta"))
+    clock.advance(3)
+    await store.claim(claim("w2", queues=("beta",))[0], clock.now())
+    await store.claim(claim("w1", queues=("nothing",))[0], clock.now())
+    page = await store.page_workers(None, 1)
+    assert [(w.worker_id, w.in_flight) for w in page.items] == [("w1", 0)]
+    assert page.next_cursor is not None
+    rest = await store.page_workers(page.next_cursor, 10)
+    (w2,) = rest.items
+    assert (w2.worker_id, w2.in_flight, w2.queues, w2.actions) == ("w2", 1, ("beta",), ("resize",))
+    assert (w2.first_seen_at, w2.last_seen_at) == (clock.now(), clock.now())
+    stats = {q.queue: q for q in await store.queue_stats()}
+    assert (stats["alpha"].queued, stats["alpha"].running) == (1, 0)
+    assert stats["alpha"].oldest_queued_at == clock.now() - timedelta(seconds=3)
+    assert (stats["beta"].queued, stats["beta"].running, stats["beta"].oldest_queued_at) == (
+        0,
+        1,
+        None,
+    )
+
+
+@pytest.mark.parametrize("limit", [1, 3])
+async def test_a_claim_counts_one_commit_per_run(
+    store: Store, clock: FakeClock, limit: int
+) -> None:
+    run_id = await queued_run(store, clock, remote(), remote("s"), remote("t"))
+    before = await store.load_run(run_id)
+    items = await store.claim(claim(n=limit)[0], clock.now())
+    after = await store.load_run(run_id)
+    assert len(items) == limit
+    assert after.run.revision == before.run.revision + 1
+    events = (await store.list_events(run_id))[before.last_sequence :]
+    assert [e.sequence for e in events] == list(
+        range(before.last_sequence + 1, before.last_sequence + 1 + limit)
+    )
+    assert after.run.status is RunStatus.RUNNING
