@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import httpx
+import psycopg
 import pytest
 
 from tests.fault.conftest import (
@@ -45,6 +46,7 @@ from tests.fault.conftest import (
     Services,
     create_workflow,
     lock_backends,
+    post,
     start_run,
     wait_for_run,
 )
@@ -60,6 +62,7 @@ from tests.fault.writes import write_run
 from tests.waiting import wait_until
 
 RUNS_PATH = "/api/v1/workflows/quick/versions/1/runs"
+STORE_APPLICATION_NAME = "workload-store"  # the pool's application_name (workload_store_postgres)
 _keys = itertools.count(1)
 
 
@@ -283,21 +286,7 @@ class Load:
         return Answer(time.monotonic(), response.status_code)
 
 
-FROZEN_DATABASE_BUG = (
-    "BUG: requests blocked on a frozen PostgreSQL get uvicorn's text/plain 500. Fail-stop closes "
-    "the pool, which closes only idle connections; a request already waiting on a database "
-    "socket keeps waiting (statement_timeout is the frozen server's), FAIL_STOP_GRACE (1 s) "
-    "runs out, uvicorn cancels it ('Cancel N running task(s), timeout graceful shutdown "
-    "exceeded'), logs 'Exception in ASGI application' (CancelledError) and answers 500 "
-    "'Internal Server Error'; RequestContext logs status 500 with no error code."
-)
-FAULTS = [
-    "postgres-stopped",
-    pytest.param(
-        "postgres-frozen", marks=pytest.mark.xfail(strict=True, reason=FROZEN_DATABASE_BUG)
-    ),
-    "lock-terminated",
-]
+FAULTS = ["postgres-stopped", "postgres-frozen", "lock-terminated"]
 
 
 def inject(fault: str, pg: PgCluster) -> None:
@@ -316,11 +305,12 @@ def inject(fault: str, pg: PgCluster) -> None:
 # runs every 0.2 s here; one that does not answer gives up after 2 s (a frozen database).
 # Generous for a loaded 2-core machine; the measured numbers are printed.
 FAIL_STOP_EXIT_SECONDS = {"postgres-stopped": 3.0, "postgres-frozen": 6.0, "lock-terminated": 3.0}
+LOAD_FAULTS = ["postgres-stopped", "lock-terminated"]  # a frozen one: see the next test
 LOAD_CLIENTS = 6
 SMALL_POOL = {"WORKLOAD_POOL_MAX_SIZE": "2"}  # fewer connections than clients: some wait for one
 
 
-@pytest.mark.parametrize("fault", FAULTS)
+@pytest.mark.parametrize("fault", LOAD_FAULTS)
 def test_fault_window_answers_503_never_500(
     pg: PgCluster, database_url: str, services: Services, fault: str
 ) -> None:
@@ -365,6 +355,92 @@ def test_fault_window_answers_503_never_500(
     assert took < FAIL_STOP_EXIT_SECONDS[fault], (
         f"exit 5 took {took:.2f} s\n{service.stderr_tail()}"
     )
+
+
+FAIL_STOP_GRACE_BUG = (
+    "BUG: a request still inside PostgreSQL when the fail-stop grace (FAIL_STOP_GRACE, 1 s) "
+    "ends is answered with uvicorn's text/plain 500. Fail-stop closes the pool, but that "
+    "closes only idle connections: a request waiting on a frozen server, or on a lock, keeps "
+    "its connection (statement_timeout, 5 s, is longer than the grace and is the frozen "
+    "server's to enforce); uvicorn then cancels it ('Cancel 1 running task(s), timeout "
+    "graceful shutdown exceeded'), logs 'Exception in ASGI application' (CancelledError) and "
+    "answers 500 'Internal Server Error'; RequestContext logs status 500, error_code null."
+)
+IN_DATABASE_FAULTS = [
+    "postgres-stopped",  # its backend dies with the server: an error, answered 503
+    pytest.param(
+        "postgres-frozen", marks=pytest.mark.xfail(strict=True, reason=FAIL_STOP_GRACE_BUG)
+    ),
+    pytest.param(
+        "lock-terminated", marks=pytest.mark.xfail(strict=True, reason=FAIL_STOP_GRACE_BUG)
+    ),
+]
+
+
+def waiting_on_a_lock(pg: PgCluster) -> bool:
+    """Whether a pool connection of the service waits on a lock in PostgreSQL."""
+    rows = pg.query(
+        pg.admin_url,
+        "SELECT count(*) FROM pg_stat_activity"
+        " WHERE application_name = %s AND datname = %s AND wait_event_type = 'Lock'",
+        (STORE_APPLICATION_NAME, DATABASE),
+    )
+    return rows == [(1,)]
+
+
+@pytest.mark.parametrize("fault", IN_DATABASE_FAULTS)
+def test_request_inside_the_database_at_fail_stop_is_not_answered_500(
+    pg: PgCluster, database_url: str, services: Services, fault: str
+) -> None:
+    """The load test's window made certain: one request is inside PostgreSQL at the fault.
+
+    The test holds the workflow's row lock, so ``POST …/versions`` (which updates that row)
+    waits in the database until the fault.
+    """
+    service = services.start(database_url)
+    service.wait_ready()
+    create_workflow(service, QUICK)
+    answers: list[httpx.Response | httpx.TransportError] = []
+
+    def new_version() -> None:
+        try:
+            body = {**QUICK, "description": "version 2"}
+            answers.append(post(service.operator, "/api/v1/workflows/quick/versions", body))
+        except httpx.TransportError as exc:
+            answers.append(exc)
+
+    holder = psycopg.connect(database_url, connect_timeout=5)
+    try:
+        holder.execute("SELECT 1 FROM workflows WHERE workflow_id = 'quick' FOR UPDATE")
+        waiter = threading.Thread(target=new_version)
+        waiter.start()
+        wait_until(lambda: waiting_on_a_lock(pg), timeout=10, message=service.stderr_tail)
+        fault_at = time.monotonic()
+        try:
+            inject(fault, pg)
+            code = service.wait_exit(15)
+            took = time.monotonic() - fault_at
+        finally:
+            pg.thaw()
+        waiter.join(timeout=30)
+    finally:
+        with contextlib.suppress(psycopg.Error):
+            holder.close()
+
+    (answer,) = answers
+    shown = answer.status_code if isinstance(answer, httpx.Response) else type(answer).__name__
+    report(
+        "request_inside_database_at_fail_stop",
+        fault=fault,
+        answer=shown,
+        exit_seconds=round(took, 3),
+    )
+    assert code == EXIT_CODE_FAIL_STOP, f"exit code {code}, not 5\n{service.stderr_tail()}"
+    if isinstance(answer, httpx.Response):
+        assert answer.status_code == 503, f"{answer.status_code} {answer.text}"
+        assert answer.json()["code"] == "unavailable", answer.text
+    assert_no_server_errors(service)
+    assert took < FAIL_STOP_EXIT_SECONDS[fault], f"exit 5 took {took:.2f} s"
 
 
 # -- d. a client that hangs up mid-body ---------------------------------------------------------
@@ -499,6 +575,7 @@ SLOW_CLIENT_ENV = {
     "WORKLOAD_HTTP_KEEPALIVE_SECONDS": str(KEEPALIVE),
 }
 TRICKLE_INTERVAL = 0.2
+HEADER_TIMEOUT_LOG = "closed a connection whose request headers took too long"
 REQUEST_HEAD = (
     b"GET /api/v1/workflows HTTP/1.1\r\nHost: 127.0.0.1\r\n"
     + f"Authorization: Bearer {VIEWER_TOKEN}\r\n".encode("ascii")
@@ -594,6 +671,9 @@ def test_slow_clients_are_closed_and_others_served(
         closed_after_seconds=round(closed_after, 3),
     )
     assert closed_after >= bound * 0.9, f"closed after {closed_after:.2f} s, before its timer"
+    if client != "idle-keep-alive":  # uvicorn closes idle connections without a word
+        closed = [r for r in service.log_records() if r.get("message") == HEADER_TIMEOUT_LOG]
+        assert len(closed) == 1, service.stderr_tail()
     assert_no_server_errors(service)
 
 
@@ -629,8 +709,6 @@ def test_sigstopped_service_keeps_the_lock_until_continued(
 
 
 # -- h. the pool's connections terminated -------------------------------------------------------
-
-STORE_APPLICATION_NAME = "workload-store"  # the pool's application_name (workload_store_postgres)
 
 
 @pytest.mark.xfail(
