@@ -30,6 +30,7 @@ import psycopg
 import pytest
 from psycopg import sql
 
+from tests.fault.proxy import PgProxy, unix_socket_of
 from tests.plugins.postgres import with_database
 from tests.waiting import wait_until
 from workload_store_postgres.lock import APPLICATION_NAME
@@ -208,6 +209,16 @@ def pg() -> Iterator[PgCluster]:
         server.cleanup_mode = None
         server.cleanup()
         shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture
+def pg_proxy(pg: PgCluster) -> Iterator[PgProxy]:
+    """A loopback TCP proxy to the test's cluster that can lose a COMMIT's answer.
+
+    Point a service at ``pg_proxy.url(DATABASE)``; see :mod:`tests.fault.proxy`.
+    """
+    with PgProxy(unix_socket_of(pg.socket_dir)) as proxy:
+        yield proxy
 
 
 @pytest.fixture
