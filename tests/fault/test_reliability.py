@@ -357,23 +357,12 @@ def test_fault_window_answers_503_never_500(
     )
 
 
-FAIL_STOP_GRACE_BUG = (
-    "BUG: a request still inside PostgreSQL when the fail-stop grace (FAIL_STOP_GRACE, 1 s) "
-    "ends is answered with uvicorn's text/plain 500. Fail-stop closes the pool, but that "
-    "closes only idle connections: a request waiting on a frozen server, or on a lock, keeps "
-    "its connection (statement_timeout, 5 s, is longer than the grace and is the frozen "
-    "server's to enforce); uvicorn then cancels it ('Cancel 1 running task(s), timeout "
-    "graceful shutdown exceeded'), logs 'Exception in ASGI application' (CancelledError) and "
-    "answers 500 'Internal Server Error'; RequestContext logs status 500, error_code null."
-)
 IN_DATABASE_FAULTS = [
     "postgres-stopped",  # its backend dies with the server: an error, answered 503
-    pytest.param(
-        "postgres-frozen", marks=pytest.mark.xfail(strict=True, reason=FAIL_STOP_GRACE_BUG)
-    ),
-    pytest.param(
-        "lock-terminated", marks=pytest.mark.xfail(strict=True, reason=FAIL_STOP_GRACE_BUG)
-    ),
+    # A request still waiting inside PostgreSQL when the fail-stop grace ends is cancelled
+    # by the server, and answered 503 (RequestContext), not uvicorn's text/plain 500.
+    "postgres-frozen",
+    "lock-terminated",
 ]
 
 
@@ -711,17 +700,6 @@ def test_sigstopped_service_keeps_the_lock_until_continued(
 # -- h. the pool's connections terminated -------------------------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "BUG: one terminated idle pool connection fail-stops the whole service. The pool hands "
-        "its dead connection to the next user; when that is the ownership sweep (every "
-        "WORKLOAD_SWEEP_INTERVAL_SECONDS) or a runner's commit, StoreUnavailable is a duty or "
-        "execution fault: 'fail-stop: the ownership sweep failed: PostgreSQL is unavailable: "
-        "terminating connection due to administrator command', exit 5, every running attempt "
-        "interrupted — although PostgreSQL and the coordinator lock are fine."
-    ),
-)
 def test_terminated_pool_connections_cost_requests_not_the_process(
     pg: PgCluster, database_url: str, services: Services, pg_proxy: PgProxy
 ) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import re
@@ -11,6 +12,7 @@ import uuid
 from datetime import UTC, datetime
 from typing import Any
 
+import anyio
 from starlette.datastructures import MutableHeaders
 from starlette.requests import ClientDisconnect
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -80,7 +82,8 @@ class RequestContext:
 
     Every response carries ``X-Request-ID``; every request logs one JSON line; an error that
     escapes a handler becomes a 500 problem (never a traceback); a client that hangs up
-    mid-request is logged as 499, not as a server error.
+    mid-request is logged as 499, not as a server error; a request the server cancels (its
+    shutdown grace ended) is answered 503.
     """
 
     def __init__(self, app: ASGIApp) -> None:
@@ -113,6 +116,15 @@ class RequestContext:
             if not response_started:
                 status = CLIENT_CLOSED_REQUEST
                 state["error_code"] = "client_closed_request"
+        except anyio.get_cancelled_exc_class():
+            # The server cancelled this request: its shutdown grace ended (after a fail-stop:
+            # the request was waiting on a database that is gone). The service is unavailable,
+            # not broken: answer 503, and end the request here.
+            if not response_started:
+                state["error_code"] = "unavailable"
+                problem = HttpProblem(503, "unavailable", "the service is stopping; try again")
+                with anyio.CancelScope(shield=True), contextlib.suppress(Exception):
+                    await problem_response(problem, request_id)(scope, receive, send_with_id)
         except Exception:
             _errors.exception("unhandled error", extra={"fields": {"request_id": request_id}})
             if not response_started:

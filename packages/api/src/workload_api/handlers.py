@@ -15,6 +15,7 @@ import anyio
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
+from workload_api._errors import single_errors
 from workload_api.auth import Principal
 from workload_api.jsonbody import read_json_object
 from workload_api.problems import HttpProblem
@@ -264,7 +265,7 @@ async def claim_attempts(call: Call) -> Response:
             pass
         gone.set()
 
-    async with anyio.create_task_group() as tg:
+    async with single_errors(), anyio.create_task_group() as tg:
         tg.start_soon(watch)
         claimed = await call.usecases.workers.claim(worker_id, body, gone)
         tg.cancel_scope.cancel()

@@ -28,6 +28,7 @@ from contextlib import asynccontextmanager
 import anyio
 import anyio.abc
 
+from workload_api._errors import single_errors
 from workload_domain.idempotency import IDEMPOTENCY_RETENTION
 from workload_domain.ports import Clock, CoordinatorLock, Store
 from workload_engine.engine import Engine
@@ -38,21 +39,6 @@ __all__ = ["CoordinatorBusy", "Readiness", "Service"]
 _log = logging.getLogger("workload.coordinator")
 
 FaultHandler = Callable[[str, BaseException], None]
-
-
-@asynccontextmanager
-async def _single_errors() -> AsyncIterator[None]:
-    """Let the body's own exception out as itself, not inside the task group's group.
-
-    The duties never raise (a fault is fail-stop, recorded); so a group of one is the body's
-    exception (a test's assertion, a rejected definition in a local run).
-    """
-    try:
-        yield
-    except BaseExceptionGroup as group:
-        if len(group.exceptions) == 1:
-            raise group.exceptions[0] from None
-        raise
 
 
 class CoordinatorBusy(Exception):
@@ -116,7 +102,7 @@ class Service:
         try:
             await self._acquire()
             try:
-                async with _single_errors(), anyio.create_task_group() as tg:
+                async with single_errors(), anyio.create_task_group() as tg:
                     self._tasks = tg
                     await tg.start(self._run_engine)
                     try:

@@ -16,6 +16,8 @@ back on any exception, and translates psycopg's errors into domain errors exactl
 
 from __future__ import annotations
 
+import math
+import select
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
 from contextlib import asynccontextmanager, contextmanager
 from datetime import datetime
@@ -48,6 +50,25 @@ Constraints = Mapping[str, Callable[[], WorkloadError]]
 """Constraint name → the domain error its violation means for this write."""
 
 _IDEMPOTENCY_KEY = "idempotency_records_pkey"
+_CLOSE_SECONDS = 1.0
+
+
+async def _still_alive(conn: Conn) -> None:
+    """Refuse a pooled connection the server has written to while it sat idle.
+
+    An idle connection receives nothing unless its backend is going away: a terminated backend
+    (``pg_terminate_backend``, a server shutdown) sends its error and closes the socket. A
+    readable socket therefore means a dead connection, which the pool then replaces — instead
+    of handing it to a request, or to a commit whose failure would stop execution. A
+    non-blocking poll of the socket costs no round trip.
+    """
+    if conn.closed or conn.broken:
+        raise psycopg.OperationalError("the connection is closed")
+    readable, _, _ = select.select([conn.pgconn.socket], [], [], 0)
+    if readable:
+        # Closed, so that the pool discards it rather than taking it back as good.
+        await conn.close()
+        raise psycopg.OperationalError("the server wrote to an idle connection: it is gone")
 
 
 class IdempotencyRace(Exception):
@@ -97,12 +118,15 @@ class Database:
             min_size=min_size,
             max_size=max_size,
             open=False,
+            check=_still_alive,
             timeout=pool_timeout_seconds,
             name="workload-store",
             connection_class=psycopg.AsyncConnection[Row],
             kwargs={
                 "row_factory": dict_row,
                 "application_name": "workload-store",
+                # A server that stops answering must not hold a pool worker (or a shutdown).
+                "connect_timeout": max(1, math.ceil(pool_timeout_seconds)),
                 "options": f"-c statement_timeout={int(statement_timeout_ms)} -c TimeZone=UTC",
             },
         )
@@ -115,8 +139,12 @@ class Database:
             raise StoreUnavailable(f"cannot connect to PostgreSQL: {exc}") from exc
 
     async def close(self) -> None:
-        """Close every connection of the pool."""
-        await self.pool.close()
+        """Close every connection of the pool.
+
+        Its background workers get one second to finish: one connecting to a server that
+        stopped answering would otherwise hold a shutdown (or a fail-stop) for five.
+        """
+        await self.pool.close(timeout=_CLOSE_SECONDS)
 
     @asynccontextmanager
     async def tx(self, constraints: Constraints | None = None) -> AsyncIterator[Conn]:
