@@ -141,6 +141,7 @@ def bench(session: nox.Session) -> None:
     _sync(session)
     session.run("python", "-m", "benchmarks.store_bench", env=_test_env())
     session.run("python", "-m", "benchmarks.api_bench", env=_test_env())
+    session.run("python", "-m", "benchmarks.worker_bench", env=_test_env())
 
 
 @nox.session(python=PYTHON)

@@ -512,6 +512,15 @@ def test_run_local_json_and_rejections(offline_cli: Cli, tmp_path: Path) -> None
     assert rejected.exit_code == ExitCode.REJECTED
     assert "invalid_definition" in rejected.stderr
     assert "/tasks/0/depends_on" in rejected.stderr
+    # No workers in a local run: a remote action is refused up front, not left waiting.
+    remote = {
+        "id": "remote",
+        "tasks": [{"key": "a", "action": "mock"}, {"key": "b", "action": "resize"}],
+    }
+    refused = offline_cli("run-local", write(tmp_path, remote))
+    assert refused.exit_code == ExitCode.REJECTED
+    assert "/tasks/1/action" in refused.stderr
+    assert "executed by workers" in refused.stderr
 
 
 # -- terminal, colors, completion, help --------------------------------------------------------

@@ -61,6 +61,27 @@ class LocalState:
         }
 
 
+def _refuse_remote(definition: Mapping[str, Any], local: frozenset[str]) -> None:
+    """A local run has no workers: a task of a remote action would wait in its queue forever."""
+    tasks = definition.get("tasks")
+    if not isinstance(tasks, list):
+        return  # the compiler says what is wrong
+    remote = [
+        (f"/tasks/{i}/action", f"{task['action']!r} is executed by workers (SPEC §10)")
+        for i, task in enumerate(tasks)
+        if isinstance(task, Mapping)
+        and isinstance(task.get("action"), str)
+        and task["action"] not in local
+    ]
+    if remote:
+        actions = ", ".join(sorted(local))
+        raise DefinitionRejected(
+            f"run-local executes in-process actions only ({actions}); start a server and a "
+            "worker for the others",
+            remote,
+        )
+
+
 def _claim(operation: str) -> IdempotencyClaim:
     # One process, one request each: a fresh key per write.
     return IdempotencyClaim("local", secrets.token_hex(16), operation, operation)
@@ -93,6 +114,7 @@ async def _execute(
 ) -> LocalState:
     container = use_memory_store(Container(settings=Settings.model_construct()))
     usecases: UseCases = container.usecases()
+    _refuse_remote(definition, container.engine().local_actions)
     async with container.service().running():
         try:
             created = await usecases.workflows.create(dict(definition), _claim("create_workflow"))
