@@ -1,0 +1,1 @@
+"""The agent runtime's domain (SPEC §11): the model port, agent task specs, the step journal."""
