@@ -62,6 +62,7 @@ SPEC_OPERATIONS: dict[tuple[str, str], tuple[frozenset[int], str | None]] = {
     ("GET", f"{V}/runs/{{run_id}}/tasks"): (frozenset({200}), VIEWER),
     ("GET", f"{V}/runs/{{run_id}}/tasks/{{task_key}}"): (frozenset({200}), VIEWER),
     ("GET", f"{V}/runs/{{run_id}}/tasks/{{task_key}}/attempts"): (frozenset({200}), VIEWER),
+    ("GET", f"{V}/runs/{{run_id}}/tasks/{{task_key}}/steps"): (frozenset({200}), VIEWER),
     ("GET", f"{V}/runs/{{run_id}}/events"): (frozenset({200}), VIEWER),
     # SPEC §10: workers claim and report; viewers list workers and queues.
     ("POST", f"{V}/workers/{{worker_id}}/claim"): (frozenset({200}), WORKER),
@@ -91,6 +92,7 @@ RUN = (
     "started_at",
     "finished_at",
     "task_counts",
+    "usage",
 )
 TASK_RUN = (
     "task_key",
@@ -103,6 +105,7 @@ TASK_RUN = (
     "finished_at",
     "output",
     "error",
+    "usage",
 )
 ATTEMPT = (
     "attempt",
@@ -149,6 +152,18 @@ WORKER_RESOURCE = (
 )
 QUEUE = ("queue", "queued", "running", "oldest_queued_age_seconds")
 EVENT = ("sequence", "type", "occurred_at", "task_key", "attempt", "data")
+STEP = (
+    "sequence",
+    "kind",
+    "status",
+    "request",
+    "request_hash",
+    "response",
+    "usage",
+    "tool_call_id",
+    "started_at",
+    "finished_at",
+)
 ERROR_OBJECT = ("code", "message", "retryable")
 PROBLEM = ("type", "title", "status", "detail", "code", "request_id")
 
@@ -167,6 +182,7 @@ SPEC_RESOURCES: dict[tuple[str, str], tuple[tuple[str, ...], bool]] = {
     ("GET", f"{V}/runs/{{run_id}}/tasks"): (TASK_RUN, True),
     ("GET", f"{V}/runs/{{run_id}}/tasks/{{task_key}}"): (TASK_RUN, False),
     ("GET", f"{V}/runs/{{run_id}}/tasks/{{task_key}}/attempts"): (ATTEMPT, True),
+    ("GET", f"{V}/runs/{{run_id}}/tasks/{{task_key}}/steps"): (STEP, True),
     ("GET", f"{V}/runs/{{run_id}}/events"): (EVENT, True),
     ("POST", f"{V}/attempts/{{attempt_id}}/complete"): (ATTEMPT, False),
     ("POST", f"{V}/attempts/{{attempt_id}}/fail"): (ATTEMPT, False),

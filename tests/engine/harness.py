@@ -133,17 +133,24 @@ class Harness:
         clock: FakeClock | None = None,
         executor: Executor | None = None,
         max_concurrent_attempts: int = 64,
+        resumable: frozenset[str] = frozenset(),
     ) -> None:
         self.clock = clock or FakeClock()
         self.store: Store = store or InMemoryStore(self.clock)
         self.executor = executor or MockExecutor(self.clock)
         self.engine = Engine(
-            self.store, self.executor, self.clock, max_concurrent_attempts=max_concurrent_attempts
+            self.store,
+            self.executor,
+            self.clock,
+            max_concurrent_attempts=max_concurrent_attempts,
+            resumable_actions=resumable,
         )
 
-    def restarted(self, executor: Executor | None = None) -> Harness:
+    def restarted(
+        self, executor: Executor | None = None, resumable: frozenset[str] = frozenset()
+    ) -> Harness:
         """A new engine (a new process) over the same store and clock."""
-        return Harness(store=self.store, clock=self.clock, executor=executor)
+        return Harness(store=self.store, clock=self.clock, executor=executor, resumable=resumable)
 
     async def create(
         self, definition: dict[str, Any], run_input: dict[str, Any] | None = None

@@ -17,13 +17,18 @@ from workload_api.coordinator import Coordinator
 from workload_api.lifecycle import Readiness, Service
 from workload_api.settings import Settings
 from workload_api.usecases import RunUseCases, UseCases, WorkerUseCases, WorkflowUseCases
+from workload_domain.agent.spec import AGENT_ACTION
 from workload_domain.ports import Clock
+from workload_engine.agent import AgentExecutor
 from workload_engine.clock import SystemClock
 from workload_engine.definitions import DefinitionCache
 from workload_engine.engine import Engine
+from workload_engine.local import LocalExecutors
 from workload_engine.memory_store import InMemoryStore
 from workload_engine.mock_executor import MockExecutor
+from workload_engine.models import ModelRouter
 from workload_engine.remote import RemoteAttempts
+from workload_engine.signals import StepSignal, WorkSignal
 from workload_store_postgres.lock import PostgresCoordinatorLock
 from workload_store_postgres.store import PostgresStore
 
@@ -57,7 +62,22 @@ class Container(containers.DeclarativeContainer):
     clock = providers.Singleton(SystemClock)
     store = providers.Singleton(_store, settings=settings, clock=clock)
     lock = providers.Singleton(_lock, settings=settings)
-    executor = providers.Singleton(MockExecutor, clock=clock)
+    work_signal = providers.Singleton(WorkSignal)
+    step_signal = providers.Singleton(StepSignal)
+    mock_executor = providers.Singleton(MockExecutor, clock=clock)
+    models = providers.Singleton(ModelRouter, openai=providers.Object(None))
+    agent_executor = providers.Singleton(
+        AgentExecutor,
+        journal=store,
+        models=models,
+        clock=clock,
+        tools=mock_executor,
+        work_signal=work_signal,
+        step_signal=step_signal,
+    )
+    executor = providers.Singleton(
+        LocalExecutors, mock_executor, agent_executor, resumable=frozenset({AGENT_ACTION})
+    )
     definitions = providers.Singleton(DefinitionCache, store=store)
     engine = providers.Singleton(
         Engine,
@@ -66,6 +86,9 @@ class Container(containers.DeclarativeContainer):
         clock=clock,
         max_concurrent_attempts=settings.provided.max_concurrent_attempts,
         definitions=definitions,
+        work_signal=work_signal,
+        step_signal=step_signal,
+        resumable_actions=executor.provided.resumable,
     )
     remote = providers.Singleton(RemoteAttempts, store=store, engine=engine)
     workflows = providers.Singleton(

@@ -241,6 +241,12 @@ async def list_attempts(call: Call) -> Response:
     return JSONResponse(await call.usecases.runs.list_attempts(run_id, key, cursor, limit))
 
 
+async def list_steps(call: Call) -> Response:
+    cursor, limit = call.page_args()
+    run_id, key = call.path("run_id"), call.path("task_key")
+    return JSONResponse(await call.usecases.runs.list_steps(run_id, key, cursor, limit))
+
+
 async def list_events(call: Call) -> Response:
     cursor, limit = call.page_args()
     return JSONResponse(await call.usecases.runs.list_events(call.path("run_id"), cursor, limit))

@@ -221,6 +221,18 @@ OPERATIONS: tuple[Operation, ...] = (
     ),
     Operation(
         "GET",
+        f"{_V}/runs/{{run_id}}/tasks/{{task_key}}/steps",
+        "listSteps",
+        "List an agent task's steps (model and tool calls) by attempt and sequence",
+        Role.VIEWER,
+        h.list_steps,
+        200,
+        schemas.Page[schemas.Step],
+        _READ_ERRORS,
+        PAGED,
+    ),
+    Operation(
+        "GET",
         f"{_V}/runs/{{run_id}}/events",
         "listEvents",
         "List a run's events",

@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel
 
 from workload_api import schemas
+from workload_domain.agent.journal import StepRecord, StepStatus
 from workload_domain.cursors import Page
 from workload_domain.jsonvalues import JsonObject
 from workload_domain.model import (
@@ -35,7 +36,9 @@ __all__ = [
     "page",
     "queue",
     "run",
+    "step",
     "task",
+    "tool_call_report",
     "version",
     "version_summary",
     "worker",
@@ -92,8 +95,34 @@ def _attributes(record: object) -> dict[str, object]:
 
 def claim_item(claimed: ClaimedAttempt, lease_token: str, traceparent: str | None) -> JsonObject:
     """A claim item: the attempt, its lease token (given once, to its worker) and its inputs."""
-    extra = {"kind": "task", "lease_token": lease_token, "traceparent": traceparent}
+    extra = {"lease_token": lease_token, "traceparent": traceparent}
     return _dump(schemas.ClaimItem, {**_attributes(claimed), **extra})
+
+
+def step(record: StepRecord) -> JsonObject:
+    """A step of an agent attempt's journal."""
+    return _dump(schemas.Step, record)
+
+
+def tool_call_report(record: StepRecord) -> JsonObject:
+    """A remote tool call as its worker's report is answered (attempt-shaped)."""
+    response = record.response or {}
+    error = None
+    if record.status is StepStatus.FAILED:
+        code = response.get("code") or "tool_failed"
+        error = {"code": code, "message": str(response.get("error", "")), "retryable": False}
+    return _dump(
+        schemas.ToolCallReport,
+        {
+            **_attributes(record),
+            "kind": "tool_call",
+            "attempt_id": record.step_id,
+            "status": record.status.value,
+            "output": response.get("output") if record.status is StepStatus.SUCCEEDED else None,
+            "error": error,
+            "queue": record.queue or "default",
+        },
+    )
 
 
 def worker(record: WorkerRecord, now: datetime) -> JsonObject:

@@ -90,6 +90,15 @@ class Version(VersionSummary):
     definition: DefinitionDocument
 
 
+class Usage(_Out):
+    """What agent steps used (SPEC §11): calls made, tokens reported by the model."""
+
+    model_calls: int
+    tool_calls: int
+    input_tokens: int
+    output_tokens: int
+
+
 class Run(_Out):
     """A run of one workflow version."""
 
@@ -105,6 +114,7 @@ class Run(_Out):
     started_at: datetime | None
     finished_at: datetime | None
     task_counts: dict[TaskStatus, int]
+    usage: Usage = Field(description="the sum over the run's agent tasks (zeros without any)")
 
 
 class TaskRun(_Out):
@@ -120,6 +130,7 @@ class TaskRun(_Out):
     finished_at: datetime | None
     output: JsonObject | None
     error: ErrorObject | None
+    usage: Usage = Field(description="what an agent task's steps used, over all its attempts")
 
 
 class Attempt(_Out):
@@ -137,6 +148,33 @@ class Attempt(_Out):
     claimed_at: datetime | None
     lease_expires_at: datetime | None
     progress: JsonObject | None
+
+
+class ToolCallReport(Attempt):
+    """The answer to a worker's report of an agent's tool call: the call as an attempt."""
+
+    kind: str = Field(description='"tool_call"')
+    task_key: str
+    sequence: int
+    tool_call_id: str | None
+
+
+class Step(_Out):
+    """One step of an agent attempt's journal: a model call or a tool call (SPEC §11)."""
+
+    step_id: str
+    attempt: int
+    sequence: int
+    kind: str = Field(description='"model_call" or "tool_call"')
+    status: str = Field(description='"running", "succeeded" or "failed"')
+    request: JsonObject
+    request_hash: str
+    response: JsonObject | None
+    usage: JsonObject | None
+    tool_call_id: str | None
+    started_at: datetime
+    finished_at: datetime | None
+    worker_id: str | None = Field(description="the worker holding a remote tool call")
 
 
 class Event(_Out):
@@ -203,6 +241,9 @@ class ClaimItem(_Out):
     run_input: JsonObject
     upstream: JsonObject
     traceparent: str | None
+    tool_call_id: str | None = Field(description="tool calls: the model's id of the call")
+    tool: str | None = Field(description="tool calls: the tool's name")
+    arguments: JsonObject | None = Field(description="tool calls: the arguments (= input)")
 
 
 class ClaimResponse(_Out):

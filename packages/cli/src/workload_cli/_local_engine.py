@@ -66,13 +66,18 @@ def _refuse_remote(definition: Mapping[str, Any], local: frozenset[str]) -> None
     tasks = definition.get("tasks")
     if not isinstance(tasks, list):
         return  # the compiler says what is wrong
-    remote = [
-        (f"/tasks/{i}/action", f"{task['action']!r} is executed by workers (SPEC §10)")
-        for i, task in enumerate(tasks)
-        if isinstance(task, Mapping)
-        and isinstance(task.get("action"), str)
-        and task["action"] not in local
-    ]
+    remote: list[tuple[str, str]] = []
+    for i, task in enumerate(tasks):
+        if not isinstance(task, Mapping) or not isinstance(task.get("action"), str):
+            continue
+        if task["action"] not in local:
+            remote.append((f"/tasks/{i}/action", f"{task['action']!r} is executed by workers"))
+        tools = task.get("input", {}).get("tools") if isinstance(task.get("input"), Mapping) else []
+        for j, tool in enumerate(tools if isinstance(tools, list) else []):
+            action = tool.get("action") if isinstance(tool, Mapping) else None
+            if isinstance(action, str) and action not in local:
+                where = f"/tasks/{i}/input/tools/{j}/action"
+                remote.append((where, f"the tool's action {action!r} is executed by workers"))
     if remote:
         actions = ", ".join(sorted(local))
         raise DefinitionRejected(

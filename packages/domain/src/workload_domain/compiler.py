@@ -17,6 +17,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from workload_domain.agent.spec import AGENT_ACTION, agent_problems
 from workload_domain.definition import TaskSpec, WorkflowDefinition
 from workload_domain.errors import InvalidDefinition, Problem, WorkflowIdMismatch, quoted
 from workload_domain.jsonvalues import (
@@ -167,6 +168,8 @@ def _value_problems(raw: Mapping[str, Any]) -> list[Problem]:
             problems.extend(json_problems(task["action"], ("tasks", i, "action")))
         if isinstance(task.get("input"), dict):
             problems.extend(json_problems(task["input"], ("tasks", i, "input")))
+            if task.get("action") == AGENT_ACTION:
+                problems.extend(agent_problems(task["input"], ("tasks", i, "input")))
         retry = task.get("retry")
         if isinstance(retry, Mapping):
             initial = retry.get("initial_backoff_seconds", 1)

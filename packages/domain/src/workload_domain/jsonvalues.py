@@ -22,6 +22,7 @@ __all__ = [
     "json_problems",
     "pointer",
     "sha256_tag",
+    "storable",
 ]
 
 JsonObject = dict[str, Any]
@@ -105,3 +106,36 @@ def _string_problem(text: str) -> str | None:
         except UnicodeEncodeError:
             return "must be valid Unicode (no lone surrogates)"
     return None
+
+
+_REPLACEMENT = "\ufffd"
+
+
+def storable(value: Any, *, max_depth: int = MAX_JSON_DEPTH) -> Any:
+    """A copy of a JSON value that JSONB can hold, for values nobody validated (model output).
+
+    NUL characters and lone surrogates become U+FFFD, non-finite numbers become null, and
+    anything nested deeper than ``max_depth`` becomes the string ``"…"``. Valid values are
+    returned unchanged (equal, not necessarily the same object).
+    """
+    if max_depth < 0:
+        return "…"
+    if isinstance(value, str):
+        return _clean(value)
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if value is None or isinstance(value, bool | int):
+        return value
+    if isinstance(value, Mapping):
+        return {_clean(str(k)): storable(v, max_depth=max_depth - 1) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [storable(v, max_depth=max_depth - 1) for v in value]
+    return _clean(str(value))
+
+
+def _clean(text: str) -> str:
+    if _string_problem(text) is None:
+        return text
+    return "".join(
+        _REPLACEMENT if ch == "\x00" or "\ud800" <= ch <= "\udfff" else ch for ch in text
+    )

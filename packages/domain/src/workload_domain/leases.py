@@ -15,6 +15,7 @@ import hmac
 from dataclasses import dataclass
 from datetime import datetime
 
+from workload_domain.agent.journal import StepRecord, StepStatus
 from workload_domain.model import AttemptRecord
 from workload_domain.statuses import AttemptStatus
 
@@ -23,9 +24,11 @@ __all__ = [
     "SCHEDULE_TO_START_TIMED_OUT",
     "LeaseLostReason",
     "LeasedAttempt",
+    "LeasedToolCall",
     "lease_lost",
     "presents_token",
     "token_digest",
+    "tool_call_lease_lost",
 ]
 
 SCHEDULE_TO_START_TIMED_OUT = "schedule_to_start_timed_out"
@@ -53,12 +56,20 @@ class LeasedAttempt:
     token_digest: str | None
 
 
+@dataclass(frozen=True, slots=True)
+class LeasedToolCall:
+    """An agent's remote tool call found by its step id, with its lease token's digest."""
+
+    step: StepRecord
+    token_digest: str | None
+
+
 def token_digest(token: str) -> str:
     """The digest a store keeps of a lease token (SHA-256, hex): never the token itself."""
     return hashlib.sha256(token.encode("utf-8", "surrogateescape")).hexdigest()
 
 
-def presents_token(leased: LeasedAttempt | None, token: str) -> bool:
+def presents_token(leased: LeasedAttempt | LeasedToolCall | None, token: str) -> bool:
     """Whether ``token`` is the lease token of ``leased`` (compared in constant time)."""
     if leased is None or leased.token_digest is None:
         return False
@@ -86,3 +97,28 @@ _ENDED = {
     AttemptStatus.INTERRUPTED: LeaseLostReason.EXPIRED,
     AttemptStatus.QUEUED: LeaseLostReason.UNKNOWN,
 }
+
+
+def tool_call_lease_lost(
+    leased: LeasedToolCall | None, token: str, now: datetime
+) -> LeaseLostReason | None:
+    """Why ``token`` does not hold the lease of a remote tool call at ``now`` (None: it does).
+
+    A tool call ends with its worker's report, or without it: its lease or deadline passed,
+    or its agent attempt ended (``lease_end`` says which).
+    """
+    if leased is None or not presents_token(leased, token):
+        return LeaseLostReason.UNKNOWN
+    step = leased.step
+    if step.status is StepStatus.RUNNING:
+        if step.timeout_at is not None and step.timeout_at <= now:
+            return LeaseLostReason.TIMED_OUT
+        if step.lease_expires_at is not None and step.lease_expires_at <= now:
+            return LeaseLostReason.EXPIRED
+        return None
+    if step.lease_end is not None:
+        try:
+            return LeaseLostReason(step.lease_end)
+        except ValueError:
+            return LeaseLostReason.FINISHED
+    return LeaseLostReason.FINISHED

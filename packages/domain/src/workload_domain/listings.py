@@ -12,6 +12,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
+from workload_domain.agent.journal import StepRecord
 from workload_domain.cursors import CursorCodec, Page, Position, Scope, page_of, to_micros
 from workload_domain.errors import InvalidCursor
 from workload_domain.model import (
@@ -28,6 +29,7 @@ __all__ = [
     "ATTEMPTS",
     "EVENTS",
     "RUNS",
+    "STEPS",
     "TASKS",
     "VERSIONS",
     "WORKERS",
@@ -106,6 +108,8 @@ ATTEMPTS: Listing[AttemptRecord] = Listing("attempts", lambda a: (a.attempt,), (
 """A task's attempts by number."""
 EVENTS: Listing[EventRecord] = Listing("events", lambda e: (e.sequence,), (int,))
 """A run's events by sequence."""
+STEPS: Listing[StepRecord] = Listing("steps", lambda s: (s.attempt, s.sequence), (int, int))
+"""A task's agent steps by ``(attempt, sequence)``."""
 WORKERS: Listing[WorkerRecord] = Listing("workers", lambda w: (w.worker_id,), (str,))
 """Workers by id."""
 

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from workload_domain.agent.journal import Usage
 from workload_domain.errors import StoreIntegrityError
 from workload_domain.events import EventType
 from workload_domain.jsonvalues import JsonObject
@@ -91,6 +92,8 @@ class RunRecord:
     updated_at: datetime
     started_at: datetime | None = None
     finished_at: datetime | None = None
+    usage: Usage = field(default_factory=Usage)
+    """What the run's agent tasks used (SPEC §11); written by the journal, never by a commit."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,6 +111,8 @@ class TaskRecord:
     finished_at: datetime | None = None
     output: JsonObject | None = None
     error: TaskError | None = None
+    usage: Usage = field(default_factory=Usage)
+    """What an agent task's steps used over all its attempts; written by the journal only."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -209,6 +214,16 @@ class ExecutorRequest:
     run_input: JsonObject
     upstream: JsonObject = field(default_factory=dict)
     """``{dependency task key: its output}`` for the task's direct dependencies (§10)."""
+    started_at: datetime | None = None
+    """When the attempt started (an agent's ``max_seconds`` counts from it)."""
+    deadline: datetime | None = None
+    """When the attempt times out (``started_at + timeout_seconds``)."""
+    queue: str = "default"
+    """The task's queue: where an agent's remote tool calls wait for a worker."""
+    heartbeat_timeout_seconds: float = 30
+    """The task's lease length, for an agent's remote tool calls."""
+    schedule_to_start_timeout_seconds: float | None = None
+    """How long an agent's remote tool call may wait for a worker (None: forever)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,10 +10,11 @@ from collections.abc import Collection, Mapping, Sequence
 from datetime import datetime
 from typing import Protocol
 
+from workload_domain.agent.journal import StepRecord
 from workload_domain.cursors import Page
 from workload_domain.idempotency import IdempotencyClaim, IdempotencyRecord, Outcome, Replayed
 from workload_domain.jsonvalues import JsonObject
-from workload_domain.leases import LeasedAttempt
+from workload_domain.leases import LeasedAttempt, LeasedToolCall
 from workload_domain.model import (
     AttemptRecord,
     EventRecord,
@@ -36,6 +37,7 @@ __all__ = [
     "ExecutionStore",
     "Executor",
     "IdempotencyStore",
+    "JournalStore",
     "Resource",
     "RunReads",
     "Store",
@@ -275,6 +277,9 @@ class WorkerStore(Protocol):
     async def claim(self, claim: Claim, now: datetime) -> Sequence[ClaimedAttempt]:
         """Hand out up to ``len(claim.token_digests)`` queued attempts, oldest first.
 
+        Queued remote tool calls of agents (``kind`` ``tool_call``) are handed out first, then
+        task attempts, each kind oldest first.
+
         Each becomes ``running`` under its lease (``attempt.started``, one commit per run:
         revision + 1); the worker is recorded as seen. Never hands an attempt to two claimers.
         """
@@ -288,6 +293,8 @@ class WorkerStore(Protocol):
         self, attempt_id: str, token_digest: str, now: datetime, progress: JsonObject | None
     ) -> datetime | None:
         """Renew a held lease (and record ``progress``); return the new expiry.
+
+        ``attempt_id`` names a task attempt or a remote tool call (its step id).
 
         None when the lease is not held at ``now`` (another token, not running, expired, or
         timed out): nothing is written.
@@ -310,7 +317,69 @@ class WorkerStore(Protocol):
         ...
 
 
+class JournalStore(Protocol):
+    """The step journal of agent attempts (SPEC §11), and the leases of remote tool calls.
+
+    Steps are the attempt's, not the run's: they are written without a new revision, but only
+    while their attempt is running (a commit that ends an agent attempt also ends its running
+    steps, ``failed``). Every write returns the step *as stored*, so that the agent loop builds
+    its conversation from exactly what a replay will read.
+    """
+
+    async def list_steps(self, run_id: str, task_key: str, attempt: int) -> Sequence[StepRecord]:
+        """The journal of one attempt, by sequence (empty when it has none)."""
+        ...
+
+    async def begin_step(self, step: StepRecord) -> StepRecord | None:
+        """Insert a ``running`` step (a remote tool call is queued in ``step.queue``).
+
+        None (nothing written) when its attempt is not running or its sequence is taken.
+        """
+        ...
+
+    async def finish_step(
+        self,
+        step: StepRecord,
+        *,
+        token_digest: str | None = None,
+        deadline_passed: bool = False,
+    ) -> StepRecord | None:
+        """End a running step, and add what it used to its task's and run's usage, atomically.
+
+        The step's status, response, usage and ``finished_at`` are ``step``'s.
+        With ``token_digest`` (a worker's report) only while that token holds the lease at
+        ``step.finished_at``; with ``deadline_passed`` (the lease reaper) only if the tool
+        call's lease, start-to-close or schedule-to-start time has passed by then. None
+        (nothing written) when the step is not running or the condition fails.
+        """
+        ...
+
+    async def page_steps(
+        self, run_id: str, task_key: str, cursor: str | None, limit: int
+    ) -> Page[StepRecord]:
+        """A task's steps by ``(attempt, sequence)``; ``RunNotFound`` / ``TaskNotFound``."""
+        ...
+
+    async def find_tool_call(self, step_id: str) -> LeasedToolCall | None:
+        """A remote tool call by its step id, with its lease token's digest (None: unknown)."""
+        ...
+
+    async def due_tool_calls(self, now: datetime, limit: int) -> Sequence[StepRecord]:
+        """Running remote tool calls whose lease or deadline has passed, oldest first.
+
+        Their lease, start-to-close or schedule-to-start time; at most ``limit``.
+        """
+        ...
+
+
 class Store(
-    WorkflowStore, ExecutionStore, IdempotencyStore, RunReads, WorkerStore, Resource, Protocol
+    WorkflowStore,
+    ExecutionStore,
+    IdempotencyStore,
+    RunReads,
+    WorkerStore,
+    JournalStore,
+    Resource,
+    Protocol,
 ):
     """The whole persistence port: every adapter implements all of it."""

@@ -68,6 +68,11 @@ class ClaimedAttempt:
     heartbeat_timeout_seconds: float
     token_index: int
     """Which of the claim's ``token_digests`` this attempt's lease is under."""
+    kind: str = "task"
+    """``task``, or ``tool_call`` for an agent's tool call (SPEC §11)."""
+    tool_call_id: str | None = None
+    tool: str | None = None
+    arguments: JsonObject | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,9 +10,12 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import TypeVar
 
+from workload_domain.agent.journal import StepRecord, StepStatus, Usage
+from workload_domain.agent.loop import tool_error
 from workload_domain.cursors import CursorCodec
 from workload_domain.errors import RunNotFound, StoreIntegrityError
 from workload_domain.idempotency import IdempotencyClaim, Outcome
+from workload_domain.leases import LeaseLostReason
 from workload_domain.model import (
     AttemptRecord,
     EventRecord,
@@ -60,6 +63,12 @@ class MemoryState:
         """attempt id → (run id, (task key, attempt number))."""
         self._tokens: dict[str, str] = {}
         """attempt id → the digest of its lease token."""
+        self._journals: dict[tuple[str, str, int], dict[int, StepRecord]] = {}
+        """(run id, task key, attempt) → its steps by sequence."""
+        self._step_ids: dict[str, tuple[tuple[str, str, int], int]] = {}
+        """step id → (its journal's key, its sequence)."""
+        self._step_tokens: dict[str, str] = {}
+        """step id → the digest of its lease token (remote tool calls)."""
         self._workers: dict[str, WorkerRecord] = {}
         self._queues: set[str] = set()
         self.commits = 0
@@ -82,6 +91,33 @@ class MemoryState:
         self._attempt_ids[attempt.attempt_id] = (run_id, key)
         if attempt.status is AttemptStatus.QUEUED:
             self._queues.add(attempt.queue)
+        if not attempt.status.is_live:
+            self._close_steps(run_id, data, attempt)
+
+    def _close_steps(self, run_id: str, data: RunData, attempt: AttemptRecord) -> None:
+        """An attempt ended: its running steps end ``failed`` (their workers learn it)."""
+        journal = self._journals.get((run_id, attempt.task_key, attempt.attempt), {})
+        reason = (
+            LeaseLostReason.CANCELED
+            if attempt.status is AttemptStatus.CANCELED
+            else LeaseLostReason.FINISHED
+        )
+        for sequence, step in list(journal.items()):
+            if step.status is StepStatus.RUNNING:
+                ended = replace(
+                    step,
+                    status=StepStatus.FAILED,
+                    finished_at=attempt.finished_at,
+                    response=tool_error(f"the attempt ended ({attempt.status.value})"),
+                    lease_end=reason.value,
+                )
+                journal[sequence] = ended
+                self._add_usage(data, step.task_key, ended.usage_added())
+
+    def _add_usage(self, data: RunData, task_key: str, usage: Usage) -> None:
+        task = data.tasks[task_key]
+        data.tasks[task_key] = replace(task, usage=task.usage + usage)
+        data.run = replace(data.run, usage=data.run.usage + usage)
 
     def _run(self, run_id: str) -> RunData:
         try:

@@ -16,6 +16,7 @@ from datetime import datetime, timedelta
 import anyio
 
 from workload_domain import listings
+from workload_domain.agent.journal import StepStatus
 from workload_domain.cursors import Page, Position
 from workload_domain.events import EventType
 from workload_domain.jsonvalues import JsonObject
@@ -23,17 +24,20 @@ from workload_domain.leases import LeasedAttempt
 from workload_domain.model import AttemptRecord, EventRecord
 from workload_domain.statuses import AttemptStatus
 from workload_domain.workers import Claim, ClaimedAttempt, QueueStats, WorkerRecord
-from workload_engine._memory_state import MemoryState, RunData, copied
+from workload_engine._memory_journal import MemoryJournal
+from workload_engine._memory_state import RunData, copied
 
 __all__ = ["MemoryWorkers"]
 
 
-class MemoryWorkers(MemoryState):
+class MemoryWorkers(MemoryJournal):
     """The ``WorkerStore`` part of the in-memory store."""
 
     async def claim(self, claim: Claim, now: datetime) -> Sequence[ClaimedAttempt]:
         """Hand out the oldest matching queued attempts under leases (see ``WorkerStore``)."""
         await anyio.lowlevel.checkpoint()
+        tool_calls = self._claim_tool_calls(claim, now)
+        first = len(tool_calls)  # token digests 0..first-1 went to tool calls
         queues, actions = set(claim.queues), set(claim.actions)
         candidates = sorted(
             (
@@ -42,10 +46,10 @@ class MemoryWorkers(MemoryState):
                 for a in data.attempts.values()
                 if a.status is AttemptStatus.QUEUED and a.queue in queues and a.action in actions
             ),
-        )[: len(claim.token_digests)]
+        )[: len(claim.token_digests) - first]
         self._seen(claim, now)
         by_run: dict[str, list[tuple[int, tuple[str, int]]]] = defaultdict(list)
-        for index, (_, run_id, task_key, number) in enumerate(candidates):
+        for index, (_, run_id, task_key, number) in enumerate(candidates, start=first):
             by_run[run_id].append((index, (task_key, number)))
         claimed: list[ClaimedAttempt] = []
         for run_id, picked in by_run.items():
@@ -54,7 +58,7 @@ class MemoryWorkers(MemoryState):
                 attempt = self._lease(data, key, claim, index, now)
                 claimed.append(self._item(run_id, data, attempt, index))
             data.run = replace(data.run, revision=data.run.revision + 1, updated_at=now)
-        return sorted(claimed, key=lambda c: c.token_index)
+        return [*tool_calls, *sorted(claimed, key=lambda c: c.token_index)]
 
     def _lease(
         self, data: RunData, key: tuple[str, int], claim: Claim, index: int, now: datetime
@@ -141,7 +145,13 @@ class MemoryWorkers(MemoryState):
         """Renew a held lease; None (nothing written) when it is not held."""
         await anyio.lowlevel.checkpoint()
         found = self._attempt_ids.get(attempt_id)
-        if found is None or self._tokens.get(attempt_id) != token_digest:
+        if found is None:
+            renewed = self._renew_tool_call(attempt_id, token_digest, now, progress)
+            if renewed is None:
+                return None
+            self._saw_worker(renewed[0].worker_id, now)
+            return renewed[1]
+        if self._tokens.get(attempt_id) != token_digest:
             return None
         run_id, key = found
         data = self._runs[run_id]
@@ -160,10 +170,13 @@ class MemoryWorkers(MemoryState):
             lease_expires_at=expires,
             progress=copied(progress) if progress is not None else attempt.progress,
         )
-        worker = self._workers.get(attempt.worker_id or "")
+        self._saw_worker(attempt.worker_id, now)
+        return expires
+
+    def _saw_worker(self, worker_id: str | None, now: datetime) -> None:
+        worker = self._workers.get(worker_id or "")
         if worker is not None:
             self._workers[worker.worker_id] = replace(worker, last_seen_at=now)
-        return expires
 
     async def due_attempts(self, now: datetime, limit: int) -> Sequence[tuple[str, str, int]]:
         """Remote attempts whose lease, start-to-close or schedule-to-start time passed."""
@@ -193,6 +206,10 @@ class MemoryWorkers(MemoryState):
                 for a in data.attempts.values():
                     if a.status is AttemptStatus.RUNNING and a.worker_id is not None:
                         in_flight[a.worker_id] += 1
+            for journal in self._journals.values():
+                for step in journal.values():
+                    if step.status is StepStatus.RUNNING and step.worker_id is not None:
+                        in_flight[step.worker_id] += 1
             workers = [
                 replace(w, in_flight=in_flight[w.worker_id])
                 for _, w in sorted(self._workers.items())
@@ -209,11 +226,22 @@ class MemoryWorkers(MemoryState):
         queued: dict[str, int] = defaultdict(int)
         running: dict[str, int] = defaultdict(int)
         oldest: dict[str, datetime] = {}
-        for data in self._runs.values():
-            for a in data.attempts.values():
-                if a.status is AttemptStatus.QUEUED:
-                    queued[a.queue] += 1
-                    oldest[a.queue] = min(oldest.get(a.queue, a.started_at), a.started_at)
-                elif a.status is AttemptStatus.RUNNING and a.worker_id is not None:
-                    running[a.queue] += 1
+        remote: list[tuple[str, bool, bool, datetime]] = [
+            (a.queue, a.status is AttemptStatus.QUEUED, a.worker_id is not None, a.started_at)
+            for data in self._runs.values()
+            for a in data.attempts.values()
+            if a.status.is_live
+        ]
+        remote.extend(
+            (s.queue, s.worker_id is None, s.worker_id is not None, s.started_at)
+            for journal in self._journals.values()
+            for s in journal.values()
+            if s.queue is not None and s.status is StepStatus.RUNNING
+        )
+        for queue, waiting, leased, started_at in remote:
+            if waiting:
+                queued[queue] += 1
+                oldest[queue] = min(oldest.get(queue, started_at), started_at)
+            elif leased:
+                running[queue] += 1
         return [QueueStats(q, queued[q], running[q], oldest.get(q)) for q in sorted(self._queues)]

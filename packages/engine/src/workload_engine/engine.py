@@ -21,7 +21,7 @@ from workload_domain.statuses import AttemptStatus
 from workload_engine._groups import first_error
 from workload_engine.definitions import DefinitionCache
 from workload_engine.runner import RunRunner
-from workload_engine.signals import WorkSignal
+from workload_engine.signals import StepSignal, WorkSignal
 
 __all__ = ["DEFAULT_MAX_CONCURRENT_ATTEMPTS", "DEFAULT_STARTUP_CONCURRENCY", "Engine"]
 
@@ -43,6 +43,8 @@ class Engine:
         definitions: DefinitionCache | None = None,
         startup_concurrency: int = DEFAULT_STARTUP_CONCURRENCY,
         work_signal: WorkSignal | None = None,
+        step_signal: StepSignal | None = None,
+        resumable_actions: frozenset[str] = frozenset(),
     ) -> None:
         if max_concurrent_attempts < 1:
             raise ValueError("max_concurrent_attempts must be at least 1")
@@ -52,8 +54,12 @@ class Engine:
         self.definitions = definitions or DefinitionCache(store)
         self.local_actions: frozenset[str] = executor.actions
         """The actions executed in this process; every other one is remote (SPEC §10)."""
+        self.resumable_actions = resumable_actions & self.local_actions
+        """Local actions whose attempts are resumed after a restart, not interrupted (§11)."""
         self.work_signal = work_signal or WorkSignal()
         """Notified whenever a commit queues remote attempts (waiting claims wake up)."""
+        self.step_signal = step_signal or StepSignal()
+        """Notified whenever an agent's remote tool call ends (its loop wakes up)."""
         self.limiter = anyio.CapacityLimiter(max_concurrent_attempts)
         self.startup = anyio.CapacityLimiter(startup_concurrency)
         self._runners: dict[str, RunRunner] = {}
@@ -116,7 +122,8 @@ class Engine:
 
         First the runs whose local attempts a stopped coordinator left ``running`` (remote
         attempts keep their leases across a restart): their runners' first commits mark those
-        attempts ``interrupted`` (with events, at a new revision), and
+        attempts ``interrupted`` (with events, at a new revision) — or record that they are
+        resumed, for resumable actions — and
         this waits for those commits, so no attempt reads as running once recovery returned.
         They are few (at most what was executing), however long the backlog. Then every other
         non-terminal run, without waiting. Returns how many runs were handed over.
@@ -180,6 +187,7 @@ class Engine:
             definitions=self.definitions,
             startup=self.startup,
             local_actions=self.local_actions,
+            resumable_actions=self.resumable_actions,
             committed=self.committed,
         )
 

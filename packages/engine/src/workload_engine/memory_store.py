@@ -53,7 +53,8 @@ class InMemoryStore(MemoryReads, MemoryWorkers):
     Its parts: :class:`~workload_engine._memory_state.MemoryState` (the tables and the checks
     the PostgreSQL schema makes), :class:`~workload_engine._memory_reads.MemoryReads` (reads
     and pages), :class:`~workload_engine._memory_workers.MemoryWorkers` (claims, leases,
-    workers, queues) and this class (writes and idempotency).
+    workers, queues), :class:`~workload_engine._memory_journal.MemoryJournal` (agent steps)
+    and this class (writes and idempotency).
     """
 
     async def open(self) -> None:
@@ -191,9 +192,11 @@ class InMemoryStore(MemoryReads, MemoryWorkers):
         check_sequences(commit.events, len(data.events))
         check_rows(commit.run, commit.tasks, commit.attempts)
         # Everything is valid: apply all of it with no await in between.
-        data.run = copied(commit.run)
+        # Usage is the journal's to write, never a commit's (its snapshot may be older).
+        data.run = replace(copied(commit.run), usage=data.run.usage)
         for task in commit.tasks:
-            data.tasks[task.task_key] = copied(task)
+            stored = data.tasks[task.task_key]
+            data.tasks[task.task_key] = replace(copied(task), usage=stored.usage)
         for attempt in commit.attempts:
             self._store_attempt(commit.run.run_id, data, attempt)
         data.events.extend(copied(commit.events))

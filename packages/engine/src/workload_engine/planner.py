@@ -116,6 +116,7 @@ def plan(
     executing: Collection[AttemptKey] | None = None,
     recovering: bool = False,
     local_actions: Collection[str] = frozenset({"mock"}),
+    resumable_actions: Collection[str] = frozenset(),
 ) -> Plan:
     """Decide the next commit of a run.
 
@@ -131,16 +132,43 @@ def plan(
             every other planner, which leaves local attempts alone.
         recovering: this process took the run over from a stopped coordinator; record it.
         local_actions: the actions executed in this process; every other one is remote.
+        resumable_actions: local actions whose attempts a new coordinator *resumes* rather
+            than interrupts (``agent``, SPEC §11: its loop replays its journal). The runner
+            launches such an attempt again, with the same number, once it has a slot.
     """
     draft = Draft(snapshot, now)
     if draft.run.status.is_terminal:
         return _plan(draft, workflow, slots, launches=(), wanted=())
 
+    launches: list[Launch] = []
+    wanted: list[str] = []  # in topological order, so slots are requested deterministically
     if executing is not None and not draft.run.cancel_requested:
         known = {o.key for o in outcomes} | set(executing)
-        orphans = [k for k, a in draft.live.items() if k not in known and a.action in local_actions]
+        left = [k for k, a in draft.live.items() if k not in known and a.action in local_actions]
+        resumed = [k for k in left if draft.live[k].action in resumable_actions]
+        orphans = [k for k in left if k not in resumed]
         if recovering and draft.run.status is not RunStatus.PENDING:
-            draft.emit(EventType.RUN_RECOVERED, data={"interrupted_attempts": len(orphans)})
+            data = {"interrupted_attempts": len(orphans)}
+            if resumed:  # agent attempts (SPEC §11): resumed from their journals
+                data["resumed_attempts"] = len(resumed)
+            draft.emit(EventType.RUN_RECOVERED, data=data)
+        for key in sorted(resumed, key=lambda k: draft.positions[k[0]]):
+            if key[0] not in slots:
+                wanted.append(key[0])
+                continue
+            attempt = draft.live[key]
+            spec = workflow.task(key[0])
+            deadline = attempt.started_at + timedelta(seconds=spec.timeout_seconds)
+            launches.append(
+                _launch(
+                    draft,
+                    workflow,
+                    spec,
+                    attempt=key[1],
+                    started_at=attempt.started_at,
+                    deadline=deadline,
+                )
+            )
         for key in sorted(orphans, key=lambda k: draft.positions[k[0]]):
             draft.end_attempt(key, AttemptStatus.INTERRUPTED, now, error=INTERRUPTED_ERROR)
             draft.emit(
@@ -163,8 +191,6 @@ def plan(
         draft.set_run(RunStatus.RUNNING, started_at=now)
         draft.emit(EventType.RUN_STARTED)
 
-    launches: list[Launch] = []
-    wanted: list[str] = []  # in topological order, so slots are requested deterministically
     for i in workflow.topological_order:
         task = draft.tasks[i]
         if not _is_ready(draft, workflow, i, task):
@@ -180,23 +206,44 @@ def plan(
             task.task_key, AttemptStatus.RUNNING, action=spec.action, queue=spec.queue
         )
         draft.emit(EventType.ATTEMPT_STARTED, task.task_key, attempt.attempt)
+        deadline = now + timedelta(seconds=spec.timeout_seconds)
         launches.append(
-            Launch(
-                ExecutorRequest(
-                    run_id=draft.run.run_id,
-                    task_key=task.task_key,
-                    attempt=attempt.attempt,
-                    action=spec.action,
-                    input=spec.input,
-                    run_input=draft.run.input,
-                    upstream=upstream(draft.tasks, workflow, i),
-                ),
-                deadline=now + timedelta(seconds=spec.timeout_seconds),
+            _launch(
+                draft, workflow, spec, attempt=attempt.attempt, started_at=now, deadline=deadline
             )
         )
 
     _settle_run(draft, has_ready=bool(wanted))
     return _plan(draft, workflow, slots, launches=tuple(launches), wanted=tuple(wanted))
+
+
+def _launch(
+    draft: Draft,
+    workflow: CompiledWorkflow,
+    spec: TaskSpec,
+    *,
+    attempt: int,
+    started_at: datetime,
+    deadline: datetime,
+) -> Launch:
+    """Execute attempt ``attempt`` of ``spec`` here (a new one, or one being resumed)."""
+    return Launch(
+        ExecutorRequest(
+            run_id=draft.run.run_id,
+            task_key=spec.key,
+            attempt=attempt,
+            action=spec.action,
+            input=spec.input,
+            run_input=draft.run.input,
+            upstream=upstream(draft.tasks, workflow, workflow.index[spec.key]),
+            started_at=started_at,
+            deadline=deadline,
+            queue=spec.queue,
+            heartbeat_timeout_seconds=spec.heartbeat_timeout_seconds,
+            schedule_to_start_timeout_seconds=spec.schedule_to_start_timeout_seconds,
+        ),
+        deadline=deadline,
+    )
 
 
 def _queue(draft: Draft, spec: TaskSpec) -> None:

@@ -12,12 +12,16 @@ ready and sees the run end.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from datetime import datetime
 from typing import Protocol
 
+from workload_domain.agent.journal import StepRecord, StepStatus
+from workload_domain.agent.loop import tool_error
 from workload_domain.errors import RevisionConflict
+from workload_domain.leases import LeaseLostReason
 from workload_domain.model import AttemptRecord, RunSnapshot
-from workload_domain.ports import ExecutionStore, WorkerStore
+from workload_domain.ports import ExecutionStore, JournalStore, WorkerStore
 from workload_domain.statuses import AttemptStatus
 from workload_engine.engine import Engine
 from workload_engine.planner import (
@@ -28,7 +32,14 @@ from workload_engine.planner import (
     plan,
 )
 
-__all__ = ["Decide", "RemoteAttempts", "RemoteStore", "Settled", "deadline_outcome"]
+__all__ = [
+    "Decide",
+    "RemoteAttempts",
+    "RemoteStore",
+    "Settled",
+    "deadline_outcome",
+    "tool_call_deadline",
+]
 
 _MAX_TRIES = 50
 
@@ -37,8 +48,8 @@ Decide = Callable[[AttemptRecord, datetime], AttemptOutcome | None]
 to refuse, e.g. ``LeaseLost``)."""
 
 
-class RemoteStore(ExecutionStore, WorkerStore, Protocol):
-    """What settling remote attempts needs from the store."""
+class RemoteStore(ExecutionStore, WorkerStore, JournalStore, Protocol):
+    """What settling remote attempts (and agents' remote tool calls) needs from the store."""
 
 
 class Settled:
@@ -120,9 +131,54 @@ class RemoteAttempts:
         raise RevisionConflict(run_id, -1)
 
     async def expire_due(self, limit: int = 200) -> int:
-        """Apply every passed lease, start-to-close and schedule-to-start deadline; how many."""
+        """Apply every passed lease, start-to-close and schedule-to-start deadline; how many.
+
+        Of task attempts, and of agents' remote tool calls (whose end the agent's loop hears:
+        the model is told the call failed, and why).
+        """
         expired = 0
         for run_id, task_key, attempt in await self._store.due_attempts(self._clock.now(), limit):
             if await self.settle(run_id, task_key, attempt, deadline_outcome) is not None:
                 expired += 1
+        now = self._clock.now()
+        for step in await self._store.due_tool_calls(now, limit):
+            ended = tool_call_deadline(step, now)
+            if ended is not None and await self.finish_tool_call(ended, deadline_passed=True):
+                expired += 1
         return expired
+
+    async def finish_tool_call(
+        self, ended: StepRecord, *, token_digest: str | None = None, deadline_passed: bool = False
+    ) -> StepRecord | None:
+        """End a remote tool call's step (fenced as the store says) and wake its agent loop."""
+        done = await self._store.finish_step(
+            ended, token_digest=token_digest, deadline_passed=deadline_passed
+        )
+        if done is not None:
+            self._engine.step_signal.notify((done.run_id, done.task_key, done.attempt))
+        return done
+
+
+def tool_call_deadline(step: StepRecord, now: datetime) -> StepRecord | None:
+    """The end a passed deadline gives a running remote tool call (None: none has passed)."""
+    if step.worker_id is None:
+        if step.schedule_deadline is not None and step.schedule_deadline <= now:
+            reason, code = LeaseLostReason.TIMED_OUT, SCHEDULE_TO_START_ERROR.code
+            message = "no worker claimed the tool call within schedule_to_start_timeout_seconds"
+        else:
+            return None
+    elif step.timeout_at is not None and step.timeout_at <= now:
+        reason, code = LeaseLostReason.TIMED_OUT, TIMED_OUT_ERROR.code
+        message = "the tool call passed its agent attempt's deadline"
+    elif step.lease_expires_at is not None and step.lease_expires_at <= now:
+        reason, code = LeaseLostReason.EXPIRED, LEASE_EXPIRED_ERROR.code
+        message = "the worker running the tool call stopped heartbeating"
+    else:
+        return None
+    return replace(
+        step,
+        status=StepStatus.FAILED,
+        response=tool_error(f"{code}: {message}", code),
+        finished_at=now,
+        lease_end=reason.value,
+    )

@@ -24,7 +24,7 @@ import anyio
 from anyio.abc import TaskGroup
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
-from workload_domain.errors import RevisionConflict
+from workload_domain.errors import RevisionConflict, SystemFault
 from workload_domain.model import (
     ExecutorFailure,
     ExecutorResult,
@@ -81,6 +81,7 @@ class RunRunner:
         definitions: DefinitionCache,
         startup: anyio.CapacityLimiter | None = None,
         local_actions: frozenset[str] | None = None,
+        resumable_actions: frozenset[str] = frozenset(),
         committed: Callable[[RunCommit], None] | None = None,
     ) -> None:
         self.run_id = run_id
@@ -91,6 +92,7 @@ class RunRunner:
         self._definitions = definitions
         self._startup = startup or anyio.CapacityLimiter(1)
         self._local = executor.actions if local_actions is None else local_actions
+        self._resumable = resumable_actions
         self._committed = committed
         self._started = False
         self.started = anyio.Event()
@@ -167,6 +169,7 @@ class RunRunner:
                 executing=self._attempts.keys(),
                 recovering=recovering,
                 local_actions=self._local,
+                resumable_actions=self._resumable,
             )
             if decided.commit is not None:
                 try:
@@ -249,6 +252,8 @@ class RunRunner:
                 nonlocal result
                 try:
                     result = await self._executor.execute(launch.request)
+                except SystemFault:
+                    raise  # the store or the lock failed (an agent's journal): fail-stop
                 except Exception as exc:  # an executor's crash is the task's failure, not ours
                     result = ExecutorFailure(
                         TaskError("executor_error", f"{type(exc).__name__}: {exc}", True)

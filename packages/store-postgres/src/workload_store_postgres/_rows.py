@@ -13,6 +13,7 @@ from typing import Any
 
 from psycopg.types.json import Jsonb
 
+from workload_domain.agent.journal import StepKind, StepRecord, StepStatus, Usage
 from workload_domain.errors import RunNotFound, StoreIntegrityError
 from workload_domain.events import EventType
 from workload_domain.model import (
@@ -35,6 +36,8 @@ __all__ = [
     "run",
     "run_params",
     "run_uuid",
+    "step",
+    "step_params",
     "task",
     "task_params",
     "version",
@@ -153,20 +156,35 @@ def version(row: Row) -> VersionRecord:
     return VersionRecord(**row)
 
 
+_USAGE = ("model_calls", "tool_calls", "input_tokens", "output_tokens")
+
+
+def _usage(row: Row) -> Usage:
+    """The usage columns of a run or task row, taken out of it."""
+    return Usage(*(int(row.pop(name, 0)) for name in _USAGE))
+
+
 def run(row: Row) -> RunRecord:
     """A run record from its row (extra columns such as ``last_sequence`` removed first)."""
-    return RunRecord(**{**row, "run_id": str(row["run_id"]), "status": RunStatus(row["status"])})
+    row = dict(row)
+    usage = _usage(row)
+    return RunRecord(
+        **{**row, "run_id": str(row["run_id"]), "status": RunStatus(row["status"])}, usage=usage
+    )
 
 
 def task(row: Row) -> TaskRecord:
     """A task record from its row."""
+    row = dict(row)
+    usage = _usage(row)
     return TaskRecord(
         **{
             **row,
             "status": TaskStatus(row["status"]),
             "depends_on": tuple(row["depends_on"]),
             "error": _error(row["error"]),
-        }
+        },
+        usage=usage,
     )
 
 
@@ -185,3 +203,31 @@ def attempt(row: Row) -> AttemptRecord:
 def event(row: Row) -> EventRecord:
     """An event record from its row."""
     return EventRecord(**{**row, "type": EventType(row["type"])})
+
+
+def step_params(s: StepRecord) -> dict[str, Any]:
+    """Parameters of an agent step row."""
+    return {
+        **_params(s),
+        "run_id": run_uuid(s.run_id),
+        "step_id": uuid.UUID(s.step_id),
+        "kind": s.kind.value,
+        "status": s.status.value,
+        "request": Jsonb(s.request),
+        "response": _json(s.response),
+        "usage": _json(s.usage),
+        "progress": _json(s.progress),
+    }
+
+
+def step(row: Row) -> StepRecord:
+    """An agent step record from its row (``step_id`` and the token digest removed)."""
+    values = {k: v for k, v in row.items() if k not in ("step_id", "lease_token_digest")}
+    return StepRecord(
+        **{
+            **values,
+            "run_id": str(row["run_id"]),
+            "kind": StepKind(row["kind"]),
+            "status": StepStatus(row["status"]),
+        }
+    )

@@ -10,6 +10,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Collection, Sequence
 
+from workload_domain.agent.spec import AGENT_ACTION
 from workload_domain.errors import (
     RevisionConflict,
     RunNotFound,
@@ -21,6 +22,7 @@ from workload_domain.model import NewRun, RunCommit, RunRecord, RunSnapshot, che
 from workload_domain.statuses import AttemptStatus
 from workload_store_postgres import _rows
 from workload_store_postgres._db import Conn, one, rows
+from workload_store_postgres._journal import close_steps
 from workload_store_postgres._part import StorePart, require_run
 from workload_store_postgres._queries import query
 
@@ -106,6 +108,9 @@ class Runs(StorePart):
                 if commit.attempts:
                     attempts = [_rows.attempt_params(uid, a) for a in commit.attempts]
                     await cur.executemany(query("upsert_attempt"), attempts)
+                    for attempt in commit.attempts:
+                        if attempt.action == AGENT_ACTION and not attempt.status.is_live:
+                            await close_steps(conn, uid, attempt)
                     queues = [a.queue for a in commit.attempts if a.status is AttemptStatus.QUEUED]
                     if queues:
                         now = commit.run.updated_at

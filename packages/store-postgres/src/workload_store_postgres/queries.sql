@@ -99,12 +99,14 @@ ON CONFLICT (queue) DO NOTHING
 
 -- name: get_run
 SELECT run_id, workflow_id, version, status, revision, input, cancel_requested, created_at,
-       updated_at, started_at, finished_at, last_sequence
+       updated_at, started_at, finished_at, last_sequence, model_calls, tool_calls,
+       input_tokens, output_tokens
 FROM workflow_runs WHERE run_id = %(run_id)s
 
 -- name: get_run_with_counts
 SELECT run_id, workflow_id, version, status, revision, input, cancel_requested, created_at,
-       updated_at, started_at, finished_at,
+       updated_at, started_at, finished_at, model_calls, tool_calls, input_tokens,
+       output_tokens,
        (SELECT coalesce(jsonb_object_agg(status, n), '{}'::jsonb)
         FROM (SELECT status, count(*) AS n FROM task_runs t
               WHERE t.run_id = r.run_id GROUP BY status) AS counts) AS task_counts
@@ -115,14 +117,16 @@ SELECT 1 FROM workflow_runs WHERE run_id = %(run_id)s
 
 -- name: list_tasks
 SELECT task_key, position, status, depends_on, attempt_count, max_attempts, next_attempt_at,
-       started_at, finished_at, output, error
+       started_at, finished_at, output, error, model_calls, tool_calls, input_tokens,
+       output_tokens
 FROM task_runs WHERE run_id = %(run_id)s AND position > %(after)s
 ORDER BY position
 LIMIT %(limit)s
 
 -- name: get_task
 SELECT task_key, position, status, depends_on, attempt_count, max_attempts, next_attempt_at,
-       started_at, finished_at, output, error
+       started_at, finished_at, output, error, model_calls, tool_calls, input_tokens,
+       output_tokens
 FROM task_runs WHERE run_id = %(run_id)s AND task_key = %(task_key)s
 
 -- name: live_attempts
@@ -151,7 +155,8 @@ LIMIT %(limit)s
 -- name: page_runs
 -- Served by workflow_runs_keyset.
 SELECT run_id, workflow_id, version, status, revision, input, cancel_requested, created_at,
-       updated_at, started_at, finished_at
+       updated_at, started_at, finished_at, model_calls, tool_calls, input_tokens,
+       output_tokens
 FROM workflow_runs
 WHERE (created_at, run_id) > (%(after_at)s, %(after_id)s)
 ORDER BY created_at, run_id
@@ -160,7 +165,8 @@ LIMIT %(limit)s
 -- name: page_runs_by_workflow
 -- Served by workflow_runs_by_workflow.
 SELECT run_id, workflow_id, version, status, revision, input, cancel_requested, created_at,
-       updated_at, started_at, finished_at
+       updated_at, started_at, finished_at, model_calls, tool_calls, input_tokens,
+       output_tokens
 FROM workflow_runs
 WHERE workflow_id = %(workflow_id)s AND (created_at, run_id) > (%(after_at)s, %(after_id)s)
 ORDER BY created_at, run_id
@@ -169,7 +175,8 @@ LIMIT %(limit)s
 -- name: page_runs_by_status
 -- Served by workflow_runs_by_status.
 SELECT run_id, workflow_id, version, status, revision, input, cancel_requested, created_at,
-       updated_at, started_at, finished_at
+       updated_at, started_at, finished_at, model_calls, tool_calls, input_tokens,
+       output_tokens
 FROM workflow_runs
 WHERE status = %(status)s AND (created_at, run_id) > (%(after_at)s, %(after_id)s)
 ORDER BY created_at, run_id
@@ -178,7 +185,8 @@ LIMIT %(limit)s
 -- name: page_runs_by_workflow_and_status
 -- Served by workflow_runs_by_workflow (status filtered on the way).
 SELECT run_id, workflow_id, version, status, revision, input, cancel_requested, created_at,
-       updated_at, started_at, finished_at
+       updated_at, started_at, finished_at, model_calls, tool_calls, input_tokens,
+       output_tokens
 FROM workflow_runs
 WHERE workflow_id = %(workflow_id)s AND status = %(status)s
   AND (created_at, run_id) > (%(after_at)s, %(after_id)s)
@@ -223,20 +231,43 @@ ON CONFLICT (name) DO NOTHING
 SELECT secret FROM service_secrets WHERE name = %(name)s
 
 -- name: claim_attempts
--- One statement: pick the oldest matching queued attempts, skipping rows (attempts or their
--- runs) another transaction holds, so two claimers never take the same attempt and never wait
--- (no deadlock with a commit, which locks the run first); lease each under its token's digest;
--- one commit per run (revision + 1, one attempt.started per attempt); record the worker.
-WITH picked AS (
+-- One statement: pick the oldest matching queued work, skipping rows (attempts or their runs,
+-- agents' tool calls) another transaction holds, so two claimers never take the same work and
+-- never wait (no deadlock with a commit, which locks the run first); lease each under its
+-- token's digest; record the worker. Agents' remote tool calls first (an agent is waiting on
+-- them, holding its concurrency slot), then task attempts with the tokens left: one commit per
+-- run (revision + 1, one attempt.started per attempt).
+WITH tool_picked AS (
+    SELECT s.run_id, s.task_key, s.attempt, s.sequence, s.started_at, s.step_id
+    FROM agent_steps s
+    WHERE s.status = 'running' AND s.queue IS NOT NULL AND s.worker_id IS NULL
+      AND s.queue = ANY(%(queues)s) AND s.action = ANY(%(actions)s) AND s.deadline > %(now)s
+    ORDER BY s.started_at, s.step_id
+    LIMIT %(limit)s
+    FOR UPDATE OF s SKIP LOCKED
+), tool_stamped AS (
+    SELECT p.*, row_number() OVER (ORDER BY p.started_at, p.step_id) AS n FROM tool_picked p
+), tool_claimed AS (
+    UPDATE agent_steps s
+    SET worker_id = %(worker_id)s, claimed_at = %(now)s,
+        lease_expires_at = %(now)s + make_interval(secs => s.heartbeat_timeout_seconds),
+        timeout_at = s.deadline, lease_token_digest = (%(digests)s::text[])[t.n]
+    FROM tool_stamped t
+    WHERE s.run_id = t.run_id AND s.task_key = t.task_key AND s.attempt = t.attempt
+      AND s.sequence = t.sequence
+    RETURNING s.step_id, s.run_id, s.task_key, s.attempt, s.queue, s.action, s.request,
+              s.tool_call_id, s.lease_expires_at, s.timeout_at, s.heartbeat_timeout_seconds, t.n
+), picked AS (
     SELECT a.run_id, a.task_key, a.attempt, a.started_at
     FROM attempts a JOIN workflow_runs r ON r.run_id = a.run_id
     WHERE a.status = 'queued' AND a.queue = ANY(%(queues)s) AND a.action = ANY(%(actions)s)
     ORDER BY a.started_at, a.run_id, a.task_key, a.attempt
-    LIMIT %(limit)s
+    LIMIT (%(limit)s - (SELECT count(*) FROM tool_picked))
     FOR UPDATE OF a, r SKIP LOCKED
 ), stamped AS (
     SELECT p.*,
-           row_number() OVER (ORDER BY p.started_at, p.run_id, p.task_key, p.attempt) AS n,
+           row_number() OVER (ORDER BY p.started_at, p.run_id, p.task_key, p.attempt)
+               + (SELECT count(*) FROM tool_picked) AS n,
            count(*) OVER (PARTITION BY p.run_id) AS per_run,
            row_number() OVER (PARTITION BY p.run_id ORDER BY p.task_key, p.attempt) AS nth
     FROM picked p
@@ -269,18 +300,27 @@ WITH picked AS (
     ON CONFLICT (worker_id) DO UPDATE
     SET queues = excluded.queues, actions = excluded.actions, last_seen_at = excluded.last_seen_at
 )
-SELECT c.attempt_id, c.run_id, r.workflow_id, r.version, c.task_key, c.attempt, c.queue,
+SELECT 'tool_call' AS kind, c.step_id AS attempt_id, c.run_id, r.workflow_id, r.version,
+       c.task_key, c.attempt, c.queue, c.action,
+       coalesce(c.request -> 'arguments', '{}') AS input, r.input AS run_input,
+       '{}'::jsonb AS upstream, c.lease_expires_at, c.timeout_at, c.heartbeat_timeout_seconds,
+       c.n - 1 AS token_index, c.tool_call_id, c.request ->> 'tool' AS tool,
+       coalesce(c.request -> 'arguments', '{}') AS arguments
+FROM tool_claimed c JOIN workflow_runs r ON r.run_id = c.run_id
+UNION ALL
+SELECT 'task', c.attempt_id, c.run_id, r.workflow_id, r.version, c.task_key, c.attempt, c.queue,
        c.action, coalesce(v.definition -> 'tasks' -> t.position -> 'input', '{}') AS input,
        r.input AS run_input,
        (SELECT coalesce(jsonb_object_agg(d.task_key, coalesce(d.output, '{}')), '{}')
         FROM task_runs d
         WHERE d.run_id = c.run_id AND d.task_key = ANY(t.depends_on)) AS upstream,
-       c.lease_expires_at, c.timeout_at, c.heartbeat_timeout_seconds, c.n - 1 AS token_index
+       c.lease_expires_at, c.timeout_at, c.heartbeat_timeout_seconds, c.n - 1 AS token_index,
+       NULL, NULL, NULL
 FROM claimed c
 JOIN runs r ON r.run_id = c.run_id
 JOIN task_runs t ON t.run_id = c.run_id AND t.task_key = c.task_key
 JOIN workflow_versions v ON v.workflow_id = r.workflow_id AND v.version = r.version
-ORDER BY c.n
+ORDER BY token_index
 
 -- name: find_attempt
 -- Served by attempts_by_id.
@@ -290,8 +330,8 @@ SELECT run_id, task_key, attempt, status, started_at, finished_at, output, error
 FROM attempts WHERE attempt_id = %(attempt_id)s
 
 -- name: heartbeat
--- Renews only a lease that is held now (same token, running, neither expired nor timed out);
--- zero rows means nothing was written.
+-- Renews only a lease that is held now (same token, running, neither expired nor timed out),
+-- of a task attempt or of an agent's tool call; zero rows means nothing was written.
 WITH renewed AS (
     UPDATE attempts
     SET lease_expires_at = %(now)s + make_interval(secs => heartbeat_timeout_seconds),
@@ -299,11 +339,20 @@ WITH renewed AS (
     WHERE attempt_id = %(attempt_id)s AND lease_token_digest = %(digest)s
       AND status = 'running' AND lease_expires_at > %(now)s AND timeout_at > %(now)s
     RETURNING worker_id, lease_expires_at
+), tool_renewed AS (
+    UPDATE agent_steps
+    SET lease_expires_at = %(now)s + make_interval(secs => heartbeat_timeout_seconds),
+        progress = coalesce(%(progress)s, progress)
+    WHERE step_id = %(attempt_id)s AND lease_token_digest = %(digest)s
+      AND status = 'running' AND lease_expires_at > %(now)s AND timeout_at > %(now)s
+    RETURNING worker_id, lease_expires_at
+), held AS (
+    SELECT * FROM renewed UNION ALL SELECT * FROM tool_renewed
 ), seen AS (
     UPDATE workers w SET last_seen_at = %(now)s
-    FROM renewed WHERE w.worker_id = renewed.worker_id
+    FROM held WHERE w.worker_id = held.worker_id
 )
-SELECT lease_expires_at FROM renewed
+SELECT lease_expires_at FROM held
 
 -- name: due_attempts
 -- Served by attempts_lease_due, attempts_timeout_due and attempts_schedule_due.
@@ -327,22 +376,173 @@ LIMIT %(limit)s
 -- name: page_workers
 -- Workers by id (the primary key); in_flight from attempts_leased.
 SELECT w.worker_id, w.queues, w.actions, w.first_seen_at, w.last_seen_at,
-       (SELECT count(*) FROM attempts a
-        WHERE a.status = 'running' AND a.worker_id = w.worker_id)::int AS in_flight
+       ((SELECT count(*) FROM attempts a
+         WHERE a.status = 'running' AND a.worker_id = w.worker_id)
+        + (SELECT count(*) FROM agent_steps s
+           WHERE s.status = 'running' AND s.worker_id = w.worker_id))::int AS in_flight
 FROM workers w
 WHERE w.worker_id > %(after)s
 ORDER BY w.worker_id
 LIMIT %(limit)s
 
 -- name: queue_stats
--- Queued attempts from attempts_queued, running remote ones from attempts_leased.
+-- Task attempts from attempts_queued and attempts_leased; agents' remote tool calls from
+-- agent_steps_queued and agent_steps_leased.
 SELECT q.queue,
-       (SELECT count(*) FROM attempts a WHERE a.status = 'queued' AND a.queue = q.queue)::int
+       ((SELECT count(*) FROM attempts a WHERE a.status = 'queued' AND a.queue = q.queue)
+        + (SELECT count(*) FROM agent_steps s
+           WHERE s.status = 'running' AND s.queue = q.queue AND s.worker_id IS NULL))::int
            AS queued,
-       (SELECT count(*) FROM attempts a
-        WHERE a.status = 'running' AND a.worker_id IS NOT NULL AND a.queue = q.queue)::int
+       ((SELECT count(*) FROM attempts a
+         WHERE a.status = 'running' AND a.worker_id IS NOT NULL AND a.queue = q.queue)
+        + (SELECT count(*) FROM agent_steps s
+           WHERE s.status = 'running' AND s.worker_id IS NOT NULL AND s.queue = q.queue))::int
            AS running,
-       (SELECT min(a.started_at) FROM attempts a WHERE a.status = 'queued' AND a.queue = q.queue)
+       least((SELECT min(a.started_at) FROM attempts a
+              WHERE a.status = 'queued' AND a.queue = q.queue),
+             (SELECT min(s.started_at) FROM agent_steps s
+              WHERE s.status = 'running' AND s.queue = q.queue AND s.worker_id IS NULL))
            AS oldest_queued_at
 FROM queues q
 ORDER BY q.queue
+
+-- name: list_steps
+-- One attempt's journal (the primary key).
+SELECT run_id, task_key, attempt, sequence, kind, status, request, request_hash, started_at,
+       response, usage, tool_call_id, finished_at, action, queue, heartbeat_timeout_seconds,
+       deadline, schedule_deadline, worker_id, claimed_at, lease_expires_at, timeout_at,
+       progress, report_hash, lease_end
+FROM agent_steps
+WHERE run_id = %(run_id)s AND task_key = %(task_key)s AND attempt = %(attempt)s
+ORDER BY sequence
+
+-- name: page_steps
+-- A task's steps by (attempt, sequence) (the primary key).
+SELECT run_id, task_key, attempt, sequence, kind, status, request, request_hash, started_at,
+       response, usage, tool_call_id, finished_at, action, queue, heartbeat_timeout_seconds,
+       deadline, schedule_deadline, worker_id, claimed_at, lease_expires_at, timeout_at,
+       progress, report_hash, lease_end
+FROM agent_steps
+WHERE run_id = %(run_id)s AND task_key = %(task_key)s
+  AND (attempt, sequence) > (%(after_attempt)s, %(after_sequence)s)
+ORDER BY attempt, sequence
+LIMIT %(limit)s
+
+-- name: insert_step
+-- Only while the attempt is running: FOR SHARE waits for a commit that is ending it (and
+-- re-checks its status after), so a step is never added behind the commit that closes them.
+INSERT INTO agent_steps (run_id, task_key, attempt, sequence, step_id, kind, status, request,
+                         request_hash, started_at, tool_call_id, action, queue,
+                         heartbeat_timeout_seconds, deadline, schedule_deadline)
+SELECT %(run_id)s, %(task_key)s, %(attempt)s, %(sequence)s, %(step_id)s, %(kind)s, 'running',
+       %(request)s, %(request_hash)s, %(started_at)s, %(tool_call_id)s, %(action)s, %(queue)s,
+       %(heartbeat_timeout_seconds)s, %(deadline)s, %(schedule_deadline)s
+WHERE EXISTS (SELECT 1 FROM attempts
+              WHERE run_id = %(run_id)s AND task_key = %(task_key)s AND attempt = %(attempt)s
+                AND status = 'running'
+              FOR SHARE)
+ON CONFLICT DO NOTHING
+RETURNING run_id, task_key, attempt, sequence, kind, status, request, request_hash, started_at,
+          response, usage, tool_call_id, finished_at, action, queue, heartbeat_timeout_seconds,
+          deadline, schedule_deadline, worker_id, claimed_at, lease_expires_at, timeout_at,
+          progress, report_hash, lease_end
+
+-- name: lock_run_for_usage
+-- Usage is added to the run row: lock it first, in the order a commit locks (run, then task,
+-- then steps), so a step's end and a commit never deadlock.
+SELECT 1 FROM workflow_runs WHERE run_id = %(run_id)s FOR NO KEY UPDATE
+
+-- name: finish_step
+-- Ends a running step; a worker's report only under its held lease, the reaper only past a
+-- deadline. Zero rows: nothing was written.
+UPDATE agent_steps s
+SET status = %(status)s, response = %(response)s, usage = %(usage)s,
+    finished_at = %(finished_at)s, report_hash = %(report_hash)s, lease_end = %(lease_end)s
+WHERE s.run_id = %(run_id)s AND s.task_key = %(task_key)s AND s.attempt = %(attempt)s
+  AND s.sequence = %(sequence)s AND s.status = 'running'
+  AND (%(digest)s::text IS NULL
+       OR (s.lease_token_digest = %(digest)s AND s.lease_expires_at > %(finished_at)s
+           AND s.timeout_at > %(finished_at)s))
+  AND (NOT %(deadline_passed)s
+       OR s.lease_expires_at <= %(finished_at)s OR s.timeout_at <= %(finished_at)s
+       OR (s.worker_id IS NULL AND s.schedule_deadline <= %(finished_at)s))
+RETURNING run_id, task_key, attempt, sequence, kind, status, request, request_hash, started_at,
+          response, usage, tool_call_id, finished_at, action, queue, heartbeat_timeout_seconds,
+          deadline, schedule_deadline, worker_id, claimed_at, lease_expires_at, timeout_at,
+          progress, report_hash, lease_end
+
+-- name: add_task_usage
+UPDATE task_runs
+SET model_calls = model_calls + %(model_calls)s, tool_calls = tool_calls + %(tool_calls)s,
+    input_tokens = input_tokens + %(input_tokens)s,
+    output_tokens = output_tokens + %(output_tokens)s
+WHERE run_id = %(run_id)s AND task_key = %(task_key)s
+
+-- name: add_run_usage
+UPDATE workflow_runs
+SET model_calls = model_calls + %(model_calls)s, tool_calls = tool_calls + %(tool_calls)s,
+    input_tokens = input_tokens + %(input_tokens)s,
+    output_tokens = output_tokens + %(output_tokens)s
+WHERE run_id = %(run_id)s
+
+-- name: close_steps
+-- A commit ended an agent attempt: its running steps end failed (their workers learn it at
+-- their next report), and what they count is added to the task and the run.
+WITH closed AS (
+    UPDATE agent_steps
+    SET status = 'failed', finished_at = %(finished_at)s,
+        response = jsonb_build_object('error', 'the attempt ended (' || %(attempt_status)s || ')'),
+        lease_end = CASE WHEN %(attempt_status)s = 'canceled' THEN 'canceled' ELSE 'finished' END
+    WHERE run_id = %(run_id)s AND task_key = %(task_key)s AND attempt = %(attempt)s
+      AND status = 'running'
+    RETURNING kind
+), counted AS (
+    SELECT count(*) FILTER (WHERE kind = 'model_call') AS model_calls,
+           count(*) FILTER (WHERE kind = 'tool_call') AS tool_calls
+    FROM closed
+), tasks AS (
+    UPDATE task_runs t
+    SET model_calls = t.model_calls + c.model_calls, tool_calls = t.tool_calls + c.tool_calls
+    FROM counted c
+    WHERE t.run_id = %(run_id)s AND t.task_key = %(task_key)s
+      AND c.model_calls + c.tool_calls > 0
+)
+UPDATE workflow_runs r
+SET model_calls = r.model_calls + c.model_calls, tool_calls = r.tool_calls + c.tool_calls
+FROM counted c
+WHERE r.run_id = %(run_id)s AND c.model_calls + c.tool_calls > 0
+
+-- name: find_tool_call
+-- Served by agent_steps_by_id.
+SELECT run_id, task_key, attempt, sequence, kind, status, request, request_hash, started_at,
+       response, usage, tool_call_id, finished_at, action, queue, heartbeat_timeout_seconds,
+       deadline, schedule_deadline, worker_id, claimed_at, lease_expires_at, timeout_at,
+       progress, report_hash, lease_end, lease_token_digest
+FROM agent_steps WHERE step_id = %(step_id)s AND queue IS NOT NULL
+
+-- name: due_tool_calls
+-- Served by agent_steps_lease_due, agent_steps_timeout_due and agent_steps_schedule_due.
+SELECT s.run_id, s.task_key, s.attempt, s.sequence, s.kind, s.status, s.request,
+       s.request_hash, s.started_at, s.response, s.usage, s.tool_call_id, s.finished_at,
+       s.action, s.queue, s.heartbeat_timeout_seconds, s.deadline, s.schedule_deadline,
+       s.worker_id, s.claimed_at, s.lease_expires_at, s.timeout_at, s.progress, s.report_hash,
+       s.lease_end
+FROM agent_steps s JOIN (
+    SELECT step_id, min(due) AS due FROM (
+        (SELECT step_id, lease_expires_at AS due FROM agent_steps
+         WHERE status = 'running' AND lease_expires_at <= %(now)s
+         ORDER BY lease_expires_at LIMIT %(limit)s)
+        UNION ALL
+        (SELECT step_id, timeout_at FROM agent_steps
+         WHERE status = 'running' AND timeout_at <= %(now)s
+         ORDER BY timeout_at LIMIT %(limit)s)
+        UNION ALL
+        (SELECT step_id, schedule_deadline FROM agent_steps
+         WHERE status = 'running' AND worker_id IS NULL AND schedule_deadline <= %(now)s
+         ORDER BY schedule_deadline LIMIT %(limit)s)
+    ) AS passed
+    GROUP BY step_id
+    ORDER BY min(due), step_id
+    LIMIT %(limit)s
+) d ON d.step_id = s.step_id
+ORDER BY d.due, s.step_id

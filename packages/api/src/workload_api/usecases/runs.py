@@ -147,6 +147,14 @@ class RunUseCases:
         found = await self._store.page_attempts(run_id, task_key, cursor, limit)
         return resources.page(found, resources.attempt)
 
+    async def list_steps(
+        self, run_id: str, task_key: str, cursor: str | None, limit: int
+    ) -> JsonObject:
+        """A page of an agent task's steps, by attempt and sequence."""
+        await self._check_task_key(run_id, task_key)
+        found = await self._store.page_steps(run_id, task_key, cursor, limit)
+        return resources.page(found, resources.step)
+
     async def list_events(self, run_id: str, cursor: str | None, limit: int) -> JsonObject:
         """A page of a run's events."""
         return resources.page(await self._store.page_events(run_id, cursor, limit), resources.event)

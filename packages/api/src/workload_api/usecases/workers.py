@@ -9,21 +9,26 @@ Complete and fail repeated with the same token and the same body answer the same
 from __future__ import annotations
 
 import secrets
+from dataclasses import replace
 from typing import Any
 
 import anyio
 
 from workload_api import resources, schemas
 from workload_api.usecases._bodies import parse, storable
+from workload_domain.agent.journal import StepStatus
+from workload_domain.agent.loop import tool_error, tool_output
 from workload_domain.errors import LeaseLost, TooLarge
 from workload_domain.idempotency import request_hash
 from workload_domain.jsonvalues import JsonObject, canonical_json
 from workload_domain.leases import (
     LeasedAttempt,
+    LeasedToolCall,
     LeaseLostReason,
     lease_lost,
     presents_token,
     token_digest,
+    tool_call_lease_lost,
 )
 from workload_domain.model import AttemptRecord, TaskError
 from workload_domain.ports import Clock, Store
@@ -96,6 +101,11 @@ class WorkerUseCases:
         expires = await self._store.heartbeat(attempt_id, digest, now, request.progress)
         if expires is None:
             leased = await self._store.find_attempt(attempt_id)
+            if leased is None:
+                tool_call = await self._store.find_tool_call(attempt_id)
+                if tool_call is not None:
+                    reason = tool_call_lease_lost(tool_call, request.lease_token, now)
+                    raise _lost(reason or LeaseLostReason.EXPIRED)
             raise _lost(lease_lost(leased, request.lease_token, now) or LeaseLostReason.EXPIRED)
         return {"lease_expires_at": expires.isoformat().replace("+00:00", "Z")}
 
@@ -114,7 +124,10 @@ class WorkerUseCases:
                 report_hash=report,
             )
 
-        return await self._report(attempt_id, "complete", request.lease_token, body, outcome)
+        ended = (StepStatus.SUCCEEDED, tool_output(request.output))
+        return await self._report(
+            attempt_id, "complete", request.lease_token, body, outcome, ended=ended
+        )
 
     async def fail(self, attempt_id: str, body: JsonObject | None) -> JsonObject:
         """Record the attempt's failure (the retry rule decides what follows)."""
@@ -132,7 +145,11 @@ class WorkerUseCases:
                 report_hash=report,
             )
 
-        return await self._report(attempt_id, "fail", request.lease_token, body, outcome)
+        # A tool call's failure goes to the model, which decides what to do next.
+        told = tool_error(f"{error.code}: {error.message}", error.code)
+        return await self._report(
+            attempt_id, "fail", request.lease_token, body, outcome, ended=(StepStatus.FAILED, told)
+        )
 
     async def _report(
         self,
@@ -141,9 +158,15 @@ class WorkerUseCases:
         token: str,
         body: Any,
         outcome: Any,
+        *,
+        ended: tuple[StepStatus, JsonObject],
     ) -> JsonObject:
         report = request_hash(kind, {"attempt_id": attempt_id}, body)
         leased = await self._store.find_attempt(attempt_id)
+        if leased is None:
+            tool_call = await self._store.find_tool_call(attempt_id)
+            if tool_call is not None:
+                return await self._report_tool_call(tool_call, token, report, ended)
         repeated = _repeated(leased, token, report)
         if repeated is not None:
             return repeated
@@ -172,6 +195,38 @@ class WorkerUseCases:
         if repeated is not None:
             return repeated
         raise _lost(lease_lost(again, token, self._clock.now()) or LeaseLostReason.FINISHED)
+
+    async def _report_tool_call(
+        self,
+        leased: LeasedToolCall,
+        token: str,
+        report: str,
+        ended: tuple[StepStatus, JsonObject],
+    ) -> JsonObject:
+        """End an agent's remote tool call as its worker reports it (fenced by the lease)."""
+        repeated = _repeated_tool_call(leased, token, report)
+        if repeated is not None:
+            return repeated
+        reason = tool_call_lease_lost(leased, token, self._clock.now())
+        if reason is not None:
+            raise _lost(reason)
+        status, response = ended
+        step = replace(
+            leased.step,
+            status=status,
+            response=response,
+            finished_at=self._clock.now(),
+            report_hash=report,
+        )
+        done = await self._remote.finish_tool_call(step, token_digest=leased.token_digest)
+        if done is not None:
+            return resources.tool_call_report(done)
+        again = await self._store.find_tool_call(step.step_id)
+        repeated = _repeated_tool_call(again, token, report)
+        if repeated is not None:
+            return repeated
+        lost = tool_call_lease_lost(again, token, self._clock.now())
+        raise _lost(lost or LeaseLostReason.FINISHED)
 
     async def list_workers(self, cursor: str | None, limit: int) -> JsonObject:
         """A page of workers (``active`` or ``gone``)."""
@@ -204,6 +259,14 @@ def _repeated(leased: LeasedAttempt | None, token: str, report: str) -> JsonObje
     if leased is None or leased.attempt.report_hash != report:
         return None
     return resources.attempt(leased.attempt) if presents_token(leased, token) else None
+
+
+def _repeated_tool_call(
+    leased: LeasedToolCall | None, token: str, report: str
+) -> JsonObject | None:
+    if leased is None or leased.step.report_hash != report:
+        return None
+    return resources.tool_call_report(leased.step) if presents_token(leased, token) else None
 
 
 def _lost(reason: LeaseLostReason) -> LeaseLost:

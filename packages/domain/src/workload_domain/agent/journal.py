@@ -1,0 +1,147 @@
+"""The step journal of agent attempts (SPEC §11) and the usage it adds up to.
+
+Every model call and every tool call of an agent attempt is a step ``(run_id, task_key,
+attempt, sequence)``, committed before the loop moves on. A step starts ``running`` and ends
+``succeeded`` or ``failed`` exactly once. A tool call served by a worker is leased like a
+remote attempt: its step carries the queue, the action, and while claimed the worker, the lease
+and the start-to-close deadline (written by the store, like an attempt's lease).
+"""
+
+from __future__ import annotations
+
+import enum
+import uuid
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime
+
+from workload_domain.jsonvalues import JsonObject
+
+__all__ = ["StepKind", "StepRecord", "StepStatus", "Usage", "step_id"]
+
+_STEPS = uuid.UUID("0b1d7c3e-5d2a-4f7e-8c61-9a4e2f3b7d10")
+
+
+class StepKind(enum.StrEnum):
+    """What a step is."""
+
+    MODEL_CALL = "model_call"
+    TOOL_CALL = "tool_call"
+
+
+class StepStatus(enum.StrEnum):
+    """Where a step is."""
+
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+
+
+def step_id(run_id: str, task_key: str, attempt: int, sequence: int) -> str:
+    """The id of a step (a name-based UUIDv5): a tool call's ``attempt_id`` in claims."""
+    return str(uuid.uuid5(_STEPS, f"{run_id}/{task_key}/{attempt}/{sequence}"))
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    """What agent steps consumed: calls made and tokens reported."""
+
+    model_calls: int = 0
+    tool_calls: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+
+    def to_json(self) -> JsonObject:
+        """The ``usage`` object of the API."""
+        return {
+            "model_calls": self.model_calls,
+            "tool_calls": self.tool_calls,
+            "input_tokens": self.input_tokens,
+            "output_tokens": self.output_tokens,
+        }
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            self.model_calls + other.model_calls,
+            self.tool_calls + other.tool_calls,
+            self.input_tokens + other.input_tokens,
+            self.output_tokens + other.output_tokens,
+        )
+
+    @classmethod
+    def total(cls, usages: Iterable[Usage]) -> Usage:
+        """The sum of ``usages``."""
+        result = cls()
+        for usage in usages:
+            result = result + usage
+        return result
+
+
+@dataclass(frozen=True, slots=True)
+class StepRecord:
+    """One step of an agent attempt's journal.
+
+    ``request`` and ``response`` are JSON objects: for a model call the messages added since
+    the previous model call (the whole conversation is their concatenation) and the model's
+    answer; for a tool call the tool, its action and arguments, and ``{"output": …}`` or
+    ``{"error": …}``. ``request_hash`` hashes the *whole* request, so that a replay that would
+    send something else is detected.
+    """
+
+    run_id: str
+    task_key: str
+    attempt: int
+    sequence: int
+    kind: StepKind
+    status: StepStatus
+    request: JsonObject
+    request_hash: str
+    started_at: datetime
+    response: JsonObject | None = None
+    usage: JsonObject | None = None
+    """``{"input_tokens", "output_tokens"}`` of a model call; None for a tool call."""
+    tool_call_id: str | None = None
+    finished_at: datetime | None = None
+    # A tool call executed by a worker (None for model calls and in-process tools):
+    action: str | None = None
+    queue: str | None = None
+    heartbeat_timeout_seconds: float | None = None
+    deadline: datetime | None = None
+    """The agent attempt's deadline: a claimed tool call's ``timeout_at``."""
+    schedule_deadline: datetime | None = None
+    worker_id: str | None = None
+    claimed_at: datetime | None = None
+    lease_expires_at: datetime | None = None
+    timeout_at: datetime | None = None
+    progress: JsonObject | None = None
+    report_hash: str | None = None
+    lease_end: str | None = None
+    """Why a remote tool call ended without its worker's report (a lease-lost reason)."""
+
+    @property
+    def step_id(self) -> str:
+        """This step's id."""
+        return step_id(self.run_id, self.task_key, self.attempt, self.sequence)
+
+    @property
+    def remote(self) -> bool:
+        """Whether a worker executes this step (a tool call whose action is remote)."""
+        return self.queue is not None
+
+    @property
+    def queued(self) -> bool:
+        """A remote tool call no worker has claimed yet."""
+        return self.remote and self.status is StepStatus.RUNNING and self.worker_id is None
+
+    def usage_added(self) -> Usage:
+        """What this step adds to its task's and run's usage once it has ended."""
+        if self.status is StepStatus.RUNNING:
+            return Usage()
+        if self.kind is StepKind.TOOL_CALL:
+            return Usage(tool_calls=1)
+        tokens = self.usage or {}
+        return Usage(
+            model_calls=1,
+            input_tokens=int(tokens.get("input_tokens", 0)),
+            output_tokens=int(tokens.get("output_tokens", 0)),
+        )

@@ -1,0 +1,256 @@
+"""The ``agent`` action (SPEC §11): a model-and-tools loop whose every step is durable.
+
+:class:`AgentExecutor` executes agent attempts in the coordinator. It is a thin imperative shell
+around :func:`~workload_domain.agent.loop.decide`: read the attempt's journal, ask what to do,
+do it — commit a step, call the model or run the tools, commit the step's end — and read again.
+A step is committed before the call it records is made and its end before the loop moves on, so
+the journal always says how far the attempt got. An attempt that a restart stopped is *resumed*
+by the next coordinator (the runner launches it again with the same number): the same loop
+replays the journal and carries on. Budgets, tool whitelists and argument validation are
+decided in the functional core; this shell only enforces them.
+
+Tool calls whose action is ``mock`` run here with the arguments as input; any other action is
+remote — the step is queued and a worker declaring the action claims it (``kind: tool_call``),
+under the same lease, heartbeat and fencing as a task attempt. The loop waits for the step to
+end (a worker's report, or the lease reaper), woken by :class:`StepSignal`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import timedelta
+
+import anyio
+
+from workload_domain.agent.journal import StepKind, StepRecord, StepStatus
+from workload_domain.agent.llm import MODEL_ERROR, Model, ModelFailure, Models
+from workload_domain.agent.loop import (
+    CallModel,
+    CallTools,
+    Fail,
+    Finish,
+    PendingTool,
+    decide,
+    final_output,
+    sanitized,
+    tool_error,
+    tool_output,
+)
+from workload_domain.agent.spec import AGENT_ACTION, AgentSpec, parse_agent
+from workload_domain.agent.template import TEMPLATE_ERROR, TemplateError, render_prompt
+from workload_domain.jsonvalues import canonical_json, sha256_tag
+from workload_domain.model import (
+    ExecutorFailure,
+    ExecutorRequest,
+    ExecutorResult,
+    ExecutorSuccess,
+    TaskError,
+)
+from workload_domain.ports import Clock, Executor, JournalStore
+from workload_engine.mock_executor import MOCK_ACTION
+from workload_engine.signals import StepKey, StepSignal, WorkSignal
+
+__all__ = ["ATTEMPT_ENDED", "DEFAULT_JOURNAL_POLL_SECONDS", "AgentExecutor"]
+
+ATTEMPT_ENDED = "attempt_ended"
+DEFAULT_JOURNAL_POLL_SECONDS = 2.0
+"""How often a loop waiting on remote tool calls re-reads its journal without a wake-up (ends
+written by another process; a wake-up in this one is immediate)."""
+_GONE = ExecutorFailure(
+    TaskError(ATTEMPT_ENDED, "the attempt ended while its agent loop was running", False)
+)
+
+
+class AgentExecutor:
+    """Executes attempts of ``agent`` tasks (see the module's docstring)."""
+
+    actions = frozenset({AGENT_ACTION})
+
+    def __init__(
+        self,
+        journal: JournalStore,
+        models: Models,
+        clock: Clock,
+        *,
+        tools: Executor,
+        work_signal: WorkSignal | None = None,
+        step_signal: StepSignal | None = None,
+        poll_seconds: float = DEFAULT_JOURNAL_POLL_SECONDS,
+    ) -> None:
+        self._journal = journal
+        self._models = models
+        self._clock = clock
+        self._tools = tools
+        """Executes in-process tools (``mock``)."""
+        self.work_signal = work_signal or WorkSignal()
+        self.step_signal = step_signal or StepSignal()
+        self._poll = poll_seconds
+
+    async def execute(self, request: ExecutorRequest) -> ExecutorResult:
+        """Run (or resume) the loop of one agent attempt until it finishes or fails."""
+        try:
+            spec = parse_agent(request.input)
+        except ValueError as exc:
+            return _failure("invalid_input", f"the agent input is invalid: {exc}", False)
+        try:
+            prompt = render_prompt(spec.prompt, request.run_input, request.upstream)
+        except TemplateError as exc:
+            return _failure(TEMPLATE_ERROR, exc.message, False)
+        try:
+            model = self._models.model(spec.model, script=_script(spec))
+        except ModelFailure as exc:
+            return _failure(exc.code, exc.message, exc.retryable)
+        key: StepKey = (request.run_id, request.task_key, request.attempt)
+        started = request.started_at or self._clock.now()
+        while True:
+            steps = await self._journal.list_steps(*key)
+            elapsed = (self._clock.now() - started).total_seconds()
+            move = decide(spec, prompt, steps, elapsed_seconds=elapsed)
+            if isinstance(move, Fail):
+                return ExecutorFailure(move.error)
+            if isinstance(move, Finish):
+                output = final_output(spec, move.content, move.usage)
+                if isinstance(output, TaskError):
+                    return ExecutorFailure(output)
+                return ExecutorSuccess(output)
+            if isinstance(move, CallModel):
+                existing = next((s for s in steps if s.sequence == move.sequence), None)
+                if not await self._call_model(model, key, move, existing):
+                    return _GONE
+            elif not await self._call_tools(request, key, move):
+                return _GONE
+
+    async def _call_model(
+        self, model: Model, key: StepKey, move: CallModel, existing: StepRecord | None
+    ) -> bool:
+        step = existing
+        if step is None:
+            step = await self._journal.begin_step(
+                StepRecord(
+                    *key,
+                    sequence=move.sequence,
+                    kind=StepKind.MODEL_CALL,
+                    status=StepStatus.RUNNING,
+                    request=move.journaled,
+                    request_hash=move.request_hash,
+                    started_at=self._clock.now(),
+                )
+            )
+            if step is None:
+                return False
+        try:
+            answer = sanitized(await model.complete(move.request), move.sequence)
+        except ModelFailure as exc:
+            error = TaskError(exc.code, exc.message, exc.retryable)
+            ended = self._ended(step, StepStatus.FAILED, {"error": error.to_json()})
+        except Exception as exc:  # an adapter's bug fails the attempt, not the service
+            error = TaskError(MODEL_ERROR, f"the model adapter failed: {type(exc).__name__}", False)
+            ended = self._ended(step, StepStatus.FAILED, {"error": error.to_json()})
+        else:
+            ended = replace(
+                self._ended(step, StepStatus.SUCCEEDED, answer.to_json()),
+                usage=answer.usage.to_json(),
+            )
+        return await self._journal.finish_step(ended) is not None
+
+    async def _call_tools(self, request: ExecutorRequest, key: StepKey, move: CallTools) -> bool:
+        remote: list[int] = []
+        for pending in move.calls:
+            step = pending.step or await self._begin_tool(request, key, pending)
+            if step is None:
+                return False
+            if step.remote:
+                remote.append(step.sequence)
+                continue
+            if pending.refusal is not None:
+                response = tool_error(pending.refusal)
+                ended = self._ended(step, StepStatus.FAILED, response)
+            else:
+                ended = await self._run_in_process(request, step, pending)
+            if await self._journal.finish_step(ended) is None:
+                return False
+        if remote:
+            await self._wait_for(key, remote)
+        return True
+
+    async def _begin_tool(
+        self, request: ExecutorRequest, key: StepKey, pending: PendingTool
+    ) -> StepRecord | None:
+        tool = pending.tool
+        journaled = pending.request()
+        now = self._clock.now()
+        step = StepRecord(
+            *key,
+            sequence=pending.sequence,
+            kind=StepKind.TOOL_CALL,
+            status=StepStatus.RUNNING,
+            request=journaled,
+            request_hash=sha256_tag(canonical_json(journaled)),
+            started_at=now,
+            tool_call_id=pending.call.id,
+        )
+        if pending.refusal is None and tool is not None and tool.action != MOCK_ACTION:
+            wait = request.schedule_to_start_timeout_seconds
+            step = replace(
+                step,
+                action=tool.action,
+                queue=request.queue,
+                heartbeat_timeout_seconds=request.heartbeat_timeout_seconds,
+                deadline=request.deadline or now + timedelta(days=1),
+                schedule_deadline=None if wait is None else now + timedelta(seconds=wait),
+            )
+        begun = await self._journal.begin_step(step)
+        if begun is not None and begun.remote:
+            self.work_signal.notify()
+        return begun
+
+    async def _run_in_process(
+        self, request: ExecutorRequest, step: StepRecord, pending: PendingTool
+    ) -> StepRecord:
+        assert pending.tool is not None  # a refused call never runs
+        arguments = pending.call.arguments if isinstance(pending.call.arguments, dict) else {}
+        try:
+            result = await self._tools.execute(
+                ExecutorRequest(
+                    run_id=request.run_id,
+                    task_key=request.task_key,
+                    attempt=request.attempt,
+                    action=pending.tool.action,
+                    input=arguments,
+                    run_input=request.run_input,
+                )
+            )
+        except Exception as exc:  # a tool's crash is the model's to hear about
+            return self._ended(step, StepStatus.FAILED, tool_error(type(exc).__name__))
+        if isinstance(result, ExecutorSuccess):
+            return self._ended(step, StepStatus.SUCCEEDED, tool_output(result.output))
+        error = result.error
+        return self._ended(
+            step, StepStatus.FAILED, tool_error(f"{error.code}: {error.message}", error.code)
+        )
+
+    async def _wait_for(self, key: StepKey, sequences: list[int]) -> None:
+        """Wait until every remote tool call of ``sequences`` has ended."""
+        wanted = set(sequences)
+        while True:
+            waiter = self.step_signal.waiter(key)
+            steps = await self._journal.list_steps(*key)
+            if all(s.status is not StepStatus.RUNNING for s in steps if s.sequence in wanted):
+                return
+            with anyio.move_on_after(self._poll):
+                await waiter.wait()
+
+    def _ended(
+        self, step: StepRecord, status: StepStatus, response: dict[str, object]
+    ) -> StepRecord:
+        return replace(step, status=status, response=response, finished_at=self._clock.now())
+
+
+def _failure(code: str, message: str, retryable: bool) -> ExecutorFailure:
+    return ExecutorFailure(TaskError(code, message, retryable))
+
+
+def _script(spec: AgentSpec) -> list[dict[str, object]] | None:
+    if spec.script is None:
+        return None
+    return [turn.model_dump(mode="json", exclude_none=True) for turn in spec.script]

@@ -1,0 +1,495 @@
+"""The agent runtime in the engine (SPEC §11): the loop, tools, budgets, the journal, resume.
+
+In-memory store and fake clock; the mock model and in-process (``mock``) tools. Remote tool
+calls are claimed and reported here through the store as a worker would; the real worker
+process is in ``tests/e2e``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import Any
+
+import anyio
+import anyio.lowlevel
+import pytest
+
+from tests.engine.harness import Harness, RunView, mock
+from workload_domain.agent.journal import StepKind, StepRecord, StepStatus, Usage
+from workload_domain.agent.llm import Model, ModelRequest, ModelResponse, Models
+from workload_domain.errors import StoreUnavailable
+from workload_domain.jsonvalues import JsonObject
+from workload_domain.leases import token_digest
+from workload_domain.ports import Store
+from workload_domain.workers import Claim
+from workload_engine.agent import AgentExecutor
+from workload_engine.clock import FakeClock
+from workload_engine.local import LocalExecutors
+from workload_engine.memory_store import InMemoryStore
+from workload_engine.mock_executor import MockExecutor
+from workload_engine.models import ModelRouter
+from workload_engine.runs import request_cancel
+
+pytestmark = pytest.mark.anyio
+
+OBJECT: JsonObject = {"type": "object"}
+
+
+class CountingModels:
+    """The service's models, counting every call made (a model call is never repeated)."""
+
+    def __init__(self) -> None:
+        self.inner = ModelRouter()
+        self.calls: list[int] = []  # the number of messages of each request
+
+    def model(self, name: str, *, script: Sequence[JsonObject] | None = None) -> Model:
+        model = self.inner.model(name, script=script)
+        calls = self.calls
+
+        class Counted:
+            async def complete(self, request: ModelRequest) -> ModelResponse:
+                calls.append(len(request.messages))
+                return await model.complete(request)
+
+        return Counted()
+
+
+def harness(
+    store: Store | None = None, clock: FakeClock | None = None, models: Models | None = None
+) -> tuple[Harness, AgentExecutor]:
+    clock = clock or FakeClock()
+    store = store or InMemoryStore(clock)
+    mock_executor = MockExecutor(clock)
+    agent = AgentExecutor(
+        store, models or ModelRouter(), clock, tools=mock_executor, poll_seconds=0.05
+    )
+    local = LocalExecutors(mock_executor, agent, resumable=frozenset({"agent"}))
+    return Harness(store=store, clock=clock, executor=local, resumable=local.resumable), agent
+
+
+def agent(
+    key: str = "a",
+    *,
+    script: Sequence[JsonObject] = (),
+    tools: Sequence[JsonObject] = (),
+    depends_on: Sequence[str] = (),
+    task: JsonObject | None = None,
+    **fields: Any,
+) -> JsonObject:
+    spec: JsonObject = {"model": "mock", "prompt": "go", "script": list(script)}
+    if tools:
+        spec["tools"] = list(tools)
+    spec.update(fields)
+    return {
+        "key": key,
+        "action": "agent",
+        "depends_on": list(depends_on),
+        "input": spec,
+        **(task or {}),
+    }
+
+
+def tool(name: str, action: str = "mock", **fields: Any) -> JsonObject:
+    return {"name": name, "action": action, **fields}
+
+
+def call(name: str, arguments: Any = None) -> JsonObject:
+    return {"tool_calls": [{"name": name, "arguments": {} if arguments is None else arguments}]}
+
+
+def say(content: str) -> JsonObject:
+    return {"content": content}
+
+
+def wf(*tasks: JsonObject) -> JsonObject:
+    return {"id": "agents", "tasks": list(tasks)}
+
+
+async def steps(h: Harness, run_id: str, attempt: int = 1) -> list[StepRecord]:
+    return list(await h.store.list_steps(run_id, "a", attempt))
+
+
+def error_of(view: RunView, key: str = "a") -> tuple[str, bool]:
+    error = view.tasks[key].error
+    assert error is not None
+    return error.code, error.retryable
+
+
+async def test_an_agent_calls_tools_and_answers_with_structured_output() -> None:
+    h, _ = harness()
+    calc = tool(
+        "calc",
+        parameters={"type": "object", "properties": {"output": OBJECT}, "required": ["output"]},
+    )
+    definition = wf(
+        mock("fetch", output={"text": "hello"}),
+        agent(
+            depends_on=["fetch"],
+            instructions="Be brief.",
+            prompt="Count {{upstream.fetch}} for {{input.who}}",
+            tools=[calc],
+            output_schema={"type": "object", "required": ["answer"]},
+            script=[
+                call("calc", {"output": {"n": 5}}),
+                say('```json\n{"answer": 5}\n```'),
+            ],
+        ),
+    )
+    view = await h.run(definition, {"who": "ann"})
+    assert view.status == "succeeded"
+    output = view.tasks["a"].output
+    assert output is not None
+    assert output["content"] == '```json\n{"answer": 5}\n```'
+    assert output["structured"] == {"answer": 5}
+    journal = await steps(h, view.snapshot.run.run_id)
+    assert [(s.sequence, s.kind, s.status) for s in journal] == [
+        (1, StepKind.MODEL_CALL, StepStatus.SUCCEEDED),
+        (2, StepKind.TOOL_CALL, StepStatus.SUCCEEDED),
+        (3, StepKind.MODEL_CALL, StepStatus.SUCCEEDED),
+    ]
+    first = journal[0].request["messages"]
+    assert first == [
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": 'Count {"text":"hello"} for ann'},
+    ]
+    assert journal[1].response == {"output": {"n": 5}}
+    assert journal[1].tool_call_id == "call_1_1"
+    tool_message = journal[2].request["messages"][1]
+    assert tool_message == {"role": "tool", "content": '{"n":5}', "tool_call_id": "call_1_1"}
+    tokens = [s.usage for s in journal if s.kind is StepKind.MODEL_CALL]
+    assert all(t and t["input_tokens"] > 0 and t["output_tokens"] > 0 for t in tokens)
+    usage = Usage(
+        model_calls=2,
+        tool_calls=1,
+        input_tokens=sum(t["input_tokens"] for t in tokens if t),
+        output_tokens=sum(t["output_tokens"] for t in tokens if t),
+    )
+    assert output["usage"] == usage.to_json()
+    assert view.tasks["a"].usage == usage
+    assert view.snapshot.run.usage == usage
+
+
+async def test_refused_tool_calls_are_answered_to_the_model_and_counted() -> None:
+    h, _ = harness()
+    strict = tool(
+        "lookup",
+        parameters={
+            "type": "object",
+            "properties": {"id": {"type": "integer"}},
+            "required": ["id"],
+            "additionalProperties": False,
+        },
+    )
+    turn = {
+        "tool_calls": [
+            {"name": "nope", "arguments": {}},
+            {"name": "lookup", "arguments": {"id": "seven"}},
+            {"name": "lookup", "arguments": [1, 2]},
+            {"name": "lookup", "arguments": {"id": 7, "output": {"found": True}}},
+        ]
+    }
+    view = await h.run(wf(agent(tools=[strict], script=[turn, say("done")])))
+    assert view.status == "succeeded"
+    journal = await steps(h, view.snapshot.run.run_id)
+    tools = [s for s in journal if s.kind is StepKind.TOOL_CALL]
+    assert [s.status for s in tools] == [StepStatus.FAILED] * 4
+    errors = [str((s.response or {})["error"]) for s in tools]
+    assert errors[0].startswith("unknown tool 'nope'")
+    assert errors[1].startswith("invalid arguments: /id:")
+    assert errors[2] == "invalid arguments: they must be a JSON object"
+    assert "output" in errors[3]  # additionalProperties: the schema is enforced exactly
+    answered = journal[-1].request["messages"]
+    assert [m["role"] for m in answered] == ["assistant", "tool", "tool", "tool", "tool"]
+    assert answered[1]["content"].startswith('{"error":"unknown tool')
+    assert view.tasks["a"].usage.tool_calls == 4
+
+
+@pytest.mark.parametrize("limit", [0, 1, 3])
+async def test_max_model_calls_allows_exactly_n_calls(limit: int) -> None:
+    models = CountingModels()
+    h, _ = harness(models=models)
+    endless = [call("t")] * 10
+    view = await h.run(
+        wf(agent(tools=[tool("t")], script=endless, budget={"max_model_calls": limit}))
+    )
+    assert view.status == "failed"
+    assert error_of(view) == ("budget_exceeded", False)
+    assert len(models.calls) == limit
+    assert view.tasks["a"].usage.model_calls == limit
+    assert "max_model_calls" in (view.tasks["a"].error.message if view.tasks["a"].error else "")
+
+
+@pytest.mark.parametrize("limit", [0, 2, 3])
+async def test_max_tool_calls_allows_exactly_n_calls(limit: int) -> None:
+    h, _ = harness()
+    two_at_once = {"tool_calls": [{"name": "t", "arguments": {}}, {"name": "t", "arguments": {}}]}
+    view = await h.run(
+        wf(
+            agent(
+                tools=[tool("t")],
+                script=[two_at_once, two_at_once, say("never")],
+                budget={"max_tool_calls": limit},
+            )
+        )
+    )
+    assert view.status == "failed"
+    assert error_of(view) == ("budget_exceeded", False)
+    journal = await steps(h, view.snapshot.run.run_id)
+    assert sum(1 for s in journal if s.kind is StepKind.TOOL_CALL) == limit
+
+
+async def test_token_limits_refuse_the_next_model_call_once_reached() -> None:
+    models = CountingModels()
+    h, _ = harness(models=models)
+    first = await h.run(wf(agent(tools=[tool("t")], script=[call("t"), say("x")])))
+    used = first.tasks["a"].usage
+    assert used.model_calls == 2
+    journal = await steps(h, first.snapshot.run.run_id)
+    after_one = (journal[0].usage or {})["input_tokens"]
+    models.calls.clear()
+    # A limit equal to what the first call used refuses the second; one more allows it.
+    for limit, expected in ((after_one, "failed"), (after_one + 1, "succeeded")):
+        h2, _ = harness(models=models)
+        view = await h2.run(
+            wf(
+                agent(
+                    tools=[tool("t")],
+                    script=[call("t"), say("x")],
+                    budget={"max_input_tokens": limit},
+                )
+            )
+        )
+        assert view.status == expected
+    out_limit = (journal[0].usage or {})["output_tokens"]
+    h3, _ = harness()
+    view = await h3.run(
+        wf(
+            agent(
+                tools=[tool("t")],
+                script=[call("t"), say("x")],
+                budget={"max_output_tokens": out_limit},
+            )
+        )
+    )
+    assert error_of(view) == ("budget_exceeded", False)
+
+
+async def test_max_seconds_refuses_the_next_step_once_passed() -> None:
+    h, _ = harness()
+    slow = {"tool_calls": [{"name": "t", "arguments": {"sleep_ms": 5000}}]}
+    view = await h.run(
+        wf(agent(tools=[tool("t")], script=[slow, say("x")], budget={"max_seconds": 5}))
+    )
+    assert error_of(view) == ("budget_exceeded", False)
+    assert "max_seconds" in (view.tasks["a"].error.message if view.tasks["a"].error else "")
+    h2, _ = harness()
+    view = await h2.run(
+        wf(agent(tools=[tool("t")], script=[slow, say("x")], budget={"max_seconds": 5.5}))
+    )
+    assert view.status == "succeeded"
+
+
+async def test_a_model_that_never_stops_ends_on_its_budget() -> None:
+    h, _ = harness()
+    view = await h.run(
+        wf(agent(tools=[tool("t")], script=[call("t")] * 60))  # the default budget: 50 calls
+    )
+    assert error_of(view) == ("budget_exceeded", False)
+    assert view.tasks["a"].usage.model_calls == 50
+    assert view.tasks["a"].usage.tool_calls == 50
+
+
+async def test_a_script_that_runs_out_fails_with_model_error() -> None:
+    h, _ = harness()
+    view = await h.run(wf(agent(tools=[tool("t")], script=[call("t")])))
+    code, retryable = error_of(view)
+    assert (code, retryable) == ("model_error", False)
+    journal = await steps(h, view.snapshot.run.run_id)
+    assert journal[-1].status is StepStatus.FAILED
+
+
+async def test_templates_fail_clearly_on_a_missing_field_or_dependency() -> None:
+    for prompt in ("{{input.missing}}", "{{upstream.nowhere}}"):
+        h, _ = harness()
+        view = await h.run(wf(agent(prompt=prompt, script=[say("x")])))
+        assert error_of(view) == ("template_error", False)
+        assert await steps(h, view.snapshot.run.run_id) == []  # no model call was made
+
+
+async def test_output_that_does_not_fit_the_schema_is_retried_then_fails() -> None:
+    models = CountingModels()
+    h, _ = harness(models=models)
+    view = await h.run(
+        wf(
+            agent(
+                script=[say("not json")],
+                output_schema={"type": "object"},
+                task={"retry": {"max_attempts": 2, "initial_backoff_seconds": 0}},
+            )
+        )
+    )
+    assert error_of(view) == ("invalid_model_output", True)
+    assert view.attempt_statuses("a") == ["failed", "failed"]
+    assert len(models.calls) == 2  # each attempt has its own journal
+    assert view.tasks["a"].usage.model_calls == 2
+
+
+class CrashingJournal(InMemoryStore):
+    """Fails like a lost database right after its N-th step end (a process crash there)."""
+
+    def __init__(self, clock: FakeClock) -> None:
+        super().__init__(clock)
+        self.ends = 0
+        self.crash_after: int | None = None
+
+    async def finish_step(self, step: StepRecord, **conditions: Any) -> StepRecord | None:
+        done = await super().finish_step(step, **conditions)
+        self.ends += 1
+        if self.crash_after is not None and self.ends >= self.crash_after:
+            self.crash_after = None
+            raise StoreUnavailable("the database went away")
+        return done
+
+
+@pytest.mark.parametrize(
+    ("crash_after", "label"), [(1, "after a model step"), (2, "after a tool step")]
+)
+async def test_a_restart_resumes_the_attempt_from_its_journal(crash_after: int, label: str) -> None:
+    clock = FakeClock()
+    store = CrashingJournal(clock)
+    models = CountingModels()
+    tools_run: list[JsonObject] = []
+
+    class CountingTools(MockExecutor):
+        async def execute(self, request: Any) -> Any:
+            tools_run.append(request.input)
+            return await super().execute(request)
+
+    h, _ = harness(store, clock, models)
+    script = [call("t", {"output": {"v": 1}}), say("done")]
+    run_id = await h.create(wf(agent(tools=[tool("t")], script=script)))
+    store.crash_after = crash_after
+    with pytest.raises(StoreUnavailable):
+        await h.execute(run_id)
+    interrupted = await h.view(run_id)
+    assert interrupted.attempt_statuses("a") == ["running"], label
+
+    agent2 = AgentExecutor(store, models, clock, tools=CountingTools(clock), poll_seconds=0.05)
+    local = LocalExecutors(MockExecutor(clock), agent2, resumable=frozenset({"agent"}))
+    view = await h.restarted(local, local.resumable).execute(run_id)
+    assert view.status == "succeeded"
+    assert view.attempt_statuses("a") == ["succeeded"]  # resumed, not interrupted
+    assert len(models.calls) == 2  # no model call was repeated
+    assert len(tools_run) == (1 if crash_after == 1 else 0)  # nor a completed tool call
+    recovered = [e for e in view.events if e.type == "run.recovered"]
+    assert [e.data for e in recovered] == [{"interrupted_attempts": 0, "resumed_attempts": 1}]
+    journal = await steps(h, run_id)
+    assert [s.sequence for s in journal] == [1, 2, 3]
+    assert view.tasks["a"].usage.model_calls == 2
+
+
+async def test_a_model_call_in_flight_at_a_crash_is_issued_again() -> None:
+    clock = FakeClock()
+    store = InMemoryStore(clock)
+    models = CountingModels()
+    h, _ = harness(store, clock, models)
+    run_id = await h.create(wf(agent(script=[say("done")])))
+
+    class Hanging:
+        def model(self, name: str, *, script: Sequence[JsonObject] | None = None) -> Model:
+            class Never:
+                async def complete(self, request: ModelRequest) -> ModelResponse:
+                    await anyio.sleep_forever()
+                    raise AssertionError
+
+            return Never()
+
+    stuck, _ = harness(store, clock, Hanging())
+    with anyio.move_on_after(0.5):  # the process stops while the call is in flight
+        await stuck.engine.execute(run_id)
+    (in_flight,) = await steps(h, run_id)
+    assert in_flight.status is StepStatus.RUNNING
+    view = await harness(store, clock, models)[0].execute(run_id)
+    assert view.status == "succeeded"
+    (step,) = await steps(h, run_id)
+    assert (step.sequence, step.status, step.request_hash) == (
+        1,
+        StepStatus.SUCCEEDED,
+        in_flight.request_hash,
+    )
+    assert len(models.calls) == 1
+
+
+async def worker_claims(store: Store, clock: FakeClock, action: str = "search") -> Any:
+    token = "secret-token"
+    for _ in range(200):
+        items = await store.claim(
+            Claim("w1", ("default",), (action,), 1, (token_digest(token),)), clock.now()
+        )
+        if items:
+            return items[0], token
+        await anyio.sleep(0.01)
+    raise AssertionError("no tool call was queued")
+
+
+async def test_a_remote_tool_call_waits_for_its_worker() -> None:
+    h, executor = harness()
+    run_id = await h.create(
+        wf(agent(tools=[tool("search", "search")], script=[call("search", {"q": "x"}), say("ok")]))
+    )
+    result: dict[str, Any] = {}
+
+    async def execute() -> None:
+        result["view"] = await h.engine.execute(run_id)
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(execute)
+        item, token = await worker_claims(h.store, h.clock)
+        assert (item.kind, item.tool, item.input) == ("tool_call", "search", {"q": "x"})
+        leased = await h.store.find_tool_call(item.attempt_id)
+        assert leased is not None
+        done = replace(
+            leased.step,
+            status=StepStatus.SUCCEEDED,
+            response={"output": {"hits": 3}},
+            finished_at=h.clock.now(),
+        )
+        assert await h.store.finish_step(done, token_digest=token_digest(token)) is not None
+        executor.step_signal.notify((run_id, "a", 1))
+    view = await h.view(run_id)
+    assert view.status == "succeeded"
+    journal = await steps(h, run_id)
+    assert journal[1].response == {"output": {"hits": 3}}
+    assert journal[2].request["messages"][1]["content"] == '{"hits":3}'
+
+
+async def test_cancel_while_a_tool_call_is_queued_closes_it() -> None:
+    h, _ = harness()
+    run_id = await h.create(
+        wf(agent(tools=[tool("search", "search")], script=[call("search"), say("ok")]))
+    )
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(h.engine.run)
+        await anyio.lowlevel.checkpoint()
+        h.engine.submit(run_id)
+        for _ in range(200):
+            journal = await steps(h, run_id)
+            if any(s.kind is StepKind.TOOL_CALL for s in journal):
+                break
+            await anyio.sleep(0.01)
+        await request_cancel(h.store, h.clock, run_id, local_actions=h.engine.local_actions)
+        h.engine.notify(run_id)
+        await h.engine.wait_finished(run_id)
+        tg.cancel_scope.cancel()
+    view = await h.view(run_id)
+    assert view.status == "canceled"
+    assert view.attempt_statuses("a") == ["canceled"]
+    queued = (await steps(h, run_id))[1]
+    assert (queued.status, queued.lease_end) == (StepStatus.FAILED, "canceled")
+    assert (
+        await h.store.claim(
+            Claim("w1", ("default",), ("search",), 1, (token_digest("t"),)), h.clock.now()
+        )
+        == []
+    )
