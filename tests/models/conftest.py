@@ -29,8 +29,8 @@ def fake_openai() -> Iterator[FakeOpenAI]:
 
 @pytest.fixture
 async def models(fake_openai: FakeOpenAI) -> AsyncIterator[OpenAIModels]:
-    """The adapter on ``fake_openai``, with :data:`API_KEY` and a 5 s timeout."""
-    async with OpenAIModels(fake_openai.base_url, API_KEY, 5.0) as adapters:
+    """The adapter on ``fake_openai``, with :data:`API_KEY` (and room for a loaded machine)."""
+    async with OpenAIModels(fake_openai.base_url, API_KEY, 60.0) as adapters:
         yield adapters
 
 
