@@ -21,13 +21,14 @@ nox.options.sessions = [
     "tests_api",
     "tests_sdk",
     "tests_worker",
+    "tests_model_openai",
     "tests_cli",
     "tests_inprocess",
     "tests_postgres15",
 ]
 
 PYTHON = "3.11"
-PACKAGES = ("domain", "engine", "store-postgres", "api", "cli", "sdk", "worker")
+PACKAGES = ("domain", "engine", "store-postgres", "api", "cli", "sdk", "worker", "model-openai")
 SOURCES = [f"packages/{p}/src" for p in PACKAGES]
 TEST_TOOLS = ("pytest>=8.4", "pytest-timeout>=2.4", "hypothesis>=6.150")
 
@@ -82,10 +83,13 @@ WORKSPACE_DEPENDENCIES = {
     "api": ("domain", "engine", "store-postgres"),
     "sdk": (),
     "worker": ("sdk",),
+    "model-openai": ("domain",),
     "cli": ("sdk", "worker", "domain", "engine", "store-postgres", "api"),
 }
 # The extras a package's own tests need (the CLI's server and run-local commands).
 PACKAGE_EXTRAS = {"cli": "[server,local]"}
+# Where a package's own tests are when not in tests/<package with underscores>.
+PACKAGE_TESTS = {"model-openai": "models"}
 
 
 def _package_tests(session: nox.Session, package: str, *extra: str) -> None:
@@ -93,7 +97,7 @@ def _package_tests(session: nox.Session, package: str, *extra: str) -> None:
     local = [f"./packages/{p}" for p in WORKSPACE_DEPENDENCIES[package]]
     local.append(f"./packages/{package}{PACKAGE_EXTRAS.get(package, '')}")
     session.install(*local, *TEST_TOOLS, *extra)
-    tests_dir = package.replace("-", "_")
+    tests_dir = PACKAGE_TESTS.get(package, package.replace("-", "_"))
     env = {**_test_env(), "WORKLOAD_ONLY_PACKAGE": package}
     session.run("pytest", f"tests/{tests_dir}", *session.posargs, env=env)
 
@@ -172,6 +176,15 @@ def tests_sdk(session: nox.Session) -> None:
 def tests_worker(session: nox.Session) -> None:
     """The worker SDK's tests with only workload-worker and workload-sdk (and their deps)."""
     _package_tests(session, "worker")
+
+
+@nox.session(python=PYTHON)
+def tests_model_openai(session: nox.Session) -> None:
+    """The openai:<model> adapter's tests with only it and the domain (and the openai client).
+
+    The fake OpenAI server they call is the standard library's: nothing else is installed.
+    """
+    _package_tests(session, "model-openai")
 
 
 @nox.session(python=PYTHON)

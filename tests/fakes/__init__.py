@@ -1,0 +1,1 @@
+"""Test doubles that stand in for outside services (a fake OpenAI-compatible server)."""

@@ -1,0 +1,1 @@
+"""The model adapters against real HTTP servers (the fake OpenAI-compatible one)."""
