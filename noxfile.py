@@ -80,11 +80,11 @@ WORKSPACE_DEPENDENCIES = {
     "domain": (),
     "engine": ("domain",),
     "store-postgres": ("domain",),
-    "api": ("domain", "engine", "store-postgres"),
+    "api": ("domain", "engine", "store-postgres", "model-openai"),
     "sdk": (),
     "worker": ("sdk",),
     "model-openai": ("domain",),
-    "cli": ("sdk", "worker", "domain", "engine", "store-postgres", "api"),
+    "cli": ("sdk", "worker", "domain", "engine", "store-postgres", "model-openai", "api"),
 }
 # The extras a package's own tests need (the CLI's server and run-local commands).
 PACKAGE_EXTRAS = {"cli": "[server,local]"}

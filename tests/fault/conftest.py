@@ -437,6 +437,92 @@ def services(tmp_path: Path) -> Iterator[Services]:
         started.close()
 
 
+# -- worker processes --------------------------------------------------------------------------
+
+ROOT = Path(__file__).resolve().parents[2]
+FAST_REAPER = {"WORKLOAD_LEASE_CHECK_INTERVAL_SECONDS": "0.1"}
+
+
+@dataclass
+class WorkerProcess:
+    """One ``python -m tests.fault.worker_app`` process and the directory it writes to."""
+
+    name: str
+    process: subprocess.Popen[bytes]
+    directory: Path
+
+    def started(self) -> list[str]:
+        """Attempt ids whose handler started."""
+        return [p.name.removeprefix("started-") for p in self.directory.glob("started-*")]
+
+    def marked(self, kind: str, attempt_id: str) -> bool:
+        """Whether the handler of ``attempt_id`` left the marker ``kind``."""
+        return (self.directory / f"{kind}-{attempt_id}").exists()
+
+    def claimed(self) -> list[dict[str, Any]]:
+        """Every claim item this worker received (as it came over the wire)."""
+        path = self.directory / "claims.jsonl"
+        if not path.exists():
+            return []
+        lines = path.read_text(encoding="utf-8").splitlines()
+        return [item for line in lines if line for item in json.loads(line)["attempts"]]
+
+    def log(self) -> str:
+        """What the worker wrote (stdout and stderr)."""
+        path = self.directory / "worker.log"
+        return path.read_text(errors="replace") if path.exists() else ""
+
+
+@dataclass
+class Workers:
+    """Starts worker processes; kills every survivor (by pid) at teardown."""
+
+    root: Path
+    started: list[WorkerProcess] = field(default_factory=list)
+
+    def start(self, service: Service, name: str, concurrency: int = 4) -> WorkerProcess:
+        directory = self.root / name
+        directory.mkdir(parents=True)
+        env = {k: v for k, v in os.environ.items() if not k.startswith("WORKLOAD_")}
+        env.update(
+            {
+                "WORKLOAD_URL": service.base_url,
+                "WORKLOAD_WORKER_TOKEN": WORKER_TOKEN,
+                "FAULT_WORKER_ID": name,
+                "FAULT_WORKER_DIR": str(directory),
+                "FAULT_WORKER_CONCURRENCY": str(concurrency),
+                "PYTHONUNBUFFERED": "1",
+            }
+        )
+        with (directory / "worker.log").open("wb") as log:
+            process = subprocess.Popen(
+                [sys.executable, "-m", "tests.fault.worker_app"],
+                cwd=ROOT,
+                env=env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+            )
+        worker = WorkerProcess(name, process, directory)
+        self.started.append(worker)
+        return worker
+
+    def close(self) -> None:
+        for worker in self.started:
+            if worker.process.poll() is None:
+                worker.process.kill()
+            worker.process.wait(timeout=10)
+
+
+@pytest.fixture
+def workers(tmp_path: Path) -> Iterator[Workers]:
+    started = Workers(tmp_path / "workers")
+    try:
+        yield started
+    finally:
+        started.close()
+
+
 # -- API and database helpers -------------------------------------------------------------------
 
 

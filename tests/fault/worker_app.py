@@ -8,8 +8,10 @@ marker file per handler that started, finished or was cancelled).
 Actions:
 - ``hold``: attempt 1 runs until the file ``release`` appears in ``FAULT_WORKER_DIR`` (or until
   it is cancelled); a later attempt returns at once;
-- ``echo``: returns at once.
-Both return ``{"by": worker id, "attempt": n}``.
+- ``echo``: returns at once;
+both return ``{"by": worker id, "attempt": n}``;
+- ``search`` (an agent's tool): returns ``{"hits": [...], "query": q}`` for ``{"q": q}``, and
+  leaves a ``finished-<attempt id>`` marker per execution (a test counts them).
 """
 
 from __future__ import annotations
@@ -87,6 +89,13 @@ async def hold(ctx: Context, input: dict[str, Any]) -> dict[str, Any]:
 async def echo(ctx: Context, input: dict[str, Any]) -> dict[str, Any]:
     _mark("finished", ctx)
     return {"by": NAME, "attempt": ctx.attempt}
+
+
+@worker.action("search")
+async def search(ctx: Context, input: dict[str, Any]) -> dict[str, Any]:
+    _mark("finished", ctx)
+    query = str(input.get("q", ""))
+    return {"hits": [f"{query}-1", f"{query}-2"], "query": query, "kind": ctx.kind}
 
 
 if __name__ == "__main__":

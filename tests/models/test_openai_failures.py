@@ -132,9 +132,9 @@ MALFORMED = [
         id="tool-calls-object",
     ),
     pytest.param(
-        b'{"choices": [{"message": {"tool_calls": [{"function": {"name": "f"}}]}}]}',
-        "choices[0].message.tool_calls[0].id is not a non-empty string",
-        id="tool-call-without-id",
+        b'{"choices": [{"message": {"tool_calls": [{"id": 7, "function": {"name": "f"}}]}}]}',
+        "choices[0].message.tool_calls[0].id is not a string",
+        id="tool-call-id-number",
     ),
     pytest.param(
         b'{"choices": [{"message": {"tool_calls": [{"id": "c", "function": {"name": 1}}]}}]}',

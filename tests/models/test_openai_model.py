@@ -101,6 +101,23 @@ async def test_arguments_sent_as_an_object_are_kept(
     assert response.tool_calls == (ToolCall("c1", "add", {"a": 1}),)
 
 
+@pytest.mark.parametrize("call_id", [b"", b', "id": null', b', "id": ""'])
+async def test_a_tool_call_without_an_id_is_kept_for_the_runtime_to_name(
+    fake_openai: FakeOpenAI, models: OpenAIModels, call_id: bytes
+) -> None:
+    # Some local servers send no ids; the agent runtime names such calls call_<step>_<n>.
+    answer = (
+        b'{"choices": [{"message": {"role": "assistant", "content": null, "tool_calls": '
+        b'[{"type": "function"' + call_id + b', "function": {"name": "add", "arguments": '
+        b'"{}"}}]}, "finish_reason": "tool_calls"}]}'
+    )
+    fake_openai.queue(Raw(answer))
+
+    response = await models.model(f"openai:{MODEL}").complete(ask(tools=(ADD,)))
+
+    assert response.tool_calls == (ToolCall("", "add", {}),)
+
+
 @pytest.mark.parametrize(
     ("reply", "finish"),
     [

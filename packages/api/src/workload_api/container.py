@@ -29,6 +29,7 @@ from workload_engine.mock_executor import MockExecutor
 from workload_engine.models import ModelRouter
 from workload_engine.remote import RemoteAttempts
 from workload_engine.signals import StepSignal, WorkSignal
+from workload_model_openai import DEFAULT_API_KEY, OpenAIModels
 from workload_store_postgres.lock import PostgresCoordinatorLock
 from workload_store_postgres.store import PostgresStore
 
@@ -51,6 +52,18 @@ def _store(settings: Settings, clock: Clock) -> PostgresStore:
     )
 
 
+def _openai_models(settings: Settings) -> OpenAIModels | None:
+    """The ``openai:`` adapters, when an endpoint is configured (SPEC §11)."""
+    if not settings.openai_base_url:
+        return None
+    key = settings.openai_api_key.get_secret_value() if settings.openai_api_key else None
+    return OpenAIModels(
+        settings.openai_base_url,
+        key or DEFAULT_API_KEY,
+        settings.model_timeout_seconds,
+    )
+
+
 def _lock(settings: Settings) -> PostgresCoordinatorLock:
     return PostgresCoordinatorLock(_database_url(settings))
 
@@ -65,7 +78,8 @@ class Container(containers.DeclarativeContainer):
     work_signal = providers.Singleton(WorkSignal)
     step_signal = providers.Singleton(StepSignal)
     mock_executor = providers.Singleton(MockExecutor, clock=clock)
-    models = providers.Singleton(ModelRouter, openai=providers.Object(None))
+    openai_models = providers.Singleton(_openai_models, settings=settings)
+    models = providers.Singleton(ModelRouter, openai=openai_models)
     agent_executor = providers.Singleton(
         AgentExecutor,
         journal=store,
@@ -123,6 +137,7 @@ class Container(containers.DeclarativeContainer):
         clock=clock,
         readiness=readiness,
         remote=remote,
+        models=models,
         lock_check_interval=settings.provided.lock_check_interval_seconds,
         lease_check_interval=settings.provided.lease_check_interval_seconds,
         sweep_interval=settings.provided.sweep_interval_seconds,

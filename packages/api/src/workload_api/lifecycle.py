@@ -32,6 +32,7 @@ from workload_api._errors import single_errors
 from workload_domain.idempotency import IDEMPOTENCY_RETENTION
 from workload_domain.ports import Clock, CoordinatorLock, Store
 from workload_engine.engine import Engine
+from workload_engine.models import ModelRouter
 from workload_engine.remote import RemoteAttempts
 
 __all__ = ["CoordinatorBusy", "Readiness", "Service"]
@@ -70,6 +71,7 @@ class Service:
         clock: Clock,
         readiness: Readiness,
         remote: RemoteAttempts | None = None,
+        models: ModelRouter | None = None,
         lock_check_interval: float = 1.0,
         lease_check_interval: float = 1.0,
         sweep_interval: float = 5.0,
@@ -82,6 +84,8 @@ class Service:
         self.clock = clock
         self.readiness = readiness
         self.remote = remote
+        self.models = models
+        """The model adapters: their connections close with the store's."""
         self.fault: BaseException | None = None
         self.recovered = 0
         self._lock_check_interval = lock_check_interval
@@ -129,6 +133,8 @@ class Service:
                         await self.lock.release()
         finally:
             with anyio.CancelScope(shield=True):
+                if self.models is not None:
+                    await self.models.aclose()
                 await self.store.close()
 
     def stopping(self) -> None:

@@ -42,6 +42,12 @@ class Settings(BaseSettings):
     """An idle kept-alive connection is closed after this long."""
     shutdown_grace_seconds: int = Field(default=10, ge=0, le=300)
     """On SIGTERM/SIGINT, in-flight requests get this long before they are cancelled."""
+    openai_base_url: str | None = None
+    """An OpenAI-compatible endpoint (ending in ``/v1``) for ``openai:<model>`` agents (§11)."""
+    openai_api_key: SecretStr | None = None
+    """Its key, if it needs one; never logged, never in a step or a resource."""
+    model_timeout_seconds: float = Field(default=120.0, gt=0, le=3600)
+    """The most one model call may take before the attempt fails ``model_unavailable``."""
     statement_timeout_ms: int = Field(default=5000, ge=100, le=600_000)
     pool_max_size: int = Field(default=10, ge=1, le=1000)
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import Protocol
 
 import anyio
 
@@ -25,7 +26,7 @@ from workload_domain.agent.llm import (
 )
 from workload_domain.jsonvalues import JsonObject, canonical_json
 
-__all__ = ["MOCK_MODEL", "MockModel", "ModelRouter", "estimate_tokens"]
+__all__ = ["MOCK_MODEL", "ClosableModels", "MockModel", "ModelRouter", "estimate_tokens"]
 
 MOCK_MODEL = "mock"
 OPENAI_PREFIX = "openai:"
@@ -68,6 +69,14 @@ class MockModel:
         )
 
 
+class ClosableModels(Models, Protocol):
+    """A registry of adapters that holds connections (closed when the service stops)."""
+
+    async def aclose(self) -> None:
+        """Release every connection."""
+        ...
+
+
 class ModelRouter:
     """The :class:`~workload_domain.agent.llm.Models` of the service: ``mock`` and ``openai:``.
 
@@ -75,8 +84,13 @@ class ModelRouter:
     naming an ``openai:`` model fails ``model_error`` with what to set).
     """
 
-    def __init__(self, openai: Models | None = None) -> None:
+    def __init__(self, openai: ClosableModels | None = None) -> None:
         self._openai = openai
+
+    async def aclose(self) -> None:
+        """Close the adapters' connections."""
+        if self._openai is not None:
+            await self._openai.aclose()
 
     def model(self, name: str, *, script: Sequence[JsonObject] | None = None) -> Model:
         """The model called ``name``."""

@@ -131,9 +131,11 @@ def _tool_call(raw: Any, index: int) -> ToolCall:
     where = f"choices[0].message.tool_calls[{index}]"
     call = _object(raw, where)
     function = _object(call.get("function"), f"{where}.function")
-    call_id = call.get("id")
-    if not isinstance(call_id, str) or not call_id:
-        raise MalformedAnswer(f"{where}.id is not a non-empty string")
+    call_id = call.get("id", "")
+    if call_id is None:
+        call_id = ""  # some local servers send no ids: the runtime names such calls
+    if not isinstance(call_id, str):
+        raise MalformedAnswer(f"{where}.id is not a string")
     name = function.get("name")
     if not isinstance(name, str):
         raise MalformedAnswer(f"{where}.function.name is not a string")
