@@ -78,6 +78,12 @@ def test_event_type_strings() -> None:
         "task.failed",
         "task.skipped",
         "task.canceled",
+        "task.waiting_approval",
+        "approval.requested",
+        "approval.approved",
+        "approval.rejected",
+        "approval.expired",
+        "approval.canceled",
     }
 
 

@@ -31,6 +31,13 @@ SPEC_RUN_EDGES = {
     ("running", "failed"),
     ("running", "canceled"),
     ("waiting_retry", "canceled"),
+    # SPEC §11: a run waits for a person when nothing runs and a task waits for an approval;
+    # that takes precedence over waiting for a retry.
+    ("running", "waiting_approval"),
+    ("waiting_approval", "running"),
+    ("waiting_approval", "canceled"),
+    ("waiting_retry", "waiting_approval"),
+    ("waiting_approval", "waiting_retry"),
 }
 SPEC_TASK_EDGES = {
     ("pending", "running"),
@@ -42,6 +49,10 @@ SPEC_TASK_EDGES = {
     ("running", "failed"),
     ("running", "canceled"),
     ("waiting_retry", "canceled"),
+    # SPEC §11: an agent task pauses on a tool approval and resumes once it is decided.
+    ("running", "waiting_approval"),
+    ("waiting_approval", "running"),
+    ("waiting_approval", "canceled"),
 }
 SPEC_ATTEMPT_EDGES = {
     # SPEC §10: a queued (remote) attempt is claimed, canceled, or fails schedule-to-start.
@@ -61,6 +72,7 @@ def test_run_status_strings() -> None:
         "pending",
         "running",
         "waiting_retry",
+        "waiting_approval",
         "succeeded",
         "failed",
         "canceled",
@@ -72,6 +84,7 @@ def test_task_status_strings() -> None:
         "pending",
         "running",
         "waiting_retry",
+        "waiting_approval",
         "succeeded",
         "failed",
         "canceled",
@@ -188,7 +201,7 @@ def test_check_transition_for_every_pair(
 
 
 def test_pair_count() -> None:
-    assert len(ALL_PAIRS) == 6 * 6 + 7 * 7 + 7 * 7
+    assert len(ALL_PAIRS) == 7 * 7 + 8 * 8 + 7 * 7
 
 
 def test_same_status_is_never_a_transition() -> None:

@@ -18,12 +18,14 @@ import pytest
 from tests.engine.harness import Harness, RunView, mock
 from workload_domain.agent.journal import StepKind, StepRecord, StepStatus, Usage
 from workload_domain.agent.llm import Model, ModelRequest, ModelResponse, Models
+from workload_domain.approvals import ApprovalRecord, ApprovalStatus, Decision, arguments_digest
 from workload_domain.errors import StoreUnavailable
 from workload_domain.jsonvalues import JsonObject
 from workload_domain.leases import token_digest
 from workload_domain.ports import Store
 from workload_domain.workers import Claim
 from workload_engine.agent import AgentExecutor
+from workload_engine.approvals import ApprovalDecisions
 from workload_engine.clock import FakeClock
 from workload_engine.local import LocalExecutors
 from workload_engine.memory_store import InMemoryStore
@@ -493,3 +495,182 @@ async def test_cancel_while_a_tool_call_is_queued_closes_it() -> None:
         )
         == []
     )
+
+
+# -- approvals (SPEC §11) -------------------------------------------------------------------
+
+
+def guarded(name: str = "deploy", action: str = "mock", **fields: Any) -> JsonObject:
+    return tool(name, action, requires_approval=True, **fields)
+
+
+async def run_until(h: Harness, run_id: str, status: str) -> RunView:
+    """Execute the run in the background until it reaches ``status`` (the engine keeps going)."""
+    for _ in range(500):
+        view = await h.view(run_id)
+        if view.status == status:
+            return view
+        await anyio.sleep(0.01)
+    raise AssertionError(f"the run never became {status}: {(await h.view(run_id)).status}")
+
+
+async def only_approval(h: Harness, run_id: str) -> Any:
+    (approval,) = (await h.store.page_approvals(None, None, 10)).items
+    assert approval.run_id == run_id
+    return approval
+
+
+async def test_an_approved_tool_call_runs_once_with_exactly_its_arguments() -> None:
+
+    tools_run: list[JsonObject] = []
+
+    class CountingTools(MockExecutor):
+        async def execute(self, request: Any) -> Any:
+            tools_run.append(request.input)
+            return await super().execute(request)
+
+    clock = FakeClock()
+    store = InMemoryStore(clock)
+    tools = CountingTools(clock)
+    executor = AgentExecutor(store, ModelRouter(), clock, tools=tools, poll_seconds=0.05)
+    local = LocalExecutors(tools, executor, resumable=frozenset({"agent"}))
+    h = Harness(store=store, clock=clock, executor=local, resumable=local.resumable)
+    arguments = {"env": "prod", "output": {"deployed": True}}
+    run_id = await h.create(
+        wf(agent(tools=[guarded()], script=[call("deploy", arguments), say("done")]))
+    )
+    decisions = ApprovalDecisions(store, h.engine)
+    async with anyio.create_task_group() as tg:
+        await tg.start(h.engine.run)
+        h.engine.submit(run_id)
+        view = await run_until(h, run_id, "waiting_approval")
+        assert view.tasks["a"].status.value == "waiting_approval"
+        assert view.attempt_statuses("a") == ["running"]
+        approval = await only_approval(h, run_id)
+        assert (approval.status, approval.tool, approval.arguments) == (
+            ApprovalStatus.PENDING,
+            "deploy",
+            arguments,
+        )
+        assert approval.arguments_digest == arguments_digest(arguments)
+        assert tools_run == []
+        decided = await decisions.decide(
+            approval.approval_id,
+            Decision.APPROVE,
+            approval.arguments_digest,
+            decided_by="operator:abc",
+            comment="go",
+        )
+        assert isinstance(decided, ApprovalRecord)
+        assert decided.status is ApprovalStatus.APPROVED
+        await h.engine.wait_finished(run_id)
+        tg.cancel_scope.cancel()
+    view = await h.view(run_id)
+    assert view.status == "succeeded"
+    assert tools_run == [arguments]
+    types = view.event_types()
+    for expected in ("approval.requested", "task.waiting_approval", "approval.approved"):
+        assert types.count(expected) == 1
+    stored = await store.find_approval(approval.approval_id)
+    assert stored is not None
+    assert (stored.status, stored.decided_by, stored.comment) == (
+        ApprovalStatus.APPROVED,
+        "operator:abc",
+        "go",
+    )
+
+
+@pytest.mark.parametrize("how", ["reject", "expire"])
+async def test_a_rejected_or_expired_call_is_answered_to_the_model(how: str) -> None:
+
+    h, _ = harness()
+    run_id = await h.create(
+        wf(
+            agent(
+                tools=[guarded(approval_timeout_seconds=60)],
+                script=[call("deploy", {"env": "prod"}), say("ok, not deployed")],
+            )
+        )
+    )
+    decisions = ApprovalDecisions(h.store, h.engine)
+    async with anyio.create_task_group() as tg:
+        await tg.start(h.engine.run)
+        h.engine.submit(run_id)
+        await run_until(h, run_id, "waiting_approval")
+        approval = await only_approval(h, run_id)
+        if how == "reject":
+            await decisions.decide(
+                approval.approval_id,
+                Decision.REJECT,
+                approval.arguments_digest,
+                decided_by="operator:abc",
+                comment="not on a Friday",
+            )
+        else:
+            assert await decisions.expire_due() == 0
+            h.clock.advance(61)
+            assert await decisions.expire_due() == 1
+        await h.engine.wait_finished(run_id)
+        tg.cancel_scope.cancel()
+    view = await h.view(run_id)
+    assert view.status == "succeeded"
+    tool_step = (await steps(h, run_id))[1]
+    error = str((tool_step.response or {})["error"])
+    if how == "reject":
+        assert error == "rejected by operator:abc: not on a Friday"
+        assert "approval.rejected" in view.event_types()
+    else:
+        assert error.startswith("expired:")
+        assert "approval.expired" in view.event_types()
+    model_saw = (await steps(h, run_id))[2].request["messages"][1]["content"]
+    assert "rejected" in model_saw or "expired" in model_saw
+
+
+async def test_cancel_cancels_pending_approvals() -> None:
+
+    h, _ = harness()
+    run_id = await h.create(wf(agent(tools=[guarded()], script=[call("deploy"), say("x")])))
+    async with anyio.create_task_group() as tg:
+        await tg.start(h.engine.run)
+        h.engine.submit(run_id)
+        await run_until(h, run_id, "waiting_approval")
+        await request_cancel(h.store, h.clock, run_id, local_actions=h.engine.local_actions)
+        h.engine.notify(run_id)
+        await h.engine.wait_finished(run_id)
+        tg.cancel_scope.cancel()
+    view = await h.view(run_id)
+    assert view.status == "canceled"
+    approval = await only_approval(h, run_id)
+    assert approval.status is ApprovalStatus.CANCELED
+    assert "approval.canceled" in view.event_types()
+
+
+async def test_time_waiting_for_approval_counts_toward_no_timeout() -> None:
+
+    h, _ = harness()
+    run_id = await h.create(
+        wf(
+            agent(
+                tools=[guarded()],
+                script=[call("deploy"), say("done")],
+                budget={"max_seconds": 30},
+                task={"timeout_seconds": 60},
+            )
+        )
+    )
+    decisions = ApprovalDecisions(h.store, h.engine)
+    async with anyio.create_task_group() as tg:
+        await tg.start(h.engine.run)
+        h.engine.submit(run_id)
+        await run_until(h, run_id, "waiting_approval")
+        h.clock.advance(3600)  # an hour: past both the timeout and max_seconds
+        approval = await only_approval(h, run_id)
+        await decisions.decide(
+            approval.approval_id, Decision.APPROVE, approval.arguments_digest, decided_by="op"
+        )
+        await h.engine.wait_finished(run_id)
+        tg.cancel_scope.cancel()
+    view = await h.view(run_id)
+    assert view.status == "succeeded", view.tasks["a"].error
+    (attempt,) = view.attempts["a"]
+    assert attempt.paused_seconds == 3600

@@ -15,8 +15,10 @@ Hierarchy::
     │   └── WorkflowIdMismatch       code workflow_id_mismatch
     ├── NotFound                     category NOT_FOUND
     │   ├── WorkflowNotFound · VersionNotFound · RunNotFound · TaskNotFound
+    │   └── ApprovalNotFound · DraftNotFound
     ├── Conflict                     category CONFLICT
     │   ├── WorkflowExists · IdempotencyKeyReused · RunFinished
+    │   ├── ApprovalDecided · ApprovalChanged · DraftChanged · DraftNotReady
     │   └── LeaseLost                code lease_lost, with a reason (SPEC §10)
     ├── RevisionConflict             category REVISION_CONFLICT (a commit from a stale revision)
     ├── VersionTaken                 category REVISION_CONFLICT (a concurrent new version won)
@@ -35,7 +37,13 @@ import enum
 from dataclasses import dataclass
 
 __all__ = [
+    "ApprovalChanged",
+    "ApprovalDecided",
+    "ApprovalNotFound",
     "Conflict",
+    "DraftChanged",
+    "DraftNotFound",
+    "DraftNotReady",
     "ErrorCategory",
     "ExecutionStopped",
     "IdempotencyKeyReused",
@@ -208,6 +216,24 @@ class TaskNotFound(NotFound):
         self.task_key = task_key
 
 
+class ApprovalNotFound(NotFound):
+    """No approval has this id."""
+
+    code = "approval_not_found"
+
+    def __init__(self, approval_id: str) -> None:
+        super().__init__(f"approval {quoted(approval_id)} does not exist")
+
+
+class DraftNotFound(NotFound):
+    """No draft has this id."""
+
+    code = "draft_not_found"
+
+    def __init__(self, draft_id: str) -> None:
+        super().__init__(f"draft {quoted(draft_id)} does not exist")
+
+
 class Conflict(WorkloadError):
     """The request is valid but conflicts with the current state."""
 
@@ -243,6 +269,46 @@ class RunFinished(Conflict):
         super().__init__(f"run {run_id!r} already finished with status {status!r}")
         self.run_id = run_id
         self.status = status
+
+
+class ApprovalDecided(Conflict):
+    """The approval is no longer pending: it was decided, expired or canceled."""
+
+    code = "approval_decided"
+
+    def __init__(self, approval_id: str, status: str) -> None:
+        super().__init__(f"approval {quoted(approval_id)} is already {status}")
+
+
+class ApprovalChanged(Conflict):
+    """The decision names other arguments than the approval's (a stale or wrong digest)."""
+
+    code = "approval_changed"
+
+    def __init__(self, approval_id: str) -> None:
+        super().__init__(
+            f"arguments_digest does not match the arguments of approval {quoted(approval_id)}"
+        )
+
+
+class DraftChanged(Conflict):
+    """The approval of a draft names another definition than the draft's."""
+
+    code = "draft_changed"
+
+    def __init__(self, draft_id: str) -> None:
+        super().__init__(
+            f"definition_hash does not match the definition of draft {quoted(draft_id)}"
+        )
+
+
+class DraftNotReady(Conflict):
+    """The draft cannot be approved or rejected in its status."""
+
+    code = "draft_not_ready"
+
+    def __init__(self, draft_id: str, status: str) -> None:
+        super().__init__(f"draft {quoted(draft_id)} is {status}")
 
 
 class LeaseLost(Conflict):

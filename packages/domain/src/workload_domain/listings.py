@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Generic, TypeVar
 
 from workload_domain.agent.journal import StepRecord
+from workload_domain.approvals import ApprovalRecord
 from workload_domain.cursors import CursorCodec, Page, Position, Scope, page_of, to_micros
 from workload_domain.errors import InvalidCursor
 from workload_domain.model import (
@@ -26,6 +27,7 @@ from workload_domain.model import (
 from workload_domain.workers import WorkerRecord
 
 __all__ = [
+    "APPROVALS",
     "ATTEMPTS",
     "EVENTS",
     "RUNS",
@@ -110,6 +112,10 @@ EVENTS: Listing[EventRecord] = Listing("events", lambda e: (e.sequence,), (int,)
 """A run's events by sequence."""
 STEPS: Listing[StepRecord] = Listing("steps", lambda s: (s.attempt, s.sequence), (int, int))
 """A task's agent steps by ``(attempt, sequence)``."""
+APPROVALS: Listing[ApprovalRecord] = Listing(
+    "approvals", lambda a: (to_micros(a.requested_at), a.approval_id), (int, str)
+)
+"""Approvals in ``(requested_at, approval_id)`` order."""
 WORKERS: Listing[WorkerRecord] = Listing("workers", lambda w: (w.worker_id,), (str,))
 """Workers by id."""
 

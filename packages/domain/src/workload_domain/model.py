@@ -12,6 +12,7 @@ from datetime import datetime
 from typing import Any
 
 from workload_domain.agent.journal import Usage
+from workload_domain.approvals import ApprovalRecord
 from workload_domain.errors import StoreIntegrityError
 from workload_domain.events import EventType
 from workload_domain.jsonvalues import JsonObject
@@ -24,6 +25,7 @@ __all__ = [
     "ExecutorRequest",
     "ExecutorResult",
     "ExecutorSuccess",
+    "ExecutorSuspended",
     "NewRun",
     "RunCommit",
     "RunRecord",
@@ -149,6 +151,11 @@ class AttemptRecord:
     progress: JsonObject | None = None
     report_hash: str | None = None
     """A hash of the worker's complete/fail request, so that an identical retry answers 200."""
+    paused_at: datetime | None = None
+    """Agent attempts: since when the task waits for an approval (None: it does not)."""
+    paused_seconds: float = 0.0
+    """Agent attempts: time spent waiting for approvals, which counts toward neither the
+    task's ``timeout_seconds`` nor the budget's ``max_seconds`` (SPEC §11)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -175,6 +182,8 @@ class RunSnapshot:
     tasks: tuple[TaskRecord, ...]
     live_attempts: tuple[AttemptRecord, ...]
     last_sequence: int
+    approvals: tuple[ApprovalRecord, ...] = ()
+    """The run's pending approvals (SPEC §11)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -200,6 +209,8 @@ class RunCommit:
     tasks: tuple[TaskRecord, ...] = ()
     attempts: tuple[AttemptRecord, ...] = ()
     events: tuple[EventRecord, ...] = ()
+    approvals: tuple[ApprovalRecord, ...] = ()
+    """New or decided approvals."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -224,6 +235,8 @@ class ExecutorRequest:
     """The task's lease length, for an agent's remote tool calls."""
     schedule_to_start_timeout_seconds: float | None = None
     """How long an agent's remote tool call may wait for a worker (None: forever)."""
+    paused_seconds: float = 0.0
+    """Time the attempt spent waiting for approvals (not counted by its budget)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -240,7 +253,19 @@ class ExecutorFailure:
     error: TaskError
 
 
-ExecutorResult = ExecutorSuccess | ExecutorFailure
+@dataclass(frozen=True, slots=True)
+class ExecutorSuspended:
+    """An agent attempt pauses until people decide these approvals (SPEC §11).
+
+    The attempt stays ``running`` and its task becomes ``waiting_approval``; it holds no
+    concurrency slot and no timer while it waits, and is launched again (resumed) once every
+    approval it waits for is decided.
+    """
+
+    approvals: tuple[ApprovalRecord, ...]
+
+
+ExecutorResult = ExecutorSuccess | ExecutorFailure | ExecutorSuspended
 """What an executor returns for one attempt."""
 
 

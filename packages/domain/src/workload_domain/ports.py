@@ -11,6 +11,7 @@ from datetime import datetime
 from typing import Protocol
 
 from workload_domain.agent.journal import StepRecord
+from workload_domain.approvals import ApprovalRecord, ApprovalStatus
 from workload_domain.cursors import Page
 from workload_domain.idempotency import IdempotencyClaim, IdempotencyRecord, Outcome, Replayed
 from workload_domain.jsonvalues import JsonObject
@@ -32,6 +33,7 @@ from workload_domain.statuses import RunStatus
 from workload_domain.workers import Claim, ClaimedAttempt, QueueStats, WorkerRecord
 
 __all__ = [
+    "ApprovalStore",
     "Clock",
     "CoordinatorLock",
     "ExecutionStore",
@@ -372,6 +374,24 @@ class JournalStore(Protocol):
         ...
 
 
+class ApprovalStore(Protocol):
+    """Approvals of agents' tool calls (SPEC §11), written by the run's commits."""
+
+    async def find_approval(self, approval_id: str) -> ApprovalRecord | None:
+        """An approval by id (None: unknown, or an id that cannot be one)."""
+        ...
+
+    async def page_approvals(
+        self, status: ApprovalStatus | None, cursor: str | None, limit: int
+    ) -> Page[ApprovalRecord]:
+        """Approvals in ``(requested_at, approval_id)`` order, optionally of one status."""
+        ...
+
+    async def due_approvals(self, now: datetime, limit: int) -> Sequence[ApprovalRecord]:
+        """Pending approvals whose ``expires_at`` has passed, oldest first, at most ``limit``."""
+        ...
+
+
 class Store(
     WorkflowStore,
     ExecutionStore,
@@ -379,6 +399,7 @@ class Store(
     RunReads,
     WorkerStore,
     JournalStore,
+    ApprovalStore,
     Resource,
     Protocol,
 ):

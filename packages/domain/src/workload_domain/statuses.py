@@ -30,6 +30,7 @@ class RunStatus(enum.StrEnum):
     PENDING = "pending"
     RUNNING = "running"
     WAITING_RETRY = "waiting_retry"
+    WAITING_APPROVAL = "waiting_approval"
     SUCCEEDED = "succeeded"
     FAILED = "failed"
     CANCELED = "canceled"
@@ -46,6 +47,7 @@ class TaskStatus(enum.StrEnum):
     PENDING = "pending"
     RUNNING = "running"
     WAITING_RETRY = "waiting_retry"
+    WAITING_APPROVAL = "waiting_approval"
     SUCCEEDED = "succeeded"
     FAILED = "failed"
     CANCELED = "canceled"
@@ -90,21 +92,29 @@ R, T, A = RunStatus, TaskStatus, AttemptStatus
 RUN_TRANSITIONS: Mapping[RunStatus, frozenset[RunStatus]] = MappingProxyType(
     {
         R.PENDING: frozenset({R.RUNNING, R.CANCELED}),
-        R.RUNNING: frozenset({R.WAITING_RETRY, R.SUCCEEDED, R.FAILED, R.CANCELED}),
-        R.WAITING_RETRY: frozenset({R.RUNNING, R.CANCELED}),
+        R.RUNNING: frozenset(
+            {R.WAITING_RETRY, R.WAITING_APPROVAL, R.SUCCEEDED, R.FAILED, R.CANCELED}
+        ),
+        R.WAITING_RETRY: frozenset({R.RUNNING, R.WAITING_APPROVAL, R.CANCELED}),
+        # Nothing runs, and a task waits for a person (§11): it takes precedence over a retry.
+        R.WAITING_APPROVAL: frozenset({R.RUNNING, R.WAITING_RETRY, R.CANCELED}),
         R.SUCCEEDED: frozenset(),
         R.FAILED: frozenset(),
         R.CANCELED: frozenset(),
     }
 )
-"""Allowed run transitions. A waiting run always starts an attempt before it can end, unless
-it is canceled."""
+"""Allowed run transitions. A waiting run always starts (or resumes) an attempt before it can
+end, unless it is canceled."""
 
 TASK_TRANSITIONS: Mapping[TaskStatus, frozenset[TaskStatus]] = MappingProxyType(
     {
         T.PENDING: frozenset({T.RUNNING, T.SKIPPED, T.CANCELED}),
-        T.RUNNING: frozenset({T.WAITING_RETRY, T.SUCCEEDED, T.FAILED, T.CANCELED}),
+        T.RUNNING: frozenset(
+            {T.WAITING_RETRY, T.WAITING_APPROVAL, T.SUCCEEDED, T.FAILED, T.CANCELED}
+        ),
         T.WAITING_RETRY: frozenset({T.RUNNING, T.CANCELED}),
+        # An agent's attempt paused on a tool approval (§11) resumes once it is decided.
+        T.WAITING_APPROVAL: frozenset({T.RUNNING, T.CANCELED}),
         T.SUCCEEDED: frozenset(),
         T.FAILED: frozenset(),
         T.CANCELED: frozenset(),

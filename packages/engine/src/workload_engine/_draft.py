@@ -6,6 +6,7 @@ from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
+from workload_domain.approvals import ApprovalRecord, ApprovalStatus
 from workload_domain.events import EventType
 from workload_domain.ids import attempt_id
 from workload_domain.model import (
@@ -38,6 +39,9 @@ class Draft:
         self.changed_attempts: dict[AttemptKey, AttemptRecord] = {}
         self.events: list[EventRecord] = []
         self.sequence = snapshot.last_sequence
+        self.approvals = {a.approval_id: a for a in snapshot.approvals}
+        """The approvals of the run's live attempts, by id (SPEC §11)."""
+        self.changed_approvals: dict[str, ApprovalRecord] = {}
 
     def emit(
         self,
@@ -113,10 +117,29 @@ class Draft:
         )
         return attempt
 
+    def set_attempt(self, key: AttemptKey, **changes: Any) -> None:
+        """Change fields of a live attempt (not its status)."""
+        attempt = replace(self.live[key], **changes)
+        self.live[key] = attempt
+        self.changed_attempts[key] = attempt
+
+    def set_approval(self, approval: ApprovalRecord) -> None:
+        """Add an approval, or record its decision."""
+        self.approvals[approval.approval_id] = approval
+        self.changed_approvals[approval.approval_id] = approval
+
+    def pending_approvals(self, key: AttemptKey) -> list[ApprovalRecord]:
+        """The approvals an attempt still waits for."""
+        return [
+            a
+            for a in self.approvals.values()
+            if (a.task_key, a.attempt) == key and a.status is ApprovalStatus.PENDING
+        ]
+
     def changed(self) -> bool:
-        return bool(self.events or self.changed_tasks or self.changed_attempts) or (
-            self.run != self.before.run
-        )
+        return bool(
+            self.events or self.changed_tasks or self.changed_attempts or self.changed_approvals
+        ) or (self.run != self.before.run)
 
     def result(self) -> tuple[RunCommit | None, RunSnapshot]:
         if not self.changed():
@@ -128,11 +151,14 @@ class Draft:
             tasks=tuple(self.tasks[i] for i in sorted(self.changed_tasks)),
             attempts=tuple(self.changed_attempts.values()),
             events=tuple(self.events),
+            approvals=tuple(self.changed_approvals.values()),
         )
+        live = {(a.task_key, a.attempt) for a in self.live.values()}
         after = RunSnapshot(
             run=run,
             tasks=tuple(self.tasks),
             live_attempts=tuple(self.live.values()),
             last_sequence=self.sequence,
+            approvals=tuple(a for a in self.approvals.values() if (a.task_key, a.attempt) in live),
         )
         return commit, after

@@ -12,6 +12,7 @@ from typing import TypeVar
 
 from workload_domain.agent.journal import StepRecord, StepStatus, Usage
 from workload_domain.agent.loop import tool_error
+from workload_domain.approvals import ApprovalRecord, ApprovalStatus
 from workload_domain.cursors import CursorCodec
 from workload_domain.errors import RunNotFound, StoreIntegrityError
 from workload_domain.idempotency import IdempotencyClaim, Outcome
@@ -69,6 +70,7 @@ class MemoryState:
         """step id → (its journal's key, its sequence)."""
         self._step_tokens: dict[str, str] = {}
         """step id → the digest of its lease token (remote tool calls)."""
+        self._approvals: dict[str, ApprovalRecord] = {}
         self._workers: dict[str, WorkerRecord] = {}
         self._queues: set[str] = set()
         self.commits = 0
@@ -93,6 +95,20 @@ class MemoryState:
             self._queues.add(attempt.queue)
         if not attempt.status.is_live:
             self._close_steps(run_id, data, attempt)
+
+    def _store_approval(self, approval: ApprovalRecord) -> None:
+        """Ask for an approval, or decide one that is pending (as ``upsert_approval``)."""
+        stored = self._approvals.get(approval.approval_id)
+        if stored is None or stored.status is ApprovalStatus.PENDING:
+            self._approvals[approval.approval_id] = copied(approval)
+
+    def _live_approvals(self, run_id: str, data: RunData) -> tuple[ApprovalRecord, ...]:
+        live = {key for key, a in data.attempts.items() if a.status.is_live}
+        return tuple(
+            copied(a)
+            for a in self._approvals.values()
+            if a.run_id == run_id and (a.task_key, a.attempt) in live
+        )
 
     def _close_steps(self, run_id: str, data: RunData, attempt: AttemptRecord) -> None:
         """An attempt ended: its running steps end ``failed`` (their workers learn it)."""

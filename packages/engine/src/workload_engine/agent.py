@@ -17,8 +17,9 @@ end (a worker's report, or the lease reaper), woken by :class:`StepSignal`.
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import timedelta
+from typing import Protocol
 
 import anyio
 
@@ -38,15 +39,22 @@ from workload_domain.agent.loop import (
 )
 from workload_domain.agent.spec import AGENT_ACTION, AgentSpec, parse_agent
 from workload_domain.agent.template import TEMPLATE_ERROR, TemplateError, render_prompt
+from workload_domain.approvals import (
+    ApprovalRecord,
+    ApprovalStatus,
+    approval_id,
+    arguments_digest,
+)
 from workload_domain.jsonvalues import canonical_json, sha256_tag
 from workload_domain.model import (
     ExecutorFailure,
     ExecutorRequest,
     ExecutorResult,
     ExecutorSuccess,
+    ExecutorSuspended,
     TaskError,
 )
-from workload_domain.ports import Clock, Executor, JournalStore
+from workload_domain.ports import ApprovalStore, Clock, Executor, JournalStore
 from workload_engine.mock_executor import MOCK_ACTION
 from workload_engine.signals import StepKey, StepSignal, WorkSignal
 
@@ -68,7 +76,7 @@ class AgentExecutor:
 
     def __init__(
         self,
-        journal: JournalStore,
+        journal: AgentStore,
         models: Models,
         clock: Clock,
         *,
@@ -104,7 +112,8 @@ class AgentExecutor:
         started = request.started_at or self._clock.now()
         while True:
             steps = await self._journal.list_steps(*key)
-            elapsed = (self._clock.now() - started).total_seconds()
+            # Time spent waiting for approvals does not count (SPEC §11).
+            elapsed = (self._clock.now() - started).total_seconds() - request.paused_seconds
             move = decide(spec, prompt, steps, elapsed_seconds=elapsed)
             if isinstance(move, Fail):
                 return ExecutorFailure(move.error)
@@ -117,7 +126,11 @@ class AgentExecutor:
                 existing = next((s for s in steps if s.sequence == move.sequence), None)
                 if not await self._call_model(model, key, move, existing):
                     return _GONE
-            elif not await self._call_tools(request, key, move):
+                continue
+            done = await self._call_tools(request, key, move)
+            if isinstance(done, ExecutorSuspended):
+                return done
+            if not done:
                 return _GONE
 
     async def _call_model(
@@ -153,28 +166,86 @@ class AgentExecutor:
             )
         return await self._journal.finish_step(ended) is not None
 
-    async def _call_tools(self, request: ExecutorRequest, key: StepKey, move: CallTools) -> bool:
+    async def _call_tools(
+        self, request: ExecutorRequest, key: StepKey, move: CallTools
+    ) -> bool | ExecutorSuspended:
+        """Run, answer or wait for the pending calls; suspend on approvals still undecided.
+
+        A call whose tool requires approval runs only once a person approved exactly its
+        arguments (SPEC §11); rejected or expired, the model is told so. Calls that need no
+        decision proceed meanwhile.
+        """
         remote: list[int] = []
+        asked: list[ApprovalRecord] = []
         for pending in move.calls:
-            step = pending.step or await self._begin_tool(request, key, pending)
+            refusal = pending.refusal
+            if pending.step is None and refusal is None and _needs_approval(pending):
+                verdict = await self._approval(request, key, pending)
+                if verdict.wait is not None:
+                    asked.append(verdict.wait)
+                    continue
+                if verdict.canceled:
+                    return False  # canceled with its run: the attempt is ending
+                refusal = verdict.refusal
+            step = pending.step or await self._begin_tool(request, key, pending, refusal)
             if step is None:
                 return False
             if step.remote:
                 remote.append(step.sequence)
                 continue
-            if pending.refusal is not None:
-                response = tool_error(pending.refusal)
-                ended = self._ended(step, StepStatus.FAILED, response)
+            if refusal is not None:
+                ended = self._ended(step, StepStatus.FAILED, tool_error(refusal))
             else:
                 ended = await self._run_in_process(request, step, pending)
             if await self._journal.finish_step(ended) is None:
                 return False
+        if asked:
+            return ExecutorSuspended(tuple(asked))
         if remote:
             await self._wait_for(key, remote)
         return True
 
-    async def _begin_tool(
+    async def _approval(
         self, request: ExecutorRequest, key: StepKey, pending: PendingTool
+    ) -> _Verdict:
+        """What a call's approval says now: wait for it, refuse the call, run it, or stop."""
+        tool = pending.tool
+        assert tool is not None  # only listed tools need approval
+        wanted = approval_id(*key, pending.model_sequence, pending.index)
+        found = await self._journal.find_approval(wanted)
+        if found is None:
+            now = self._clock.now()
+            arguments = pending.call.arguments
+            assert isinstance(arguments, dict)  # refused otherwise
+            return _Verdict(
+                wait=ApprovalRecord(
+                    approval_id=wanted,
+                    run_id=request.run_id,
+                    task_key=request.task_key,
+                    attempt=request.attempt,
+                    tool=tool.name,
+                    tool_call_id=pending.call.id,
+                    arguments=arguments,
+                    arguments_digest=arguments_digest(arguments),
+                    status=ApprovalStatus.PENDING,
+                    requested_at=now,
+                    expires_at=now + timedelta(seconds=tool.approval_timeout_seconds),
+                )
+            )
+        if found.status is ApprovalStatus.PENDING:
+            return _Verdict(wait=found)
+        if found.status is ApprovalStatus.APPROVED:
+            return _Verdict()
+        if found.status is ApprovalStatus.REJECTED:
+            comment = f": {found.comment}" if found.comment else " (no comment)"
+            return _Verdict(refusal=f"rejected by {found.decided_by or 'an operator'}{comment}")
+        if found.status is ApprovalStatus.EXPIRED:
+            when = found.expires_at.isoformat()
+            return _Verdict(refusal=f"expired: nobody decided before {when}")
+        return _Verdict(canceled=True)
+
+    async def _begin_tool(
+        self, request: ExecutorRequest, key: StepKey, pending: PendingTool, refusal: str | None
     ) -> StepRecord | None:
         tool = pending.tool
         journaled = pending.request()
@@ -189,7 +260,7 @@ class AgentExecutor:
             started_at=now,
             tool_call_id=pending.call.id,
         )
-        if pending.refusal is None and tool is not None and tool.action != MOCK_ACTION:
+        if refusal is None and tool is not None and tool.action != MOCK_ACTION:
             wait = request.schedule_to_start_timeout_seconds
             step = replace(
                 step,
@@ -224,6 +295,8 @@ class AgentExecutor:
             return self._ended(step, StepStatus.FAILED, tool_error(type(exc).__name__))
         if isinstance(result, ExecutorSuccess):
             return self._ended(step, StepStatus.SUCCEEDED, tool_output(result.output))
+        if not isinstance(result, ExecutorFailure):  # pragma: no cover - mock never suspends
+            return self._ended(step, StepStatus.FAILED, tool_error("the tool cannot pause"))
         error = result.error
         return self._ended(
             step, StepStatus.FAILED, tool_error(f"{error.code}: {error.message}", error.code)
@@ -254,3 +327,20 @@ def _script(spec: AgentSpec) -> list[dict[str, object]] | None:
     if spec.script is None:
         return None
     return [turn.model_dump(mode="json", exclude_none=True) for turn in spec.script]
+
+
+def _needs_approval(pending: PendingTool) -> bool:
+    return pending.tool is not None and pending.tool.requires_approval
+
+
+@dataclass(frozen=True, slots=True)
+class _Verdict:
+    """What an approval says of its call: wait for it, refuse it, run it (all None), or stop."""
+
+    wait: ApprovalRecord | None = None
+    refusal: str | None = None
+    canceled: bool = False
+
+
+class AgentStore(JournalStore, ApprovalStore, Protocol):
+    """What the agent runtime needs from the store: its journal and its approvals."""

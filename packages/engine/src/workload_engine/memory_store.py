@@ -40,6 +40,7 @@ from workload_domain.model import (
     check_sequences,
 )
 from workload_domain.statuses import AttemptStatus
+from workload_engine._memory_approvals import MemoryApprovals
 from workload_engine._memory_reads import MemoryReads
 from workload_engine._memory_state import RunData, check_rows, copied, is_canonical_uuid
 from workload_engine._memory_workers import MemoryWorkers
@@ -47,7 +48,7 @@ from workload_engine._memory_workers import MemoryWorkers
 __all__ = ["InMemoryStore", "StoreIntegrityError"]
 
 
-class InMemoryStore(MemoryReads, MemoryWorkers):
+class InMemoryStore(MemoryReads, MemoryWorkers, MemoryApprovals):
     """The whole ``Store`` port in process memory (tests, ``run-local``).
 
     Its parts: :class:`~workload_engine._memory_state.MemoryState` (the tables and the checks
@@ -169,6 +170,7 @@ class InMemoryStore(MemoryReads, MemoryWorkers):
             tasks=tuple(sorted(data.tasks.values(), key=lambda t: t.position)),
             live_attempts=tuple(a for a in data.attempts.values() if a.status.is_live),
             last_sequence=len(data.events),
+            approvals=self._live_approvals(run_id, data),
         )
 
     async def commit(
@@ -189,6 +191,13 @@ class InMemoryStore(MemoryReads, MemoryWorkers):
         for attempt in commit.attempts:
             if attempt.task_key not in data.tasks:
                 raise StoreIntegrityError(f"attempt of unknown task {attempt.task_key!r}")
+        for approval in commit.approvals:
+            key = (approval.task_key, approval.attempt)
+            if approval.run_id != commit.run.run_id or (
+                key not in data.attempts
+                and key not in {(a.task_key, a.attempt) for a in commit.attempts}
+            ):
+                raise StoreIntegrityError("an approval belongs to an attempt of its run")
         check_sequences(commit.events, len(data.events))
         check_rows(commit.run, commit.tasks, commit.attempts)
         # Everything is valid: apply all of it with no await in between.
@@ -199,6 +208,8 @@ class InMemoryStore(MemoryReads, MemoryWorkers):
             data.tasks[task.task_key] = replace(copied(task), usage=stored.usage)
         for attempt in commit.attempts:
             self._store_attempt(commit.run.run_id, data, attempt)
+        for approval in commit.approvals:
+            self._store_approval(approval)
         data.events.extend(copied(commit.events))
         self.commits += 1
         self._remember(idempotency)

@@ -17,10 +17,11 @@ alone and starts none.
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
 
+from workload_domain.approvals import ApprovalRecord, ApprovalStatus
 from workload_domain.compiler import CompiledWorkflow
 from workload_domain.definition import TaskSpec
 from workload_domain.events import EventType
@@ -37,14 +38,18 @@ from workload_domain.statuses import AttemptStatus, RunStatus, TaskStatus
 from workload_engine._draft import AttemptKey, Draft
 
 __all__ = [
+    "DECISION_EVENTS",
     "INTERRUPTED_ERROR",
     "LEASE_EXPIRED_ERROR",
     "SCHEDULE_TO_START_ERROR",
     "TIMED_OUT_ERROR",
+    "ApprovalWait",
     "AttemptOutcome",
     "Launch",
+    "Observation",
     "Plan",
     "cancel_commit",
+    "decision_commit",
     "plan",
 ]
 
@@ -82,6 +87,24 @@ class AttemptOutcome:
 
 
 @dataclass(frozen=True, slots=True)
+class ApprovalWait:
+    """An agent attempt paused on tool approvals (observed, not yet committed, SPEC §11)."""
+
+    task_key: str
+    attempt: int
+    approvals: tuple[ApprovalRecord, ...]
+
+    @property
+    def key(self) -> AttemptKey:
+        """The attempt's identity within the run."""
+        return (self.task_key, self.attempt)
+
+
+Observation = AttemptOutcome | ApprovalWait
+"""What a runner observed since its last commit."""
+
+
+@dataclass(frozen=True, slots=True)
 class Launch:
     """An attempt to execute once its commit succeeded."""
 
@@ -111,7 +134,7 @@ def plan(
     workflow: CompiledWorkflow,
     *,
     now: datetime,
-    outcomes: Sequence[AttemptOutcome] = (),
+    outcomes: Sequence[Observation] = (),
     slots: Collection[str] = (),
     executing: Collection[AttemptKey] | None = None,
     recovering: bool = False,
@@ -152,23 +175,6 @@ def plan(
             if resumed:  # agent attempts (SPEC §11): resumed from their journals
                 data["resumed_attempts"] = len(resumed)
             draft.emit(EventType.RUN_RECOVERED, data=data)
-        for key in sorted(resumed, key=lambda k: draft.positions[k[0]]):
-            if key[0] not in slots:
-                wanted.append(key[0])
-                continue
-            attempt = draft.live[key]
-            spec = workflow.task(key[0])
-            deadline = attempt.started_at + timedelta(seconds=spec.timeout_seconds)
-            launches.append(
-                _launch(
-                    draft,
-                    workflow,
-                    spec,
-                    attempt=key[1],
-                    started_at=attempt.started_at,
-                    deadline=deadline,
-                )
-            )
         for key in sorted(orphans, key=lambda k: draft.positions[k[0]]):
             draft.end_attempt(key, AttemptStatus.INTERRUPTED, now, error=INTERRUPTED_ERROR)
             draft.emit(
@@ -180,7 +186,11 @@ def plan(
             _after_failure(draft, workflow, key[0], INTERRUPTED_ERROR, now)
 
     for outcome in outcomes:
-        if outcome.key in draft.live:
+        if outcome.key not in draft.live:
+            continue
+        if isinstance(outcome, ApprovalWait):
+            _await_approvals(draft, outcome)
+        else:
             _apply_outcome(draft, workflow, outcome)
 
     if draft.run.cancel_requested:
@@ -190,6 +200,35 @@ def plan(
     if draft.run.status is RunStatus.PENDING:
         draft.set_run(RunStatus.RUNNING, started_at=now)
         draft.emit(EventType.RUN_STARTED)
+
+    if executing is not None:
+        # Resumable attempts not executing here — left by a stopped coordinator, or paused on
+        # approvals that are now decided — are launched again with the same number.
+        for key, attempt in sorted(draft.live.items(), key=lambda kv: draft.positions[kv[0][0]]):
+            if (
+                attempt.action not in resumable_actions
+                or key in executing
+                or draft.task(key[0]).status is not TaskStatus.RUNNING
+                or draft.pending_approvals(key)
+            ):
+                continue
+            if key[0] not in slots:
+                wanted.append(key[0])
+                continue
+            spec = workflow.task(key[0])
+            paused = timedelta(seconds=attempt.paused_seconds)
+            deadline = attempt.started_at + timedelta(seconds=spec.timeout_seconds) + paused
+            launches.append(
+                _launch(
+                    draft,
+                    workflow,
+                    spec,
+                    attempt=key[1],
+                    started_at=attempt.started_at,
+                    deadline=deadline,
+                    paused_seconds=attempt.paused_seconds,
+                )
+            )
 
     for i in workflow.topological_order:
         task = draft.tasks[i]
@@ -225,6 +264,7 @@ def _launch(
     attempt: int,
     started_at: datetime,
     deadline: datetime,
+    paused_seconds: float = 0.0,
 ) -> Launch:
     """Execute attempt ``attempt`` of ``spec`` here (a new one, or one being resumed)."""
     return Launch(
@@ -241,6 +281,7 @@ def _launch(
             queue=spec.queue,
             heartbeat_timeout_seconds=spec.heartbeat_timeout_seconds,
             schedule_to_start_timeout_seconds=spec.schedule_to_start_timeout_seconds,
+            paused_seconds=paused_seconds,
         ),
         deadline=deadline,
     )
@@ -388,6 +429,15 @@ def _after_failure(
 
 
 def _cancel_everything(draft: Draft) -> None:
+    pending = [a for a in draft.approvals.values() if a.status is ApprovalStatus.PENDING]
+    for approval in sorted(pending, key=lambda a: (draft.positions[a.task_key], a.requested_at)):
+        draft.set_approval(replace(approval, status=ApprovalStatus.CANCELED, decided_at=draft.now))
+        draft.emit(
+            EventType.APPROVAL_CANCELED,
+            approval.task_key,
+            approval.attempt,
+            {"approval_id": approval.approval_id},
+        )
     for key in sorted(draft.live, key=lambda k: draft.positions[k[0]]):
         draft.end_attempt(key, AttemptStatus.CANCELED, draft.now)
         draft.emit(EventType.ATTEMPT_CANCELED, key[0], key[1])
@@ -415,6 +465,8 @@ def _settle_run(draft: Draft, *, has_ready: bool) -> None:
         return
     if has_ready or TaskStatus.RUNNING in statuses:
         target = RunStatus.RUNNING
+    elif TaskStatus.WAITING_APPROVAL in statuses:  # a person is awaited: it comes first
+        target = RunStatus.WAITING_APPROVAL
     elif TaskStatus.WAITING_RETRY in statuses:
         target = RunStatus.WAITING_RETRY
     else:
@@ -424,3 +476,86 @@ def _settle_run(draft: Draft, *, has_ready: bool) -> None:
     # slot stays waiting_retry until its attempt.started).
     if target is not draft.run.status and (draft.events or draft.run.status is RunStatus.PENDING):
         draft.set_run(target)
+
+
+def _await_approvals(draft: Draft, wait: ApprovalWait) -> None:
+    """An agent attempt asks for approvals: record the new ones; its task waits for them.
+
+    An approval already recorded is not asked again (a replayed loop asks for the same ids);
+    if every approval it asks for is decided already, the task stays ``running`` and the
+    attempt is launched again at once.
+    """
+    for approval in wait.approvals:
+        if approval.approval_id in draft.approvals:
+            continue
+        draft.set_approval(approval)
+        draft.emit(
+            EventType.APPROVAL_REQUESTED,
+            wait.task_key,
+            wait.attempt,
+            {
+                "approval_id": approval.approval_id,
+                "tool": approval.tool,
+                "tool_call_id": approval.tool_call_id,
+                "expires_at": approval.expires_at.isoformat(),
+            },
+        )
+    if not draft.pending_approvals(wait.key):
+        return
+    if draft.task(wait.task_key).status is not TaskStatus.WAITING_APPROVAL:
+        draft.set_task(wait.task_key, TaskStatus.WAITING_APPROVAL)
+        draft.emit(EventType.TASK_WAITING_APPROVAL, wait.task_key, wait.attempt)
+    if draft.live[wait.key].paused_at is None:
+        draft.set_attempt(wait.key, paused_at=draft.now)
+
+
+DECISION_EVENTS = {
+    ApprovalStatus.APPROVED: EventType.APPROVAL_APPROVED,
+    ApprovalStatus.REJECTED: EventType.APPROVAL_REJECTED,
+    ApprovalStatus.EXPIRED: EventType.APPROVAL_EXPIRED,
+}
+
+
+def decision_commit(
+    snapshot: RunSnapshot,
+    approval_id: str,
+    status: ApprovalStatus,
+    *,
+    now: datetime,
+    decided_by: str | None = None,
+    comment: str | None = None,
+) -> tuple[RunCommit, RunSnapshot] | None:
+    """The commit that decides a pending approval (approved, rejected or expired).
+
+    Once its attempt waits for no other approval, the task is ``running`` again, the time it
+    waited is added to the attempt's ``paused_seconds``, and the runner launches the attempt
+    again. None when the approval is not pending in ``snapshot``.
+    """
+    draft = Draft(snapshot, now)
+    approval = draft.approvals.get(approval_id)
+    if approval is None or approval.status is not ApprovalStatus.PENDING:
+        return None
+    decided = replace(
+        approval, status=status, decided_by=decided_by, decided_at=now, comment=comment
+    )
+    draft.set_approval(decided)
+    data: dict[str, Any] = {"approval_id": approval_id}
+    if decided_by is not None:
+        data["decided_by"] = decided_by
+    draft.emit(DECISION_EVENTS[status], approval.task_key, approval.attempt, data)
+    key = (approval.task_key, approval.attempt)
+    attempt = draft.live.get(key)
+    if (
+        attempt is not None
+        and not draft.pending_approvals(key)
+        and draft.task(approval.task_key).status is TaskStatus.WAITING_APPROVAL
+    ):
+        waited = (now - attempt.paused_at).total_seconds() if attempt.paused_at else 0.0
+        draft.set_attempt(
+            key, paused_at=None, paused_seconds=attempt.paused_seconds + max(waited, 0.0)
+        )
+        draft.set_task(approval.task_key, TaskStatus.RUNNING)
+    _settle_run(draft, has_ready=False)
+    commit, after = draft.result()
+    assert commit is not None  # the decision itself is a change
+    return commit, after

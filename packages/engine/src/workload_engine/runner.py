@@ -18,7 +18,6 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
 
 import anyio
 from anyio.abc import TaskGroup
@@ -28,6 +27,7 @@ from workload_domain.errors import RevisionConflict, SystemFault
 from workload_domain.model import (
     ExecutorFailure,
     ExecutorResult,
+    ExecutorSuspended,
     RunCommit,
     RunSnapshot,
     TaskError,
@@ -36,7 +36,14 @@ from workload_domain.ports import Clock, ExecutionStore, Executor
 from workload_domain.statuses import AttemptStatus, RunStatus
 from workload_engine._groups import first_error
 from workload_engine.definitions import DefinitionCache
-from workload_engine.planner import TIMED_OUT_ERROR, AttemptOutcome, Launch, plan
+from workload_engine.planner import (
+    TIMED_OUT_ERROR,
+    ApprovalWait,
+    AttemptOutcome,
+    Launch,
+    Observation,
+    plan,
+)
 
 __all__ = ["RunRunner"]
 
@@ -56,7 +63,7 @@ class _Refresh:
     pass
 
 
-_Message = AttemptOutcome | _SlotGranted | _Wake | _Refresh
+_Message = AttemptOutcome | ApprovalWait | _SlotGranted | _Wake | _Refresh
 
 
 class _LocalAttempt:
@@ -152,7 +159,7 @@ class RunRunner:
         snapshot = await self._store.load_run(self.run_id)
         workflow = await self._definitions.get(snapshot.run.workflow_id, snapshot.run.version)
         recovering = snapshot.run.status is not RunStatus.PENDING
-        outcomes: list[AttemptOutcome] = []
+        outcomes: list[Observation] = []
         refresh = False
         while True:
             if refresh:
@@ -206,7 +213,7 @@ class RunRunner:
                 except anyio.WouldBlock:
                     break
             for message in batch:
-                if isinstance(message, AttemptOutcome):
+                if isinstance(message, AttemptOutcome | ApprovalWait):
                     outcomes.append(message)
                     self._attempts.pop(message.key, None)
                 elif isinstance(message, _Refresh):
@@ -223,25 +230,12 @@ class RunRunner:
     async def _attempt(self, launch: Launch, token: object, local: _LocalAttempt) -> None:
         try:
             with local.scope:
-                status, output, error = await self._execute(launch)
-                request = launch.request
-                self._send.send_nowait(
-                    AttemptOutcome(
-                        request.task_key,
-                        request.attempt,
-                        status,
-                        self._clock.now(),
-                        output=output,
-                        error=error,
-                    )
-                )
+                self._send.send_nowait(await self._execute(launch))
         finally:
             self._limiter.release_on_behalf_of(token)
             local.done.set()
 
-    async def _execute(
-        self, launch: Launch
-    ) -> tuple[AttemptStatus, dict[str, Any] | None, TaskError | None]:
+    async def _execute(self, launch: Launch) -> Observation:
         """Race the executor against the attempt's deadline on the clock."""
         result: ExecutorResult | None = None
         timed_out = False
@@ -271,11 +265,16 @@ class RunRunner:
             race.start_soon(execute)
             race.start_soon(expire)
 
+        request = launch.request
+        key = (request.task_key, request.attempt)
+        now = self._clock.now()
         if timed_out or result is None:
-            return AttemptStatus.TIMED_OUT, None, TIMED_OUT_ERROR
+            return AttemptOutcome(*key, AttemptStatus.TIMED_OUT, now, error=TIMED_OUT_ERROR)
+        if isinstance(result, ExecutorSuspended):
+            return ApprovalWait(*key, result.approvals)
         if isinstance(result, ExecutorFailure):
-            return AttemptStatus.FAILED, None, result.error
-        return AttemptStatus.SUCCEEDED, result.output, None
+            return AttemptOutcome(*key, AttemptStatus.FAILED, now, error=result.error)
+        return AttemptOutcome(*key, AttemptStatus.SUCCEEDED, now, output=result.output)
 
     async def _wait_for_slot(self, key: str, scope: anyio.CancelScope) -> None:
         with scope:

@@ -14,6 +14,7 @@ from typing import Any
 from psycopg.types.json import Jsonb
 
 from workload_domain.agent.journal import StepKind, StepRecord, StepStatus, Usage
+from workload_domain.approvals import ApprovalRecord, ApprovalStatus
 from workload_domain.errors import RunNotFound, StoreIntegrityError
 from workload_domain.events import EventType
 from workload_domain.model import (
@@ -28,6 +29,8 @@ from workload_domain.model import (
 from workload_domain.statuses import AttemptStatus, RunStatus, TaskStatus
 
 __all__ = [
+    "approval",
+    "approval_params",
     "attempt",
     "attempt_params",
     "event",
@@ -229,5 +232,28 @@ def step(row: Row) -> StepRecord:
             "run_id": str(row["run_id"]),
             "kind": StepKind(row["kind"]),
             "status": StepStatus(row["status"]),
+        }
+    )
+
+
+def approval_params(run_id: uuid.UUID, a: ApprovalRecord) -> dict[str, Any]:
+    """Parameters of an approval row."""
+    return {
+        **_params(a),
+        "approval_id": uuid.UUID(a.approval_id),
+        "run_id": run_id,
+        "arguments": Jsonb(a.arguments),
+        "status": a.status.value,
+    }
+
+
+def approval(row: Row) -> ApprovalRecord:
+    """An approval record from its row."""
+    return ApprovalRecord(
+        **{
+            **row,
+            "approval_id": str(row["approval_id"]),
+            "run_id": str(row["run_id"]),
+            "status": ApprovalStatus(row["status"]),
         }
     )

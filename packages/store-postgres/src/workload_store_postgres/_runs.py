@@ -71,12 +71,16 @@ class Runs(StorePart):
                 raise RunNotFound(run_id)
             tasks = await rows(conn, "list_tasks", {"run_id": uid, "after": -1, "limit": None})
             live = await rows(conn, "live_attempts", {"run_id": uid})
+            waiting = []
+            if any(a["action"] == AGENT_ACTION for a in live):
+                waiting = await rows(conn, "live_approvals", {"run_id": uid})
         last_sequence = row.pop("last_sequence")
         return RunSnapshot(
             run=_rows.run(row),
             tasks=tuple(_rows.task(t) for t in tasks),
             live_attempts=tuple(_rows.attempt(a) for a in live),
             last_sequence=last_sequence,
+            approvals=tuple(_rows.approval(a) for a in waiting),
         )
 
     async def commit(
@@ -115,6 +119,9 @@ class Runs(StorePart):
                     if queues:
                         now = commit.run.updated_at
                         await cur.execute(query("ensure_queues"), {"queues": queues, "now": now})
+                if commit.approvals:
+                    approvals = [_rows.approval_params(uid, a) for a in commit.approvals]
+                    await cur.executemany(query("upsert_approval"), approvals)
                 if commit.events:
                     events = [_rows.event_params(uid, e) for e in commit.events]
                     await cur.executemany(query("insert_event"), events)

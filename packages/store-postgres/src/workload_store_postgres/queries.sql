@@ -83,14 +83,15 @@ WHERE run_id = %(run_id)s AND task_key = %(task_key)s
 -- new revision, so the stored ones are newer than any snapshot's.
 INSERT INTO attempts (run_id, task_key, attempt, status, started_at, finished_at, output, error,
                       attempt_id, action, queue, heartbeat_timeout_seconds, timeout_seconds,
-                      schedule_deadline, report_hash)
+                      schedule_deadline, report_hash, paused_at, paused_seconds)
 VALUES (%(run_id)s, %(task_key)s, %(attempt)s, %(status)s, %(started_at)s, %(finished_at)s,
         %(output)s, %(error)s, %(attempt_id)s, %(action)s, %(queue)s,
         %(heartbeat_timeout_seconds)s, %(timeout_seconds)s, %(schedule_deadline)s,
-        %(report_hash)s)
+        %(report_hash)s, %(paused_at)s, %(paused_seconds)s)
 ON CONFLICT (run_id, task_key, attempt) DO UPDATE
 SET status = excluded.status, finished_at = excluded.finished_at, output = excluded.output,
-    error = excluded.error, report_hash = excluded.report_hash
+    error = excluded.error, report_hash = excluded.report_hash, paused_at = excluded.paused_at,
+    paused_seconds = excluded.paused_seconds
 
 -- name: ensure_queues
 INSERT INTO queues (queue, created_at)
@@ -133,13 +134,15 @@ FROM task_runs WHERE run_id = %(run_id)s AND task_key = %(task_key)s
 -- Served by attempts_live.
 SELECT task_key, attempt, status, started_at, finished_at, output, error, attempt_id, action,
        queue, heartbeat_timeout_seconds, timeout_seconds, schedule_deadline, worker_id,
-       claimed_at, lease_expires_at, timeout_at, progress, report_hash
+       claimed_at, lease_expires_at, timeout_at, progress, report_hash, paused_at,
+       paused_seconds
 FROM attempts WHERE run_id = %(run_id)s AND status IN ('queued', 'running')
 
 -- name: list_attempts
 SELECT task_key, attempt, status, started_at, finished_at, output, error, attempt_id, action,
        queue, heartbeat_timeout_seconds, timeout_seconds, schedule_deadline, worker_id,
-       claimed_at, lease_expires_at, timeout_at, progress, report_hash
+       claimed_at, lease_expires_at, timeout_at, progress, report_hash, paused_at,
+       paused_seconds
 FROM attempts
 WHERE run_id = %(run_id)s AND task_key = %(task_key)s AND attempt > %(after)s
 ORDER BY attempt
@@ -200,7 +203,7 @@ GROUP BY run_id, status
 
 -- name: unfinished_runs
 SELECT run_id FROM workflow_runs
-WHERE status IN ('pending', 'running', 'waiting_retry') AND run_id > %(after)s
+WHERE status IN ('pending', 'running', 'waiting_retry', 'waiting_approval') AND run_id > %(after)s
 ORDER BY run_id
 LIMIT %(limit)s
 
@@ -326,7 +329,8 @@ ORDER BY token_index
 -- Served by attempts_by_id.
 SELECT run_id, task_key, attempt, status, started_at, finished_at, output, error, attempt_id, action,
        queue, heartbeat_timeout_seconds, timeout_seconds, schedule_deadline, worker_id,
-       claimed_at, lease_expires_at, timeout_at, progress, report_hash, lease_token_digest
+       claimed_at, lease_expires_at, timeout_at, progress, report_hash, lease_token_digest,
+       paused_at, paused_seconds
 FROM attempts WHERE attempt_id = %(attempt_id)s
 
 -- name: heartbeat
@@ -546,3 +550,58 @@ FROM agent_steps s JOIN (
     LIMIT %(limit)s
 ) d ON d.step_id = s.step_id
 ORDER BY d.due, s.step_id
+
+
+-- name: live_approvals
+-- Served by approvals_by_attempt: the approvals of the run's live attempts.
+SELECT p.approval_id, p.run_id, p.task_key, p.attempt, p.tool, p.tool_call_id, p.arguments,
+       p.arguments_digest, p.status, p.requested_at, p.expires_at, p.decided_by, p.decided_at,
+       p.comment
+FROM approvals p JOIN attempts a
+  ON a.run_id = p.run_id AND a.task_key = p.task_key AND a.attempt = p.attempt
+WHERE p.run_id = %(run_id)s AND a.status IN ('queued', 'running')
+
+-- name: upsert_approval
+-- A commit asks for an approval or decides one: a decision only of a pending approval.
+INSERT INTO approvals (approval_id, run_id, task_key, attempt, tool, tool_call_id, arguments,
+                       arguments_digest, status, requested_at, expires_at, decided_by,
+                       decided_at, comment)
+VALUES (%(approval_id)s, %(run_id)s, %(task_key)s, %(attempt)s, %(tool)s, %(tool_call_id)s,
+        %(arguments)s, %(arguments_digest)s, %(status)s, %(requested_at)s, %(expires_at)s,
+        %(decided_by)s, %(decided_at)s, %(comment)s)
+ON CONFLICT (approval_id) DO UPDATE
+SET status = excluded.status, decided_by = excluded.decided_by,
+    decided_at = excluded.decided_at, comment = excluded.comment
+WHERE approvals.status = 'pending'
+
+-- name: find_approval
+SELECT approval_id, run_id, task_key, attempt, tool, tool_call_id, arguments, arguments_digest,
+       status, requested_at, expires_at, decided_by, decided_at, comment
+FROM approvals WHERE approval_id = %(approval_id)s
+
+-- name: page_approvals
+-- Served by approvals_keyset.
+SELECT approval_id, run_id, task_key, attempt, tool, tool_call_id, arguments, arguments_digest,
+       status, requested_at, expires_at, decided_by, decided_at, comment
+FROM approvals
+WHERE (requested_at, approval_id) > (%(after_at)s, %(after_id)s)
+ORDER BY requested_at, approval_id
+LIMIT %(limit)s
+
+-- name: page_approvals_by_status
+-- Served by approvals_by_status.
+SELECT approval_id, run_id, task_key, attempt, tool, tool_call_id, arguments, arguments_digest,
+       status, requested_at, expires_at, decided_by, decided_at, comment
+FROM approvals
+WHERE status = %(status)s AND (requested_at, approval_id) > (%(after_at)s, %(after_id)s)
+ORDER BY requested_at, approval_id
+LIMIT %(limit)s
+
+-- name: due_approvals
+-- Served by approvals_due.
+SELECT approval_id, run_id, task_key, attempt, tool, tool_call_id, arguments, arguments_digest,
+       status, requested_at, expires_at, decided_by, decided_at, comment
+FROM approvals
+WHERE status = 'pending' AND expires_at <= %(now)s
+ORDER BY expires_at, approval_id
+LIMIT %(limit)s

@@ -4,7 +4,7 @@ The store is split by concern into parts that share one :class:`~._db.Database`:
 :class:`~._workflows.Workflows` (workflows and versions), :class:`~._runs.Runs` (create, load
 and commit runs; the recovery scans), :class:`~._reads.Reads` (the API's reads and pages),
 :class:`~._workers.Workers` (claims, leases, workers, queues), :class:`~._journal.Journal`
-(agent steps) and
+(agent steps), :class:`~._approvals.Approvals` and
 :class:`~._idempotency.Idempotency`. Every write is one transaction; idempotency records are
 written in the same transaction as the resource (:meth:`~._db.Database.write`), and driver
 errors are translated in one place (:func:`~._db.translate_errors`). SQL lives in
@@ -18,6 +18,7 @@ from datetime import UTC, datetime
 
 from workload_domain.cursors import CursorCodec
 from workload_domain.ports import Clock
+from workload_store_postgres._approvals import Approvals
 from workload_store_postgres._db import Database, one
 from workload_store_postgres._idempotency import Idempotency
 from workload_store_postgres._journal import Journal
@@ -44,7 +45,7 @@ class _UtcClock:
         raise NotImplementedError
 
 
-class PostgresStore(Workflows, Runs, Reads, Workers, Journal, Idempotency):
+class PostgresStore(Workflows, Runs, Reads, Workers, Journal, Approvals, Idempotency):
     """The whole ``Store`` port backed by a PostgreSQL database.
 
     Args:
