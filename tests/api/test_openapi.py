@@ -63,6 +63,9 @@ SPEC_OPERATIONS: dict[tuple[str, str], tuple[frozenset[int], str | None]] = {
     ("GET", f"{V}/runs/{{run_id}}/tasks/{{task_key}}"): (frozenset({200}), VIEWER),
     ("GET", f"{V}/runs/{{run_id}}/tasks/{{task_key}}/attempts"): (frozenset({200}), VIEWER),
     ("GET", f"{V}/runs/{{run_id}}/tasks/{{task_key}}/steps"): (frozenset({200}), VIEWER),
+    ("GET", f"{V}/approvals"): (frozenset({200}), VIEWER),
+    ("GET", f"{V}/approvals/{{approval_id}}"): (frozenset({200}), VIEWER),
+    ("POST", f"{V}/approvals/{{approval_id}}/decision"): (frozenset({200}), OPERATOR),
     ("GET", f"{V}/runs/{{run_id}}/events"): (frozenset({200}), VIEWER),
     # SPEC §10: workers claim and report; viewers list workers and queues.
     ("POST", f"{V}/workers/{{worker_id}}/claim"): (frozenset({200}), WORKER),
@@ -152,6 +155,21 @@ WORKER_RESOURCE = (
 )
 QUEUE = ("queue", "queued", "running", "oldest_queued_age_seconds")
 EVENT = ("sequence", "type", "occurred_at", "task_key", "attempt", "data")
+APPROVAL = (
+    "approval_id",
+    "run_id",
+    "task_key",
+    "tool",
+    "tool_call_id",
+    "arguments",
+    "arguments_digest",
+    "status",
+    "requested_at",
+    "expires_at",
+    "decided_by",
+    "decided_at",
+    "comment",
+)
 STEP = (
     "sequence",
     "kind",
@@ -183,6 +201,9 @@ SPEC_RESOURCES: dict[tuple[str, str], tuple[tuple[str, ...], bool]] = {
     ("GET", f"{V}/runs/{{run_id}}/tasks/{{task_key}}"): (TASK_RUN, False),
     ("GET", f"{V}/runs/{{run_id}}/tasks/{{task_key}}/attempts"): (ATTEMPT, True),
     ("GET", f"{V}/runs/{{run_id}}/tasks/{{task_key}}/steps"): (STEP, True),
+    ("GET", f"{V}/approvals"): (APPROVAL, True),
+    ("GET", f"{V}/approvals/{{approval_id}}"): (APPROVAL, False),
+    ("POST", f"{V}/approvals/{{approval_id}}/decision"): (APPROVAL, False),
     ("GET", f"{V}/runs/{{run_id}}/events"): (EVENT, True),
     ("POST", f"{V}/attempts/{{attempt_id}}/complete"): (ATTEMPT, False),
     ("POST", f"{V}/attempts/{{attempt_id}}/fail"): (ATTEMPT, False),
@@ -552,6 +573,8 @@ def test_query_parameters(document: dict[str, Any], key: tuple[str, str]) -> Non
         expected = {"limit", "cursor"}
     if key == ("GET", f"{V}/runs"):
         expected |= {"workflow_id", "status"}
+    if key == ("GET", f"{V}/approvals"):
+        expected |= {"status"}
     assert set(query) == expected
     assert all(p.get("required", False) is False for p in query.values())
     if paged:
@@ -561,7 +584,12 @@ def test_query_parameters(document: dict[str, Any], key: tuple[str, str]) -> Non
         assert limit.get("default") == DEFAULT_PAGE_LIMIT
         assert query["cursor"]["schema"].get("type") == "string"
     if "status" in query:
-        assert set(query["status"]["schema"]["enum"]) == {s.value for s in RunStatus}
+        statuses = (
+            {"pending", "approved", "rejected", "expired", "canceled"}
+            if key == ("GET", f"{V}/approvals")
+            else {s.value for s in RunStatus}
+        )
+        assert set(query["status"]["schema"]["enum"]) == statuses
 
 
 @pytest.mark.parametrize(
@@ -714,6 +742,15 @@ def test_request_bodies(document: dict[str, Any], key: tuple[str, str]) -> None:
         if path.endswith("/fail"):
             report["error"] = {"code": "e", "message": "m"}
         assert validator.is_valid(report)
+    elif path.endswith("/decision"):
+        assert body is not None
+        assert body.get("required") is True
+        validator = _validator(document, body["content"]["application/json"]["schema"])
+        decision = {"decision": "approve", "arguments_digest": "sha256:" + "0" * 64}
+        assert validator.is_valid(decision)
+        assert validator.is_valid({**decision, "decision": "reject", "comment": "no"})
+        assert not validator.is_valid({**decision, "decision": "maybe"})
+        assert not validator.is_valid({"decision": "approve"}), "the digest is required"
     elif method == "POST":  # cancel: no body fields
         assert body is None or body.get("required", False) is False
     else:

@@ -16,10 +16,17 @@ from workload_api.auth import Authenticator
 from workload_api.coordinator import Coordinator
 from workload_api.lifecycle import Readiness, Service
 from workload_api.settings import Settings
-from workload_api.usecases import RunUseCases, UseCases, WorkerUseCases, WorkflowUseCases
+from workload_api.usecases import (
+    ApprovalUseCases,
+    RunUseCases,
+    UseCases,
+    WorkerUseCases,
+    WorkflowUseCases,
+)
 from workload_domain.agent.spec import AGENT_ACTION
 from workload_domain.ports import Clock
 from workload_engine.agent import AgentExecutor
+from workload_engine.approvals import ApprovalDecisions
 from workload_engine.clock import SystemClock
 from workload_engine.definitions import DefinitionCache
 from workload_engine.engine import Engine
@@ -105,6 +112,7 @@ class Container(containers.DeclarativeContainer):
         resumable_actions=executor.provided.resumable,
     )
     remote = providers.Singleton(RemoteAttempts, store=store, engine=engine)
+    decisions = providers.Singleton(ApprovalDecisions, store=store, engine=engine)
     workflows = providers.Singleton(
         WorkflowUseCases, store=store, definitions=definitions, clock=clock
     )
@@ -118,7 +126,10 @@ class Container(containers.DeclarativeContainer):
         signal=engine.provided.work_signal,
         clock=clock,
     )
-    usecases = providers.Singleton(UseCases, workflows=workflows, runs=runs, workers=workers)
+    approvals = providers.Singleton(ApprovalUseCases, store=store, decisions=decisions)
+    usecases = providers.Singleton(
+        UseCases, workflows=workflows, runs=runs, workers=workers, approvals=approvals
+    )
     authenticator = providers.Singleton(
         Authenticator,
         viewers=settings.provided.viewer_tokens,
@@ -137,6 +148,7 @@ class Container(containers.DeclarativeContainer):
         clock=clock,
         readiness=readiness,
         remote=remote,
+        decisions=decisions,
         models=models,
         lock_check_interval=settings.provided.lock_check_interval_seconds,
         lease_check_interval=settings.provided.lease_check_interval_seconds,

@@ -20,6 +20,8 @@ from workload_api.auth import Principal
 from workload_api.jsonbody import read_json_object
 from workload_api.problems import HttpProblem
 from workload_api.usecases import Result, UseCases
+from workload_api.usecases.approvals import decider
+from workload_domain.approvals import ApprovalStatus
 from workload_domain.cursors import DEFAULT_PAGE_LIMIT, MAX_PAGE_LIMIT
 from workload_domain.definition import WORKFLOW_ID_PATTERN
 from workload_domain.errors import WorkflowNotFound, quoted
@@ -306,3 +308,33 @@ async def list_workers(call: Call) -> Response:
 async def list_queues(call: Call) -> Response:
     call.page_args()
     return JSONResponse(await call.usecases.workers.list_queues())
+
+
+# -- approvals (SPEC §11) ----------------------------------------------------------------------
+
+
+async def list_approvals(call: Call) -> Response:
+    cursor, limit = call.page_args("status")
+    raw = call.request.query_params.get("status")
+    status = None
+    if raw is not None:
+        try:
+            status = ApprovalStatus(raw)
+        except ValueError:
+            allowed = ", ".join(s.value for s in ApprovalStatus)
+            raise _bad_query(f"status must be one of: {allowed}") from None
+    return JSONResponse(await call.usecases.approvals.list(status, cursor, limit))
+
+
+async def get_approval(call: Call) -> Response:
+    call.page_args()
+    return JSONResponse(await call.usecases.approvals.get(call.path("approval_id")))
+
+
+async def decide_approval(call: Call) -> Response:
+    approval_id = call.path("approval_id")
+    body = await read_json_object(call.request)
+    claim = call.claim("decide_approval", body)
+    assert call.principal is not None  # an operator's write
+    decided_by = decider(call.principal.id, call.principal.role.name.lower())
+    return respond(await call.usecases.approvals.decide(approval_id, body, claim, decided_by))

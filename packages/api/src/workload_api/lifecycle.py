@@ -31,6 +31,7 @@ import anyio.abc
 from workload_api._errors import single_errors
 from workload_domain.idempotency import IDEMPOTENCY_RETENTION
 from workload_domain.ports import Clock, CoordinatorLock, Store
+from workload_engine.approvals import ApprovalDecisions
 from workload_engine.engine import Engine
 from workload_engine.models import ModelRouter
 from workload_engine.remote import RemoteAttempts
@@ -71,6 +72,7 @@ class Service:
         clock: Clock,
         readiness: Readiness,
         remote: RemoteAttempts | None = None,
+        decisions: ApprovalDecisions | None = None,
         models: ModelRouter | None = None,
         lock_check_interval: float = 1.0,
         lease_check_interval: float = 1.0,
@@ -84,6 +86,8 @@ class Service:
         self.clock = clock
         self.readiness = readiness
         self.remote = remote
+        self.decisions = decisions
+        """Expires approvals nobody decided in time (with the lease reaper's duty)."""
         self.models = models
         """The model adapters: their connections close with the store's."""
         self.fault: BaseException | None = None
@@ -116,7 +120,7 @@ class Service:
                     if self.lock is not None:
                         tg.start_soon(self._guarded, "lost the coordinator lock", self._watch_lock)
                     tg.start_soon(self._guarded, "the ownership sweep failed", self._sweep)
-                    if self.remote is not None:
+                    if self.remote is not None or self.decisions is not None:
                         tg.start_soon(self._guarded, "the lease reaper failed", self._reap)
                     tg.start_soon(self._guarded, "the idempotency purge failed", self._purge)
                     if self.fault is None:
@@ -206,14 +210,23 @@ class Service:
                 _log.info("adopted unowned runs", extra={"fields": {"runs": found}})
 
     async def _reap(self) -> None:
-        """Apply passed leases and deadlines of remote attempts (the leader's duty, §10)."""
-        assert self.remote is not None
+        """Apply passed deadlines (the leader's duty).
+
+        Leases and deadlines of remote attempts and tool calls (§10), approvals nobody decided
+        in time (§11).
+        """
         while True:
             await anyio.sleep(self._lease_check_interval)
-            if self.engine.running:
+            if not self.engine.running:
+                continue
+            if self.remote is not None:
                 expired = await self.remote.expire_due()
                 if expired:
                     _log.info("expired remote attempts", extra={"fields": {"attempts": expired}})
+            if self.decisions is not None:
+                lapsed = await self.decisions.expire_due()
+                if lapsed:
+                    _log.info("expired approvals", extra={"fields": {"approvals": lapsed}})
 
     async def _purge(self) -> None:
         while True:

@@ -13,6 +13,7 @@ from workload_api import handlers as h
 from workload_api import schemas
 from workload_api.auth import Role
 from workload_api.handlers import PAGED, Call, QueryParam
+from workload_domain.approvals import ApprovalStatus
 from workload_domain.definition import WORKFLOW_ID_PATTERN
 from workload_domain.statuses import RunStatus
 
@@ -48,6 +49,13 @@ class Operation:
 
 
 # A worker token is refused (403) on everything that is not a worker's.
+_APPROVALS_QUERY = (
+    QueryParam(
+        "status",
+        {"type": "string", "enum": [s.value for s in ApprovalStatus]},
+        "only approvals in this status",
+    ),
+)
 _READ_ERRORS = (400, 401, 403, 404, 405, 503)
 _WRITE_ERRORS = (400, 401, 403, 404, 405, 409, 413, 415, 503)
 _WORKER_ERRORS = (400, 401, 403, 405, 409, 413, 415, 503)
@@ -294,6 +302,41 @@ OPERATIONS: tuple[Operation, ...] = (
         _WORKER_ERRORS,
         body=schemas.FailRequest,
         fenced=True,
+    ),
+    Operation(
+        "GET",
+        f"{_V}/approvals",
+        "listApprovals",
+        "List approvals of agents' tool calls (optionally ?status=pending)",
+        Role.VIEWER,
+        h.list_approvals,
+        200,
+        schemas.Page[schemas.Approval],
+        tuple(e for e in _READ_ERRORS if e != 404),
+        (*PAGED, *_APPROVALS_QUERY),
+    ),
+    Operation(
+        "GET",
+        f"{_V}/approvals/{{approval_id}}",
+        "getApproval",
+        "Get an approval",
+        Role.VIEWER,
+        h.get_approval,
+        200,
+        schemas.Approval,
+        _READ_ERRORS,
+    ),
+    Operation(
+        "POST",
+        f"{_V}/approvals/{{approval_id}}/decision",
+        "decideApproval",
+        "Approve or reject a pending approval, for exactly the arguments its digest names",
+        Role.OPERATOR,
+        h.decide_approval,
+        200,
+        schemas.Approval,
+        _WRITE_ERRORS,
+        body=schemas.DecisionRequest,
     ),
     Operation(
         "GET",

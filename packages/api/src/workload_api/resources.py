@@ -16,6 +16,7 @@ from pydantic import BaseModel
 
 from workload_api import schemas
 from workload_domain.agent.journal import StepRecord, StepStatus
+from workload_domain.approvals import ApprovalRecord
 from workload_domain.cursors import Page
 from workload_domain.jsonvalues import JsonObject
 from workload_domain.model import (
@@ -30,6 +31,7 @@ from workload_domain.statuses import TaskStatus
 from workload_domain.workers import ClaimedAttempt, QueueStats, WorkerRecord, worker_status
 
 __all__ = [
+    "approval",
     "attempt",
     "claim_item",
     "event",
@@ -97,6 +99,11 @@ def claim_item(claimed: ClaimedAttempt, lease_token: str, traceparent: str | Non
     """A claim item: the attempt, its lease token (given once, to its worker) and its inputs."""
     extra = {"lease_token": lease_token, "traceparent": traceparent}
     return _dump(schemas.ClaimItem, {**_attributes(claimed), **extra})
+
+
+def approval(record: ApprovalRecord) -> JsonObject:
+    """The approval resource."""
+    return _dump(schemas.Approval, record)
 
 
 def step(record: StepRecord) -> JsonObject:
