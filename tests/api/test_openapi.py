@@ -66,6 +66,11 @@ SPEC_OPERATIONS: dict[tuple[str, str], tuple[frozenset[int], str | None]] = {
     ("GET", f"{V}/approvals"): (frozenset({200}), VIEWER),
     ("GET", f"{V}/approvals/{{approval_id}}"): (frozenset({200}), VIEWER),
     ("POST", f"{V}/approvals/{{approval_id}}/decision"): (frozenset({200}), OPERATOR),
+    ("POST", f"{V}/drafts"): (frozenset({202}), OPERATOR),
+    ("GET", f"{V}/drafts"): (frozenset({200}), VIEWER),
+    ("GET", f"{V}/drafts/{{draft_id}}"): (frozenset({200}), VIEWER),
+    ("POST", f"{V}/drafts/{{draft_id}}/approve"): (frozenset({200}), OPERATOR),
+    ("POST", f"{V}/drafts/{{draft_id}}/reject"): (frozenset({200}), OPERATOR),
     ("GET", f"{V}/runs/{{run_id}}/events"): (frozenset({200}), VIEWER),
     # SPEC §10: workers claim and report; viewers list workers and queues.
     ("POST", f"{V}/workers/{{worker_id}}/claim"): (frozenset({200}), WORKER),
@@ -170,6 +175,18 @@ APPROVAL = (
     "decided_at",
     "comment",
 )
+DRAFT = (
+    "draft_id",
+    "status",
+    "workflow_id",
+    "definition",
+    "definition_hash",
+    "problems",
+    "usage",
+    "created_by",
+    "created_at",
+    "version",
+)
 STEP = (
     "sequence",
     "kind",
@@ -204,6 +221,11 @@ SPEC_RESOURCES: dict[tuple[str, str], tuple[tuple[str, ...], bool]] = {
     ("GET", f"{V}/approvals"): (APPROVAL, True),
     ("GET", f"{V}/approvals/{{approval_id}}"): (APPROVAL, False),
     ("POST", f"{V}/approvals/{{approval_id}}/decision"): (APPROVAL, False),
+    ("POST", f"{V}/drafts"): (DRAFT, False),
+    ("GET", f"{V}/drafts"): (DRAFT, True),
+    ("GET", f"{V}/drafts/{{draft_id}}"): (DRAFT, False),
+    ("POST", f"{V}/drafts/{{draft_id}}/approve"): (DRAFT, False),
+    ("POST", f"{V}/drafts/{{draft_id}}/reject"): (DRAFT, False),
     ("GET", f"{V}/runs/{{run_id}}/events"): (EVENT, True),
     ("POST", f"{V}/attempts/{{attempt_id}}/complete"): (ATTEMPT, False),
     ("POST", f"{V}/attempts/{{attempt_id}}/fail"): (ATTEMPT, False),
@@ -751,7 +773,19 @@ def test_request_bodies(document: dict[str, Any], key: tuple[str, str]) -> None:
         assert validator.is_valid({**decision, "decision": "reject", "comment": "no"})
         assert not validator.is_valid({**decision, "decision": "maybe"})
         assert not validator.is_valid({"decision": "approve"}), "the digest is required"
-    elif method == "POST":  # cancel: no body fields
+    elif path.endswith("/drafts") and method == "POST":
+        assert body is not None
+        assert body.get("required") is True
+        validator = _validator(document, body["content"]["application/json"]["schema"])
+        assert validator.is_valid({"prompt": "nightly report"})
+        assert validator.is_valid({"prompt": "p", "model": "mock", "script": [{"content": "x"}]})
+        assert not validator.is_valid({}), "the prompt is required"
+    elif path.endswith("/approve") and method == "POST":
+        assert body is not None
+        validator = _validator(document, body["content"]["application/json"]["schema"])
+        assert validator.is_valid({"definition_hash": "sha256:" + "0" * 64})
+        assert not validator.is_valid({})
+    elif method == "POST":  # cancel, reject: no body fields
         assert body is None or body.get("required", False) is False
     else:
         assert body is None, "GET operations take no body"

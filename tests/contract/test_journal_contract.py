@@ -12,13 +12,17 @@ import pytest
 
 from tests.engine.harness import Harness
 from workload_domain.agent.journal import StepKind, StepRecord, StepStatus, Usage
+from workload_domain.agent.llm import ModelRequest, ModelResponse, Role, TokenUsage, ToolCall
 from workload_domain.compiler import compile_definition
 from workload_domain.errors import InvalidCursor, RunNotFound, TaskNotFound
 from workload_domain.leases import LeaseLostReason, token_digest, tool_call_lease_lost
 from workload_domain.ports import Store
 from workload_domain.statuses import AttemptStatus
 from workload_domain.workers import Claim
+from workload_engine.agent import AgentExecutor
 from workload_engine.clock import FakeClock
+from workload_engine.local import LocalExecutors
+from workload_engine.mock_executor import MockExecutor
 from workload_engine.planner import AttemptOutcome, cancel_commit, plan
 
 pytestmark = pytest.mark.anyio
@@ -300,3 +304,68 @@ async def test_a_tasks_steps_page_by_attempt_and_sequence(store: Store, clock: F
         await store.page_steps(run_id, "nope", None, 2)
     with pytest.raises(RunNotFound):
         await store.page_steps("00000000-0000-7000-8000-000000000000", "a", None, 2)
+
+
+class HostileModels:
+    """A model whose answers carry what JSONB refuses and what a protocol forbids."""
+
+    def model(self, name: str, *, script: Any = None) -> Any:
+        class Hostile:
+            async def complete(self, request: ModelRequest) -> ModelResponse:
+                turn = sum(1 for m in request.messages if m.role is Role.ASSISTANT)
+                if turn == 0:
+                    return ModelResponse(
+                        content="nul \x00 and a lone \ud800 surrogate",
+                        tool_calls=(
+                            ToolCall("", "t", {"k\x00": float("nan"), "deep": [[[[1]]]]}),
+                            ToolCall("same", "t", "not an object \x00"),
+                            ToolCall("same", "t\x00", {}),
+                            ToolCall("x" * 5000, "t", {"n": 1e308 * 10}),
+                        ),
+                        usage=TokenUsage(5, 7),
+                        finish_reason="tool_calls\x00",
+                    )
+                return ModelResponse(content="done \x00", usage=TokenUsage(1, 1))
+
+        return Hostile()
+
+
+async def test_hostile_model_output_is_stored_safely(store: Store, clock: FakeClock) -> None:
+    mock_executor = MockExecutor(clock)
+    agent = AgentExecutor(store, HostileModels(), clock, tools=mock_executor, poll_seconds=0.05)
+    local = LocalExecutors(mock_executor, agent, resumable=frozenset({"agent"}))
+    h = Harness(store=store, clock=clock, executor=local, resumable=local.resumable)
+    definition = {
+        "id": "hostile",
+        "tasks": [
+            {
+                "key": "a",
+                "action": "agent",
+                "input": {
+                    "model": "mock",
+                    "prompt": "go",
+                    "tools": [{"name": "t", "action": "mock"}],
+                },
+            }
+        ],
+    }
+    # No autojump: time stands still while PostgreSQL answers (nothing here sleeps).
+    run_id = await h.create(definition)
+    await h.engine.execute(run_id)
+    view = await h.view(run_id)
+    assert view.status == "succeeded", view.tasks["a"].error
+    output = view.tasks["a"].output
+    assert output is not None
+    assert output["content"] == "done \ufffd"
+    steps = await store.list_steps(view.snapshot.run.run_id, "a", 1)
+    answer = steps[0].response or {}
+    assert answer["content"] == "nul \ufffd and a lone \ufffd surrogate"
+    ids = [c["id"] for c in answer["tool_calls"]]
+    assert ids == ["call_1_0", "same", "call_1_2", "call_1_3"]  # named, unique, bounded
+    assert answer["tool_calls"][0]["arguments"] == {"k\ufffd": None, "deep": [[[[1]]]]}
+    # The mock tool refuses fields it does not know; the others are refused before any tool.
+    errors = [str((s.response or {}).get("error")) for s in steps[1:5]]
+    assert [s.status for s in steps[1:5]] == [StepStatus.FAILED] * 4
+    assert errors[0].startswith("invalid_input:")
+    assert errors[1] == "invalid arguments: they must be a JSON object"
+    assert errors[2].startswith("unknown tool 't\ufffd'")

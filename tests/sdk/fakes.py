@@ -37,6 +37,7 @@ TASK_STATUSES = (
     "pending",
     "running",
     "waiting_retry",
+    "waiting_approval",
     "succeeded",
     "failed",
     "canceled",

@@ -18,6 +18,7 @@ from workload_api.lifecycle import Readiness, Service
 from workload_api.settings import Settings
 from workload_api.usecases import (
     ApprovalUseCases,
+    DraftUseCases,
     RunUseCases,
     UseCases,
     WorkerUseCases,
@@ -29,6 +30,7 @@ from workload_engine.agent import AgentExecutor
 from workload_engine.approvals import ApprovalDecisions
 from workload_engine.clock import SystemClock
 from workload_engine.definitions import DefinitionCache
+from workload_engine.drafting import DraftWriter
 from workload_engine.engine import Engine
 from workload_engine.local import LocalExecutors
 from workload_engine.memory_store import InMemoryStore
@@ -127,8 +129,15 @@ class Container(containers.DeclarativeContainer):
         clock=clock,
     )
     approvals = providers.Singleton(ApprovalUseCases, store=store, decisions=decisions)
+    draft_writer = providers.Singleton(DraftWriter, store=store, models=models, clock=clock)
+    drafts = providers.Singleton(DraftUseCases, store=store, writer=draft_writer, clock=clock)
     usecases = providers.Singleton(
-        UseCases, workflows=workflows, runs=runs, workers=workers, approvals=approvals
+        UseCases,
+        workflows=workflows,
+        runs=runs,
+        workers=workers,
+        approvals=approvals,
+        drafts=drafts,
     )
     authenticator = providers.Singleton(
         Authenticator,
@@ -149,6 +158,7 @@ class Container(containers.DeclarativeContainer):
         readiness=readiness,
         remote=remote,
         decisions=decisions,
+        drafts=draft_writer,
         models=models,
         lock_check_interval=settings.provided.lock_check_interval_seconds,
         lease_check_interval=settings.provided.lease_check_interval_seconds,

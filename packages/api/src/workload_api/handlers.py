@@ -338,3 +338,36 @@ async def decide_approval(call: Call) -> Response:
     assert call.principal is not None  # an operator's write
     decided_by = decider(call.principal.id, call.principal.role.name.lower())
     return respond(await call.usecases.approvals.decide(approval_id, body, claim, decided_by))
+
+
+# -- drafts (SPEC §11) -------------------------------------------------------------------------
+
+
+async def create_draft(call: Call) -> Response:
+    body = await read_json_object(call.request)
+    claim = call.claim("create_draft", body)
+    assert call.principal is not None  # an operator's write
+    created_by = decider(call.principal.id, call.principal.role.name.lower())
+    return respond(await call.usecases.drafts.create(body, claim, created_by))
+
+
+async def list_drafts(call: Call) -> Response:
+    cursor, limit = call.page_args()
+    return JSONResponse(await call.usecases.drafts.list(cursor, limit))
+
+
+async def get_draft(call: Call) -> Response:
+    call.page_args()
+    return JSONResponse(await call.usecases.drafts.get(call.path("draft_id")))
+
+
+async def approve_draft(call: Call) -> Response:
+    body = await read_json_object(call.request)
+    claim = call.claim("approve_draft", body)
+    return respond(await call.usecases.drafts.approve(call.path("draft_id"), body, claim))
+
+
+async def reject_draft(call: Call) -> Response:
+    body = await read_json_object(call.request, optional=True)
+    claim = call.claim("reject_draft", {})
+    return respond(await call.usecases.drafts.reject(call.path("draft_id"), body, claim))

@@ -32,6 +32,7 @@ from workload_api._errors import single_errors
 from workload_domain.idempotency import IDEMPOTENCY_RETENTION
 from workload_domain.ports import Clock, CoordinatorLock, Store
 from workload_engine.approvals import ApprovalDecisions
+from workload_engine.drafting import DraftWriter
 from workload_engine.engine import Engine
 from workload_engine.models import ModelRouter
 from workload_engine.remote import RemoteAttempts
@@ -73,6 +74,7 @@ class Service:
         readiness: Readiness,
         remote: RemoteAttempts | None = None,
         decisions: ApprovalDecisions | None = None,
+        drafts: DraftWriter | None = None,
         models: ModelRouter | None = None,
         lock_check_interval: float = 1.0,
         lease_check_interval: float = 1.0,
@@ -87,6 +89,8 @@ class Service:
         self.readiness = readiness
         self.remote = remote
         self.decisions = decisions
+        self.drafts = drafts
+        """Generates drafts in the background (and those left generating, at start-up)."""
         """Expires approvals nobody decided in time (with the lease reaper's duty)."""
         self.models = models
         """The model adapters: their connections close with the store's."""
@@ -117,6 +121,12 @@ class Service:
                         self.recovered = await self.engine.recover(self._page_size)
                     except Exception as exc:
                         self.fail("the recovery scan failed", exc)
+                    if self.drafts is not None:
+                        await tg.start(self.drafts.run)
+                        try:
+                            await self.drafts.recover()
+                        except Exception as exc:
+                            self.fail("the recovery of drafts failed", exc)
                     if self.lock is not None:
                         tg.start_soon(self._guarded, "lost the coordinator lock", self._watch_lock)
                     tg.start_soon(self._guarded, "the ownership sweep failed", self._sweep)

@@ -18,6 +18,7 @@ from workload_api import schemas
 from workload_domain.agent.journal import StepRecord, StepStatus
 from workload_domain.approvals import ApprovalRecord
 from workload_domain.cursors import Page
+from workload_domain.drafts import DraftRecord
 from workload_domain.jsonvalues import JsonObject
 from workload_domain.model import (
     AttemptRecord,
@@ -34,6 +35,7 @@ __all__ = [
     "approval",
     "attempt",
     "claim_item",
+    "draft",
     "event",
     "page",
     "queue",
@@ -104,6 +106,11 @@ def claim_item(claimed: ClaimedAttempt, lease_token: str, traceparent: str | Non
 def approval(record: ApprovalRecord) -> JsonObject:
     """The approval resource."""
     return _dump(schemas.Approval, record)
+
+
+def draft(record: DraftRecord) -> JsonObject:
+    """The draft resource."""
+    return _dump(schemas.Draft, record)
 
 
 def step(record: StepRecord) -> JsonObject:

@@ -11,7 +11,8 @@ from typing import Annotated, Any, Generic, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
 
-from workload_domain.definition import MAX_ACTION_LENGTH, QUEUE_PATTERN
+from workload_domain.agent.spec import MODEL_PATTERN
+from workload_domain.definition import MAX_ACTION_LENGTH, QUEUE_PATTERN, WORKFLOW_ID_PATTERN
 from workload_domain.events import EventType
 from workload_domain.statuses import AttemptStatus, RunStatus, TaskStatus
 from workload_domain.workers import MAX_CLAIM_ATTEMPTS, MAX_CLAIM_WAIT_SECONDS, WORKER_ID_PATTERN
@@ -203,6 +204,47 @@ class DecisionRequest(BaseModel):
     decision: Literal["approve", "reject"]
     arguments_digest: str = Field(max_length=80)
     comment: str | None = Field(default=None, max_length=4096)
+
+
+class Draft(_Out):
+    """A workflow written by a model from a prompt, waiting for a person's approval (§11)."""
+
+    draft_id: str
+    status: str = Field(description='"generating", "ready", "invalid", "approved" or "rejected"')
+    prompt: str
+    model: str
+    workflow_id: str | None
+    definition: JsonObject | None = Field(description="the normalized definition (ready)")
+    definition_hash: str | None
+    problems: list[JsonObject] = Field(
+        description='every problem of every answer: {"answer", "path", "message"}'
+    )
+    usage: Usage
+    created_by: str
+    created_at: datetime
+    updated_at: datetime
+    version: int | None = Field(description="once approved: the version it became")
+
+
+class CreateDraftRequest(BaseModel):
+    """The body of POST /drafts."""
+
+    model_config = ConfigDict(strict=True, extra="forbid")
+
+    prompt: str = Field(min_length=1, max_length=100_000)
+    workflow_id: str | None = Field(default=None, pattern=WORKFLOW_ID_PATTERN)
+    model: str = Field(default="mock", pattern=MODEL_PATTERN)
+    script: list[JsonObject] | None = Field(
+        default=None, max_length=4, description='mock model only: turns {"content": "…"}'
+    )
+
+
+class ApproveDraftRequest(BaseModel):
+    """The body of POST /drafts/{draft_id}/approve."""
+
+    model_config = ConfigDict(strict=True, extra="forbid")
+
+    definition_hash: str = Field(max_length=80)
 
 
 class Event(_Out):

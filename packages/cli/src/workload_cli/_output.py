@@ -35,6 +35,7 @@ _STATUS_STYLES = {
     "interrupted": "magenta",
     "running": "cyan",
     "waiting_retry": "yellow",
+    "waiting_approval": "yellow",
     "pending": "dim",
     "skipped": "dim",
     "queued": "dim",

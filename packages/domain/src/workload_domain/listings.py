@@ -15,6 +15,7 @@ from typing import Generic, TypeVar
 from workload_domain.agent.journal import StepRecord
 from workload_domain.approvals import ApprovalRecord
 from workload_domain.cursors import CursorCodec, Page, Position, Scope, page_of, to_micros
+from workload_domain.drafts import DraftRecord
 from workload_domain.errors import InvalidCursor
 from workload_domain.model import (
     AttemptRecord,
@@ -29,6 +30,7 @@ from workload_domain.workers import WorkerRecord
 __all__ = [
     "APPROVALS",
     "ATTEMPTS",
+    "DRAFTS",
     "EVENTS",
     "RUNS",
     "STEPS",
@@ -116,6 +118,10 @@ APPROVALS: Listing[ApprovalRecord] = Listing(
     "approvals", lambda a: (to_micros(a.requested_at), a.approval_id), (int, str)
 )
 """Approvals in ``(requested_at, approval_id)`` order."""
+DRAFTS: Listing[DraftRecord] = Listing(
+    "drafts", lambda d: (to_micros(d.created_at), d.draft_id), (int, str)
+)
+"""Drafts in ``(created_at, draft_id)`` order."""
 WORKERS: Listing[WorkerRecord] = Listing("workers", lambda w: (w.worker_id,), (str,))
 """Workers by id."""
 

@@ -14,8 +14,15 @@ from workload_domain.agent.journal import StepRecord, StepStatus, Usage
 from workload_domain.agent.loop import tool_error
 from workload_domain.approvals import ApprovalRecord, ApprovalStatus
 from workload_domain.cursors import CursorCodec
+from workload_domain.drafts import DraftRecord
 from workload_domain.errors import RunNotFound, StoreIntegrityError
-from workload_domain.idempotency import IdempotencyClaim, Outcome
+from workload_domain.idempotency import (
+    IdempotencyClaim,
+    IdempotencyRecord,
+    Outcome,
+    Replayed,
+    same_request,
+)
 from workload_domain.leases import LeaseLostReason
 from workload_domain.model import (
     AttemptRecord,
@@ -71,6 +78,7 @@ class MemoryState:
         self._step_tokens: dict[str, str] = {}
         """step id → the digest of its lease token (remote tool calls)."""
         self._approvals: dict[str, ApprovalRecord] = {}
+        self._drafts: dict[str, DraftRecord] = {}
         self._workers: dict[str, WorkerRecord] = {}
         self._queues: set[str] = set()
         self.commits = 0
@@ -134,6 +142,25 @@ class MemoryState:
         task = data.tasks[task_key]
         data.tasks[task_key] = replace(task, usage=task.usage + usage)
         data.run = replace(data.run, usage=data.run.usage + usage)
+
+    def _replayed(self, record: IdempotencyRecord | None) -> Replayed | None:
+        if record is None:
+            return None
+        claim = record.claim
+        stored = self._outcomes.get((claim.principal, claim.key))
+        if stored is None:
+            return None
+        same_request(stored[0], claim)
+        return Replayed(copied(stored[1]))
+
+    def _remember(self, record: IdempotencyRecord | None) -> None:
+        if record is not None:
+            claim = record.claim
+            self._outcomes[(claim.principal, claim.key)] = (
+                claim,
+                copied(record.outcome),
+                self._clock.now(),
+            )
 
     def _run(self, run_id: str) -> RunData:
         try:

@@ -41,6 +41,7 @@ from workload_domain.model import (
 )
 from workload_domain.statuses import AttemptStatus
 from workload_engine._memory_approvals import MemoryApprovals
+from workload_engine._memory_drafts import MemoryDrafts
 from workload_engine._memory_reads import MemoryReads
 from workload_engine._memory_state import RunData, check_rows, copied, is_canonical_uuid
 from workload_engine._memory_workers import MemoryWorkers
@@ -48,7 +49,7 @@ from workload_engine._memory_workers import MemoryWorkers
 __all__ = ["InMemoryStore", "StoreIntegrityError"]
 
 
-class InMemoryStore(MemoryReads, MemoryWorkers, MemoryApprovals):
+class InMemoryStore(MemoryReads, MemoryWorkers, MemoryApprovals, MemoryDrafts):
     """The whole ``Store`` port in process memory (tests, ``run-local``).
 
     Its parts: :class:`~workload_engine._memory_state.MemoryState` (the tables and the checks
@@ -263,22 +264,3 @@ class InMemoryStore(MemoryReads, MemoryWorkers, MemoryApprovals):
         for key in old:
             del self._outcomes[key]
         return len(old)
-
-    def _replayed(self, record: IdempotencyRecord | None) -> Replayed | None:
-        if record is None:
-            return None
-        claim = record.claim
-        stored = self._outcomes.get((claim.principal, claim.key))
-        if stored is None:
-            return None
-        same_request(stored[0], claim)
-        return Replayed(copied(stored[1]))
-
-    def _remember(self, record: IdempotencyRecord | None) -> None:
-        if record is not None:
-            claim = record.claim
-            self._outcomes[(claim.principal, claim.key)] = (
-                claim,
-                copied(record.outcome),
-                self._clock.now(),
-            )

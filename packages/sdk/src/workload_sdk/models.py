@@ -39,11 +39,12 @@ JsonObject = dict[str, Any]
 
 
 class RunStatus(enum.StrEnum):
-    """Status of a run: ``pending`` → ``running`` ⇄ ``waiting_retry`` → a terminal status."""
+    """Status of a run: ``pending`` → ``running`` ⇄ (``waiting_…``) → a terminal status."""
 
     PENDING = "pending"
     RUNNING = "running"
     WAITING_RETRY = "waiting_retry"
+    WAITING_APPROVAL = "waiting_approval"
     SUCCEEDED = "succeeded"
     FAILED = "failed"
     CANCELED = "canceled"
@@ -60,6 +61,7 @@ class TaskStatus(enum.StrEnum):
     PENDING = "pending"
     RUNNING = "running"
     WAITING_RETRY = "waiting_retry"
+    WAITING_APPROVAL = "waiting_approval"
     SUCCEEDED = "succeeded"
     FAILED = "failed"
     CANCELED = "canceled"
@@ -68,7 +70,12 @@ class TaskStatus(enum.StrEnum):
     @property
     def is_terminal(self) -> bool:
         """Whether a task in this status can never change again."""
-        return self not in {TaskStatus.PENDING, TaskStatus.RUNNING, TaskStatus.WAITING_RETRY}
+        return self in {
+            TaskStatus.SUCCEEDED,
+            TaskStatus.FAILED,
+            TaskStatus.CANCELED,
+            TaskStatus.SKIPPED,
+        }
 
 
 class AttemptStatus(enum.StrEnum):

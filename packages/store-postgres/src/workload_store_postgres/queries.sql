@@ -605,3 +605,53 @@ FROM approvals
 WHERE status = 'pending' AND expires_at <= %(now)s
 ORDER BY expires_at, approval_id
 LIMIT %(limit)s
+
+-- name: insert_draft
+INSERT INTO drafts (draft_id, status, prompt, model, script, requested_workflow_id, workflow_id,
+                    created_by, created_at, updated_at)
+VALUES (%(draft_id)s, %(status)s, %(prompt)s, %(model)s, %(script)s, %(requested_workflow_id)s,
+        %(workflow_id)s, %(created_by)s, %(created_at)s, %(updated_at)s)
+
+-- name: find_draft
+SELECT draft_id, status, prompt, model, script, requested_workflow_id, workflow_id, definition,
+       definition_hash, problems, model_calls, input_tokens, output_tokens, version, created_by,
+       created_at, updated_at
+FROM drafts WHERE draft_id = %(draft_id)s
+
+-- name: lock_draft
+SELECT draft_id, status, prompt, model, script, requested_workflow_id, workflow_id, definition,
+       definition_hash, problems, model_calls, input_tokens, output_tokens, version, created_by,
+       created_at, updated_at
+FROM drafts WHERE draft_id = %(draft_id)s
+FOR UPDATE
+
+-- name: page_drafts
+-- Served by drafts_keyset.
+SELECT draft_id, status, prompt, model, script, requested_workflow_id, workflow_id, definition,
+       definition_hash, problems, model_calls, input_tokens, output_tokens, version, created_by,
+       created_at, updated_at
+FROM drafts
+WHERE (created_at, draft_id) > (%(after_at)s, %(after_id)s)
+ORDER BY created_at, draft_id
+LIMIT %(limit)s
+
+-- name: generating_drafts
+-- Served by drafts_generating.
+SELECT draft_id FROM drafts WHERE status = 'generating' ORDER BY draft_id
+
+-- name: finish_draft
+-- A generation's end, written once (only while the draft is still generating).
+UPDATE drafts
+SET status = %(status)s, workflow_id = %(workflow_id)s, definition = %(definition)s,
+    definition_hash = %(definition_hash)s, problems = %(problems)s,
+    model_calls = %(model_calls)s, input_tokens = %(input_tokens)s,
+    output_tokens = %(output_tokens)s, updated_at = %(updated_at)s
+WHERE draft_id = %(draft_id)s AND status = 'generating'
+RETURNING draft_id
+
+-- name: settle_draft
+-- Approved (with its version) or rejected; the caller holds the row lock (lock_draft).
+UPDATE drafts
+SET status = %(status)s, version = %(version)s, workflow_id = %(workflow_id)s,
+    updated_at = %(updated_at)s
+WHERE draft_id = %(draft_id)s

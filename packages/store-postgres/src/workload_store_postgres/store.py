@@ -4,7 +4,7 @@ The store is split by concern into parts that share one :class:`~._db.Database`:
 :class:`~._workflows.Workflows` (workflows and versions), :class:`~._runs.Runs` (create, load
 and commit runs; the recovery scans), :class:`~._reads.Reads` (the API's reads and pages),
 :class:`~._workers.Workers` (claims, leases, workers, queues), :class:`~._journal.Journal`
-(agent steps), :class:`~._approvals.Approvals` and
+(agent steps), :class:`~._approvals.Approvals`, :class:`~._drafts.Drafts` and
 :class:`~._idempotency.Idempotency`. Every write is one transaction; idempotency records are
 written in the same transaction as the resource (:meth:`~._db.Database.write`), and driver
 errors are translated in one place (:func:`~._db.translate_errors`). SQL lives in
@@ -20,6 +20,7 @@ from workload_domain.cursors import CursorCodec
 from workload_domain.ports import Clock
 from workload_store_postgres._approvals import Approvals
 from workload_store_postgres._db import Database, one
+from workload_store_postgres._drafts import Drafts
 from workload_store_postgres._idempotency import Idempotency
 from workload_store_postgres._journal import Journal
 from workload_store_postgres._queries import query
@@ -45,7 +46,7 @@ class _UtcClock:
         raise NotImplementedError
 
 
-class PostgresStore(Workflows, Runs, Reads, Workers, Journal, Approvals, Idempotency):
+class PostgresStore(Workflows, Runs, Reads, Workers, Journal, Approvals, Drafts, Idempotency):
     """The whole ``Store`` port backed by a PostgreSQL database.
 
     Args:

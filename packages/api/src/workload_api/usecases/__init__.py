@@ -10,12 +10,14 @@ from __future__ import annotations
 
 from workload_api.usecases._result import Result
 from workload_api.usecases.approvals import ApprovalUseCases
+from workload_api.usecases.drafts import DraftUseCases
 from workload_api.usecases.runs import RunUseCases
 from workload_api.usecases.workers import WorkerUseCases
 from workload_api.usecases.workflows import WorkflowUseCases
 
 __all__ = [
     "ApprovalUseCases",
+    "DraftUseCases",
     "Result",
     "RunUseCases",
     "UseCases",
@@ -33,8 +35,10 @@ class UseCases:
         runs: RunUseCases,
         workers: WorkerUseCases,
         approvals: ApprovalUseCases,
+        drafts: DraftUseCases,
     ) -> None:
         self.workflows = workflows
         self.runs = runs
         self.workers = workers
         self.approvals = approvals
+        self.drafts = drafts

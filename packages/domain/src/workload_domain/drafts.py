@@ -1,0 +1,173 @@
+"""Drafts (SPEC §11): a workflow written by a model from a sentence, confirmed by a person.
+
+A draft is generated asynchronously: the model is given the definition's JSON Schema and the
+actions it may use, answers with a definition as JSON in its content, and the runtime compiles
+it with the same compiler as ``POST /workflows`` — re-prompting with the problems up to three
+times (at most four model calls). A ``ready`` draft holds a normalized definition and its hash;
+it becomes a version only when a person approves *that hash*. Everything here is pure: the
+prompts, reading an answer, and the state a generation ends in.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+import re
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+
+from workload_domain.agent.journal import Usage
+from workload_domain.agent.llm import Message, Role
+from workload_domain.agent.spec import MAX_TEXT_LENGTH, MODEL_PATTERN
+from workload_domain.compiler import CompiledWorkflow, compile_definition
+from workload_domain.definition import WORKFLOW_ID_PATTERN, WorkflowDefinition
+from workload_domain.errors import InvalidDefinition, WorkflowIdMismatch
+from workload_domain.jsonvalues import JsonObject
+
+__all__ = [
+    "MAX_ANSWERS",
+    "DraftRecord",
+    "DraftRequest",
+    "DraftStatus",
+    "Reading",
+    "draft_messages",
+    "read_answer",
+    "retry_message",
+]
+
+MAX_ANSWERS = 4
+"""One answer, and up to three more after being told its problems."""
+
+
+class DraftStatus(enum.StrEnum):
+    """Where a draft is."""
+
+    GENERATING = "generating"
+    READY = "ready"
+    INVALID = "invalid"
+    APPROVED = "approved"
+    REJECTED = "rejected"
+
+
+class _ScriptTurn(BaseModel):
+    model_config = ConfigDict(strict=True, extra="forbid", frozen=True)
+
+    content: str = Field(max_length=MAX_TEXT_LENGTH)
+
+
+class DraftRequest(BaseModel):
+    """The body of ``POST /drafts``."""
+
+    model_config = ConfigDict(strict=True, extra="forbid", frozen=True)
+
+    prompt: str = Field(min_length=1, max_length=MAX_TEXT_LENGTH)
+    workflow_id: Annotated[str, StringConstraints(pattern=WORKFLOW_ID_PATTERN)] | None = None
+    model: Annotated[str, StringConstraints(pattern=MODEL_PATTERN)] = "mock"
+    script: list[_ScriptTurn] | None = Field(default=None, max_length=MAX_ANSWERS)
+
+
+@dataclass(frozen=True, slots=True)
+class DraftRecord:
+    """A draft and what its generation produced."""
+
+    draft_id: str
+    status: DraftStatus
+    prompt: str
+    model: str
+    created_by: str
+    created_at: datetime
+    updated_at: datetime
+    workflow_id: str | None = None
+    """The workflow it is a new version of (asked for), or the id its definition names."""
+    script: tuple[JsonObject, ...] | None = None
+    definition: JsonObject | None = None
+    definition_hash: str | None = None
+    problems: tuple[JsonObject, ...] = ()
+    """Every problem of every answer: ``{"answer", "path", "message"}``."""
+    usage: Usage = field(default_factory=Usage)
+    version: int | None = None
+    """Once approved: the version it became."""
+    requested_workflow_id: str | None = None
+    """``workflow_id`` as the request gave it (None: the model's definition names it)."""
+
+
+def draft_messages(prompt: str, actions: Collection[str], workflow_id: str | None) -> list[Message]:
+    """The first request: what a definition is, which actions exist, and what is wanted."""
+    schema = json.dumps(WorkflowDefinition.model_json_schema(), separators=(",", ":"))
+    known = ", ".join(sorted(actions))
+    identity = (
+        f'Its "id" must be "{workflow_id}".'
+        if workflow_id
+        else 'Choose an "id" matching ^[a-z0-9][a-z0-9._-]{0,62}$.'
+    )
+    system = (
+        "You write workflow definitions for Workload, a control plane that runs multi-step "
+        "workflows as a DAG of tasks. Answer with exactly one workflow definition as a JSON "
+        "object in your reply (a ```json fenced block is fine) and nothing else of substance.\n"
+        f"The definition's JSON Schema:\n{schema}\n"
+        f'Actions you may use (a task\'s "action"): {known}. '
+        '"mock" takes {"sleep_ms", "fail_first", "fail_always", "output"}; "agent" runs a '
+        'model with tools. Tasks depend on others with "depends_on"; there are no cycles. '
+        f"{identity}"
+    )
+    return [Message(Role.SYSTEM, system), Message(Role.USER, prompt)]
+
+
+def retry_message(problems: Sequence[JsonObject]) -> Message:
+    """What the model is told after an answer that did not compile."""
+    listed = "\n".join(f"- {p['path'] or '/'}: {p['message']}" for p in problems)
+    return Message(
+        Role.USER,
+        "That definition is not valid. Fix every problem and answer with the whole corrected "
+        f"definition as JSON:\n{listed}",
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Reading:
+    """An answer read: its compiled workflow, or its problems."""
+
+    compiled: CompiledWorkflow | None
+    problems: tuple[JsonObject, ...]
+
+
+_FENCE = re.compile(r"```(?:json)?\s*\n(.*?)\n?```", re.DOTALL | re.IGNORECASE)
+
+
+def read_answer(content: str | None, answer: int, workflow_id: str | None) -> Reading:
+    """Compile the definition in answer number ``answer`` (a fenced block allowed)."""
+
+    def problem(path: str, message: str) -> Reading:
+        return Reading(None, ({"answer": answer, "path": path, "message": message},))
+
+    text = (content or "").strip()
+    fenced = _FENCE.search(text)
+    if fenced:
+        text = fenced.group(1).strip()
+    elif "{" in text and not text.startswith("{"):
+        text = text[text.index("{") : text.rindex("}") + 1] if "}" in text else text
+    try:
+        raw = json.loads(text, parse_constant=_no_constant)
+    except (ValueError, RecursionError):
+        return problem("", "the answer is not a JSON object")
+    try:
+        compiled = compile_definition(raw, workflow_id=workflow_id)
+    except InvalidDefinition as exc:
+        return Reading(
+            None,
+            tuple({"answer": answer, "path": p.path, "message": p.message} for p in exc.problems),
+        )
+    except WorkflowIdMismatch as exc:
+        return problem("/id", exc.message)
+    return Reading(compiled, ())
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+DraftDecision = Literal["approve", "reject"]

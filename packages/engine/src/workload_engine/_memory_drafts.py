@@ -1,0 +1,150 @@
+"""Drafts in the in-memory store (SPEC §11): the same contract as the PostgreSQL store's."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+from datetime import datetime
+
+import anyio
+
+from workload_domain import listings
+from workload_domain.cursors import Page, Position
+from workload_domain.drafts import DraftRecord, DraftStatus
+from workload_domain.errors import (
+    DraftChanged,
+    DraftNotFound,
+    DraftNotReady,
+    StoreIntegrityError,
+    VersionTaken,
+    WorkflowExists,
+    WorkflowNotFound,
+)
+from workload_domain.idempotency import IdempotencyRecord, Replayed
+from workload_domain.model import VersionRecord, WorkflowRecord
+from workload_engine._memory_state import MemoryState, copied, is_canonical_uuid
+
+__all__ = ["MemoryDrafts"]
+
+
+class MemoryDrafts(MemoryState):
+    """The ``DraftStore`` part of the in-memory store."""
+
+    async def create_draft(
+        self, draft: DraftRecord, idempotency: IdempotencyRecord | None = None
+    ) -> DraftRecord | Replayed:
+        """Write a new draft with the idempotency record."""
+        await anyio.lowlevel.checkpoint()
+        if (replayed := self._replayed(idempotency)) is not None:
+            return replayed
+        if not is_canonical_uuid(draft.draft_id) or draft.draft_id in self._drafts:
+            raise StoreIntegrityError("a new draft has a fresh canonical UUID")
+        self._drafts[draft.draft_id] = copied(draft)
+        self._remember(idempotency)
+        return copied(draft)
+
+    async def find_draft(self, draft_id: str) -> DraftRecord | None:
+        """A draft by id."""
+        await anyio.lowlevel.checkpoint()
+        return copied(self._drafts.get(draft_id))
+
+    async def page_drafts(self, cursor: str | None, limit: int) -> Page[DraftRecord]:
+        """Drafts in (created_at, draft_id) order."""
+
+        async def fetch(after: Position | None, n: int) -> Sequence[DraftRecord]:
+            await anyio.lowlevel.checkpoint()
+            found = sorted(self._drafts.values(), key=listings.DRAFTS.position)
+            return copied(listings.rows_after(found, listings.DRAFTS, after, n))
+
+        return await listings.paginate(
+            self._codec, listings.DRAFTS, scope={}, cursor=cursor, limit=limit, fetch=fetch
+        )
+
+    async def generating_drafts(self) -> Sequence[str]:
+        """Ids of drafts still generating."""
+        await anyio.lowlevel.checkpoint()
+        return sorted(
+            d.draft_id for d in self._drafts.values() if d.status is DraftStatus.GENERATING
+        )
+
+    async def finish_draft(self, draft: DraftRecord) -> bool:
+        """Write a generation's end if the draft is still generating."""
+        await anyio.lowlevel.checkpoint()
+        stored = self._drafts.get(draft.draft_id)
+        if stored is None or stored.status is not DraftStatus.GENERATING:
+            return False
+        self._drafts[draft.draft_id] = copied(draft)
+        return True
+
+    async def approve_draft(
+        self,
+        draft_id: str,
+        definition_hash: str,
+        version: VersionRecord,
+        *,
+        workflow: WorkflowRecord | None,
+        now: datetime,
+        idempotency: IdempotencyRecord | None = None,
+    ) -> DraftRecord | Replayed:
+        """Make a ready draft a version, atomically (see ``DraftStore``)."""
+        await anyio.lowlevel.checkpoint()
+        if (replayed := self._replayed(idempotency)) is not None:
+            return replayed
+        draft = self._drafts.get(draft_id)
+        if draft is None:
+            raise DraftNotFound(draft_id)
+        if draft.status is DraftStatus.APPROVED:
+            if draft.definition_hash != definition_hash:
+                raise DraftChanged(draft_id)
+            self._remember(idempotency)
+            return copied(draft)
+        if draft.status is not DraftStatus.READY:
+            raise DraftNotReady(draft_id, draft.status.value)
+        if draft.definition_hash != definition_hash:
+            raise DraftChanged(draft_id)
+        key = (version.workflow_id, version.version)
+        if workflow is not None:
+            if workflow.workflow_id in self._workflows:
+                raise WorkflowExists(workflow.workflow_id)
+            self._workflows[workflow.workflow_id] = workflow
+        else:
+            current = self._workflows.get(version.workflow_id)
+            if current is None:
+                raise WorkflowNotFound(version.workflow_id)
+            if version.version != current.latest_version + 1:
+                raise VersionTaken(*key)
+            self._workflows[version.workflow_id] = replace(
+                current,
+                latest_version=version.version,
+                updated_at=version.created_at,
+                description=str(version.definition.get("description", "")),
+            )
+        self._versions[key] = copied(version)
+        approved = replace(
+            draft,
+            status=DraftStatus.APPROVED,
+            version=version.version,
+            workflow_id=version.workflow_id,
+            updated_at=now,
+        )
+        self._drafts[draft_id] = approved
+        self._remember(idempotency)
+        return copied(approved)
+
+    async def reject_draft(
+        self, draft_id: str, now: datetime, idempotency: IdempotencyRecord | None = None
+    ) -> DraftRecord | Replayed:
+        """Reject a ready or invalid draft (see ``DraftStore``)."""
+        await anyio.lowlevel.checkpoint()
+        if (replayed := self._replayed(idempotency)) is not None:
+            return replayed
+        draft = self._drafts.get(draft_id)
+        if draft is None:
+            raise DraftNotFound(draft_id)
+        if draft.status is not DraftStatus.REJECTED:
+            if draft.status not in (DraftStatus.READY, DraftStatus.INVALID):
+                raise DraftNotReady(draft_id, draft.status.value)
+            draft = replace(draft, status=DraftStatus.REJECTED, updated_at=now)
+            self._drafts[draft_id] = draft
+        self._remember(idempotency)
+        return copied(draft)
