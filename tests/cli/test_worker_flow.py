@@ -63,7 +63,7 @@ def test_a_worker_runs_the_example_pipeline(
     (info,) = json.loads(listed.stdout)
     assert (info["status"], info["actions"]) == (
         "active",
-        ["list_files", "text_stats", "write_report"],
+        ["analyze_text", "list_files", "text_stats", "write_report"],
     )
     queues = cli("queues", "list", "-o", "json")
     assert json.loads(queues.stdout) == [
