@@ -1,7 +1,7 @@
 """A worker that does real local work: text statistics of files, and a report of them.
 
 Three actions, wired by ``examples/textstats_workflow.json`` (list → stats → report), each
-task passing its output to the next through ``upstream``:
+task passing its output to the next through ``upstream``, and a fourth one for agents:
 
 - ``list_files`` (async): the text files of a directory (``directory``, ``patterns``,
   ``recursive``), or the ``paths`` given;
@@ -10,7 +10,9 @@ task passing its output to the next through ``upstream``:
   early if the worker tells it to (``ctx.cancelled``);
 - ``write_report`` (sync): a Markdown or JSON report in ``output_dir``. The file is named
   after ``ctx.idempotency_key``, so a retried attempt rewrites the same report rather than
-  adding a second one.
+  adding a second one;
+- ``analyze_text`` (sync): the statistics of a ``text`` given in the input; the agent of
+  ``examples/agent_workflow.json`` calls it as its ``text_stats`` tool.
 
 Settings come from the task's input, else from the run's input (``directory``, ``paths``,
 ``output_dir``). The worker reads any file the workflow names: run it for workflows you trust.
@@ -38,7 +40,7 @@ import anyio
 
 from workload_worker import Context, NonRetryableError, Worker
 
-__all__ = ["list_files", "text_stats", "worker", "write_report"]
+__all__ = ["analyze_text", "list_files", "text_stats", "worker", "write_report"]
 
 worker = Worker(queues=["default"], concurrency=4)
 
@@ -116,20 +118,14 @@ def _reading_seconds(words: int) -> int:
     return round(words * 60 / WORDS_PER_MINUTE)
 
 
-def file_stats(
-    path: Path, *, top: int, keep_stopwords: bool
+def text_statistics(
+    text: str, *, top: int, keep_stopwords: bool
 ) -> tuple[dict[str, Any], Counter[str]]:
-    """One file's statistics, and the counts of its (counted) words."""
-    size = path.stat().st_size
-    if size > MAX_FILE_BYTES:
-        return {"path": str(path), "error": f"{size} bytes, over {MAX_FILE_BYTES}"}, Counter()
-    text = path.read_bytes().decode("utf-8", errors="replace")
+    """A text's statistics, and the counts of its (counted) words."""
     all_words = _words(text, keep_stopwords=True)
     counted = Counter(_words(text, keep_stopwords=keep_stopwords))
     average = round(sum(map(len, all_words)) / len(all_words), 2) if all_words else 0
     stats = {
-        "path": str(path),
-        "bytes": size,
         "characters": len(text),
         "lines": _line_count(text),
         "words": len(all_words),
@@ -139,6 +135,18 @@ def file_stats(
         "top_words": [[word, n] for word, n in counted.most_common(top)],
     }
     return stats, counted
+
+
+def file_stats(
+    path: Path, *, top: int, keep_stopwords: bool
+) -> tuple[dict[str, Any], Counter[str]]:
+    """One file's statistics, and the counts of its (counted) words."""
+    size = path.stat().st_size
+    if size > MAX_FILE_BYTES:
+        return {"path": str(path), "error": f"{size} bytes, over {MAX_FILE_BYTES}"}, Counter()
+    text = path.read_bytes().decode("utf-8", errors="replace")
+    stats, counted = text_statistics(text, top=top, keep_stopwords=keep_stopwords)
+    return {"path": str(path), "bytes": size, **stats}, counted
 
 
 def _totals(files: Iterable[dict[str, Any]], counts: Counter[str], top: int) -> dict[str, Any]:
@@ -178,6 +186,25 @@ def text_stats(ctx: Context, input: dict[str, Any]) -> dict[str, Any]:
         counts.update(counted)
         ctx.heartbeat({"files_done": done, "files_total": len(files)})
     return {"files": results, "totals": _totals(results, counts, top)}
+
+
+# -- analyze_text (an agent's tool) ------------------------------------------------------------
+
+
+@worker.action("analyze_text")
+def analyze_text(ctx: Context, input: dict[str, Any]) -> dict[str, Any]:
+    """Statistics of the ``text`` given (``top``: how many top words, default 5).
+
+    Written to be an agent's tool (``examples/agent_workflow.json``): the model calls it with
+    ``{"text": …}`` and reads the statistics back. It works as a task's action too.
+    """
+    text = input.get("text")
+    if not isinstance(text, str):
+        raise NonRetryableError("give the text to analyse as text", code="invalid_input")
+    if len(text.encode("utf-8")) > MAX_FILE_BYTES:
+        raise NonRetryableError(f"the text is over {MAX_FILE_BYTES} bytes", code="too_large")
+    stats, _ = text_statistics(text, top=int(input.get("top", 5)), keep_stopwords=False)
+    return stats
 
 
 # -- write_report -------------------------------------------------------------------------------

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -10,8 +14,10 @@ import httpx
 import pytest
 from typer.testing import CliRunner, Result
 
-from tests.plugins.live_api import OPERATOR_TOKEN, LiveApi
+from tests.plugins.live_api import OPERATOR_TOKEN, WORKER_TOKEN, LiveApi
 from workload_cli.main import app
+
+ROOT = Path(__file__).resolve().parents[2]
 
 # Variables that change what the CLI does; unset unless a test sets them.
 CLEAN_ENV: dict[str, str | None] = dict.fromkeys(
@@ -67,3 +73,26 @@ def cli(live_api: LiveApi, offline_cli: Cli) -> Cli:
         {**offline_cli.env, "WORKLOAD_URL": live_api.base_url, "WORKLOAD_TOKEN": OPERATOR_TOKEN},
         live_api.transport,
     )
+
+
+@pytest.fixture
+def example_worker(live_api: LiveApi, tmp_path: Path) -> Iterator[subprocess.Popen[bytes]]:
+    """``workload worker examples.textstats:worker``, a process of its own, serving the live
+    API over real HTTP (tests using it are ``real_http_only``); stopped by SIGTERM."""
+    workload = shutil.which("workload", path=str(Path(sys.executable).parent))
+    assert workload is not None
+    env = {k: v for k, v in os.environ.items() if not k.startswith("WORKLOAD_")}
+    env.update({"WORKLOAD_URL": live_api.base_url, "WORKLOAD_WORKER_TOKEN": WORKER_TOKEN})
+    with (tmp_path / "worker.log").open("wb") as log:
+        process = subprocess.Popen(
+            [workload, "worker", "examples.textstats:worker", "--concurrency", "2"],
+            cwd=ROOT,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+        yield process
+    finally:
+        process.terminate()  # SIGTERM: a graceful stop
+        assert process.wait(timeout=40) == 0, (tmp_path / "worker.log").read_text()

@@ -164,7 +164,7 @@ def test_every_client_command_has_the_global_options_with_the_sdks_variables(
 
 
 def test_the_client_commands_are_all_there() -> None:
-    assert len(CLIENT_COMMANDS) == 16
+    assert len(CLIENT_COMMANDS) == 17
     assert ("runs", "events") in CLIENT_COMMANDS
     assert ("demo",) in CLIENT_COMMANDS
 
@@ -185,6 +185,7 @@ COMMAND_ARGS: dict[tuple[str, ...], tuple[str, ...]] = {
     ("runs", "watch"): ("r",),
     ("runs", "tasks"): ("r",),
     ("runs", "attempts"): ("r", "a"),
+    ("runs", "steps"): ("r", "a"),
     ("runs", "events"): ("r",),
     ("workers", "list"): (),
     ("queues", "list"): (),

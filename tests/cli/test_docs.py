@@ -1,4 +1,4 @@
-"""The examples of docs/cli.md and docs/sdk.md run as written, against a live service.
+"""The examples of docs/cli.md, docs/sdk.md and docs/agents.md run as written, on a live service.
 
 They run as a reader runs them: in a shell or a Python process of their own, so the service is
 the real one on a loopback port (``real_http_only``).
@@ -14,9 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.plugins.live_api import OPERATOR_TOKEN, LiveApi
+from tests.plugins.live_api import OPERATOR_TOKEN, WORKER_TOKEN, LiveApi
 
-DOCS = Path(__file__).resolve().parents[2] / "docs"
+ROOT = Path(__file__).resolve().parents[2]
+DOCS = ROOT / "docs"
 pytestmark = pytest.mark.real_http_only
 
 
@@ -25,9 +26,10 @@ def blocks(name: str, language: str) -> list[str]:
     return re.findall(rf"^```{language}\n(.*?)^```", text, re.S | re.M)
 
 
-def test_cli_md_examples_run(live_api: LiveApi, tmp_path: Path) -> None:
-    examples = blocks("cli.md", "bash")
-    assert len(examples) >= 10
+def run_blocks(
+    examples: list[str], live_api: LiveApi, tmp_path: Path, *, cwd: Path, **env: str
+) -> subprocess.CompletedProcess[str]:
+    """Run ``examples`` as one bash script, as a reader would, and check that all of it ran."""
     # One script, so that variables and files carry from one block to the next, as in a shell.
     script = "set -euo pipefail\n" + "\n".join(
         f"echo '--- example {i + 1}' >&2\n{block}" for i, block in enumerate(examples)
@@ -35,17 +37,17 @@ def test_cli_md_examples_run(live_api: LiveApi, tmp_path: Path) -> None:
     data_dir = tmp_path / "data"
     data_dir.mkdir()
     scripts = Path(sys.executable).parent  # the environment's `workload` and `python`
-    env = {
-        "PATH": f"{scripts}{os.pathsep}{os.environ.get('PATH', '')}",
-        "HOME": str(tmp_path),
-        "WORKLOAD_URL": live_api.base_url,
-        "WORKLOAD_TOKEN": OPERATOR_TOKEN,
-        "WORKLOAD_DATA_DIR": str(data_dir),
-    }
     result = subprocess.run(
         ["bash", "-c", script],
-        cwd=tmp_path,
-        env=env,
+        cwd=cwd,
+        env={
+            "PATH": f"{scripts}{os.pathsep}{os.environ.get('PATH', '')}",
+            "HOME": str(tmp_path),
+            "WORKLOAD_URL": live_api.base_url,
+            "WORKLOAD_TOKEN": OPERATOR_TOKEN,
+            "WORKLOAD_DATA_DIR": str(data_dir),
+            **env,
+        },
         capture_output=True,
         text=True,
         timeout=110,
@@ -54,6 +56,13 @@ def test_cli_md_examples_run(live_api: LiveApi, tmp_path: Path) -> None:
     transcript = f"stdout:\n{result.stdout}\nstderr:\n{result.stderr}"
     assert result.returncode == 0, transcript
     assert result.stderr.count("--- example") == len(examples), transcript
+    return result
+
+
+def test_cli_md_examples_run(live_api: LiveApi, tmp_path: Path) -> None:
+    examples = blocks("cli.md", "bash")
+    assert len(examples) >= 10
+    result = run_blocks(examples, live_api, tmp_path, cwd=tmp_path)
     out = result.stdout
     assert "exit code 7" in out  # the stale --if-revision and the missing run
     assert "exit code 11" in out  # the canceled run
@@ -63,6 +72,32 @@ def test_cli_md_examples_run(live_api: LiveApi, tmp_path: Path) -> None:
     assert re.search(r"^succeeded \['succeeded', 'succeeded'\] \d+ events$", out, re.M)
     assert "request_id: " in result.stderr
     assert "\x1b[" not in out  # not a terminal: plain text
+    # The agent: its steps (in-process tools here: no worker token), its usage, a bad task.
+    assert re.search(r"^1\t3\ttool_call\tsucceeded\ttext_stats\t\t", out, re.M)
+    assert re.search(r"^usage\t\{\"model_calls\":2,\"tool_calls\":2,", out, re.M)
+    assert "both tools run in-process" in result.stderr
+    assert "has no task 'no-such-task' (404 task_not_found)" in result.stderr
+
+
+def test_agents_md_examples_run(
+    live_api: LiveApi, example_worker: subprocess.Popen[bytes], tmp_path: Path
+) -> None:
+    examples = blocks("agents.md", "bash")
+    assert len(examples) == 2
+    # From the repository's root (the example files; the demo starts the example worker too).
+    result = run_blocks(examples, live_api, tmp_path, cwd=ROOT, WORKLOAD_WORKER_TOKEN=WORKER_TOKEN)
+    out, err = result.stdout, result.stderr
+    assert "started the example worker (actions: analyze_text, " in err
+    assert "answer (checked against output_schema): " in err
+    # The example workflow, created by hand: its remote tool call ran on a worker.
+    rows = [line.split("\t") for line in out.splitlines() if line.startswith("1\t")]
+    remote = [row for row in rows if row[2:5] == ["tool_call", "succeeded", "text_stats"]]
+    assert len(remote) == 2  # the demo's and the example's
+    assert all(row[5] for row in remote), rows  # a worker id
+    assert len(re.findall(r"^\S+ run \S+ succeeded in ", out, re.M)) == 2  # demo, watch
+    assert re.search(r"^status\tsucceeded$", out, re.M)
+    assert re.search(r"^usage\t\{\"model_calls\":2,\"tool_calls\":2,", out, re.M)
+    assert example_worker.poll() is None
 
 
 def test_sdk_md_examples_run(
@@ -81,3 +116,5 @@ def test_sdk_md_examples_run(
     assert "still " in out
     assert "succeeded" in out
     assert "unavailable test-1" in out
+    assert "1 1 model_call succeeded" in out
+    assert "A lease lets one worker hold an attempt. · 2 model calls" in out

@@ -121,6 +121,38 @@ QUEUE: dict[str, Any] = {
     "running": 2,
     "oldest_queued_age_seconds": 1.5,
 }
+USAGE: dict[str, Any] = {
+    "model_calls": 2,
+    "tool_calls": 1,
+    "input_tokens": 120,
+    "output_tokens": 30,
+}
+MODEL_STEP: dict[str, Any] = {
+    "step_id": "step-1",
+    "attempt": 1,
+    "sequence": 1,
+    "kind": "model_call",
+    "status": "succeeded",
+    "request": {"model": "mock", "messages": [{"role": "user", "content": "hi"}]},
+    "request_hash": "sha256:" + "1" * 64,
+    "response": {"content": None, "tool_calls": [{"id": "call-1", "name": "search_docs"}]},
+    "usage": {"input_tokens": 100, "output_tokens": 20},
+    "tool_call_id": None,
+    "started_at": T0,
+    "finished_at": T1,
+    "worker_id": None,
+}
+TOOL_STEP: dict[str, Any] = {
+    **MODEL_STEP,
+    "step_id": "step-2",
+    "sequence": 2,
+    "kind": "tool_call",
+    "request": {"tool": "search_docs", "action": "search", "arguments": {"q": "lease"}},
+    "response": {"output": {"hits": 2}},
+    "usage": None,
+    "tool_call_id": "call-1",
+    "worker_id": "w-1",
+}
 EVENT: dict[str, Any] = {
     "sequence": 1,
     "type": "run.created",
@@ -204,6 +236,11 @@ _ROUTES: list[tuple[str, str, Callable[[httpx.Request], httpx.Response]]] = [
         "GET",
         r"/api/v1/runs/[^/]+/tasks/[^/]+/attempts",
         lambda r: json_response(200, page([ATTEMPT])),
+    ),
+    (
+        "GET",
+        r"/api/v1/runs/[^/]+/tasks/[^/]+/steps",
+        lambda r: json_response(200, page([MODEL_STEP, TOOL_STEP])),
     ),
     ("GET", r"/api/v1/runs/[^/]+/events", lambda r: json_response(200, page([EVENT]))),
     (

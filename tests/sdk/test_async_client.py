@@ -66,6 +66,14 @@ async def test_every_method_sends_its_request_and_parses_its_model(
         assert (await client.runs.attempts_page(RUN_ID, "a")).items[0].error is not None
         assert [e.type async for e in client.runs.events(RUN_ID)] == ["run.created"]
         assert (await client.runs.events_page(RUN_ID, limit=3)).items[0].sequence == 1
+        assert [s.kind async for s in client.runs.steps(RUN_ID, "agent")] == [
+            "model_call",
+            "tool_call",
+        ]
+        steps_page = await client.runs.steps_page(RUN_ID, "agent", limit=2, cursor="c")
+        assert dict(api.last.url.params) == {"limit": "2", "cursor": "c"}
+        assert api.last.url.path == f"/api/v1/runs/{RUN_ID}/tasks/agent/steps"
+        assert steps_page.items[1].worker_id == "w-1"
     assert all(r.headers["authorization"] == "Bearer env-token" for r in api.requests)
     assert api.requests[0].headers["idempotency-key"] == "k1"
 

@@ -15,10 +15,15 @@ import pytest
 
 from tests.sdk.fakes import (
     BASE,
+    MODEL_STEP,
     RUN_ID,
+    TASK,
+    TOOL_STEP,
+    USAGE,
     FakeApi,
     body,
     json_response,
+    page,
     pages_of_runs,
     problem,
     responses,
@@ -33,12 +38,15 @@ from workload_sdk import (
     Conflict,
     ErrorObject,
     Event,
+    NotFound,
     Page,
     Run,
     RunStatus,
+    Step,
     TaskRun,
     TaskStatus,
     Unavailable,
+    Usage,
     Version,
     VersionSummary,
     WaitTimeout,
@@ -195,6 +203,14 @@ OPERATIONS: list[tuple[str, Call, str, str, dict[str, str], Any]] = [
         None,
     ),
     (
+        "runs.steps_page",
+        lambda c: c.runs.steps_page("r1", "agent", limit=5, cursor="x"),
+        "GET",
+        "/api/v1/runs/r1/tasks/agent/steps",
+        {"limit": "5", "cursor": "x"},
+        None,
+    ),
+    (
         "runs.events_page",
         lambda c: c.runs.events_page("r1", cursor="x"),
         "GET",
@@ -337,6 +353,70 @@ def test_operations_return_typed_models(client: Client) -> None:
     event = next(client.runs.events(run.run_id))
     assert isinstance(event, Event)
     assert (event.sequence, event.type) == (1, "run.created")
+    model_call, tool_call = client.runs.steps(run.run_id, "agent")
+    assert isinstance(model_call, Step)
+    assert (model_call.kind, model_call.status, model_call.usage) == (
+        "model_call",
+        "succeeded",
+        {"input_tokens": 100, "output_tokens": 20},
+    )
+    assert (tool_call.sequence, tool_call.tool_call_id, tool_call.worker_id) == (2, "call-1", "w-1")
+    assert tool_call.request["tool"] == "search_docs"
+
+
+def test_usage_is_typed_and_absent_from_older_servers() -> None:
+    agent_task = {**TASK, "usage": USAGE}
+    api = FakeApi(
+        responses(
+            json_response(200, run_body(usage=USAGE)),
+            json_response(200, run_body()),  # a server older than agents
+            json_response(200, agent_task),
+            json_response(200, TASK),
+        )
+    )
+    with Client(base_url=BASE, transport=api.transport) as client:
+        assert client.runs.get("r1").usage == Usage(
+            model_calls=2, tool_calls=1, input_tokens=120, output_tokens=30
+        )
+        assert client.runs.get("r1").usage is None
+        usage = client.runs.task("r1", "agent").usage
+        assert usage is not None
+        assert usage.output_tokens == 30
+        assert client.runs.task("r1", "a").usage is None
+
+
+def test_steps_parse_kinds_and_statuses_of_newer_servers() -> None:
+    newer = {**TOOL_STEP, "kind": "approval", "status": "waiting", "approval_id": "ap-1"}
+    api = FakeApi(responses(json_response(200, page([newer]))))
+    with Client(base_url=BASE, transport=api.transport) as client:
+        (step,) = client.runs.steps("r1", "agent")
+    assert (step.kind, step.status) == ("approval", "waiting")
+    assert step.model_extra == {"approval_id": "ap-1"}
+
+
+def test_steps_page_through_every_cursor() -> None:
+    def handle(request: httpx.Request) -> httpx.Response:
+        cursor = request.url.params.get("cursor")
+        if cursor is None:
+            return json_response(200, page([MODEL_STEP], "c1"))
+        return json_response(200, page([TOOL_STEP]))
+
+    api = FakeApi(handle)
+    with Client(base_url=BASE, transport=api.transport) as client:
+        steps = list(client.runs.steps("r1", "agent", limit=1))
+    assert [s.sequence for s in steps] == [1, 2]
+    assert [r.url.params.get("cursor") for r in api.requests] == [None, "c1"]
+    assert {r.url.params["limit"] for r in api.requests} == {"1"}
+
+
+def test_steps_of_an_unknown_task_raise_not_found() -> None:
+    api = FakeApi(responses(problem(404, "task_not_found", "run 'r1' has no task 'x'")))
+    with Client(base_url=BASE, transport=api.transport) as client:
+        pager = client.runs.steps("r1", "x")  # nothing is sent until the first page is read
+        assert api.requests == []
+        with pytest.raises(NotFound) as caught:
+            next(pager)
+    assert caught.value.code == "task_not_found"
 
 
 def test_new_server_fields_do_not_break_the_client() -> None:
@@ -516,6 +596,7 @@ def test_every_listing_pages(client: Client) -> None:
     assert [t.task_key for t in client.runs.tasks("r1")] == ["a"]
     assert [a.attempt for a in client.runs.attempts("r1", "a")] == [1]
     assert [e.sequence for e in client.runs.events("r1", limit=10)] == [1]
+    assert [s.sequence for s in client.runs.steps("r1", "agent")] == [1, 2]
 
 
 # -- wait_for_run -------------------------------------------------------------------------------

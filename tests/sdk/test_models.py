@@ -30,6 +30,9 @@ RESOURCES = {
     "Event": "Event",
     "ErrorObject": "ErrorObject",
     "ProblemItem": "ProblemItem",
+    # SPEC §11
+    "Step": "Step",
+    "Usage": "Usage",
     # SPEC §10
     "ClaimedAttempt": "ClaimItem",
     "Lease": "Lease",

@@ -126,12 +126,37 @@ def test_write_report_needs_statistics_and_a_directory(tmp_path: Path) -> None:
         textstats.write_report(ctx, {"output_dir": str(tmp_path), "format": "pdf"})
 
 
-def test_the_workflow_wires_the_worker_s_actions() -> None:
+def test_analyze_text_counts_a_text_given_in_the_input() -> None:
+    stats = textstats.analyze_text(Context.standalone(), {"text": POEM, "top": 2})
+    assert stats == {
+        "characters": len(POEM),
+        "lines": 3,
+        "words": 13,
+        "unique_words": 8,
+        "average_word_length": 3.62,  # 47 letters in 13 words
+        "reading_time_seconds": 4,
+        "top_words": [["fox", 3], ["quick", 1]],
+    }
+    assert len(textstats.analyze_text(Context.standalone(), {"text": PROSE})["top_words"]) == 5
+
+
+@pytest.mark.parametrize("text", [None, 42, ["a"]], ids=["missing", "number", "list"])
+def test_analyze_text_needs_a_text(text: Any) -> None:
+    with pytest.raises(NonRetryableError) as caught:
+        textstats.analyze_text(Context.standalone(), {} if text is None else {"text": text})
+    assert caught.value.code == "invalid_input"
+
+
+def test_the_workflows_wire_the_worker_s_actions() -> None:
     definition = json.loads((EXAMPLES / "textstats_workflow.json").read_text(encoding="utf-8"))
     tasks = {task["key"]: task for task in definition["tasks"]}
-    assert {task["action"] for task in tasks.values()} == set(textstats.worker.actions)
     assert tasks["stats"]["depends_on"] == ["list"]
     assert tasks["report"]["depends_on"] == ["stats"]
+    agent = json.loads((EXAMPLES / "agent_workflow.json").read_text(encoding="utf-8"))
+    (task,) = agent["tasks"]
+    tools = {tool["action"] for tool in task["input"]["tools"]} - {"mock"}
+    pipeline = {task["action"] for task in tasks.values()}
+    assert pipeline | tools == set(textstats.worker.actions)
 
 
 @pytest.mark.anyio
@@ -144,6 +169,7 @@ async def test_the_example_worker_runs_the_pipeline(
     worker.action("list_files")(textstats.list_files)
     worker.action("text_stats")(textstats.text_stats)
     worker.action("write_report")(textstats.write_report)
+    worker.action("analyze_text")(textstats.analyze_text)
     assert worker.actions == textstats.worker.actions
     run_input = {"directory": str(texts), "output_dir": str(tmp_path / "out")}
     listing = fake.add("list_files", run_input=run_input)
@@ -158,3 +184,16 @@ async def test_the_example_worker_runs_the_pipeline(
     assert written.startswith("# Text")
     assert stats.output is not None
     assert stats.output["totals"]["files"] == 2
+
+
+@pytest.mark.anyio
+async def test_the_example_worker_serves_an_agents_tool_call(
+    fake: FakeControlPlane, make_worker: MakeWorker
+) -> None:
+    worker = make_worker()
+    worker.action("analyze_text")(textstats.analyze_text)
+    call = fake.add("analyze_text", {"text": POEM}, kind="tool_call", tool_call_id="call_1_2")
+    async with serving(worker):
+        await eventually(lambda: fake.recorded(call.attempt_id))
+    assert call.output is not None
+    assert (call.output["words"], call.output["top_words"][0]) == (13, ["fox", 3])

@@ -7,6 +7,9 @@ next through ``upstream``. The demo starts that worker in this process, with the
 worker token, so a newcomer sees remote execution with no setup. Where the example is not
 importable (the command is not run from the project's checkout) or no worker token is found,
 the demo runs its in-process tasks only and says how to start a worker.
+
+``workload demo --agent`` runs an agent instead (:mod:`workload_cli._demo_agent`), one of whose
+tools is served by the same worker.
 """
 
 from __future__ import annotations
@@ -24,8 +27,14 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from workload_cli._config import WORKER_TOKEN, ConfigError, Given, resolve_config
+from workload_cli._demo_agent import (
+    AGENT_WORKFLOW_ID,
+    SAMPLE_TEXT,
+    agent_definition,
+    show_agent_outcome,
+)
 from workload_cli._options import OutputOption, TokenOption, UrlOption
-from workload_cli._session import Session, session
+from workload_cli._session import Session, UsageError, session
 from workload_cli._watch import watch_run
 from workload_sdk import Conflict, Version
 from workload_sdk.config import WORKER_TOKEN_ENV
@@ -38,6 +47,7 @@ __all__ = ["DEMO_WORKFLOW_ID", "demo", "demo_definition"]
 DEMO_WORKFLOW_ID = "demo-document-pipeline"
 EXAMPLE_WORKER = "examples.textstats"
 _INTERVAL = 0.2  # seconds between polls: short, so that every step shows up
+_CLAIM_WAIT = 1.0  # seconds the demo's worker waits on the server per claim
 
 
 def _mock(key: str, sleep_ms: int, *after: str, **extra: Any) -> dict[str, Any]:
@@ -136,6 +146,9 @@ def _serving(worker: Worker | None, url: str, token: str | None) -> Iterator[boo
         yield False
         return
     worker.configure(url=url, token=token, concurrency=4)
+    # Stopping waits for the claim in flight (it may hold attempts already handed out), and an
+    # empty claim answers only after its whole wait: short waits let the demo end at once.
+    worker.wait_seconds = _CLAIM_WAIT
     thread = threading.Thread(target=worker.run, name="demo-worker", daemon=True)
     thread.start()
     try:
@@ -148,13 +161,27 @@ def _serving(worker: Worker | None, url: str, token: str | None) -> Iterator[boo
 def demo(
     ctx: typer.Context,
     workflow_id: Annotated[
-        str, typer.Option(help="The workflow id to register the sample under.")
-    ] = DEMO_WORKFLOW_ID,
+        str | None,
+        typer.Option(
+            help=f"The workflow id to register the sample under (default: {DEMO_WORKFLOW_ID}; "
+            f"with --agent: {AGENT_WORKFLOW_ID}).",
+            show_default=False,
+        ),
+    ] = None,
     *,
+    agent: Annotated[
+        bool,
+        typer.Option(
+            "--agent",
+            help="Run an agent on the mock model instead: it calls an in-process tool and "
+            "the worker's tool, answers with checked JSON; its steps and usage are printed.",
+        ),
+    ] = False,
     directory: Annotated[
         Path | None,
         typer.Option(
-            help="The text files the worker analyses (default: ./docs, else this directory).",
+            help="The text files the worker analyses (default: ./docs, else this directory; "
+            "not with --agent).",
             show_default=False,
         ),
     ] = None,
@@ -165,31 +192,42 @@ def demo(
     """Run a sample pipeline on the server: in-process tasks, a retry, and a worker's tasks.
 
     The worker (examples/textstats.py) is started here with the development worker token; its
-    report is written to a temporary directory, printed at the end.
+    report is written to a temporary directory, printed at the end. With --agent, an agent
+    task instead: see docs/agents.md.
     """
     with session(ctx, output, url=url, token=token) as s:
+        if agent and directory is not None:
+            raise UsageError("--directory is for the pipeline: the agent reads a text")
         worker = _example_worker()
         worker_token = _worker_token(s.config.url) if worker is not None else None
         remote = worker is not None and worker_token is not None
         if not remote:
             s.out.say(
                 "no worker here (run this from the project's checkout, with a development "
-                "server, to see one): in-process tasks only"
+                "server, to see one): "
+                + ("both tools run in-process" if agent else "in-process tasks only")
             )
-        version = _register(s, demo_definition(workflow_id, remote=remote))
+        if agent:
+            definition = agent_definition(workflow_id or AGENT_WORKFLOW_ID, remote=remote)
+        else:
+            definition = demo_definition(workflow_id or DEMO_WORKFLOW_ID, remote=remote)
+        version = _register(s, definition)
         s.out.say(f"registered {version.workflow_id} version {version.version}")
-        source = directory or (Path("docs") if Path("docs").is_dir() else Path("."))
-        reports = Path(tempfile.mkdtemp(prefix="workload-demo-"))
-        run_input = {"directory": str(source.resolve()), "output_dir": str(reports)}
+        reports: Path | None = None
+        if agent:
+            run_input: dict[str, Any] = {"text": SAMPLE_TEXT}
+        else:
+            source = directory or (Path("docs") if Path("docs").is_dir() else Path("."))
+            reports = Path(tempfile.mkdtemp(prefix="workload-demo-"))
+            run_input = {"directory": str(source.resolve()), "output_dir": str(reports)}
         with _serving(worker if remote else None, s.config.url, worker_token) as serving:
-            if serving:
-                s.out.say(
-                    "started the example worker (actions: list_files, text_stats, write_report)"
-                )
+            if serving and worker is not None:
+                s.out.say(f"started the example worker (actions: {', '.join(worker.actions)})")
             run = s.client.runs.start(version.workflow_id, version.version, run_input)
             s.out.say(f"started run {run.run_id}")
             code = watch_run(s, run.run_id, interval=_INTERVAL)
-        written = sorted(reports.iterdir())
-        for report in written:
+        if agent:
+            show_agent_outcome(s, run.run_id)
+        for report in sorted(reports.iterdir()) if reports is not None else ():
             s.out.say(f"report: {report}")
         raise typer.Exit(code)

@@ -8,6 +8,7 @@ parse into the SDK's models). ``NO_COLOR`` turns every ANSI style off.
 from __future__ import annotations
 
 import enum
+import itertools
 import json
 import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -152,17 +153,28 @@ class Output:
             grid.add_column(style="bold")
             grid.add_column(overflow="fold")
             for name, value in data.items():
-                text = (
-                    json.dumps(value, indent=2, ensure_ascii=False)
-                    if isinstance(value, dict) and value and name == "definition"
-                    else cell(value)
-                )
+                if name == "usage" and isinstance(value, dict):
+                    # An agent's usage as its non-zero counts; a run without agents has none.
+                    text = " ".join(f"{k}={n}" for k, n in value.items() if n)
+                    if not text:
+                        continue
+                elif isinstance(value, dict) and value and name == "definition":
+                    text = json.dumps(value, indent=2, ensure_ascii=False)
+                else:
+                    text = cell(value)
                 style = status_style(value) if name == "status" else ""
                 grid.add_row(name, Text(text, style=style))
             self.stdout.print(grid)
 
     def listing(self, items: Iterable[T], columns: Sequence[Column[T]]) -> None:
-        """Items of one kind: a JSON array, tab-separated rows with a header, or a table."""
+        """Items of one kind: a JSON array, tab-separated rows with a header, or a table.
+
+        The first page is read before anything is written, so a listing that fails at once
+        (an unknown run) leaves standard output empty.
+        """
+        iterator = iter(items)
+        first = list(itertools.islice(iterator, 1))
+        items = itertools.chain(first, iterator)
         if self.format is OutputFormat.JSON:
             self.json([_dump(item) for item in items])
             return

@@ -1,4 +1,4 @@
-"""``workload runs …``: start, list, show, cancel and watch runs; their tasks, attempts, events."""
+"""``workload runs …``: start, list, show, cancel, watch runs; tasks, attempts, steps, events."""
 
 from __future__ import annotations
 
@@ -22,6 +22,7 @@ from workload_cli._views import (
     ATTEMPT_COLUMNS,
     EVENT_COLUMNS,
     RUN_COLUMNS,
+    STEP_COLUMNS,
     TASK_COLUMNS,
 )
 from workload_cli._watch import DEFAULT_INTERVAL, watch_run
@@ -35,6 +36,7 @@ runs_app = typer.Typer(
 
 _PAGE = 200
 
+TaskArgument = Annotated[str, typer.Argument(help="The task's key.", show_default=False)]
 IntervalOption = Annotated[
     float, typer.Option(help="Seconds between polls.", min=0.05, show_default=True)
 ]
@@ -133,7 +135,10 @@ def show(
     token: TokenOption = None,
     output: OutputOption = None,
 ) -> None:
-    """Show a run: status, revision, input, timestamps and task counts."""
+    """Show a run: status, revision, input, timestamps, task counts and agent usage.
+
+    In a table, usage shows its non-zero counts only (no row for a run without agents).
+    """
     with session(ctx, output, url=url, token=token) as s:
         s.out.resource(s.client.runs.get(run_id))
 
@@ -203,7 +208,7 @@ def tasks(
 def attempts(
     ctx: typer.Context,
     run_id: RunArgument,
-    task_key: Annotated[str, typer.Argument(help="The task's key.", show_default=False)],
+    task_key: TaskArgument,
     *,
     url: UrlOption = None,
     token: TokenOption = None,
@@ -212,6 +217,34 @@ def attempts(
     """List the attempts at one task of a run."""
     with session(ctx, output, url=url, token=token) as s:
         s.out.listing(s.client.runs.attempts(run_id, task_key, limit=_PAGE), ATTEMPT_COLUMNS)
+
+
+@runs_app.command("steps")
+def steps(
+    ctx: typer.Context,
+    run_id: RunArgument,
+    task_key: TaskArgument,
+    *,
+    limit: Annotated[
+        int | None,
+        typer.Option(
+            help="Show at most this many steps (default: all).", min=1, show_default=False
+        ),
+    ] = None,
+    url: UrlOption = None,
+    token: TokenOption = None,
+    output: OutputOption = None,
+) -> None:
+    """List an agent task's journal: each model call and tool call, by attempt and sequence.
+
+    Columns: the step's attempt and sequence, kind, status, the tool called or the model
+    asked, the worker that ran a remote tool call, a model call's input/output tokens, the
+    step's duration in seconds, and what it answered (shortened; --output json has it all).
+    A task of another action has no steps.
+    """
+    with session(ctx, output, url=url, token=token) as s:
+        pager = s.client.runs.steps(run_id, task_key, limit=min(limit or _PAGE, _PAGE))
+        s.out.listing(itertools.islice(pager, limit), STEP_COLUMNS)
 
 
 @runs_app.command("events")

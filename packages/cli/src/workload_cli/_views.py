@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
-from workload_cli._output import Column, status_style
+from typing import Any
+
+from workload_cli._output import Column, cell, status_style
 from workload_sdk import (
     Attempt,
     ErrorObject,
     Event,
     QueueStats,
     Run,
+    Step,
     TaskRun,
+    Usage,
     VersionSummary,
     WorkerInfo,
     Workflow,
@@ -20,12 +24,15 @@ __all__ = [
     "EVENT_COLUMNS",
     "QUEUE_COLUMNS",
     "RUN_COLUMNS",
+    "STEP_COLUMNS",
     "TASK_COLUMNS",
     "VERSION_COLUMNS",
     "WORKER_COLUMNS",
     "WORKFLOW_COLUMNS",
     "error_text",
+    "step_result",
     "task_counts_text",
+    "usage_text",
 ]
 
 
@@ -37,6 +44,60 @@ def error_text(error: ErrorObject | None) -> str | None:
 def task_counts_text(run: Run) -> str:
     """The non-zero task counts of a run, e.g. ``succeeded=3 running=1``."""
     return " ".join(f"{status.value}={n}" for status, n in run.task_counts.items() if n)
+
+
+def usage_text(usage: Usage | None) -> str:
+    """The non-zero counts of a usage, e.g. ``model_calls=2 tool_calls=1 input_tokens=90``."""
+    if usage is None:
+        return ""
+    return " ".join(f"{name}={n}" for name, n in usage.model_dump().items() if n)
+
+
+_RESULT_CHARS = 60
+
+
+def _shortened(text: str) -> str:
+    return text if len(text) <= _RESULT_CHARS else text[: _RESULT_CHARS - 1] + "…"
+
+
+def step_result(step: Step) -> str | None:
+    """What a step answered, in short: the model's tool calls or text, a tool's output, an error.
+
+    The whole answer is the step's ``response`` (``--output json``).
+    """
+    response = step.response
+    if response is None:
+        return None
+    error = response.get("error")
+    if isinstance(error, dict):  # a model call's failure: the attempt's error object
+        text = f"{error.get('code')}: {error.get('message')}"
+    elif error is not None:  # a tool call that failed or was refused
+        text = f"error: {error}"
+    elif step.kind == "model_call":
+        calls = [c.get("name") for c in response.get("tool_calls") or () if isinstance(c, dict)]
+        text = f"calls {', '.join(map(str, calls))}" if calls else cell(response.get("content"))
+    else:
+        text = cell(response.get("output"))
+    return _shortened(text)
+
+
+def _step_call(step: Step) -> Any:
+    """The tool a tool call names, or the model a model call asks."""
+    return step.request.get("tool" if step.kind == "tool_call" else "model")
+
+
+def _step_tokens(step: Step) -> str | None:
+    """``input/output`` tokens of a model call, as the model reported them."""
+    if not step.usage:
+        return None
+    return f"{step.usage.get('input_tokens', 0)}/{step.usage.get('output_tokens', 0)}"
+
+
+def _step_seconds(step: Step) -> str | None:
+    """How long a finished step took, to the millisecond."""
+    if step.finished_at is None:
+        return None
+    return f"{(step.finished_at - step.started_at).total_seconds():.3f}"
 
 
 WORKFLOW_COLUMNS: list[Column[Workflow]] = [
@@ -82,6 +143,18 @@ ATTEMPT_COLUMNS: list[Column[Attempt]] = [
     Column("FINISHED", lambda a: a.finished_at),
     Column("OUTPUT", lambda a: a.output),
     Column("ERROR", lambda a: error_text(a.error)),
+]
+
+STEP_COLUMNS: list[Column[Step]] = [
+    Column("ATTEMPT", lambda s: s.attempt, no_wrap=True),
+    Column("SEQ", lambda s: s.sequence, no_wrap=True),
+    Column("KIND", lambda s: s.kind, no_wrap=True),
+    Column("STATUS", lambda s: s.status, lambda s: status_style(s.status), no_wrap=True),
+    Column("CALL", _step_call),
+    Column("WORKER", lambda s: s.worker_id),
+    Column("TOKENS", _step_tokens, no_wrap=True),
+    Column("SECONDS", _step_seconds, no_wrap=True),
+    Column("RESULT", step_result),
 ]
 
 EVENT_COLUMNS: list[Column[Event]] = [

@@ -22,6 +22,7 @@ from workload_sdk.models import (
     Page,
     Run,
     RunStatus,
+    Step,
     TaskRun,
     Version,
     VersionSummary,
@@ -142,7 +143,7 @@ class AsyncVersions:
 
 
 class AsyncRuns:
-    """Runs of workflow versions, their tasks, attempts and events."""
+    """Runs of workflow versions, their tasks, attempts, agent steps and events."""
 
     def __init__(self, sender: AsyncSender) -> None:
         self._sender = sender
@@ -288,6 +289,22 @@ class AsyncRuns:
     ) -> Page[Attempt]:
         """One page of a task's attempts."""
         return await self._sender.send(_requests.list_attempts(run_id, task_key, limit, cursor))
+
+    def steps(self, run_id: str, task_key: str, *, limit: int | None = None) -> AsyncPager[Step]:
+        """Every step of an agent task (model and tool calls), by attempt and sequence.
+
+        Raises:
+            NotFound: ``run_not_found`` or ``task_not_found`` (when the first page is read).
+        """
+        return AsyncPager(
+            lambda cursor: self.steps_page(run_id, task_key, limit=limit, cursor=cursor)
+        )
+
+    async def steps_page(
+        self, run_id: str, task_key: str, *, limit: int | None = None, cursor: str | None = None
+    ) -> Page[Step]:
+        """One page of an agent task's steps (a task of another action has none)."""
+        return await self._sender.send(_requests.list_steps(run_id, task_key, limit, cursor))
 
     def events(self, run_id: str, *, limit: int | None = None) -> AsyncPager[Event]:
         """A run's whole history, by sequence."""

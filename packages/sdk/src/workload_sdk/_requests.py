@@ -25,6 +25,7 @@ from workload_sdk.models import (
     QueueStats,
     Run,
     RunStatus,
+    Step,
     TaskRun,
     Version,
     VersionSummary,
@@ -50,6 +51,7 @@ __all__ = [
     "list_events",
     "list_queues",
     "list_runs",
+    "list_steps",
     "list_tasks",
     "list_versions",
     "list_workers",
@@ -287,6 +289,18 @@ def list_attempts(
         "GET",
         f"{_task(run_id, task_key)}/attempts",
         Page[Attempt].model_validate,
+        params=_page_params(limit, cursor),
+    )
+
+
+def list_steps(
+    run_id: str, task_key: str, limit: int | None, cursor: str | None
+) -> ApiRequest[Page[Step]]:
+    """``GET /runs/{run_id}/tasks/{task_key}/steps``: one page of an agent task's journal."""
+    return ApiRequest(
+        "GET",
+        f"{_task(run_id, task_key)}/steps",
+        Page[Step].model_validate,
         params=_page_params(limit, cursor),
     )
 

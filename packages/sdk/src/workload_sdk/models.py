@@ -25,8 +25,10 @@ __all__ = [
     "QueueStats",
     "Run",
     "RunStatus",
+    "Step",
     "TaskRun",
     "TaskStatus",
+    "Usage",
     "Version",
     "VersionSummary",
     "WorkerInfo",
@@ -142,6 +144,19 @@ class Version(VersionSummary):
     definition: JsonObject
 
 
+class Usage(_Resource):
+    """What agent steps used (SPEC §11): calls made, and tokens as the model reported them.
+
+    On a task: over all its attempts. On a run: the sum over its agent tasks (zeros without
+    any).
+    """
+
+    model_calls: int
+    tool_calls: int
+    input_tokens: int
+    output_tokens: int
+
+
 class Run(_Resource):
     """A run of one workflow version.
 
@@ -162,6 +177,8 @@ class Run(_Resource):
     started_at: datetime | None
     finished_at: datetime | None
     task_counts: dict[TaskStatus, int] = Field(default_factory=dict)
+    usage: Usage | None = None
+    """What its agent tasks used; None from servers older than agents."""
 
     @property
     def is_terminal(self) -> bool:
@@ -182,6 +199,9 @@ class TaskRun(_Resource):
     finished_at: datetime | None
     output: JsonObject | None
     error: ErrorObject | None
+    usage: Usage | None = None
+    """What an agent task used over all its attempts (zeros for other tasks); None from
+    servers older than agents."""
 
 
 class Attempt(_Resource):
@@ -218,6 +238,35 @@ class Event(_Resource):
     task_key: str | None
     attempt: int | None
     data: JsonObject
+
+
+class Step(_Resource):
+    """One step of an agent attempt's journal (SPEC §11): a model call or a tool call.
+
+    Steps are numbered by ``sequence`` within an attempt. ``kind`` (``"model_call"`` or
+    ``"tool_call"``) and ``status`` (``"running"``, ``"succeeded"`` or ``"failed"``) are plain
+    strings so that values added by newer servers still parse.
+
+    A model call's ``request`` holds the model and the messages added since the previous call,
+    its ``response`` the answer (``content``, ``tool_calls``, ``finish_reason``) and ``usage``
+    its tokens (``input_tokens``, ``output_tokens``). A tool call's ``request`` holds the
+    ``tool``, its ``action`` and the ``arguments``; its ``response`` is ``{"output": …}`` or
+    ``{"error": …}``, and ``worker_id`` names the worker that ran it (None in-process).
+    """
+
+    step_id: str
+    attempt: int
+    sequence: int
+    kind: str
+    status: str
+    request: JsonObject
+    request_hash: str
+    response: JsonObject | None
+    usage: JsonObject | None
+    tool_call_id: str | None
+    started_at: datetime
+    finished_at: datetime | None
+    worker_id: str | None = None
 
 
 class ClaimedAttempt(_Resource):
