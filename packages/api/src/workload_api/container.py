@@ -16,8 +16,16 @@ from workload_api.auth import Authenticator
 from workload_api.coordinator import Coordinator
 from workload_api.lifecycle import Readiness, Service
 from workload_api.settings import Settings
-from workload_api.usecases import RunUseCases, UseCases, WorkerUseCases, WorkflowUseCases
+from workload_api.telemetry import Metrics, ServiceTelemetry, tracer_provider_from_env
+from workload_api.usecases import (
+    RunUseCases,
+    StatusUseCases,
+    UseCases,
+    WorkerUseCases,
+    WorkflowUseCases,
+)
 from workload_domain.ports import Clock
+from workload_domain.telemetry import Telemetry
 from workload_engine.clock import SystemClock
 from workload_engine.definitions import DefinitionCache
 from workload_engine.engine import Engine
@@ -36,13 +44,14 @@ def _database_url(settings: Settings) -> str:
     return settings.database_url
 
 
-def _store(settings: Settings, clock: Clock) -> PostgresStore:
+def _store(settings: Settings, clock: Clock, telemetry: Telemetry) -> PostgresStore:
     return PostgresStore(
         _database_url(settings),
         max_size=settings.pool_max_size,
         statement_timeout_ms=settings.statement_timeout_ms,
         clock=clock,
         verify_schema=True,
+        telemetry=telemetry,
     )
 
 
@@ -55,7 +64,13 @@ class Container(containers.DeclarativeContainer):
 
     settings = providers.Dependency(instance_of=Settings)
     clock = providers.Singleton(SystemClock)
-    store = providers.Singleton(_store, settings=settings, clock=clock)
+    # Observability (SPEC §12): the OTEL_* variables are read when the provider is built.
+    tracer_provider = providers.Singleton(tracer_provider_from_env)
+    metrics = providers.Singleton(Metrics)
+    telemetry = providers.Singleton(
+        ServiceTelemetry, metrics=metrics, tracer_provider=tracer_provider
+    )
+    store = providers.Singleton(_store, settings=settings, clock=clock, telemetry=telemetry)
     lock = providers.Singleton(_lock, settings=settings)
     executor = providers.Singleton(MockExecutor, clock=clock)
     definitions = providers.Singleton(DefinitionCache, store=store)
@@ -66,13 +81,19 @@ class Container(containers.DeclarativeContainer):
         clock=clock,
         max_concurrent_attempts=settings.provided.max_concurrent_attempts,
         definitions=definitions,
+        telemetry=telemetry,
     )
     remote = providers.Singleton(RemoteAttempts, store=store, engine=engine)
     workflows = providers.Singleton(
         WorkflowUseCases, store=store, definitions=definitions, clock=clock
     )
     runs = providers.Singleton(
-        RunUseCases, store=store, engine=engine, definitions=definitions, clock=clock
+        RunUseCases,
+        store=store,
+        engine=engine,
+        definitions=definitions,
+        clock=clock,
+        telemetry=telemetry,
     )
     workers = providers.Singleton(
         WorkerUseCases,
@@ -80,17 +101,28 @@ class Container(containers.DeclarativeContainer):
         remote=remote,
         signal=engine.provided.work_signal,
         clock=clock,
+        telemetry=telemetry,
     )
-    usecases = providers.Singleton(UseCases, workflows=workflows, runs=runs, workers=workers)
+    readiness = providers.Singleton(Readiness)
+    status = providers.Singleton(
+        StatusUseCases, store=store, clock=clock, readiness=readiness, metrics=metrics
+    )
+    usecases = providers.Singleton(
+        UseCases, workflows=workflows, runs=runs, workers=workers, status=status
+    )
     authenticator = providers.Singleton(
         Authenticator,
         viewers=settings.provided.viewer_tokens,
         operators=settings.provided.operator_tokens,
         workers=settings.provided.worker_tokens,
     )
-    readiness = providers.Singleton(Readiness)
     app = providers.Singleton(
-        create_app, usecases=usecases, authenticator=authenticator, readiness=readiness
+        create_app,
+        usecases=usecases,
+        authenticator=authenticator,
+        readiness=readiness,
+        telemetry=telemetry,
+        metrics_public=settings.provided.metrics_public,
     )
     service = providers.Singleton(
         Service,
@@ -103,6 +135,7 @@ class Container(containers.DeclarativeContainer):
         lock_check_interval=settings.provided.lock_check_interval_seconds,
         lease_check_interval=settings.provided.lease_check_interval_seconds,
         sweep_interval=settings.provided.sweep_interval_seconds,
+        flush=telemetry.provided.flush,
     )
     coordinator = providers.Factory(
         Coordinator,

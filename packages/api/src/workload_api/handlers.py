@@ -300,3 +300,11 @@ async def list_workers(call: Call) -> Response:
 async def list_queues(call: Call) -> Response:
     call.page_args()
     return JSONResponse(await call.usecases.workers.list_queues())
+
+
+# -- the service (SPEC §12) --------------------------------------------------------------------
+
+
+async def get_status(call: Call) -> Response:
+    call.page_args()
+    return JSONResponse(await call.usecases.status.status())

@@ -27,6 +27,7 @@ from contextlib import asynccontextmanager
 
 import anyio
 import anyio.abc
+import anyio.to_thread
 
 from workload_api._errors import single_errors
 from workload_domain.idempotency import IDEMPOTENCY_RETENTION
@@ -46,11 +47,23 @@ class CoordinatorBusy(Exception):
 
 
 class Readiness:
-    """Whether the service is ready; ``/readyz`` answers it (503 before and after)."""
+    """Whether the service is ready and leads; ``/readyz`` answers it (503 before and after).
+
+    ``leading`` is true while this process holds the coordinator lock and executes runs (the
+    ``workload_coordinator_leader`` gauge); ``epoch`` is the coordinator epoch it leads in
+    (None until fenced epochs exist, SPEC §14).
+    """
 
     def __init__(self, ready: bool = False) -> None:
         self.ready = ready
         self.reason = "starting"
+        self.leading = False
+        self.epoch: int | None = None
+
+    @property
+    def role(self) -> str:
+        """``leader`` or ``standby`` (SPEC §12's ``/readyz``)."""
+        return "leader" if self.leading else "standby"
 
     def set(self, ready: bool, reason: str) -> None:
         """Turn readiness on or off, with the reason ``/readyz`` shows."""
@@ -75,6 +88,7 @@ class Service:
         sweep_interval: float = 5.0,
         purge_interval: float = 3600.0,
         recovery_page_size: int = 500,
+        flush: Callable[[], None] | None = None,
     ) -> None:
         self.store = store
         self.lock = lock
@@ -82,6 +96,8 @@ class Service:
         self.clock = clock
         self.readiness = readiness
         self.remote = remote
+        self._flush = flush
+        """Exports buffered telemetry (spans) when the service stops."""
         self.fault: BaseException | None = None
         self.recovered = 0
         self._lock_check_interval = lock_check_interval
@@ -105,6 +121,7 @@ class Service:
                 async with single_errors(), anyio.create_task_group() as tg:
                     self._tasks = tg
                     await tg.start(self._run_engine)
+                    self.readiness.leading = True
                     try:
                         self.recovered = await self.engine.recover(self._page_size)
                     except Exception as exc:
@@ -128,13 +145,18 @@ class Service:
                     with anyio.CancelScope(shield=True):
                         await self.lock.release()
         finally:
+            self.readiness.leading = False
             with anyio.CancelScope(shield=True):
                 await self.store.close()
+            if self._flush is not None:
+                # Spans still buffered are exported before the process goes (bounded).
+                await anyio.to_thread.run_sync(self._flush)
 
     def stopping(self) -> None:
         """The service is about to stop: not ready, and waiting claims answer now."""
         if self.fault is None:
             self.readiness.set(False, "stopping")
+        self.readiness.leading = False
         self.engine.work_signal.close()
 
     def fail(self, reason: str, error: BaseException) -> None:
@@ -144,6 +166,7 @@ class Service:
             _log.error("fail-stop: %s: %s", reason, error)
         # SPEC §7's order: not ready, stop local execution (interruption), then the body (HTTP).
         self.readiness.set(False, "failed")
+        self.readiness.leading = False
         self.engine.work_signal.close()
         if self._engine_scope is not None:
             self._engine_scope.cancel()

@@ -91,6 +91,9 @@ class RunRecord:
     updated_at: datetime
     started_at: datetime | None = None
     finished_at: datetime | None = None
+    traceparent: str | None = None
+    """The W3C trace context of the request that created the run (SPEC §12), or None: the
+    run's span continues it, and workers receive it with the run's attempts."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,6 +18,7 @@ from workload_domain.errors import ExecutionStopped
 from workload_domain.model import RunCommit, RunSnapshot
 from workload_domain.ports import Clock, ExecutionStore, Executor
 from workload_domain.statuses import AttemptStatus
+from workload_domain.telemetry import NO_TELEMETRY, Telemetry
 from workload_engine._groups import first_error
 from workload_engine.definitions import DefinitionCache
 from workload_engine.runner import RunRunner
@@ -43,6 +44,7 @@ class Engine:
         definitions: DefinitionCache | None = None,
         startup_concurrency: int = DEFAULT_STARTUP_CONCURRENCY,
         work_signal: WorkSignal | None = None,
+        telemetry: Telemetry = NO_TELEMETRY,
     ) -> None:
         if max_concurrent_attempts < 1:
             raise ValueError("max_concurrent_attempts must be at least 1")
@@ -54,6 +56,8 @@ class Engine:
         """The actions executed in this process; every other one is remote (SPEC §10)."""
         self.work_signal = work_signal or WorkSignal()
         """Notified whenever a commit queues remote attempts (waiting claims wake up)."""
+        self.telemetry = telemetry
+        """Told of every commit, run and local attempt (metrics and spans, SPEC §12)."""
         self.limiter = anyio.CapacityLimiter(max_concurrent_attempts)
         self.startup = anyio.CapacityLimiter(startup_concurrency)
         self._runners: dict[str, RunRunner] = {}
@@ -101,9 +105,14 @@ class Engine:
         self._group.start_soon(self._supervise, runner, name=f"run {run_id}")
 
     def committed(self, commit: RunCommit) -> None:
-        """A commit of any writer succeeded: wake waiting claims if it queued attempts."""
+        """A commit of any writer succeeded: wake waiting claims if it queued attempts.
+
+        Every commit passes here exactly once — the runners', remote attempts' settles and the
+        cancel use case's — so the telemetry counts runs and attempts from their events.
+        """
         if any(a.status is AttemptStatus.QUEUED for a in commit.attempts):
             self.work_signal.notify()
+        self.telemetry.committed(commit)
 
     def notify(self, run_id: str) -> None:
         """Tell the runner of ``run_id`` (if any) that the run changed elsewhere."""
@@ -181,6 +190,7 @@ class Engine:
             startup=self.startup,
             local_actions=self.local_actions,
             committed=self.committed,
+            telemetry=self.telemetry,
         )
 
     async def _supervise(self, runner: RunRunner, **_: Any) -> None:

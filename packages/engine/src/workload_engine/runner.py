@@ -34,6 +34,7 @@ from workload_domain.model import (
 )
 from workload_domain.ports import Clock, ExecutionStore, Executor
 from workload_domain.statuses import AttemptStatus, RunStatus
+from workload_domain.telemetry import NO_TELEMETRY, Telemetry
 from workload_engine._groups import first_error
 from workload_engine.definitions import DefinitionCache
 from workload_engine.planner import TIMED_OUT_ERROR, AttemptOutcome, Launch, plan
@@ -82,6 +83,7 @@ class RunRunner:
         startup: anyio.CapacityLimiter | None = None,
         local_actions: frozenset[str] | None = None,
         committed: Callable[[RunCommit], None] | None = None,
+        telemetry: Telemetry = NO_TELEMETRY,
     ) -> None:
         self.run_id = run_id
         self._store = store
@@ -92,6 +94,7 @@ class RunRunner:
         self._startup = startup or anyio.CapacityLimiter(1)
         self._local = executor.actions if local_actions is None else local_actions
         self._committed = committed
+        self._telemetry = telemetry
         self._started = False
         self.started = anyio.Event()
         """Set once the runner's first commit is done (or it ended): its leftovers are marked."""
@@ -148,6 +151,12 @@ class RunRunner:
 
     async def _drive(self, tg: TaskGroup) -> RunSnapshot:
         snapshot = await self._store.load_run(self.run_id)
+        # The run's span is current while this runner drives it: its attempts' tasks, started
+        # within, are its children.
+        with self._telemetry.run(snapshot.run):
+            return await self._plan_loop(tg, snapshot)
+
+    async def _plan_loop(self, tg: TaskGroup, snapshot: RunSnapshot) -> RunSnapshot:
         workflow = await self._definitions.get(snapshot.run.workflow_id, snapshot.run.version)
         recovering = snapshot.run.status is not RunStatus.PENDING
         outcomes: list[AttemptOutcome] = []
@@ -218,10 +227,16 @@ class RunRunner:
             await local.done.wait()
 
     async def _attempt(self, launch: Launch, token: object, local: _LocalAttempt) -> None:
+        request = launch.request
         try:
-            with local.scope:
+            with (
+                local.scope,
+                self._telemetry.attempt(
+                    request.run_id, request.task_key, request.attempt, request.action
+                ) as span,
+            ):
                 status, output, error = await self._execute(launch)
-                request = launch.request
+                span.finished(status.value, None if error is None else error.code)
                 self._send.send_nowait(
                     AttemptOutcome(
                         request.task_key,

@@ -44,10 +44,10 @@ LIMIT %(limit)s
 -- name: insert_run
 INSERT INTO workflow_runs
     (run_id, workflow_id, version, status, revision, last_sequence, input, cancel_requested,
-     created_at, updated_at, started_at, finished_at)
+     created_at, updated_at, started_at, finished_at, traceparent)
 VALUES (%(run_id)s, %(workflow_id)s, %(version)s, %(status)s, %(revision)s, %(last_sequence)s,
         %(input)s, %(cancel_requested)s, %(created_at)s, %(updated_at)s, %(started_at)s,
-        %(finished_at)s)
+        %(finished_at)s, %(traceparent)s)
 
 -- name: insert_task
 INSERT INTO task_runs
@@ -99,7 +99,7 @@ ON CONFLICT (queue) DO NOTHING
 
 -- name: get_run
 SELECT run_id, workflow_id, version, status, revision, input, cancel_requested, created_at,
-       updated_at, started_at, finished_at, last_sequence
+       updated_at, started_at, finished_at, last_sequence, traceparent
 FROM workflow_runs WHERE run_id = %(run_id)s
 
 -- name: get_run_with_counts
@@ -246,7 +246,7 @@ WITH picked AS (
         updated_at = %(now)s
     FROM (SELECT DISTINCT run_id, per_run FROM stamped) s
     WHERE r.run_id = s.run_id
-    RETURNING r.run_id, r.workflow_id, r.version, r.input, r.last_sequence
+    RETURNING r.run_id, r.workflow_id, r.version, r.input, r.last_sequence, r.traceparent
 ), claimed AS (
     UPDATE attempts a
     SET status = 'running', worker_id = %(worker_id)s, claimed_at = %(now)s,
@@ -256,8 +256,8 @@ WITH picked AS (
     FROM stamped s
     WHERE a.run_id = s.run_id AND a.task_key = s.task_key AND a.attempt = s.attempt
     RETURNING a.run_id, a.task_key, a.attempt, a.attempt_id, a.queue, a.action,
-              a.lease_expires_at, a.timeout_at, a.heartbeat_timeout_seconds, s.n, s.nth,
-              s.per_run
+              a.lease_expires_at, a.timeout_at, a.heartbeat_timeout_seconds, a.started_at,
+              s.n, s.nth, s.per_run
 ), events AS (
     INSERT INTO state_events (run_id, sequence, type, occurred_at, task_key, attempt, data)
     SELECT c.run_id, r.last_sequence - c.per_run + c.nth, 'attempt.started', %(now)s,
@@ -275,7 +275,8 @@ SELECT c.attempt_id, c.run_id, r.workflow_id, r.version, c.task_key, c.attempt, 
        (SELECT coalesce(jsonb_object_agg(d.task_key, coalesce(d.output, '{}')), '{}')
         FROM task_runs d
         WHERE d.run_id = c.run_id AND d.task_key = ANY(t.depends_on)) AS upstream,
-       c.lease_expires_at, c.timeout_at, c.heartbeat_timeout_seconds, c.n - 1 AS token_index
+       c.lease_expires_at, c.timeout_at, c.heartbeat_timeout_seconds, c.n - 1 AS token_index,
+       c.started_at AS queued_at, r.traceparent
 FROM claimed c
 JOIN runs r ON r.run_id = c.run_id
 JOIN task_runs t ON t.run_id = c.run_id AND t.task_key = c.task_key
@@ -346,3 +347,10 @@ SELECT q.queue,
            AS oldest_queued_at
 FROM queues q
 ORDER BY q.queue
+
+-- name: activity
+-- Runs not yet terminal from workflow_runs_unfinished; workers seen lately from
+-- workers_last_seen.
+SELECT (SELECT count(*) FROM workflow_runs
+        WHERE status IN ('pending', 'running', 'waiting_retry'))::int AS runs_active,
+       (SELECT count(*) FROM workers WHERE last_seen_at >= %(since)s)::int AS workers_active

@@ -17,6 +17,7 @@ from datetime import UTC, datetime
 
 from workload_domain.cursors import CursorCodec
 from workload_domain.ports import Clock
+from workload_domain.telemetry import NO_TELEMETRY, Telemetry
 from workload_store_postgres._db import Database, one
 from workload_store_postgres._idempotency import Idempotency
 from workload_store_postgres._queries import query
@@ -54,6 +55,7 @@ class PostgresStore(Workflows, Runs, Reads, Workers, Idempotency):
         clock: the time written into idempotency records (default: the wall clock).
         verify_schema: on :meth:`open`, refuse a database whose migrations are not exactly
             this code's (``MigrationError``), as the service must (SPEC §5, §7).
+        telemetry: where statements are reported as spans (SPEC §12), while it traces.
     """
 
     def __init__(
@@ -66,6 +68,7 @@ class PostgresStore(Workflows, Runs, Reads, Workers, Idempotency):
         pool_timeout_seconds: float = 5.0,
         clock: Clock | None = None,
         verify_schema: bool = False,
+        telemetry: Telemetry = NO_TELEMETRY,
     ) -> None:
         self._db = Database(
             url,
@@ -74,6 +77,7 @@ class PostgresStore(Workflows, Runs, Reads, Workers, Idempotency):
             statement_timeout_ms=statement_timeout_ms,
             pool_timeout_seconds=pool_timeout_seconds,
             clock=clock or _UtcClock(),
+            telemetry=telemetry,
         )
         self._codec = None
         self._verify_schema = verify_schema
