@@ -33,8 +33,9 @@ def status(
     token: TokenOption = None,
     output: OutputOption = None,
 ) -> None:
-    """Show the service at a glance: leader or standby, epoch, readiness, active runs and
-    workers, pending approvals, and the queues (viewer).
+    """Show the service at a glance (viewer).
+
+    Leader or standby, epoch, readiness, active runs and workers, pending approvals, queues.
     """
     with session(ctx, output, url=url, token=token) as s:
         current = s.client.status()

@@ -1,7 +1,7 @@
 """The ``workload`` command (SPEC §8): one Typer app.
 
-Client commands (``workflows``, ``runs``, ``workers``, ``queues``, ``status``, ``demo``) talk to a server
-through the SDK only; ``worker`` runs a worker SDK's Worker (imported when it runs);
+Client commands (``workflows``, ``runs``, ``workers``, ``queues``, ``status``, ``demo``)
+talk to a server through the SDK only; ``worker`` runs a worker SDK's Worker (imported when it runs);
 ``run-local`` imports the engine and ``serve`` / ``migrate`` the server packages, both lazily.
 """
 
