@@ -1,8 +1,8 @@
 """The ``workload`` command (SPEC §8): one Typer app.
 
 Client commands (``workflows``, ``runs``, ``workers``, ``queues``, ``status``, ``demo``)
-talk to a server through the SDK only; ``worker`` runs a worker SDK's Worker (imported when it runs);
-``run-local`` imports the engine and ``serve`` / ``migrate`` the server packages, both lazily.
+talk to a server through the SDK only; ``worker`` runs a worker SDK's Worker (imported when it
+runs); ``run-local`` imports the engine and ``serve`` / ``migrate`` the server packages, both lazily.
 """
 
 from __future__ import annotations
