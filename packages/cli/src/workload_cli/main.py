@@ -2,7 +2,8 @@
 
 Client commands (``workflows``, ``runs``, ``workers``, ``queues``, ``status``, ``demo``)
 talk to a server through the SDK only; ``worker`` runs a worker SDK's Worker (imported when it
-runs); ``run-local`` imports the engine and ``serve`` / ``migrate`` the server packages, both lazily.
+runs); ``run-local`` imports the engine and ``serve`` / ``migrate`` the server packages, both
+lazily.
 """
 
 from __future__ import annotations
