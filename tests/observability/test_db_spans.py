@@ -37,9 +37,8 @@ async def test_statements_are_children_of_the_current_span(
     attributes = dict(statement.attributes or {})
     assert attributes["db.system.name"] == "postgresql"
     assert attributes["db.operation.name"] == "SELECT"
-    assert attributes["db.query.summary"] == "get_workflow"
-    assert "%(workflow_id)s" in str(attributes["db.query.text"])  # placeholders, never values
-    assert "traced" not in str(attributes["db.query.text"])
+    assert attributes["db.query.summary"] == "get_workflow"  # the named query of queries.sql
+    assert "traced" not in str(attributes)  # never a value
 
 
 async def test_without_tracing_the_pool_uses_psycopgs_cursor(database_url: str) -> None:

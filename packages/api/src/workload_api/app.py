@@ -21,6 +21,7 @@ from workload_api.problems import HttpProblem, problem_for, problem_response
 from workload_api.telemetry import HttpTelemetry, ServiceTelemetry
 from workload_api.usecases import UseCases
 from workload_domain.errors import WorkloadError
+from workload_domain.telemetry import Telemetry
 
 __all__ = ["METRICS_CONTENT_TYPE", "create_app"]
 
@@ -64,7 +65,7 @@ def create_app(
     usecases: UseCases,
     authenticator: Authenticator,
     readiness: Readiness,
-    telemetry: ServiceTelemetry,
+    telemetry: Telemetry,
     metrics_public: bool = False,
 ) -> Starlette:
     """Build the ASGI application over the use cases.
@@ -72,6 +73,8 @@ def create_app(
     The application has no lifespan of its own: the service's one lifecycle
     (:class:`~workload_api.lifecycle.Service`) runs around it, in production and in tests.
     ``metrics_public`` serves ``/metrics`` without a token (else a viewer's is needed).
+    HTTP spans and metrics are recorded when ``telemetry`` is the service's (not with the
+    no-op telemetry a benchmark measures against).
     """
     document = openapi_document()
 
@@ -132,10 +135,13 @@ def create_app(
         request.state.error_code = problem.code
         return problem_response(problem, _request_id(request))
 
+    # The span and the metrics outside: the access log line is written inside the span.
+    middleware = [Middleware(RequestContext)]
+    if isinstance(telemetry, ServiceTelemetry):
+        middleware.insert(0, Middleware(HttpTelemetry, telemetry=telemetry))
     app = Starlette(
         routes=routes,
-        # The span and the metrics outside: the access log line is written inside the span.
-        middleware=[Middleware(HttpTelemetry, telemetry=telemetry), Middleware(RequestContext)],
+        middleware=middleware,
         exception_handlers={HTTPException: http_error},
     )
     # "/x/" is not "/x": a redirect would be built from the client's Host header.

@@ -135,7 +135,7 @@ class Container(containers.DeclarativeContainer):
         lock_check_interval=settings.provided.lock_check_interval_seconds,
         lease_check_interval=settings.provided.lease_check_interval_seconds,
         sweep_interval=settings.provided.sweep_interval_seconds,
-        flush=telemetry.provided.flush,
+        telemetry=telemetry,
     )
     coordinator = providers.Factory(
         Coordinator,

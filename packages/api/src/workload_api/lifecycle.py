@@ -32,6 +32,7 @@ import anyio.to_thread
 from workload_api._errors import single_errors
 from workload_domain.idempotency import IDEMPOTENCY_RETENTION
 from workload_domain.ports import Clock, CoordinatorLock, Store
+from workload_domain.telemetry import NO_TELEMETRY, Telemetry
 from workload_engine.engine import Engine
 from workload_engine.remote import RemoteAttempts
 
@@ -88,7 +89,7 @@ class Service:
         sweep_interval: float = 5.0,
         purge_interval: float = 3600.0,
         recovery_page_size: int = 500,
-        flush: Callable[[], None] | None = None,
+        telemetry: Telemetry = NO_TELEMETRY,
     ) -> None:
         self.store = store
         self.lock = lock
@@ -96,8 +97,7 @@ class Service:
         self.clock = clock
         self.readiness = readiness
         self.remote = remote
-        self._flush = flush
-        """Exports buffered telemetry (spans) when the service stops."""
+        self._telemetry = telemetry
         self.fault: BaseException | None = None
         self.recovered = 0
         self._lock_check_interval = lock_check_interval
@@ -148,9 +148,8 @@ class Service:
             self.readiness.leading = False
             with anyio.CancelScope(shield=True):
                 await self.store.close()
-            if self._flush is not None:
-                # Spans still buffered are exported before the process goes (bounded).
-                await anyio.to_thread.run_sync(self._flush)
+            # Spans still buffered are exported before the process goes (bounded).
+            await anyio.to_thread.run_sync(self._telemetry.flush)
 
     def stopping(self) -> None:
         """The service is about to stop: not ready, and waiting claims answer now."""

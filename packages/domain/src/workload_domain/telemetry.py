@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from datetime import datetime
 from typing import Protocol
 
@@ -101,6 +101,10 @@ class Telemetry(Protocol):
         """A commit of any writer succeeded (called exactly once per commit)."""
         ...
 
+    def flush(self) -> None:
+        """Export what is still buffered (the lifecycle calls it when the service stops)."""
+        ...
+
     def run(self, run: RunRecord) -> AbstractContextManager[None]:
         """This process executes ``run`` within the block (the run span is current in it)."""
         ...
@@ -119,7 +123,7 @@ class Telemetry(Protocol):
         """The W3C ``traceparent`` of the current context (the request's span), or None."""
         ...
 
-    def statement(self, name: str, sql: str) -> AbstractContextManager[None]:
+    def statement(self, name: str, sql: str) -> AbstractContextManager[object]:
         """A database statement (``name``: its named query, or its first keyword) runs."""
         ...
 
@@ -162,6 +166,7 @@ class _NoModelCall:
 
 
 _NO_ATTEMPT_SPAN = _NoAttemptSpan()
+_NO_SPAN = nullcontext()
 _NO_MODEL_CALL = _NoModelCall()
 
 
@@ -178,6 +183,9 @@ class NoTelemetry:
     def committed(self, commit: RunCommit) -> None:
         """Nothing to count."""
         del commit
+
+    def flush(self) -> None:
+        """Nothing buffered."""
 
     @contextmanager
     def run(self, run: RunRecord) -> Iterator[None]:
@@ -202,11 +210,10 @@ class NoTelemetry:
         """None: no context is known."""
         return None
 
-    @contextmanager
-    def statement(self, name: str, sql: str) -> Iterator[None]:
+    def statement(self, name: str, sql: str) -> AbstractContextManager[object]:
         """No span."""
         del name, sql
-        yield
+        return _NO_SPAN
 
     @contextmanager
     def model_call(

@@ -5,7 +5,7 @@ A claim item carries the ``traceparent`` of its attempt's span on the server (SP
 ``CONSUMER`` span ``handle {action}`` (``execute_tool {tool}`` for an agent's tool call) whose
 parent is that context; the handler's own spans, and the SDK's heartbeat and report requests,
 are its children. The worker configures no OpenTelemetry SDK itself: the program that runs it
-does (``workload worker`` does from the ``OTEL_*`` variables). Without the package: nothing.
+does (it uses the global tracer provider). Without the package: nothing.
 """
 
 from __future__ import annotations

@@ -14,6 +14,7 @@ from workload_api.telemetry._config import (
     DEFAULT_SERVICE_NAME,
     TracingConfigError,
     tracer_provider_from_env,
+    tracing_exporters,
 )
 from workload_api.telemetry._http import UNMATCHED_ROUTE, HttpTelemetry
 from workload_api.telemetry._metrics import Metrics
@@ -29,4 +30,5 @@ __all__ = [
     "context_of",
     "traceparent_of",
     "tracer_provider_from_env",
+    "tracing_exporters",
 ]

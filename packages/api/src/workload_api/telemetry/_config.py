@@ -18,7 +18,12 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter, SpanExporter
 
-__all__ = ["DEFAULT_SERVICE_NAME", "TracingConfigError", "tracer_provider_from_env"]
+__all__ = [
+    "DEFAULT_SERVICE_NAME",
+    "TracingConfigError",
+    "tracer_provider_from_env",
+    "tracing_exporters",
+]
 
 DEFAULT_SERVICE_NAME = "workload"
 _EXPORTERS = ("otlp", "console")
@@ -49,8 +54,8 @@ def _resource(env: Mapping[str, str]) -> Resource:
     return Resource.create({} if named else {"service.name": DEFAULT_SERVICE_NAME})
 
 
-def tracer_provider_from_env(environ: Mapping[str, str] | None = None) -> TracerProvider | None:
-    """A tracer provider as the ``OTEL_*`` variables ask, or None when tracing is off.
+def tracing_exporters(environ: Mapping[str, str] | None = None) -> list[str]:
+    """The exporters the ``OTEL_*`` variables ask for (empty: tracing is off); builds nothing.
 
     Raises:
         TracingConfigError: an exporter other than ``otlp``/``console``, or an OTLP protocol
@@ -58,11 +63,9 @@ def tracer_provider_from_env(environ: Mapping[str, str] | None = None) -> Tracer
     """
     env = os.environ if environ is None else environ
     if env.get("OTEL_SDK_DISABLED", "").strip().lower() == "true":
-        return None
+        return []
     names = [n.strip().lower() for n in env.get("OTEL_TRACES_EXPORTER", "").split(",")]
     names = [n for n in dict.fromkeys(names) if n and n != "none"]
-    if not names:
-        return None
     unknown = [n for n in names if n not in _EXPORTERS]
     if unknown:
         raise TracingConfigError(
@@ -78,6 +81,19 @@ def tracer_provider_from_env(environ: Mapping[str, str] | None = None) -> Tracer
         raise TracingConfigError(
             f"OTEL_EXPORTER_OTLP_PROTOCOL: only {_OTLP_PROTOCOL} is supported, not {protocol!r}"
         )
+    return names
+
+
+def tracer_provider_from_env(environ: Mapping[str, str] | None = None) -> TracerProvider | None:
+    """A tracer provider as the ``OTEL_*`` variables ask, or None when tracing is off.
+
+    Raises:
+        TracingConfigError: see :func:`tracing_exporters`.
+    """
+    env = os.environ if environ is None else environ
+    names = tracing_exporters(env)
+    if not names:
+        return None
     provider = TracerProvider(resource=_resource(env))
     for name in names:
         provider.add_span_processor(BatchSpanProcessor(_exporter(name)))

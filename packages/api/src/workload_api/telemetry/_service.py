@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from datetime import datetime
 from typing import Any
 
@@ -67,7 +67,9 @@ _ATTEMPT_ENDS = {
 }
 _LEASE_EXPIRED = "lease_expired"
 _DB_SYSTEM = "postgresql"
-_MAX_QUERY_TEXT = 2048
+_MAX_STATEMENT_NAMES = 1000
+_NOT_TRACED = nullcontext()
+_FLUSH_MILLIS = 5000
 
 
 def _ns(instant: datetime | None) -> int | None:
@@ -163,6 +165,7 @@ class ServiceTelemetry:
             None if tracer_provider is None else tracer_provider.get_tracer(INSTRUMENTATION)
         )
         self._runs: dict[str, Span] = {}
+        self._statements: dict[str, dict[str, str]] = {}
         self._remote: OrderedDict[tuple[str, str, int], Span] = OrderedDict()
 
     @property
@@ -175,10 +178,10 @@ class ServiceTelemetry:
         """The service's tracer (a no-op one when tracing is off)."""
         return self._tracer or trace.NoOpTracer()
 
-    def flush(self, timeout_millis: int = 5000) -> None:
+    def flush(self) -> None:
         """Export the spans still buffered (the lifecycle calls it when the service stops)."""
         if self.provider is not None:
-            self.provider.force_flush(timeout_millis)
+            self.provider.force_flush(_FLUSH_MILLIS)
 
     # -- commits: counters, and the ends of remote attempts and runs ------------------------
 
@@ -318,26 +321,27 @@ class ServiceTelemetry:
         """The current context's ``traceparent`` (the request's span, or the caller's)."""
         return traceparent_of(trace.get_current_span().get_span_context())
 
-    @contextmanager
-    def statement(self, name: str, sql: str) -> Iterator[None]:
+    def statement(self, name: str, sql: str) -> AbstractContextManager[object]:
         """A database statement's span, within a traced request, run or attempt only.
 
         Background duties (the lease reaper, the sweep, the lock check) poll: their statements
-        would be a root trace each, every second.
+        would be a root trace each, every second. The span names the statement's named query
+        (``db.query.summary``; its text is in ``queries.sql``): the text itself is not copied
+        into every span, which would double what a trace costs to export.
         """
         if self._tracer is None or not trace.get_current_span().is_recording():
-            yield
-            return
-        operation = sql.split(None, 1)[0].upper() if sql.strip() else name
-        attributes = {
-            "db.system.name": _DB_SYSTEM,
-            "db.system": _DB_SYSTEM,
-            "db.operation.name": operation,
-            "db.query.summary": name,
-            "db.query.text": sql[:_MAX_QUERY_TEXT],
-        }
-        with self._tracer.start_as_current_span(name, kind=SpanKind.CLIENT, attributes=attributes):
-            yield
+            return _NOT_TRACED
+        attributes = self._statements.get(name)
+        if attributes is None:
+            operation = sql.split(None, 1)[0].upper() if sql.strip() else name
+            attributes = {
+                "db.system.name": _DB_SYSTEM,
+                "db.operation.name": operation,
+                "db.query.summary": name,
+            }
+            if len(self._statements) < _MAX_STATEMENT_NAMES:
+                self._statements[name] = attributes
+        return self._tracer.start_as_current_span(name, kind=SpanKind.CLIENT, attributes=attributes)
 
     # -- the agent runtime's hooks -------------------------------------------------------------
 
