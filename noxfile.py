@@ -146,6 +146,8 @@ def bench(session: nox.Session) -> None:
     session.run("python", "-m", "benchmarks.store_bench", env=_test_env())
     session.run("python", "-m", "benchmarks.api_bench", env=_test_env())
     session.run("python", "-m", "benchmarks.worker_bench", env=_test_env())
+    # SPEC §12: create-run throughput with telemetry off, metrics on, metrics and traces on.
+    session.run("python", "-m", "benchmarks.telemetry_bench", env=_test_env())
 
 
 @nox.session(python=PYTHON)

@@ -12,8 +12,10 @@ from pathlib import Path
 import pytest
 
 pytest_plugins = ["tests.plugins.postgres"]
-if all(importlib.util.find_spec(m) for m in ("workload_api", "workload_sdk")):
-    pytest_plugins.append("tests.plugins.live_api")  # the service and its clients are installed
+# The live service's fixtures need the service's packages and the SDK (its clients); the API's
+# own session (tests_api) installs no SDK and uses none of them.
+if all(importlib.util.find_spec(m) is not None for m in ("workload_api", "workload_sdk")):
+    pytest_plugins.append("tests.plugins.live_api")
 
 _DATABASE_FIXTURES = frozenset(
     {"database_url", "empty_database_url", "postgres_server_url", "template_database"}

@@ -79,6 +79,9 @@ SPEC_OPERATIONS: dict[tuple[str, str], tuple[frozenset[int], str | None]] = {
     ("POST", f"{V}/attempts/{{attempt_id}}/fail"): (frozenset({200}), WORKER),
     ("GET", f"{V}/workers"): (frozenset({200}), VIEWER),
     ("GET", f"{V}/queues"): (frozenset({200}), VIEWER),
+    # SPEC §12: the service at a glance (workload status), and the Prometheus metrics.
+    ("GET", f"{V}/status"): (frozenset({200}), VIEWER),
+    ("GET", "/metrics"): (frozenset({200}), VIEWER),  # public with WORKLOAD_METRICS_PUBLIC
     ("GET", f"{V}/openapi.json"): (frozenset({200}), PUBLIC),
     ("GET", "/livez"): (frozenset({200}), PUBLIC),
     ("GET", "/readyz"): (frozenset({200}), PUBLIC),  # 503 {"status": ...} when not ready
@@ -159,6 +162,15 @@ WORKER_RESOURCE = (
     "status",
 )
 QUEUE = ("queue", "queued", "running", "oldest_queued_age_seconds")
+STATUS = (
+    "status",
+    "role",
+    "epoch",
+    "runs_active",
+    "workers_active",
+    "approvals_pending",
+    "queues",
+)
 EVENT = ("sequence", "type", "occurred_at", "task_key", "attempt", "data")
 APPROVAL = (
     "approval_id",
@@ -230,6 +242,7 @@ SPEC_RESOURCES: dict[tuple[str, str], tuple[tuple[str, ...], bool]] = {
     ("POST", f"{V}/attempts/{{attempt_id}}/complete"): (ATTEMPT, False),
     ("POST", f"{V}/attempts/{{attempt_id}}/fail"): (ATTEMPT, False),
     ("GET", f"{V}/workers"): (WORKER_RESOURCE, True),
+    ("GET", f"{V}/status"): (STATUS, False),
 }
 
 MAX_PAGE_LIMIT = 200
@@ -520,6 +533,10 @@ def test_success_response(document: dict[str, Any], key: tuple[str, str]) -> Non
         response = operation["responses"][str(status)]
         assert response.get("description"), f"{status} has no description"
         content = response.get("content", {})
+        if key == ("GET", "/metrics"):  # the Prometheus text format (SPEC §12)
+            assert list(content) == ["text/plain"], f"{status}: {list(content)}"
+            assert content["text/plain"]["schema"] == {"type": "string"}
+            continue
         assert list(content) == ["application/json"], f"{status}: {list(content)}"
         schema = content["application/json"].get("schema")
         assert schema, f"{status} has no schema"

@@ -615,3 +615,61 @@ print(json.dumps(sorted({m.split(".")[0] for m in sys.modules})))
     loaded = set(json.loads(result.stdout))
     assert "workload_sdk" in loaded
     assert loaded.isdisjoint(SERVER_PACKAGES), loaded.intersection(SERVER_PACKAGES)
+
+
+# -- workload status (SPEC §12) ------------------------------------------------------------------
+
+
+def test_status_shows_the_service_on_one_screen(cli: Cli, live_api: LiveApi) -> None:
+    body = {
+        "id": "waiting",
+        "tasks": [{"key": "r", "action": "nobody-serves-this", "queue": "gpu"}],
+    }
+    assert (
+        live_api.operator.post(
+            "/api/v1/workflows", json=body, headers={"Idempotency-Key": "status-wf"}
+        ).status_code
+        == 201
+    )
+    started = live_api.operator.post(
+        "/api/v1/workflows/waiting/versions/1/runs", headers={"Idempotency-Key": "status-run"}
+    )
+    assert started.status_code == 202
+    wait_until(
+        lambda: live_api.viewer.get("/api/v1/queues").json()["items"],
+        message="the attempt was never queued",
+    )
+    result = cli("status", "--output", "json")
+    assert result.exit_code == 0, result.output
+    current = json.loads(result.stdout)
+    assert {
+        k: current[k] for k in ("status", "role", "epoch", "runs_active", "workers_active")
+    } == {
+        "status": "ready",
+        "role": "leader",
+        "epoch": None,
+        "runs_active": 1,
+        "workers_active": 0,
+    }
+    assert current["approvals_pending"] == 0
+    assert [(q["queue"], q["queued"]) for q in current["queues"]] == [("gpu", 1)]
+
+    plain = cli("status", "--output", "plain")
+    assert plain.exit_code == 0, plain.output
+    lines = plain.stdout.splitlines()
+    assert lines[:6] == [
+        "role\tleader",
+        "epoch\t",
+        "status\tready",
+        "runs_active\t1",
+        "workers_active\t0",
+        "approvals_pending\t0",
+    ]
+    assert lines[6] == ""
+    assert lines[7].split("\t")[:3] == ["QUEUE", "QUEUED", "RUNNING"]
+    assert lines[8].split("\t")[:3] == ["gpu", "1", "0"]
+
+
+def test_status_needs_a_token(cli: Cli) -> None:
+    result = cli("status", env={"WORKLOAD_TOKEN": None})
+    assert result.exit_code != 0

@@ -13,6 +13,7 @@ import psycopg
 import pytest
 
 from tests.cli.test_serve_embedded import _runtime_env
+from workload_cli import _server
 from workload_cli._embedded import EmbeddedPostgres
 from workload_store_postgres.migrations import known_migrations
 
@@ -92,3 +93,21 @@ def test_embedded_serve_refuses_an_unknown_migration_with_exit_4(tmp_path: Path)
     assert served.returncode == 4, served.stderr
     assert "999" in served.stderr
     assert "Traceback" not in served.stderr
+
+
+@pytest.mark.parametrize(
+    "env",
+    [
+        {"OTEL_TRACES_EXPORTER": "zipkin"},
+        {"OTEL_TRACES_EXPORTER": "otlp", "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc"},
+    ],
+    ids=["unknown-exporter", "otlp-grpc"],
+)
+def test_a_tracing_configuration_it_cannot_honour_is_a_usage_error(
+    env: dict[str, str], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    code = _server.serve({"database_url": "postgresql://nobody@127.0.0.1:1/none"})
+    assert code == 2
+    assert "invalid tracing configuration" in capsys.readouterr().err

@@ -28,11 +28,13 @@ def remote(key: str = "r", **fields: Any) -> dict[str, Any]:
     return {"key": key, "action": "resize", "input": {"size": 8}, **fields}
 
 
-async def queued_run(store: Store, clock: FakeClock, *tasks: dict[str, Any]) -> str:
+async def queued_run(
+    store: Store, clock: FakeClock, *tasks: dict[str, Any], traceparent: str | None = None
+) -> str:
     """A run whose first plan queued its ready remote attempts (committed, as a runner does)."""
     definition = {"id": "wf", "tasks": list(tasks) or [remote()]}
     h = Harness(store=store, clock=clock)
-    run_id = await h.create(definition)
+    run_id = await h.create(definition, traceparent=traceparent)
     snapshot = await store.load_run(run_id)
     decided = plan(snapshot, compile_definition(definition), now=clock.now(), executing=())
     assert decided.commit is not None
@@ -226,3 +228,44 @@ async def test_a_claim_counts_one_commit_per_run(
         range(before.last_sequence + 1, before.last_sequence + 1 + limit)
     )
     assert after.run.status is RunStatus.RUNNING
+
+
+TRACEPARENT = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+
+
+async def test_a_claim_hands_out_the_run_trace_and_queue_time(
+    store: Store, clock: FakeClock
+) -> None:
+    traced = await queued_run(store, clock, traceparent=TRACEPARENT)
+    untraced = await queued_run(store, clock)
+    queued_at = clock.now()
+    assert (await store.load_run(traced)).run.traceparent == TRACEPARENT
+    assert (await store.load_run(untraced)).run.traceparent is None
+    clock.advance(4)
+    items = {i.run_id: i for i in await store.claim(claim(n=2)[0], clock.now())}
+    assert (items[traced].traceparent, items[traced].queued_at) == (TRACEPARENT, queued_at)
+    assert (items[untraced].traceparent, items[untraced].queued_at) == (None, queued_at)
+    # A commit (the claim's, a settle's) never loses the run's trace context.
+    assert (await store.load_run(traced)).run.traceparent == TRACEPARENT
+
+
+async def test_activity_counts_open_runs_and_recent_workers(store: Store, clock: FakeClock) -> None:
+    assert (await store.activity(clock.now())).runs_active == 0
+    await queued_run(store, clock)
+    await queued_run(store, clock)
+    await store.claim(claim("early")[0], clock.now())
+    clock.advance(100)
+    await store.claim(claim("late", queues=("nothing",))[0], clock.now())
+    activity = await store.activity(clock.now() - timedelta(seconds=90))
+    assert (activity.runs_active, activity.workers_active, activity.approvals_pending) == (
+        2,
+        1,
+        0,
+    )
+    assert (await store.activity(clock.now() - timedelta(seconds=101))).workers_active == 2
+
+
+async def test_connection_counts_are_by_state(store: Store) -> None:
+    counts = store.connection_counts()
+    assert set(counts) <= {"idle", "used"}
+    assert all(n >= 0 for n in counts.values())

@@ -68,7 +68,9 @@ def problem(response: httpx.Response, status: int, code: str) -> dict[str, Any]:
 def test_health_and_document(live_api: LiveApi) -> None:
     assert live_api.anonymous.get("/livez").json() == {"status": "ok"}
     ready = live_api.anonymous.get("/readyz")
-    assert (ready.status_code, ready.json()) == (200, {"status": "ready"})
+    # SPEC §12: the role of this process, and its epoch (null until §14's fenced epochs).
+    expected = {"status": "ready", "role": "leader", "epoch": None}
+    assert (ready.status_code, ready.json()) == (200, expected)
     document = live_api.anonymous.get("/api/v1/openapi.json")
     assert document.status_code == 200
     assert document.json()["openapi"] == "3.1.0"

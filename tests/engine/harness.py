@@ -153,7 +153,10 @@ class Harness:
         return Harness(store=self.store, clock=self.clock, executor=executor, resumable=resumable)
 
     async def create(
-        self, definition: dict[str, Any], run_input: dict[str, Any] | None = None
+        self,
+        definition: dict[str, Any],
+        run_input: dict[str, Any] | None = None,
+        traceparent: str | None = None,
     ) -> str:
         workflow = compile_definition(definition)
         now = self.clock.now()
@@ -176,7 +179,12 @@ class Harness:
         run_id = uuid7(unix_ms, next(_run_ids).to_bytes(10, "big"))
         await self.store.create_run(
             build_run(
-                workflow, version=1, run_id=run_id, run_input=run_input or {}, clock=self.clock
+                workflow,
+                version=1,
+                run_id=run_id,
+                run_input=run_input or {},
+                clock=self.clock,
+                traceparent=traceparent,
             )
         )
         return run_id

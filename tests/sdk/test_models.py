@@ -38,6 +38,8 @@ RESOURCES = {
     "Lease": "Lease",
     "WorkerInfo": "Worker",
     "QueueStats": "QueueItem",
+    # SPEC §12
+    "ServiceStatus": "ServiceStatus",
 }
 
 

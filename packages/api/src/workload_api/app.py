@@ -12,16 +12,21 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from workload_api.auth import Authenticator
+from workload_api.auth import Authenticator, Role
 from workload_api.context import RequestContext
 from workload_api.lifecycle import Readiness
 from workload_api.openapi import openapi_document
 from workload_api.operations import OPERATIONS, Call, Operation
 from workload_api.problems import HttpProblem, problem_for, problem_response
+from workload_api.telemetry import HttpTelemetry, ServiceTelemetry
 from workload_api.usecases import UseCases
 from workload_domain.errors import WorkloadError
+from workload_domain.telemetry import Telemetry
 
-__all__ = ["create_app"]
+__all__ = ["METRICS_CONTENT_TYPE", "create_app"]
+
+METRICS_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+"""The Prometheus text exposition format."""
 
 _errors = logging.getLogger("workload.errors")
 
@@ -56,11 +61,20 @@ def _endpoint(
     return endpoint
 
 
-def create_app(usecases: UseCases, authenticator: Authenticator, readiness: Readiness) -> Starlette:
+def create_app(
+    usecases: UseCases,
+    authenticator: Authenticator,
+    readiness: Readiness,
+    telemetry: Telemetry,
+    metrics_public: bool = False,
+) -> Starlette:
     """Build the ASGI application over the use cases.
 
     The application has no lifespan of its own: the service's one lifecycle
     (:class:`~workload_api.lifecycle.Service`) runs around it, in production and in tests.
+    ``metrics_public`` serves ``/metrics`` without a token (else a viewer's is needed).
+    HTTP spans and metrics are recorded when ``telemetry`` is the service's (not with the
+    no-op telemetry a benchmark measures against).
     """
     document = openapi_document()
 
@@ -74,9 +88,21 @@ def create_app(usecases: UseCases, authenticator: Authenticator, readiness: Read
 
     async def readyz(request: Request) -> Response:
         request.state.route = "/readyz"
+        body = {"role": readiness.role, "epoch": readiness.epoch}
         if readiness.ready:
-            return JSONResponse({"status": "ready"})
-        return JSONResponse({"status": readiness.reason}, status_code=503)
+            return JSONResponse({"status": "ready", **body})
+        return JSONResponse({"status": readiness.reason, **body}, status_code=503)
+
+    async def metrics(request: Request) -> Response:
+        request.state.route = "/metrics"
+        try:
+            if not metrics_public:
+                authenticator.authenticate(request.headers.get("authorization"), Role.VIEWER)
+        except HttpProblem as problem:
+            request.state.error_code = problem.code
+            return problem_response(problem, _request_id(request))
+        text = await usecases.status.metrics()
+        return Response(text, media_type=METRICS_CONTENT_TYPE)
 
     # One route per path with every method of that path, so a 405 lists them all in Allow.
     by_path: dict[str, dict[str, Callable[[Request], Awaitable[Response]]]] = {}
@@ -90,6 +116,7 @@ def create_app(usecases: UseCases, authenticator: Authenticator, readiness: Read
         Route("/api/v1/openapi.json", openapi, methods=["GET"]),
         Route("/livez", livez, methods=["GET"]),
         Route("/readyz", readyz, methods=["GET"]),
+        Route("/metrics", metrics, methods=["GET"]),
     ]
 
     async def http_error(request: Request, exc: Exception) -> Response:
@@ -108,9 +135,13 @@ def create_app(usecases: UseCases, authenticator: Authenticator, readiness: Read
         request.state.error_code = problem.code
         return problem_response(problem, _request_id(request))
 
+    # The span and the metrics outside: the access log line is written inside the span.
+    middleware = [Middleware(RequestContext)]
+    if isinstance(telemetry, ServiceTelemetry):
+        middleware.insert(0, Middleware(HttpTelemetry, telemetry=telemetry))
     app = Starlette(
         routes=routes,
-        middleware=[Middleware(RequestContext)],
+        middleware=middleware,
         exception_handlers={HTTPException: http_error},
     )
     # "/x/" is not "/x": a redirect would be built from the client's Host header.

@@ -16,16 +16,19 @@ from workload_api.auth import Authenticator
 from workload_api.coordinator import Coordinator
 from workload_api.lifecycle import Readiness, Service
 from workload_api.settings import Settings
+from workload_api.telemetry import Metrics, ServiceTelemetry, tracer_provider_from_env
 from workload_api.usecases import (
     ApprovalUseCases,
     DraftUseCases,
     RunUseCases,
+    StatusUseCases,
     UseCases,
     WorkerUseCases,
     WorkflowUseCases,
 )
 from workload_domain.agent.spec import AGENT_ACTION
 from workload_domain.ports import Clock
+from workload_domain.telemetry import Telemetry
 from workload_engine.agent import AgentExecutor
 from workload_engine.approvals import ApprovalDecisions
 from workload_engine.clock import SystemClock
@@ -51,13 +54,14 @@ def _database_url(settings: Settings) -> str:
     return settings.database_url
 
 
-def _store(settings: Settings, clock: Clock) -> PostgresStore:
+def _store(settings: Settings, clock: Clock, telemetry: Telemetry) -> PostgresStore:
     return PostgresStore(
         _database_url(settings),
         max_size=settings.pool_max_size,
         statement_timeout_ms=settings.statement_timeout_ms,
         clock=clock,
         verify_schema=True,
+        telemetry=telemetry,
     )
 
 
@@ -82,7 +86,13 @@ class Container(containers.DeclarativeContainer):
 
     settings = providers.Dependency(instance_of=Settings)
     clock = providers.Singleton(SystemClock)
-    store = providers.Singleton(_store, settings=settings, clock=clock)
+    # Observability (SPEC §12): the OTEL_* variables are read when the provider is built.
+    tracer_provider = providers.Singleton(tracer_provider_from_env)
+    metrics = providers.Singleton(Metrics)
+    telemetry = providers.Singleton(
+        ServiceTelemetry, metrics=metrics, tracer_provider=tracer_provider
+    )
+    store = providers.Singleton(_store, settings=settings, clock=clock, telemetry=telemetry)
     lock = providers.Singleton(_lock, settings=settings)
     work_signal = providers.Singleton(WorkSignal)
     step_signal = providers.Singleton(StepSignal)
@@ -112,6 +122,7 @@ class Container(containers.DeclarativeContainer):
         work_signal=work_signal,
         step_signal=step_signal,
         resumable_actions=executor.provided.resumable,
+        telemetry=telemetry,
     )
     remote = providers.Singleton(RemoteAttempts, store=store, engine=engine)
     decisions = providers.Singleton(ApprovalDecisions, store=store, engine=engine)
@@ -119,7 +130,12 @@ class Container(containers.DeclarativeContainer):
         WorkflowUseCases, store=store, definitions=definitions, clock=clock
     )
     runs = providers.Singleton(
-        RunUseCases, store=store, engine=engine, definitions=definitions, clock=clock
+        RunUseCases,
+        store=store,
+        engine=engine,
+        definitions=definitions,
+        clock=clock,
+        telemetry=telemetry,
     )
     workers = providers.Singleton(
         WorkerUseCases,
@@ -127,6 +143,11 @@ class Container(containers.DeclarativeContainer):
         remote=remote,
         signal=engine.provided.work_signal,
         clock=clock,
+        telemetry=telemetry,
+    )
+    readiness = providers.Singleton(Readiness)
+    status = providers.Singleton(
+        StatusUseCases, store=store, clock=clock, readiness=readiness, metrics=metrics
     )
     approvals = providers.Singleton(ApprovalUseCases, store=store, decisions=decisions)
     draft_writer = providers.Singleton(DraftWriter, store=store, models=models, clock=clock)
@@ -138,6 +159,7 @@ class Container(containers.DeclarativeContainer):
         workers=workers,
         approvals=approvals,
         drafts=drafts,
+        status=status,
     )
     authenticator = providers.Singleton(
         Authenticator,
@@ -145,9 +167,13 @@ class Container(containers.DeclarativeContainer):
         operators=settings.provided.operator_tokens,
         workers=settings.provided.worker_tokens,
     )
-    readiness = providers.Singleton(Readiness)
     app = providers.Singleton(
-        create_app, usecases=usecases, authenticator=authenticator, readiness=readiness
+        create_app,
+        usecases=usecases,
+        authenticator=authenticator,
+        readiness=readiness,
+        telemetry=telemetry,
+        metrics_public=settings.provided.metrics_public,
     )
     service = providers.Singleton(
         Service,
@@ -163,6 +189,7 @@ class Container(containers.DeclarativeContainer):
         lock_check_interval=settings.provided.lock_check_interval_seconds,
         lease_check_interval=settings.provided.lease_check_interval_seconds,
         sweep_interval=settings.provided.sweep_interval_seconds,
+        telemetry=telemetry,
     )
     coordinator = providers.Factory(
         Coordinator,

@@ -13,6 +13,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import anyio
+from opentelemetry import trace
 from starlette.datastructures import MutableHeaders
 from starlette.requests import ClientDisconnect
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -38,7 +39,11 @@ _errors = logging.getLogger("workload.errors")
 
 
 class JsonFormatter(logging.Formatter):
-    """Formats a record as one JSON object; structured fields come from ``extra={"fields": …}``."""
+    """Formats a record as one JSON object; structured fields come from ``extra={"fields": …}``.
+
+    A line written while a span is current carries its ``trace_id`` and ``span_id`` (SPEC §12):
+    the request's, the run's or the attempt's, as the trace backend shows them.
+    """
 
     def format(self, record: logging.LogRecord) -> str:
         """One line of JSON."""
@@ -50,6 +55,10 @@ class JsonFormatter(logging.Formatter):
             "message": record.getMessage(),
         }
         entry.update(getattr(record, "fields", {}))
+        span = trace.get_current_span().get_span_context()
+        if span.is_valid:
+            entry["trace_id"] = f"{span.trace_id:032x}"
+            entry["span_id"] = f"{span.span_id:016x}"
         if record.exc_info and record.exc_info[0] is not None:
             entry["exception"] = record.exc_info[0].__name__
         return json.dumps(entry, ensure_ascii=False, default=str)
@@ -136,6 +145,7 @@ class RequestContext:
                 )
                 await problem_response(problem, request_id)(scope, receive, send_with_id)
         finally:
+            state["status"] = status  # what the HTTP metrics count (499 included)
             _log.info(
                 "request",
                 extra={

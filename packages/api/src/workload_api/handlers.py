@@ -371,3 +371,11 @@ async def reject_draft(call: Call) -> Response:
     body = await read_json_object(call.request, optional=True)
     claim = call.claim("reject_draft", {})
     return respond(await call.usecases.drafts.reject(call.path("draft_id"), body, claim))
+
+
+# -- the service (SPEC §12) --------------------------------------------------------------------
+
+
+async def get_status(call: Call) -> Response:
+    call.page_args()
+    return JSONResponse(await call.usecases.status.status())

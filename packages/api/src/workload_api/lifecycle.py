@@ -27,10 +27,12 @@ from contextlib import asynccontextmanager
 
 import anyio
 import anyio.abc
+import anyio.to_thread
 
 from workload_api._errors import single_errors
 from workload_domain.idempotency import IDEMPOTENCY_RETENTION
 from workload_domain.ports import Clock, CoordinatorLock, Store
+from workload_domain.telemetry import NO_TELEMETRY, Telemetry
 from workload_engine.approvals import ApprovalDecisions
 from workload_engine.drafting import DraftWriter
 from workload_engine.engine import Engine
@@ -49,11 +51,23 @@ class CoordinatorBusy(Exception):
 
 
 class Readiness:
-    """Whether the service is ready; ``/readyz`` answers it (503 before and after)."""
+    """Whether the service is ready and leads; ``/readyz`` answers it (503 before and after).
+
+    ``leading`` is true while this process holds the coordinator lock and executes runs (the
+    ``workload_coordinator_leader`` gauge); ``epoch`` is the coordinator epoch it leads in
+    (None until fenced epochs exist, SPEC §14).
+    """
 
     def __init__(self, ready: bool = False) -> None:
         self.ready = ready
         self.reason = "starting"
+        self.leading = False
+        self.epoch: int | None = None
+
+    @property
+    def role(self) -> str:
+        """``leader`` or ``standby`` (SPEC §12's ``/readyz``)."""
+        return "leader" if self.leading else "standby"
 
     def set(self, ready: bool, reason: str) -> None:
         """Turn readiness on or off, with the reason ``/readyz`` shows."""
@@ -81,6 +95,7 @@ class Service:
         sweep_interval: float = 5.0,
         purge_interval: float = 3600.0,
         recovery_page_size: int = 500,
+        telemetry: Telemetry = NO_TELEMETRY,
     ) -> None:
         self.store = store
         self.lock = lock
@@ -89,11 +104,12 @@ class Service:
         self.readiness = readiness
         self.remote = remote
         self.decisions = decisions
+        """Expires approvals nobody decided in time (with the lease reaper's duty)."""
         self.drafts = drafts
         """Generates drafts in the background (and those left generating, at start-up)."""
-        """Expires approvals nobody decided in time (with the lease reaper's duty)."""
         self.models = models
         """The model adapters: their connections close with the store's."""
+        self._telemetry = telemetry
         self.fault: BaseException | None = None
         self.recovered = 0
         self._lock_check_interval = lock_check_interval
@@ -117,6 +133,7 @@ class Service:
                 async with single_errors(), anyio.create_task_group() as tg:
                     self._tasks = tg
                     await tg.start(self._run_engine)
+                    self.readiness.leading = True
                     try:
                         self.recovered = await self.engine.recover(self._page_size)
                     except Exception as exc:
@@ -146,15 +163,19 @@ class Service:
                     with anyio.CancelScope(shield=True):
                         await self.lock.release()
         finally:
+            self.readiness.leading = False
             with anyio.CancelScope(shield=True):
                 if self.models is not None:
                     await self.models.aclose()
                 await self.store.close()
+            # Spans still buffered are exported before the process goes (bounded).
+            await anyio.to_thread.run_sync(self._telemetry.flush)
 
     def stopping(self) -> None:
         """The service is about to stop: not ready, and waiting claims answer now."""
         if self.fault is None:
             self.readiness.set(False, "stopping")
+        self.readiness.leading = False
         self.engine.work_signal.close()
 
     def fail(self, reason: str, error: BaseException) -> None:
@@ -164,6 +185,7 @@ class Service:
             _log.error("fail-stop: %s: %s", reason, error)
         # SPEC §7's order: not ready, stop local execution (interruption), then the body (HTTP).
         self.readiness.set(False, "failed")
+        self.readiness.leading = False
         self.engine.work_signal.close()
         if self._engine_scope is not None:
             self._engine_scope.cancel()

@@ -50,6 +50,7 @@ def _components() -> dict[str, Any]:
     models: list[type[BaseModel]] = [
         schemas.ProblemDetails,
         schemas.Health,
+        schemas.Ready,
         schemas.StartRunRequest,
         *{op.response for op in OPERATIONS},
     ]
@@ -189,6 +190,33 @@ def _public(
     }
 
 
+def _metrics() -> dict[str, Any]:
+    """``GET /metrics``: Prometheus text, for a viewer (public with WORKLOAD_METRICS_PUBLIC)."""
+    responses: dict[str, Any] = {
+        "200": {
+            "description": "every metric of SPEC §12, in the Prometheus text format",
+            "headers": {"X-Request-ID": _REQUEST_ID_HEADER},
+            "content": {"text/plain": {"schema": {"type": "string"}}},
+        }
+    }
+    for status in (400, 401, 403, 500, 503):
+        headers: dict[str, Any] = {"X-Request-ID": _REQUEST_ID_HEADER}
+        if status == 401:
+            headers["WWW-Authenticate"] = _WWW_AUTHENTICATE
+        responses[str(status)] = {
+            "description": HTTPStatus(status).phrase,
+            "headers": headers,
+            "content": {"application/problem+json": {"schema": _PROBLEM}},
+        }
+    return {
+        "operationId": "getMetrics",
+        "summary": "Prometheus metrics (a viewer token, unless WORKLOAD_METRICS_PUBLIC=true)",
+        "parameters": [],
+        "responses": responses,
+        "security": [{"bearer": []}],
+    }
+
+
 def openapi_document() -> dict[str, Any]:
     """The whole OpenAPI 3.1 document of the service."""
     components = _components()
@@ -208,7 +236,9 @@ def openapi_document() -> dict[str, Any]:
         "get": _public("This OpenAPI document", "getOpenApi", (200,), {"type": "object"})
     }
     paths["/livez"] = {"get": _public("Liveness", "getLivez", (200,), health)}
-    paths["/readyz"] = {"get": _public("Readiness", "getReadyz", (200, 503), health)}
+    ready = {"$ref": "#/components/schemas/Ready"}
+    paths["/readyz"] = {"get": _public("Readiness", "getReadyz", (200, 503), ready)}
+    paths["/metrics"] = {"get": _metrics()}
     return {
         "openapi": "3.1.0",
         "info": {

@@ -419,4 +419,15 @@ OPERATIONS: tuple[Operation, ...] = (
         schemas.Queues,
         tuple(e for e in _READ_ERRORS if e != 404),
     ),
+    Operation(
+        "GET",
+        f"{_V}/status",
+        "getStatus",
+        "The service at a glance: role, epoch, active runs and workers, approvals, queues",
+        Role.VIEWER,
+        h.get_status,
+        200,
+        schemas.ServiceStatus,
+        tuple(e for e in _READ_ERRORS if e != 404),
+    ),
 )

@@ -34,7 +34,9 @@ __all__ = [
     "ProblemDetails",
     "QueueItem",
     "Queues",
+    "Ready",
     "Run",
+    "ServiceStatus",
     "StartRunRequest",
     "TaskRun",
     "Version",
@@ -408,6 +410,26 @@ class ProblemDetails(_Out):
 
 
 class Health(_Out):
-    """Liveness or readiness."""
+    """Liveness."""
 
     status: str
+
+
+class Ready(_Out):
+    """Readiness (SPEC §12): whether this process serves, and whether it leads."""
+
+    status: str = Field(description='"ready", or why not: starting, stopping, failed')
+    role: str = Field(description='"leader" (holds the coordinator lock) or "standby"')
+    epoch: int | None = Field(description="the coordinator epoch (SPEC §14); null without one")
+
+
+class ServiceStatus(_Out):
+    """The service at a glance (``workload status``)."""
+
+    status: str = Field(description='"ready", or why not: starting, stopping, failed')
+    role: str = Field(description='"leader" (this process holds the coordinator lock) or "standby"')
+    epoch: int | None = Field(description="the coordinator epoch (SPEC §14); null without one")
+    runs_active: int = Field(description="runs not yet terminal")
+    workers_active: int = Field(description="workers seen within the last 90 seconds")
+    approvals_pending: int = Field(description="approvals waiting for a decision")
+    queues: list[QueueItem]

@@ -50,6 +50,8 @@ class Settings(BaseSettings):
     """The most one model call may take before the attempt fails ``model_unavailable``."""
     statement_timeout_ms: int = Field(default=5000, ge=100, le=600_000)
     pool_max_size: int = Field(default=10, ge=1, le=1000)
+    metrics_public: bool = False
+    """``GET /metrics`` without a token (else a viewer's or an operator's is needed, SPEC §12)."""
 
     @model_validator(mode="after")
     def _worker_tokens_apart(self) -> Settings:

@@ -14,6 +14,7 @@ from workload_api.container import Container
 from workload_api.context import configure_logging
 from workload_api.coordinator import ExitCode
 from workload_api.settings import Settings
+from workload_api.telemetry import TracingConfigError, tracing_exporters
 from workload_cli._embedded import EmbeddedPostgres, dev_credentials
 from workload_domain.errors import SystemFault
 from workload_store_postgres.migrations import MigrationError, migration_status
@@ -32,8 +33,12 @@ def serve(overrides: dict[str, Any]) -> int:
     """Run ``workload serve``; return the exit code."""
     try:
         settings = Settings(**overrides)
+        tracing_exporters()  # the OTEL_* variables (SPEC §12), checked before anything starts
     except ValidationError as exc:
         _say(f"error: invalid configuration:\n{exc}")
+        return ExitCode.USAGE
+    except TracingConfigError as exc:
+        _say(f"error: invalid tracing configuration: {exc}")
         return ExitCode.USAGE
     configure_logging(settings.log_level)
     if settings.database_url:

@@ -1,8 +1,9 @@
 """The ``workload`` command (SPEC §8): one Typer app.
 
-Client commands (``workflows``, ``runs``, ``workers``, ``queues``, ``demo``) talk to a server
-through the SDK only; ``worker`` runs a worker SDK's Worker (imported when it runs);
-``run-local`` imports the engine and ``serve`` / ``migrate`` the server packages, both lazily.
+Client commands (``workflows``, ``runs``, ``workers``, ``queues``, ``status``, ``demo``)
+talk to a server through the SDK only; ``worker`` runs a worker SDK's Worker (imported when it
+runs); ``run-local`` imports the engine and ``serve`` / ``migrate`` the server packages, both
+lazily.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from workload_cli._options import OutputOption, TokenOption, UrlOption
 from workload_cli._output import OutputFormat
 from workload_cli._runs import runs_app
 from workload_cli._session import output_format
+from workload_cli._status import status
 from workload_cli._worker_command import worker
 from workload_cli._workers import queues_app, workers_app
 from workload_cli._workflows import workflows_app
@@ -44,6 +46,7 @@ app.add_typer(workflows_app, name="workflows", rich_help_panel=_CLIENT)
 app.add_typer(runs_app, name="runs", rich_help_panel=_CLIENT)
 app.add_typer(workers_app, name="workers", rich_help_panel=_CLIENT)
 app.add_typer(queues_app, name="queues", rich_help_panel=_CLIENT)
+app.command("status", epilog=EXIT_CODES_HELP, rich_help_panel=_CLIENT)(status)
 app.command("demo", epilog=EXIT_CODES_HELP, rich_help_panel=_CLIENT)(demo)
 app.command("run-local", epilog=EXIT_CODES_HELP, rich_help_panel="Without a server")(run_local)
 app.command("worker", epilog=EXIT_CODES_HELP, rich_help_panel="Workers")(worker)

@@ -96,6 +96,9 @@ class RunRecord:
     finished_at: datetime | None = None
     usage: Usage = field(default_factory=Usage)
     """What the run's agent tasks used (SPEC §11); written by the journal, never by a commit."""
+    traceparent: str | None = None
+    """The W3C trace context of the request that created the run (SPEC §12), or None: the
+    run's span continues it, and workers receive it with the run's attempts."""
 
 
 @dataclass(frozen=True, slots=True)

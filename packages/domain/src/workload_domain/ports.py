@@ -31,7 +31,7 @@ from workload_domain.model import (
     WorkflowRecord,
 )
 from workload_domain.statuses import RunStatus
-from workload_domain.workers import Claim, ClaimedAttempt, QueueStats, WorkerRecord
+from workload_domain.workers import Activity, Claim, ClaimedAttempt, QueueStats, WorkerRecord
 
 __all__ = [
     "ApprovalStore",
@@ -318,6 +318,14 @@ class WorkerStore(Protocol):
 
     async def queue_stats(self) -> Sequence[QueueStats]:
         """Every queue that has (or had) remote attempts, by name."""
+        ...
+
+    async def activity(self, active_since: datetime) -> Activity:
+        """Runs not yet terminal, and workers seen at or after ``active_since`` (one read)."""
+        ...
+
+    def connection_counts(self) -> Mapping[str, int]:
+        """The store's connections by state (``idle``, ``used``); empty without a pool."""
         ...
 
 

@@ -19,6 +19,7 @@ __all__ = [
     "MAX_PROGRESS_BYTES",
     "WORKER_ACTIVE_WINDOW",
     "WORKER_ID_PATTERN",
+    "Activity",
     "Claim",
     "ClaimedAttempt",
     "QueueStats",
@@ -73,6 +74,11 @@ class ClaimedAttempt:
     tool_call_id: str | None = None
     tool: str | None = None
     arguments: JsonObject | None = None
+    queued_at: datetime | None = None
+    """When the attempt was queued (its ``started_at``): the claim's schedule-to-start time is
+    measured from it."""
+    traceparent: str | None = None
+    """The trace context stored with the run (SPEC §12), or None."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,6 +101,18 @@ class QueueStats:
     queued: int
     running: int
     oldest_queued_at: datetime | None
+
+
+@dataclass(frozen=True, slots=True)
+class Activity:
+    """What the service has going on now, counted by the store (``/metrics``, ``/status``)."""
+
+    runs_active: int
+    """Runs not yet terminal (``pending``, ``running``, ``waiting_retry``)."""
+    workers_active: int
+    """Workers seen within :data:`WORKER_ACTIVE_WINDOW`."""
+    approvals_pending: int = 0
+    """Approvals waiting for a decision (SPEC §11; none exist before the agent runtime)."""
 
 
 def worker_status(worker: WorkerRecord, now: datetime) -> str:

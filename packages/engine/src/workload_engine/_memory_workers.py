@@ -9,7 +9,7 @@ the same attempt.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime, timedelta
 
@@ -23,7 +23,7 @@ from workload_domain.jsonvalues import JsonObject
 from workload_domain.leases import LeasedAttempt
 from workload_domain.model import AttemptRecord, EventRecord
 from workload_domain.statuses import AttemptStatus
-from workload_domain.workers import Claim, ClaimedAttempt, QueueStats, WorkerRecord
+from workload_domain.workers import Activity, Claim, ClaimedAttempt, QueueStats, WorkerRecord
 from workload_engine._memory_journal import MemoryJournal
 from workload_engine._memory_state import RunData, copied
 
@@ -116,6 +116,8 @@ class MemoryWorkers(MemoryJournal):
             timeout_at=attempt.timeout_at,
             heartbeat_timeout_seconds=attempt.heartbeat_timeout_seconds,
             token_index=index,
+            queued_at=attempt.started_at,
+            traceparent=run.traceparent,
         )
 
     def _seen(self, claim: Claim, now: datetime) -> None:
@@ -245,3 +247,14 @@ class MemoryWorkers(MemoryJournal):
             elif leased:
                 running[queue] += 1
         return [QueueStats(q, queued[q], running[q], oldest.get(q)) for q in sorted(self._queues)]
+
+    async def activity(self, active_since: datetime) -> Activity:
+        """Runs not yet terminal, and workers seen at or after ``active_since``."""
+        await anyio.lowlevel.checkpoint()
+        runs = sum(1 for data in self._runs.values() if not data.run.status.is_terminal)
+        workers = sum(1 for w in self._workers.values() if w.last_seen_at >= active_since)
+        return Activity(runs, workers)
+
+    def connection_counts(self) -> Mapping[str, int]:
+        """No connections: the store is in memory."""
+        return {}

@@ -18,6 +18,7 @@ from workload_domain.errors import ExecutionStopped
 from workload_domain.model import RunCommit, RunSnapshot
 from workload_domain.ports import Clock, ExecutionStore, Executor
 from workload_domain.statuses import AttemptStatus
+from workload_domain.telemetry import NO_TELEMETRY, Telemetry
 from workload_engine._groups import first_error
 from workload_engine.definitions import DefinitionCache
 from workload_engine.runner import RunRunner
@@ -45,6 +46,7 @@ class Engine:
         work_signal: WorkSignal | None = None,
         step_signal: StepSignal | None = None,
         resumable_actions: frozenset[str] = frozenset(),
+        telemetry: Telemetry = NO_TELEMETRY,
     ) -> None:
         if max_concurrent_attempts < 1:
             raise ValueError("max_concurrent_attempts must be at least 1")
@@ -60,6 +62,8 @@ class Engine:
         """Notified whenever a commit queues remote attempts (waiting claims wake up)."""
         self.step_signal = step_signal or StepSignal()
         """Notified whenever an agent's remote tool call ends (its loop wakes up)."""
+        self.telemetry = telemetry
+        """Told of every commit, run and local attempt (metrics and spans, SPEC §12)."""
         self.limiter = anyio.CapacityLimiter(max_concurrent_attempts)
         self.startup = anyio.CapacityLimiter(startup_concurrency)
         self._runners: dict[str, RunRunner] = {}
@@ -107,9 +111,14 @@ class Engine:
         self._group.start_soon(self._supervise, runner, name=f"run {run_id}")
 
     def committed(self, commit: RunCommit) -> None:
-        """A commit of any writer succeeded: wake waiting claims if it queued attempts."""
+        """A commit of any writer succeeded: wake waiting claims if it queued attempts.
+
+        Every commit passes here exactly once — the runners', remote attempts' settles and the
+        cancel use case's — so the telemetry counts runs and attempts from their events.
+        """
         if any(a.status is AttemptStatus.QUEUED for a in commit.attempts):
             self.work_signal.notify()
+        self.telemetry.committed(commit)
 
     def notify(self, run_id: str) -> None:
         """Tell the runner of ``run_id`` (if any) that the run changed elsewhere."""
@@ -189,6 +198,7 @@ class Engine:
             local_actions=self.local_actions,
             resumable_actions=self.resumable_actions,
             committed=self.committed,
+            telemetry=self.telemetry,
         )
 
     async def _supervise(self, runner: RunRunner, **_: Any) -> None:

@@ -33,7 +33,8 @@ from workload_domain.model import (
     TaskError,
 )
 from workload_domain.ports import Clock, ExecutionStore, Executor
-from workload_domain.statuses import AttemptStatus, RunStatus
+from workload_domain.statuses import AttemptStatus, RunStatus, TaskStatus
+from workload_domain.telemetry import NO_TELEMETRY, Telemetry
 from workload_engine._groups import first_error
 from workload_engine.definitions import DefinitionCache
 from workload_engine.planner import (
@@ -90,6 +91,7 @@ class RunRunner:
         local_actions: frozenset[str] | None = None,
         resumable_actions: frozenset[str] = frozenset(),
         committed: Callable[[RunCommit], None] | None = None,
+        telemetry: Telemetry = NO_TELEMETRY,
     ) -> None:
         self.run_id = run_id
         self._store = store
@@ -101,6 +103,7 @@ class RunRunner:
         self._local = executor.actions if local_actions is None else local_actions
         self._resumable = resumable_actions
         self._committed = committed
+        self._telemetry = telemetry
         self._started = False
         self.started = anyio.Event()
         """Set once the runner's first commit is done (or it ended): its leftovers are marked."""
@@ -157,6 +160,12 @@ class RunRunner:
 
     async def _drive(self, tg: TaskGroup) -> RunSnapshot:
         snapshot = await self._store.load_run(self.run_id)
+        # The run's span is current while this runner drives it: its attempts' tasks, started
+        # within, are its children.
+        with self._telemetry.run(snapshot.run):
+            return await self._plan_loop(tg, snapshot)
+
+    async def _plan_loop(self, tg: TaskGroup, snapshot: RunSnapshot) -> RunSnapshot:
         workflow = await self._definitions.get(snapshot.run.workflow_id, snapshot.run.version)
         recovering = snapshot.run.status is not RunStatus.PENDING
         outcomes: list[Observation] = []
@@ -228,9 +237,21 @@ class RunRunner:
             await local.done.wait()
 
     async def _attempt(self, launch: Launch, token: object, local: _LocalAttempt) -> None:
+        request = launch.request
         try:
-            with local.scope:
-                self._send.send_nowait(await self._execute(launch))
+            with (
+                local.scope,
+                self._telemetry.attempt(
+                    request.run_id, request.task_key, request.attempt, request.action
+                ) as span,
+            ):
+                observed = await self._execute(launch)
+                if isinstance(observed, AttemptOutcome):
+                    error = observed.error
+                    span.finished(observed.status.value, None if error is None else error.code)
+                else:  # paused on approvals: the attempt goes on once they are decided
+                    span.finished(TaskStatus.WAITING_APPROVAL.value, None)
+                self._send.send_nowait(observed)
         finally:
             self._limiter.release_on_behalf_of(token)
             local.done.set()

@@ -15,7 +15,14 @@ from workload_domain.errors import PreconditionFailed, RevisionConflict, RunFini
 from workload_domain.events import EventType
 from workload_domain.idempotency import IdempotencyRecord, Replayed
 from workload_domain.jsonvalues import JsonObject
-from workload_domain.model import EventRecord, NewRun, RunRecord, RunSnapshot, TaskRecord
+from workload_domain.model import (
+    EventRecord,
+    NewRun,
+    RunCommit,
+    RunRecord,
+    RunSnapshot,
+    TaskRecord,
+)
 from workload_domain.ports import Clock, ExecutionStore, IdempotencyStore
 from workload_domain.statuses import RunStatus, TaskStatus
 from workload_engine.planner import cancel_commit
@@ -32,8 +39,12 @@ def build_run(
     run_id: str,
     run_input: JsonObject,
     clock: Clock,
+    traceparent: str | None = None,
 ) -> NewRun:
-    """Everything written when a run of ``workflow`` at ``version`` is created."""
+    """Everything written when a run of ``workflow`` at ``version`` is created.
+
+    ``traceparent`` is the trace context of the creating request (SPEC §12), kept with the run.
+    """
     now = clock.now()
     run = RunRecord(
         run_id=run_id,
@@ -45,6 +56,7 @@ def build_run(
         cancel_requested=False,
         created_at=now,
         updated_at=now,
+        traceparent=traceparent,
     )
     tasks = tuple(
         TaskRecord(
@@ -67,13 +79,23 @@ def build_run(
 
 
 class CancelResult:
-    """The run after a cancel request, and whether it had been canceled already."""
+    """The run after a cancel request, and whether it had been canceled already.
 
-    __slots__ = ("already_canceled", "snapshot")
+    ``commit`` is the commit that recorded the request (None when nothing was written).
+    """
 
-    def __init__(self, snapshot: RunSnapshot, *, already_canceled: bool) -> None:
+    __slots__ = ("already_canceled", "commit", "snapshot")
+
+    def __init__(
+        self,
+        snapshot: RunSnapshot,
+        *,
+        already_canceled: bool,
+        commit: RunCommit | None = None,
+    ) -> None:
         self.snapshot = snapshot
         self.already_canceled = already_canceled
+        self.commit = commit
 
     @property
     def run(self) -> RunRecord:
@@ -152,7 +174,7 @@ async def request_cancel(
         if run.status.is_terminal:
             raise RunFinished(run_id, run.status.value)
         commit, after = cancel_commit(snapshot, now=clock.now(), local_actions=local_actions)
-        result = CancelResult(after, already_canceled=False)
+        result = CancelResult(after, already_canceled=False, commit=commit)
         try:
             replayed = await store.commit(commit, None if save_with is None else save_with(result))
         except RevisionConflict:

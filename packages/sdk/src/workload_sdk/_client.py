@@ -12,6 +12,7 @@ from types import TracebackType
 
 import httpx
 
+from workload_sdk import _requests
 from workload_sdk._async_resources import AsyncRuns, AsyncVersions, AsyncWorkflows
 from workload_sdk._async_worker_resources import AsyncAttempts, AsyncQueues, AsyncWorkers
 from workload_sdk._base_client import ClientOptions
@@ -19,7 +20,7 @@ from workload_sdk._resources import Runs, Versions, Workflows
 from workload_sdk._sender import AsyncSender, SyncSender
 from workload_sdk._worker_resources import Attempts, Queues, Workers
 from workload_sdk.config import DEFAULT_MAX_RETRIES, DEFAULT_TIMEOUT
-from workload_sdk.models import Run
+from workload_sdk.models import Run, ServiceStatus
 
 __all__ = ["AsyncClient", "Client"]
 
@@ -71,6 +72,7 @@ class Client:
             transport=transport,
         )
         sender = SyncSender(self._http, self._options.max_retries)
+        self._sender = sender
         self.workflows = Workflows(sender)
         self.versions = Versions(sender)
         self.runs = Runs(sender)
@@ -106,6 +108,10 @@ class Client:
             WaitTimeout: the run was still not terminal at the deadline.
         """
         return self.runs.wait(run_id, timeout=timeout, poll_interval=poll_interval)
+
+    def status(self) -> ServiceStatus:
+        """The service at a glance: role, epoch, active runs and workers, approvals, queues."""
+        return self._sender.send(_requests.get_status())
 
     def close(self) -> None:
         """Close the connection pool (idempotent)."""
@@ -170,6 +176,7 @@ class AsyncClient:
             transport=transport,
         )
         sender = AsyncSender(self._http, self._options.max_retries)
+        self._sender = sender
         self.workflows = AsyncWorkflows(sender)
         self.versions = AsyncVersions(sender)
         self.runs = AsyncRuns(sender)
@@ -200,6 +207,10 @@ class AsyncClient:
             WaitTimeout: the run was still not terminal at the deadline.
         """
         return await self.runs.wait(run_id, timeout=timeout, poll_interval=poll_interval)
+
+    async def status(self) -> ServiceStatus:
+        """The service at a glance: role, epoch, active runs and workers, approvals, queues."""
+        return await self._sender.send(_requests.get_status())
 
     async def close(self) -> None:
         """Close the connection pool (idempotent)."""

@@ -25,6 +25,7 @@ from workload_sdk.models import (
     QueueStats,
     Run,
     RunStatus,
+    ServiceStatus,
     Step,
     TaskRun,
     Version,
@@ -43,6 +44,7 @@ __all__ = [
     "create_workflow",
     "fail_attempt",
     "get_run",
+    "get_status",
     "get_task",
     "get_version",
     "get_workflow",
@@ -408,3 +410,11 @@ def _queues(data: Any) -> list[QueueStats]:
 def list_queues() -> ApiRequest[list[QueueStats]]:
     """``GET /queues``: every queue with work or history (not paged)."""
     return ApiRequest("GET", f"{_PREFIX}/queues", _queues)
+
+
+# -- the service (SPEC §12) --------------------------------------------------------------------
+
+
+def get_status() -> ApiRequest[ServiceStatus]:
+    """``GET /status``: role, epoch, active runs and workers, pending approvals, queues."""
+    return ApiRequest("GET", f"{_PREFIX}/status", ServiceStatus.model_validate)

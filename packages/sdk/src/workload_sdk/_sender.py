@@ -22,6 +22,7 @@ from workload_sdk._base_client import (
     transport_error,
 )
 from workload_sdk._requests import ApiRequest
+from workload_sdk._tracing import request_span
 
 __all__ = ["AsyncSender", "SyncSender"]
 
@@ -34,6 +35,7 @@ class SyncSender:
     def __init__(self, http: httpx.Client, max_retries: int) -> None:
         self._http = http
         self._max_retries = max_retries
+        self._base_url = str(http.base_url).rstrip("/")
 
     def send(self, request: ApiRequest[T]) -> T:
         """Send a request; return its parsed resource or raise its error."""
@@ -46,21 +48,25 @@ class SyncSender:
         502/503/504; writes are sent exactly once.
         """
         retry = 0
-        while True:
-            try:
-                response = self._http.send(build_request(self._http, request))
-            except httpx.TransportError as exc:
-                if retry < self._max_retries and retryable_exception(request, exc):
+        with request_span(request.method, request.path, self._base_url) as span:
+            while True:
+                built = build_request(self._http, request)
+                span.inject(built.headers)
+                try:
+                    response = self._http.send(built)
+                except httpx.TransportError as exc:
+                    if retry < self._max_retries and retryable_exception(request, exc):
+                        time.sleep(retry_delay(retry))
+                        retry += 1
+                        continue
+                    raise transport_error(request, exc) from exc
+                span.answered(response.status_code)
+                if retry < self._max_retries and retryable_response(request, response):
+                    response.close()
                     time.sleep(retry_delay(retry))
                     retry += 1
                     continue
-                raise transport_error(request, exc) from exc
-            if retry < self._max_retries and retryable_response(request, response):
-                response.close()
-                time.sleep(retry_delay(retry))
-                retry += 1
-                continue
-            return parse_response(request, response), response
+                return parse_response(request, response), response
 
 
 class AsyncSender:
@@ -72,6 +78,7 @@ class AsyncSender:
     def __init__(self, http: httpx.AsyncClient, max_retries: int) -> None:
         self._http = http
         self._max_retries = max_retries
+        self._base_url = str(http.base_url).rstrip("/")
 
     async def send(self, request: ApiRequest[T]) -> T:
         """Send a request; return its parsed resource or raise its error."""
@@ -84,18 +91,22 @@ class AsyncSender:
         502/503/504; writes are sent exactly once.
         """
         retry = 0
-        while True:
-            try:
-                response = await self._http.send(build_request(self._http, request))
-            except httpx.TransportError as exc:
-                if retry < self._max_retries and retryable_exception(request, exc):
+        with request_span(request.method, request.path, self._base_url) as span:
+            while True:
+                built = build_request(self._http, request)
+                span.inject(built.headers)
+                try:
+                    response = await self._http.send(built)
+                except httpx.TransportError as exc:
+                    if retry < self._max_retries and retryable_exception(request, exc):
+                        await asyncio.sleep(retry_delay(retry))
+                        retry += 1
+                        continue
+                    raise transport_error(request, exc) from exc
+                span.answered(response.status_code)
+                if retry < self._max_retries and retryable_response(request, response):
+                    await response.aclose()
                     await asyncio.sleep(retry_delay(retry))
                     retry += 1
                     continue
-                raise transport_error(request, exc) from exc
-            if retry < self._max_retries and retryable_response(request, response):
-                await response.aclose()
-                await asyncio.sleep(retry_delay(retry))
-                retry += 1
-                continue
-            return parse_response(request, response), response
+                return parse_response(request, response), response

@@ -25,6 +25,7 @@ __all__ = [
     "QueueStats",
     "Run",
     "RunStatus",
+    "ServiceStatus",
     "Step",
     "TaskRun",
     "TaskStatus",
@@ -346,6 +347,21 @@ class QueueList(_Resource):
     """Every queue with work or history (not paged)."""
 
     items: list[QueueStats]
+
+
+class ServiceStatus(_Resource):
+    """The service at a glance (``GET /status``, SPEC §12): what ``workload status`` shows."""
+
+    status: str
+    """``ready``, or why not (``starting``, ``stopping``, ``failed``)."""
+    role: str
+    """``leader`` (the answering process holds the coordinator lock) or ``standby``."""
+    epoch: int | None
+    """The coordinator epoch (SPEC §14), or None where epochs do not exist."""
+    runs_active: int
+    workers_active: int
+    approvals_pending: int
+    queues: list[QueueStats]
 
 
 class Page(_Resource, Generic[T]):

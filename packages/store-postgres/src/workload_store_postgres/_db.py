@@ -38,7 +38,9 @@ from workload_domain.idempotency import (
     same_request,
 )
 from workload_domain.ports import Clock
+from workload_domain.telemetry import NO_TELEMETRY, Telemetry
 from workload_store_postgres._queries import query
+from workload_store_postgres._tracing import traced_cursor
 from workload_store_postgres.migrations import SchemaBehind
 
 __all__ = ["Conn", "Database", "IdempotencyRace", "Row", "translate_errors"]
@@ -109,10 +111,13 @@ class Database:
         statement_timeout_ms: int,
         pool_timeout_seconds: float,
         clock: Clock,
+        telemetry: Telemetry = NO_TELEMETRY,
     ) -> None:
         self.url = url
         self.clock = clock
         self._open_timeout = pool_timeout_seconds
+        # Statements are spans only while spans are recorded: psycopg's own cursor otherwise.
+        traced = {"cursor_factory": traced_cursor(telemetry)} if telemetry.tracing else {}
         self.pool: AsyncConnectionPool[Conn] = AsyncConnectionPool(
             url,
             min_size=min_size,
@@ -128,6 +133,7 @@ class Database:
                 # A server that stops answering must not hold a pool worker (or a shutdown).
                 "connect_timeout": max(1, math.ceil(pool_timeout_seconds)),
                 "options": f"-c statement_timeout={int(statement_timeout_ms)} -c TimeZone=UTC",
+                **traced,
             },
         )
 

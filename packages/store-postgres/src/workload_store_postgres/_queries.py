@@ -7,7 +7,7 @@ import re
 from importlib import resources
 from typing import LiteralString
 
-__all__ = ["query"]
+__all__ = ["query", "statement_name"]
 
 _NAME = re.compile(r"^-- name: (\w+)\s*$", re.MULTILINE)
 
@@ -25,3 +25,17 @@ def query(name: str) -> LiteralString:
     # The text comes from a file in this package, never from input: a literal in all but type.
     text: LiteralString = _all()[name]  # type checkers treat LiteralString as str here
     return text
+
+
+@functools.cache
+def _names() -> dict[str, str]:
+    return {body: name for name, body in _all().items()}
+
+
+def statement_name(sql: str) -> str:
+    """What a statement is called in traces: its named query, else its first keyword."""
+    name = _names().get(sql)
+    if name is not None:
+        return name
+    words = sql.split(None, 1)
+    return words[0].upper() if words else "statement"

@@ -8,7 +8,7 @@ on a commit. The store keeps only the digest of each lease token.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -18,7 +18,7 @@ from workload_domain import listings
 from workload_domain.cursors import Page, Position
 from workload_domain.jsonvalues import JsonObject
 from workload_domain.leases import LeasedAttempt
-from workload_domain.workers import Claim, ClaimedAttempt, QueueStats, WorkerRecord
+from workload_domain.workers import Activity, Claim, ClaimedAttempt, QueueStats, WorkerRecord
 from workload_store_postgres import _rows
 from workload_store_postgres._db import Row, one
 from workload_store_postgres._part import StorePart
@@ -100,3 +100,14 @@ class Workers(StorePart):
     async def queue_stats(self) -> Sequence[QueueStats]:
         """Every queue that has (or had) remote attempts, by name."""
         return await self._read("queue_stats", {}, lambda r: QueueStats(**r))
+
+    async def activity(self, active_since: datetime) -> Activity:
+        """Runs not yet terminal, and workers seen at or after ``active_since`` (one query)."""
+        found = await self._read("activity", {"since": active_since}, lambda r: Activity(**r))
+        return found[0]
+
+    def connection_counts(self) -> Mapping[str, int]:
+        """The pool's connections: ``idle`` ones and ``used`` ones (psycopg_pool's stats)."""
+        stats = self._db.pool.get_stats()
+        size, idle = stats.get("pool_size", 0), stats.get("pool_available", 0)
+        return {"idle": idle, "used": max(size - idle, 0)}

@@ -44,10 +44,10 @@ LIMIT %(limit)s
 -- name: insert_run
 INSERT INTO workflow_runs
     (run_id, workflow_id, version, status, revision, last_sequence, input, cancel_requested,
-     created_at, updated_at, started_at, finished_at)
+     created_at, updated_at, started_at, finished_at, traceparent)
 VALUES (%(run_id)s, %(workflow_id)s, %(version)s, %(status)s, %(revision)s, %(last_sequence)s,
         %(input)s, %(cancel_requested)s, %(created_at)s, %(updated_at)s, %(started_at)s,
-        %(finished_at)s)
+        %(finished_at)s, %(traceparent)s)
 
 -- name: insert_task
 INSERT INTO task_runs
@@ -101,7 +101,7 @@ ON CONFLICT (queue) DO NOTHING
 -- name: get_run
 SELECT run_id, workflow_id, version, status, revision, input, cancel_requested, created_at,
        updated_at, started_at, finished_at, last_sequence, model_calls, tool_calls,
-       input_tokens, output_tokens
+       input_tokens, output_tokens, traceparent
 FROM workflow_runs WHERE run_id = %(run_id)s
 
 -- name: get_run_with_counts
@@ -259,7 +259,8 @@ WITH tool_picked AS (
     WHERE s.run_id = t.run_id AND s.task_key = t.task_key AND s.attempt = t.attempt
       AND s.sequence = t.sequence
     RETURNING s.step_id, s.run_id, s.task_key, s.attempt, s.queue, s.action, s.request,
-              s.tool_call_id, s.lease_expires_at, s.timeout_at, s.heartbeat_timeout_seconds, t.n
+              s.tool_call_id, s.lease_expires_at, s.timeout_at, s.heartbeat_timeout_seconds,
+              s.started_at, t.n
 ), picked AS (
     SELECT a.run_id, a.task_key, a.attempt, a.started_at
     FROM attempts a JOIN workflow_runs r ON r.run_id = a.run_id
@@ -280,7 +281,7 @@ WITH tool_picked AS (
         updated_at = %(now)s
     FROM (SELECT DISTINCT run_id, per_run FROM stamped) s
     WHERE r.run_id = s.run_id
-    RETURNING r.run_id, r.workflow_id, r.version, r.input, r.last_sequence
+    RETURNING r.run_id, r.workflow_id, r.version, r.input, r.last_sequence, r.traceparent
 ), claimed AS (
     UPDATE attempts a
     SET status = 'running', worker_id = %(worker_id)s, claimed_at = %(now)s,
@@ -290,8 +291,8 @@ WITH tool_picked AS (
     FROM stamped s
     WHERE a.run_id = s.run_id AND a.task_key = s.task_key AND a.attempt = s.attempt
     RETURNING a.run_id, a.task_key, a.attempt, a.attempt_id, a.queue, a.action,
-              a.lease_expires_at, a.timeout_at, a.heartbeat_timeout_seconds, s.n, s.nth,
-              s.per_run
+              a.lease_expires_at, a.timeout_at, a.heartbeat_timeout_seconds, a.started_at,
+              s.n, s.nth, s.per_run
 ), events AS (
     INSERT INTO state_events (run_id, sequence, type, occurred_at, task_key, attempt, data)
     SELECT c.run_id, r.last_sequence - c.per_run + c.nth, 'attempt.started', %(now)s,
@@ -308,7 +309,8 @@ SELECT 'tool_call' AS kind, c.step_id AS attempt_id, c.run_id, r.workflow_id, r.
        coalesce(c.request -> 'arguments', '{}') AS input, r.input AS run_input,
        '{}'::jsonb AS upstream, c.lease_expires_at, c.timeout_at, c.heartbeat_timeout_seconds,
        c.n - 1 AS token_index, c.tool_call_id, c.request ->> 'tool' AS tool,
-       coalesce(c.request -> 'arguments', '{}') AS arguments
+       coalesce(c.request -> 'arguments', '{}') AS arguments, c.started_at AS queued_at,
+       r.traceparent
 FROM tool_claimed c JOIN workflow_runs r ON r.run_id = c.run_id
 UNION ALL
 SELECT 'task', c.attempt_id, c.run_id, r.workflow_id, r.version, c.task_key, c.attempt, c.queue,
@@ -318,7 +320,7 @@ SELECT 'task', c.attempt_id, c.run_id, r.workflow_id, r.version, c.task_key, c.a
         FROM task_runs d
         WHERE d.run_id = c.run_id AND d.task_key = ANY(t.depends_on)) AS upstream,
        c.lease_expires_at, c.timeout_at, c.heartbeat_timeout_seconds, c.n - 1 AS token_index,
-       NULL, NULL, NULL
+       NULL, NULL, NULL, c.started_at AS queued_at, r.traceparent
 FROM claimed c
 JOIN runs r ON r.run_id = c.run_id
 JOIN task_runs t ON t.run_id = c.run_id AND t.task_key = c.task_key
@@ -655,3 +657,10 @@ UPDATE drafts
 SET status = %(status)s, version = %(version)s, workflow_id = %(workflow_id)s,
     updated_at = %(updated_at)s
 WHERE draft_id = %(draft_id)s
+
+-- name: activity
+-- Runs not yet terminal from workflow_runs_unfinished; workers seen lately from
+-- workers_last_seen.
+SELECT (SELECT count(*) FROM workflow_runs
+        WHERE status IN ('pending', 'running', 'waiting_retry', 'waiting_approval'))::int AS runs_active,
+       (SELECT count(*) FROM workers WHERE last_seen_at >= %(since)s)::int AS workers_active

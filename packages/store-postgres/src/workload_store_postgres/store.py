@@ -18,6 +18,7 @@ from datetime import UTC, datetime
 
 from workload_domain.cursors import CursorCodec
 from workload_domain.ports import Clock
+from workload_domain.telemetry import NO_TELEMETRY, Telemetry
 from workload_store_postgres._approvals import Approvals
 from workload_store_postgres._db import Database, one
 from workload_store_postgres._drafts import Drafts
@@ -58,6 +59,7 @@ class PostgresStore(Workflows, Runs, Reads, Workers, Journal, Approvals, Drafts,
         clock: the time written into idempotency records (default: the wall clock).
         verify_schema: on :meth:`open`, refuse a database whose migrations are not exactly
             this code's (``MigrationError``), as the service must (SPEC §5, §7).
+        telemetry: where statements are reported as spans (SPEC §12), while it traces.
     """
 
     def __init__(
@@ -70,6 +72,7 @@ class PostgresStore(Workflows, Runs, Reads, Workers, Journal, Approvals, Drafts,
         pool_timeout_seconds: float = 5.0,
         clock: Clock | None = None,
         verify_schema: bool = False,
+        telemetry: Telemetry = NO_TELEMETRY,
     ) -> None:
         self._db = Database(
             url,
@@ -78,6 +81,7 @@ class PostgresStore(Workflows, Runs, Reads, Workers, Journal, Approvals, Drafts,
             statement_timeout_ms=statement_timeout_ms,
             pool_timeout_seconds=pool_timeout_seconds,
             clock=clock or _UtcClock(),
+            telemetry=telemetry,
         )
         self._codec = None
         self._verify_schema = verify_schema

@@ -42,6 +42,7 @@ from workload_worker._outcome import (
     outcome_of,
     shutdown_failure,
 )
+from workload_worker._tracing import HandlerSpan, handler_span
 
 __all__ = ["ABANDON_REPORT_SECONDS", "Action", "AttemptRunner"]
 
@@ -78,6 +79,7 @@ class AttemptRunner:
         limiter: The threads sync handlers may use (one per slot).
         backoff: Makes the backoff of retried heartbeats and reports.
         grace_seconds: The worker's grace period (for the ``worker_shutdown`` message).
+        worker_id: The worker's id (an attribute of the attempt's span).
     """
 
     def __init__(
@@ -89,8 +91,10 @@ class AttemptRunner:
         limiter: anyio.CapacityLimiter,
         backoff: Callable[[], Backoff],
         grace_seconds: float,
+        worker_id: str = "",
     ) -> None:
         self.item = item
+        self._worker_id = worker_id
         self._client = client
         self._action = action
         self._limiter = limiter
@@ -121,12 +125,26 @@ class AttemptRunner:
         self._interrupt(SHUTDOWN)
 
     async def run(self) -> None:
-        """Run the handler under the lease and report its outcome; never raises on its own."""
+        """Run the handler under the lease and report its outcome; never raises on its own.
+
+        The whole attempt — handler, heartbeats, report — is one span continuing the claim
+        item's trace context, when OpenTelemetry is installed.
+        """
+        with handler_span(self.item, self._worker_id) as span:
+            await self._run(span)
+
+    async def _run(self, span: HandlerSpan) -> None:
         logger.info("%s: started", self.label)
         try:
             async with anyio.create_task_group() as tasks:
                 tasks.start_soon(self._heartbeats)
                 outcome = await self._execute()
+                if outcome is None:
+                    span.outcome("dropped")
+                elif isinstance(outcome, Completed):
+                    span.outcome("completed")
+                else:
+                    span.outcome("failed", outcome.code)
                 if outcome is not None:
                     await self._report(outcome)
                 tasks.cancel_scope.cancel()

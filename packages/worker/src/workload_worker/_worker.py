@@ -303,6 +303,7 @@ class Worker:
                     limiter=limiter,
                     backoff=self._new_backoff,
                     grace_seconds=self.grace_seconds,
+                    worker_id=self.worker_id,
                 )
                 serving.active.add(runner)
                 attempts.start_soon(self._run_attempt, runner, serving)

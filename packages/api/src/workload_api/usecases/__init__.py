@@ -12,6 +12,7 @@ from workload_api.usecases._result import Result
 from workload_api.usecases.approvals import ApprovalUseCases
 from workload_api.usecases.drafts import DraftUseCases
 from workload_api.usecases.runs import RunUseCases
+from workload_api.usecases.status import StatusUseCases
 from workload_api.usecases.workers import WorkerUseCases
 from workload_api.usecases.workflows import WorkflowUseCases
 
@@ -20,6 +21,7 @@ __all__ = [
     "DraftUseCases",
     "Result",
     "RunUseCases",
+    "StatusUseCases",
     "UseCases",
     "WorkerUseCases",
     "WorkflowUseCases",
@@ -31,14 +33,17 @@ class UseCases:
 
     def __init__(
         self,
+        *,
         workflows: WorkflowUseCases,
         runs: RunUseCases,
         workers: WorkerUseCases,
         approvals: ApprovalUseCases,
         drafts: DraftUseCases,
+        status: StatusUseCases,
     ) -> None:
         self.workflows = workflows
         self.runs = runs
         self.workers = workers
         self.approvals = approvals
         self.drafts = drafts
+        self.status = status

@@ -23,6 +23,7 @@ from workload_domain.ids import uuid7
 from workload_domain.jsonvalues import JsonObject, json_problems
 from workload_domain.ports import Clock, Store
 from workload_domain.statuses import RunStatus
+from workload_domain.telemetry import NO_TELEMETRY, Telemetry
 from workload_engine.definitions import DefinitionCache
 from workload_engine.engine import Engine
 from workload_engine.runs import CancelResult, build_run, request_cancel
@@ -42,11 +43,14 @@ class RunUseCases:
         definitions: DefinitionCache,
         clock: Clock,
         new_run_id: Callable[[], str] | None = None,
+        *,
+        telemetry: Telemetry = NO_TELEMETRY,
     ) -> None:
         self._store = store
         self._engine = engine
         self._definitions = definitions
         self._clock = clock
+        self._telemetry = telemetry
         self._new_run_id = new_run_id or self._uuid7
 
     def _uuid7(self) -> str:
@@ -59,7 +63,11 @@ class RunUseCases:
         body: JsonObject | None,
         claim: IdempotencyClaim,
     ) -> Result:
-        """Create a run in one transaction, then hand it to execution."""
+        """Create a run in one transaction, then hand it to execution.
+
+        The run keeps the request's trace context (SPEC §12): its span continues the trace,
+        and its remote attempts hand it to workers.
+        """
         run_input = _run_input(body)
         compiled = await self._definitions.get(workflow_id, version)
         new_run = build_run(
@@ -68,6 +76,7 @@ class RunUseCases:
             run_id=self._new_run_id(),
             run_input=run_input,
             clock=self._clock,
+            traceparent=self._telemetry.current_traceparent(),
         )
         counts = Counter(t.status.value for t in new_run.tasks)
         outcome = Outcome(202, resources.run(new_run.run, counts))
@@ -110,6 +119,8 @@ class RunUseCases:
         )
         if isinstance(result, Replayed):
             return Result.replay(result)
+        if result.commit is not None:
+            self._engine.committed(result.commit)
         self._engine.notify(run_id)
         return Result.of(save_with(result).outcome)
 

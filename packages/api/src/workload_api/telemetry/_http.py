@@ -1,0 +1,104 @@
+"""ASGI middleware: the HTTP server span and the HTTP metrics of every request (SPEC §12).
+
+It sits outside :class:`~workload_api.context.RequestContext`, so the access log line is
+written inside the request's span (it carries ``trace_id``/``span_id``) and the metrics see the
+status that middleware decided (a 499 for a client that hung up, a 500 or 503 it answered).
+
+A W3C ``traceparent`` header is accepted on every request: with tracing on, the server span is
+its child; with tracing off, its context is still made current, so that a run created by the
+request keeps the caller's trace context (and hands it to workers).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from opentelemetry import context as otel_context
+from opentelemetry import propagate, trace
+from opentelemetry.trace import SpanKind, Status, StatusCode
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from workload_api.telemetry._metrics import http_method
+from workload_api.telemetry._service import ServiceTelemetry
+
+__all__ = ["UNMATCHED_ROUTE", "HttpTelemetry"]
+
+UNMATCHED_ROUTE = "<unmatched>"
+"""The ``route`` of a request no route matched (one label value for every such path)."""
+_TRACE_HEADERS = frozenset({b"traceparent", b"tracestate"})
+
+
+def _carrier(scope: Scope) -> dict[str, str] | None:
+    """The trace headers of a request, or None when it sends none (the common, cheap case)."""
+    found: dict[str, str] | None = None
+    for name, value in scope["headers"]:
+        if name in _TRACE_HEADERS:
+            found = found or {}
+            found[name.decode("latin-1")] = value.decode("latin-1")
+    return found
+
+
+class HttpTelemetry:
+    """Times, counts and traces every HTTP request."""
+
+    def __init__(self, app: ASGIApp, telemetry: ServiceTelemetry) -> None:
+        self.app = app
+        self._telemetry = telemetry
+        self._metrics = telemetry.metrics
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Handle one connection scope."""
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = time.perf_counter()
+        state: dict[str, Any] = scope.setdefault("state", {})
+        carrier = _carrier(scope)
+        parent = None if carrier is None else propagate.extract(carrier)
+        method = scope["method"]
+        tracer = self._telemetry.tracer if self._telemetry.tracing else None
+        span = None
+        if tracer is not None:
+            span = tracer.start_span(
+                http_method(method),
+                context=parent,
+                kind=SpanKind.SERVER,
+                attributes={
+                    "http.request.method": http_method(method),
+                    "url.path": scope["path"],
+                    "url.scheme": scope.get("scheme", "http"),
+                },
+            )
+            token = otel_context.attach(trace.set_span_in_context(span, parent))
+        elif parent is not None:
+            token = otel_context.attach(parent)
+        else:
+            token = None
+        status = 500
+
+        async def send_status(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_status)
+        finally:
+            route = state.get("route", UNMATCHED_ROUTE)
+            status = state.get("status", status)
+            self._metrics.request(route, method, status, time.perf_counter() - started)
+            if span is not None:
+                span.update_name(f"{http_method(method)} {route}")
+                span.set_attribute("http.route", route)
+                span.set_attribute("http.response.status_code", status)
+                request_id = state.get("request_id")
+                if request_id is not None:
+                    span.set_attribute("workload.request_id", request_id)
+                if status >= 500:
+                    span.set_status(Status(StatusCode.ERROR))
+                    span.set_attribute("error.type", str(status))
+                span.end()
+            if token is not None:
+                otel_context.detach(token)

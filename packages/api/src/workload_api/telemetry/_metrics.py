@@ -1,0 +1,199 @@
+"""The Prometheus metrics of SPEC §12, in a registry of their own (one per service).
+
+Counters and histograms are updated as things happen (requests, commits, claims, model calls);
+gauges of the database's state (queues, active runs and workers, pending approvals) are read
+from the store when ``/metrics`` is scraped (:meth:`Metrics.refresh`). Labels are
+low-cardinality only: never a run, attempt or worker id; ``route`` is the route template and
+``method`` one of the HTTP methods (anything else is ``other``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+
+from workload_domain.statuses import AttemptStatus, RunStatus
+from workload_domain.workers import Activity, QueueStats
+
+__all__ = ["HTTP_BUCKETS", "SCHEDULE_TO_START_BUCKETS", "Metrics", "http_method", "status_class"]
+
+HTTP_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+"""Request latencies: reads answer in about a millisecond, writes in a few (one commit); the
+upper buckets hold workers' long-polling claims (up to 50 s: ``+Inf`` above 30)."""
+SCHEDULE_TO_START_BUCKETS = (
+    0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0, 3600.0,
+)  # fmt: skip
+"""Queued → claimed: milliseconds with an idle waiting worker (SPEC §15: p50 ≤ 20 ms), up to an
+hour for a queue nobody serves."""
+
+_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
+_RUN_ENDS = (RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.CANCELED)
+_ATTEMPT_ENDS = (
+    AttemptStatus.SUCCEEDED,
+    AttemptStatus.FAILED,
+    AttemptStatus.TIMED_OUT,
+    AttemptStatus.CANCELED,
+    AttemptStatus.INTERRUPTED,
+)
+_KINDS = ("mock", "agent", "remote", "tool")
+
+
+def http_method(method: str) -> str:
+    """The ``method`` label: a standard method, or ``other`` (clients choose the string)."""
+    return method if method in _METHODS else "other"
+
+
+def status_class(status: int) -> str:
+    """``2xx``, ``3xx``, ``4xx`` or ``5xx`` (a 499, a client that hung up, is ``4xx``)."""
+    return f"{min(max(status // 100, 2), 5)}xx"
+
+
+class Metrics:
+    """Every metric of the service, registered in :attr:`registry`."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        r = self.registry
+        self.http_requests = Counter(
+            "workload_http_requests",
+            "HTTP requests answered, by route template, method and status class.",
+            ["route", "method", "status_class"],
+            registry=r,
+        )
+        self.http_duration = Histogram(
+            "workload_http_request_duration_seconds",
+            "Time to answer an HTTP request, by route template and method.",
+            ["route", "method"],
+            buckets=HTTP_BUCKETS,
+            registry=r,
+        )
+        self.runs_started = Counter(
+            "workload_runs_started", "Runs started (event run.started).", registry=r
+        )
+        self.runs_finished = Counter(
+            "workload_runs_finished", "Runs finished, by final status.", ["status"], registry=r
+        )
+        self.attempts_finished = Counter(
+            "workload_attempts_finished",
+            "Attempts ended (canceled and interrupted ones too), by status and kind "
+            "(mock, agent, remote, tool).",
+            ["status", "kind"],
+            registry=r,
+        )
+        self.queue_depth = Gauge(
+            "workload_queue_depth",
+            "Queued, unclaimed remote attempts, by queue.",
+            ["queue"],
+            registry=r,
+        )
+        self.queue_oldest_age = Gauge(
+            "workload_queue_oldest_age_seconds",
+            "Age of the oldest queued attempt, by queue (0 when none is queued).",
+            ["queue"],
+            registry=r,
+        )
+        self.schedule_to_start = Histogram(
+            "workload_schedule_to_start_seconds",
+            "Time from an attempt being queued to a worker claiming it, by queue.",
+            ["queue"],
+            buckets=SCHEDULE_TO_START_BUCKETS,
+            registry=r,
+        )
+        self.leases_expired = Counter(
+            "workload_leases_expired",
+            "Remote attempts interrupted because their lease ran out (lease_expired).",
+            registry=r,
+        )
+        self.workers_active = Gauge(
+            "workload_workers_active", "Workers seen within the last 90 seconds.", registry=r
+        )
+        self.leader = Gauge(
+            "workload_coordinator_leader",
+            "1 while this process holds the coordinator lock and executes runs, else 0.",
+            registry=r,
+        )
+        self.epoch = Gauge(
+            "workload_coordinator_epoch",
+            "The coordinator epoch this process leads in (0 until fenced epochs exist).",
+            registry=r,
+        )
+        self.runs_active = Gauge(
+            "workload_runs_active", "Runs not yet terminal (all processes).", registry=r
+        )
+        self.db_pool = Gauge(
+            "workload_db_pool_connections",
+            "Connections of this process's database pool, by state (idle, used).",
+            ["state"],
+            registry=r,
+        )
+        self.database_up = Gauge(
+            "workload_database_up",
+            "1 if the database answered this scrape's reads, else 0.",
+            registry=r,
+        )
+        self.model_calls = Counter(
+            "workload_model_calls",
+            "Model calls of the agent runtime, by provider and outcome.",
+            ["provider", "outcome"],
+            registry=r,
+        )
+        self.model_tokens = Counter(
+            "workload_model_tokens",
+            "Tokens of model calls, by provider and direction (input, output).",
+            ["provider", "direction"],
+            registry=r,
+        )
+        self.approvals_pending = Gauge(
+            "workload_approvals_pending", "Approvals waiting for a decision.", registry=r
+        )
+        # Known label values start at zero, so that rates and alerts see a series at once.
+        for status in _RUN_ENDS:
+            self.runs_finished.labels(status.value)
+        for attempt_status in _ATTEMPT_ENDS:
+            for kind in _KINDS:
+                self.attempts_finished.labels(attempt_status.value, kind)
+
+    def request(self, route: str, method: str, status: int, seconds: float) -> None:
+        """One HTTP request answered."""
+        label = http_method(method)
+        self.http_requests.labels(route, label, status_class(status)).inc()
+        self.http_duration.labels(route, label).observe(seconds)
+
+    def refresh(
+        self,
+        *,
+        queues: Sequence[QueueStats] | None,
+        activity: Activity | None,
+        now: datetime,
+        leading: bool,
+        epoch: int | None,
+        connections: Mapping[str, int],
+    ) -> None:
+        """Set the gauges from what a scrape read (``None``: the database did not answer)."""
+        self.leader.set(1 if leading else 0)
+        self.epoch.set(epoch or 0)
+        for state, count in connections.items():
+            self.db_pool.labels(state).set(count)
+        self.database_up.set(0 if queues is None or activity is None else 1)
+        if queues is not None:
+            self._queues(queues, now)
+        if activity is not None:
+            self.runs_active.set(activity.runs_active)
+            self.workers_active.set(activity.workers_active)
+            self.approvals_pending.set(activity.approvals_pending)
+
+    def _queues(self, queues: Iterable[QueueStats], now: datetime) -> None:
+        # Cleared first: a queue that vanished has no series left behind.
+        self.queue_depth.clear()
+        self.queue_oldest_age.clear()
+        for q in queues:
+            self.queue_depth.labels(q.queue).set(q.queued)
+            oldest = q.oldest_queued_at
+            age = 0.0 if oldest is None else max((now - oldest).total_seconds(), 0.0)
+            self.queue_oldest_age.labels(q.queue).set(age)
+
+    def exposition(self) -> bytes:
+        """The registry in the Prometheus text format."""
+        return generate_latest(self.registry)

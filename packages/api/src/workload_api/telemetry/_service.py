@@ -1,0 +1,402 @@
+"""The telemetry port's adapter: Prometheus metrics and OpenTelemetry spans (SPEC §12).
+
+One trace follows a run from the client to the worker::
+
+    client span (SDK) ─► HTTP server span  POST /api/v1/workflows/{workflow_id}/versions/…/runs
+                               │ traceparent stored with the run
+                               ▼
+                         run {workflow_id}  (child of, and linked to, the creating request)
+                           ├── attempt {task_key}   local: while the executor runs
+                           ├── attempt {task_key}   remote: queued → settled; the claim
+                           │     │                  hands the worker this span's context
+                           │     └── handle {action}   (the worker SDK)
+                           └── chat {model} / execute_tool {name}   (the agent runtime)
+
+The run span lives while this process executes the run; after a restart the next coordinator's
+run span joins the same trace (the stored context). Remote attempts' spans are ended by the
+commit that settles them; one whose commit happens elsewhere (another process) is given up
+after :data:`MAX_OPEN_REMOTE_SPANS` newer ones.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Iterator
+from contextlib import AbstractContextManager, contextmanager, nullcontext
+from datetime import datetime
+from typing import Any
+
+from opentelemetry import context as otel_context
+from opentelemetry import trace
+from opentelemetry.context import Context
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.trace import (
+    Link,
+    NonRecordingSpan,
+    Span,
+    SpanContext,
+    SpanKind,
+    Status,
+    StatusCode,
+    TraceFlags,
+)
+
+from workload_api.telemetry import genai
+from workload_api.telemetry._metrics import Metrics
+from workload_domain.events import EventType
+from workload_domain.model import AttemptRecord, RunCommit, RunRecord
+from workload_domain.statuses import AttemptStatus, RunStatus
+from workload_domain.telemetry import AttemptSpan, ModelCall, attempt_kind, valid_traceparent
+from workload_domain.workers import ClaimedAttempt
+
+__all__ = ["MAX_OPEN_REMOTE_SPANS", "ServiceTelemetry", "context_of", "traceparent_of"]
+
+MAX_OPEN_REMOTE_SPANS = 10_000
+INSTRUMENTATION = "workload"
+_RUN_ENDS = {
+    EventType.RUN_SUCCEEDED: RunStatus.SUCCEEDED,
+    EventType.RUN_FAILED: RunStatus.FAILED,
+    EventType.RUN_CANCELED: RunStatus.CANCELED,
+}
+_ATTEMPT_ENDS = {
+    EventType.ATTEMPT_SUCCEEDED: AttemptStatus.SUCCEEDED,
+    EventType.ATTEMPT_FAILED: AttemptStatus.FAILED,
+    EventType.ATTEMPT_TIMED_OUT: AttemptStatus.TIMED_OUT,
+    EventType.ATTEMPT_CANCELED: AttemptStatus.CANCELED,
+    EventType.ATTEMPT_INTERRUPTED: AttemptStatus.INTERRUPTED,
+}
+_LEASE_EXPIRED = "lease_expired"
+_DB_SYSTEM = "postgresql"
+_MAX_STATEMENT_NAMES = 1000
+_NOT_TRACED = nullcontext()
+_FLUSH_MILLIS = 5000
+
+
+def _ns(instant: datetime | None) -> int | None:
+    return None if instant is None else int(instant.timestamp() * 1_000_000_000)
+
+
+def traceparent_of(span_context: SpanContext) -> str | None:
+    """The W3C ``traceparent`` of a span context (None for an invalid one)."""
+    if not span_context.is_valid:
+        return None
+    flags = int(span_context.trace_flags)
+    return f"00-{span_context.trace_id:032x}-{span_context.span_id:016x}-{flags:02x}"
+
+
+def context_of(traceparent: str | None) -> SpanContext | None:
+    """The remote span context a stored ``traceparent`` names (None: none, or malformed)."""
+    valid = valid_traceparent(traceparent)
+    if valid is None:
+        return None
+    _, trace_id, span_id, flags = valid.split("-")
+    return SpanContext(
+        int(trace_id, 16), int(span_id, 16), is_remote=True, trace_flags=TraceFlags(int(flags, 16))
+    )
+
+
+def _parented(parent: SpanContext | None) -> Context:
+    """A context whose parent is ``parent`` — never the caller's current span (a root if None).
+
+    Tasks inherit the context they were started from; a runner started by a request must not
+    make its run a child of whatever that request's span is.
+    """
+    if parent is None:
+        return Context()
+    return trace.set_span_in_context(NonRecordingSpan(parent), Context())
+
+
+def _error_status(span: Span, code: str) -> None:
+    span.set_attribute("error.type", code)
+    span.set_status(Status(StatusCode.ERROR, code))
+
+
+class _AttemptSpan:
+    __slots__ = ("ended", "span")
+
+    def __init__(self, span: Span | None) -> None:
+        self.span = span
+        self.ended = False
+
+    def finished(self, status: str, error_code: str | None) -> None:
+        self.ended = True
+        if self.span is None:
+            return
+        self.span.set_attribute("workload.attempt.status", status)
+        if error_code is not None:
+            _error_status(self.span, error_code)
+
+
+class _ToolCall(_AttemptSpan):
+    __slots__ = ("status",)
+
+    def __init__(self, span: Span | None) -> None:
+        super().__init__(span)
+        self.status: str | None = None
+
+    def finished(self, status: str, error_code: str | None) -> None:
+        super().finished(status, error_code)
+        self.status = status
+
+
+class _ModelCall:
+    __slots__ = ("input_tokens", "output_tokens", "result")
+
+    def __init__(self) -> None:
+        self.input_tokens: int | None = None
+        self.output_tokens: int | None = None
+        self.result: str | None = None
+
+    def usage(self, *, input_tokens: int | None, output_tokens: int | None) -> None:
+        self.input_tokens = input_tokens
+        self.output_tokens = output_tokens
+
+    def outcome(self, outcome: str) -> None:
+        self.result = outcome
+
+
+class ServiceTelemetry:
+    """Metrics always; spans when a tracer provider is given (``OTEL_TRACES_EXPORTER`` set)."""
+
+    def __init__(self, metrics: Metrics, tracer_provider: TracerProvider | None = None) -> None:
+        self.metrics = metrics
+        self.provider = tracer_provider
+        self._tracer = (
+            None if tracer_provider is None else tracer_provider.get_tracer(INSTRUMENTATION)
+        )
+        self._runs: dict[str, Span] = {}
+        self._statements: dict[str, dict[str, str]] = {}
+        self._remote: OrderedDict[tuple[str, str, int], Span] = OrderedDict()
+
+    @property
+    def tracing(self) -> bool:
+        """Whether spans are recorded."""
+        return self._tracer is not None
+
+    @property
+    def tracer(self) -> trace.Tracer:
+        """The service's tracer (a no-op one when tracing is off)."""
+        return self._tracer or trace.NoOpTracer()
+
+    def flush(self) -> None:
+        """Export the spans still buffered (the lifecycle calls it when the service stops)."""
+        if self.provider is not None:
+            self.provider.force_flush(_FLUSH_MILLIS)
+
+    # -- commits: counters, and the ends of remote attempts and runs ------------------------
+
+    def committed(self, commit: RunCommit) -> None:
+        """Count what the commit's events say happened; end the spans that ended."""
+        metrics = self.metrics
+        run_id = commit.run.run_id
+        for event in commit.events:
+            kind = event.type
+            if kind is EventType.RUN_STARTED:
+                metrics.runs_started.inc()
+            elif kind in _RUN_ENDS:
+                metrics.runs_finished.labels(_RUN_ENDS[kind].value).inc()
+                self._run_ended(run_id, _RUN_ENDS[kind])
+            elif kind in _ATTEMPT_ENDS and event.task_key is not None:
+                attempt = _attempt_of(commit, event.task_key, event.attempt)
+                if attempt is None:  # pragma: no cover - a commit always carries its attempts
+                    continue
+                status = _ATTEMPT_ENDS[kind]
+                metrics.attempts_finished.labels(status.value, attempt_kind(attempt.action)).inc()
+                code = None if attempt.error is None else attempt.error.code
+                if status is AttemptStatus.INTERRUPTED and code == _LEASE_EXPIRED:
+                    metrics.leases_expired.inc()
+                self._remote_ended(run_id, attempt, status, code)
+
+    def _run_ended(self, run_id: str, status: RunStatus) -> None:
+        span = self._runs.get(run_id)
+        if span is None:
+            return
+        span.set_attribute("workload.run.status", status.value)
+        if status is RunStatus.FAILED:
+            span.set_status(Status(StatusCode.ERROR, "the run failed"))
+
+    def _remote_ended(
+        self, run_id: str, attempt: AttemptRecord, status: AttemptStatus, code: str | None
+    ) -> None:
+        span = self._remote.pop((run_id, attempt.task_key, attempt.attempt), None)
+        if span is None:
+            return
+        span.set_attribute("workload.attempt.status", status.value)
+        if code is not None:
+            _error_status(span, code)
+        span.end(_ns(attempt.finished_at))
+
+    # -- runs and local attempts --------------------------------------------------------------
+
+    @contextmanager
+    def run(self, run: RunRecord) -> Iterator[None]:
+        """The run's span, current while this process executes the run."""
+        if self._tracer is None:
+            yield
+            return
+        creator = context_of(run.traceparent)
+        span = self._tracer.start_span(
+            f"run {run.workflow_id}",
+            context=_parented(creator),
+            links=[] if creator is None else [Link(creator, {"workload.link": "created_by"})],
+            attributes={
+                "workload.run_id": run.run_id,
+                "workload.workflow_id": run.workflow_id,
+                "workload.workflow_version": run.version,
+                "workload.run.recovered": run.status is not RunStatus.PENDING,
+            },
+        )
+        self._runs[run.run_id] = span
+        token = otel_context.attach(trace.set_span_in_context(span))
+        try:
+            yield
+        except BaseException:
+            # Interruption (shutdown, fail-stop) writes nothing; the span says so.
+            span.set_attribute("workload.run.interrupted", True)
+            raise
+        finally:
+            otel_context.detach(token)
+            self._runs.pop(run.run_id, None)
+            span.end()
+
+    @contextmanager
+    def attempt(
+        self, run_id: str, task_key: str, attempt: int, action: str
+    ) -> Iterator[AttemptSpan]:
+        """A local attempt's span (a child of the current run span), current in the block."""
+        if self._tracer is None:
+            yield _AttemptSpan(None)
+            return
+        span = self._tracer.start_span(
+            f"attempt {task_key}",
+            attributes=_attempt_attributes(run_id, task_key, attempt, action),
+        )
+        handle = _AttemptSpan(span)
+        token = otel_context.attach(trace.set_span_in_context(span))
+        try:
+            yield handle
+        finally:
+            otel_context.detach(token)
+            if not handle.ended:
+                span.set_attribute("workload.attempt.stopped", True)
+            span.end()
+
+    # -- remote attempts ---------------------------------------------------------------------
+
+    def claimed(self, worker_id: str, claimed: ClaimedAttempt, now: datetime) -> str | None:
+        """Observe schedule-to-start; start the attempt's span; its context for the worker."""
+        if claimed.queued_at is not None:
+            waited = max((now - claimed.queued_at).total_seconds(), 0.0)
+            self.metrics.schedule_to_start.labels(claimed.queue).observe(waited)
+        if self._tracer is None:
+            return claimed.traceparent
+        run_span = self._runs.get(claimed.run_id)
+        parent = (
+            run_span.get_span_context() if run_span is not None else context_of(claimed.traceparent)
+        )
+        attributes: dict[str, Any] = _attempt_attributes(
+            claimed.run_id, claimed.task_key, claimed.attempt, claimed.action
+        )
+        attributes.update({"workload.queue": claimed.queue, "workload.worker_id": worker_id})
+        span = self._tracer.start_span(
+            f"attempt {claimed.task_key}",
+            context=_parented(parent),
+            attributes=attributes,
+            start_time=_ns(claimed.queued_at),
+        )
+        span.add_event("claimed", {"workload.worker_id": worker_id}, timestamp=_ns(now))
+        self._keep_remote((claimed.run_id, claimed.task_key, claimed.attempt), span)
+        return traceparent_of(span.get_span_context()) or claimed.traceparent
+
+    def _keep_remote(self, key: tuple[str, str, int], span: Span) -> None:
+        self._remote[key] = span
+        while len(self._remote) > MAX_OPEN_REMOTE_SPANS:
+            _, oldest = self._remote.popitem(last=False)
+            oldest.set_attribute("workload.attempt.abandoned", True)
+            oldest.end()
+
+    # -- requests and statements ---------------------------------------------------------------
+
+    def current_traceparent(self) -> str | None:
+        """The current context's ``traceparent`` (the request's span, or the caller's)."""
+        return traceparent_of(trace.get_current_span().get_span_context())
+
+    def statement(self, name: str, sql: str) -> AbstractContextManager[object]:
+        """A database statement's span, within a traced request, run or attempt only.
+
+        Background duties (the lease reaper, the sweep, the lock check) poll: their statements
+        would be a root trace each, every second. The span names the statement's named query
+        (``db.query.summary``; its text is in ``queries.sql``): the text itself is not copied
+        into every span, which would double what a trace costs to export.
+        """
+        if self._tracer is None or not trace.get_current_span().is_recording():
+            return _NOT_TRACED
+        attributes = self._statements.get(name)
+        if attributes is None:
+            operation = sql.split(None, 1)[0].upper() if sql.strip() else name
+            attributes = {
+                "db.system.name": _DB_SYSTEM,
+                "db.operation.name": operation,
+                "db.query.summary": name,
+            }
+            if len(self._statements) < _MAX_STATEMENT_NAMES:
+                self._statements[name] = attributes
+        return self._tracer.start_as_current_span(name, kind=SpanKind.CLIENT, attributes=attributes)
+
+    # -- the agent runtime's hooks -------------------------------------------------------------
+
+    @contextmanager
+    def model_call(
+        self, *, provider: str, model: str, operation: str = "chat"
+    ) -> Iterator[ModelCall]:
+        """A model call: a GenAI span, ``workload_model_calls_total`` and the tokens."""
+        call = _ModelCall()
+        with genai.chat_span(
+            self.tracer, provider=provider, model=model, operation=operation
+        ) as span:
+            try:
+                yield call
+            except BaseException as exc:
+                call.result = call.result or type(exc).__name__
+                raise
+            finally:
+                outcome = call.result or "ok"
+                genai.record_usage(
+                    span, input_tokens=call.input_tokens, output_tokens=call.output_tokens
+                )
+                if outcome != "ok":
+                    genai.failed(span, outcome)
+                self._count_model_call(provider, "ok" if outcome == "ok" else "error", call)
+
+    def _count_model_call(self, provider: str, outcome: str, call: _ModelCall) -> None:
+        self.metrics.model_calls.labels(provider, outcome).inc()
+        if call.input_tokens:
+            self.metrics.model_tokens.labels(provider, "input").inc(call.input_tokens)
+        if call.output_tokens:
+            self.metrics.model_tokens.labels(provider, "output").inc(call.output_tokens)
+
+    @contextmanager
+    def tool_call(self, name: str, *, call_id: str | None = None) -> Iterator[AttemptSpan]:
+        """A tool call: an ``execute_tool {name}`` span; its end counts as a ``tool`` attempt."""
+        with genai.tool_span(self.tracer, name=name, call_id=call_id) as span:
+            handle = _ToolCall(span if span.is_recording() else None)
+            yield handle
+        if handle.status is not None:
+            self.metrics.attempts_finished.labels(handle.status, "tool").inc()
+
+
+def _attempt_attributes(run_id: str, task_key: str, attempt: int, action: str) -> dict[str, Any]:
+    return {
+        "workload.run_id": run_id,
+        "workload.task_key": task_key,
+        "workload.attempt": attempt,
+        "workload.action": action,
+        "workload.attempt.kind": attempt_kind(action),
+    }
+
+
+def _attempt_of(commit: RunCommit, task_key: str, number: int | None) -> AttemptRecord | None:
+    for attempt in commit.attempts:
+        if attempt.task_key == task_key and attempt.attempt == number:
+            return attempt
+    return None

@@ -1,0 +1,234 @@
+"""The telemetry port: what the core tells the outside about its work (SPEC §12).
+
+The engine, the use cases, the store and (later) the agent runtime report through a
+:class:`Telemetry`; the API package's adapter (``workload_api.telemetry``) turns the reports into
+Prometheus metrics and OpenTelemetry spans. The domain and the engine never import either
+library. :data:`NO_TELEMETRY` is the default everywhere: it does nothing, at no cost.
+
+What is reported, and by whom:
+
+- every committed :class:`~workload_domain.model.RunCommit` (:meth:`Telemetry.committed`), by
+  ``Engine.committed`` — runs started and finished, attempts finished, leases expired, and the
+  end of remote attempts' spans are all derived from the commit's events;
+- a run being executed (:meth:`Telemetry.run`) and a local attempt executing
+  (:meth:`Telemetry.attempt`), by the runner: the run span and its attempts' spans;
+- a remote attempt handed to a worker (:meth:`Telemetry.claimed`), by the claim use case: the
+  schedule-to-start time, and the trace context the worker continues;
+- the trace context of the current request (:meth:`Telemetry.current_traceparent`), stored with
+  a new run;
+- database statements (:meth:`Telemetry.statement`), by the PostgreSQL store;
+- model calls, tool calls and pending approvals, by the agent runtime
+  (:meth:`Telemetry.model_call`, :meth:`Telemetry.tool_call`).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from contextlib import AbstractContextManager, contextmanager, nullcontext
+from datetime import datetime
+from typing import Protocol
+
+from workload_domain.model import RunCommit, RunRecord
+from workload_domain.workers import ClaimedAttempt
+
+__all__ = [
+    "NO_TELEMETRY",
+    "TRACEPARENT_PATTERN",
+    "AttemptSpan",
+    "ModelCall",
+    "NoTelemetry",
+    "Telemetry",
+    "attempt_kind",
+    "valid_traceparent",
+]
+
+TRACEPARENT_PATTERN = r"^00-(?!0{32})[0-9a-f]{32}-(?!0{16})[0-9a-f]{16}-[0-9a-f]{2}$"
+"""A W3C ``traceparent`` of version 00 with a valid trace id and parent id."""
+_TRACEPARENT = re.compile(TRACEPARENT_PATTERN)
+
+
+def valid_traceparent(value: str | None) -> str | None:
+    """``value`` if it is a well-formed version-00 ``traceparent``, else None."""
+    if value is None or not _TRACEPARENT.match(value):
+        return None
+    return value
+
+
+def attempt_kind(action: str) -> str:
+    """The ``kind`` label of an attempt (SPEC §12): ``mock``, ``agent`` or ``remote``.
+
+    Tool calls (``tool``) are reported by the agent runtime, which knows them as such.
+    """
+    if action in ("mock", "agent"):
+        return action
+    return "remote"
+
+
+class AttemptSpan(Protocol):
+    """The span of one local attempt, told how it ended."""
+
+    def finished(self, status: str, error_code: str | None) -> None:
+        """The attempt ended with ``status`` (and ``error_code`` when it did not succeed)."""
+        ...
+
+
+class ModelCall(Protocol):
+    """One model call in progress (a GenAI ``chat {model}`` span), told what it cost."""
+
+    def usage(self, *, input_tokens: int | None, output_tokens: int | None) -> None:
+        """The tokens the provider reported for this call."""
+        ...
+
+    def outcome(self, outcome: str) -> None:
+        """How the call ended: ``ok`` (the default), or an error code.
+
+        For example ``model_unavailable`` or ``model_error``; an exception leaving the block
+        sets its class name.
+        """
+        ...
+
+
+class Telemetry(Protocol):
+    """Where the service reports its work; see the module's docstring."""
+
+    @property
+    def tracing(self) -> bool:
+        """Whether spans are recorded (adapters skip per-statement work when they are not)."""
+        ...
+
+    def committed(self, commit: RunCommit) -> None:
+        """A commit of any writer succeeded (called exactly once per commit)."""
+        ...
+
+    def flush(self) -> None:
+        """Export what is still buffered (the lifecycle calls it when the service stops)."""
+        ...
+
+    def run(self, run: RunRecord) -> AbstractContextManager[None]:
+        """This process executes ``run`` within the block (the run span is current in it)."""
+        ...
+
+    def attempt(
+        self, run_id: str, task_key: str, attempt: int, action: str
+    ) -> AbstractContextManager[AttemptSpan]:
+        """A local attempt executes within the block (its span is current in it)."""
+        ...
+
+    def claimed(self, worker_id: str, claimed: ClaimedAttempt, now: datetime) -> str | None:
+        """``worker_id`` claimed ``claimed`` at ``now``; the ``traceparent`` to hand it, or None."""
+        ...
+
+    def current_traceparent(self) -> str | None:
+        """The W3C ``traceparent`` of the current context (the request's span), or None."""
+        ...
+
+    def statement(self, name: str, sql: str) -> AbstractContextManager[object]:
+        """A database statement (``name``: its named query, or its first keyword) runs."""
+        ...
+
+    def model_call(
+        self, *, provider: str, model: str, operation: str = "chat"
+    ) -> AbstractContextManager[ModelCall]:
+        """A model call runs within the block (the agent runtime's hook).
+
+        It is a GenAI span ``{operation} {model}``, and counts in
+        ``workload_model_calls_total`` and ``workload_model_tokens_total``.
+        """
+        ...
+
+    def tool_call(
+        self, name: str, *, call_id: str | None = None
+    ) -> AbstractContextManager[AttemptSpan]:
+        """A tool call runs within the block: an ``execute_tool {name}`` span.
+
+        The status given to the handle's ``finished`` counts in
+        ``workload_attempts_finished_total{kind="tool"}``.
+        """
+        ...
+
+
+class _NoAttemptSpan:
+    __slots__ = ()
+
+    def finished(self, status: str, error_code: str | None) -> None:
+        del status, error_code
+
+
+class _NoModelCall:
+    __slots__ = ()
+
+    def usage(self, *, input_tokens: int | None, output_tokens: int | None) -> None:
+        del input_tokens, output_tokens
+
+    def outcome(self, outcome: str) -> None:
+        del outcome
+
+
+_NO_ATTEMPT_SPAN = _NoAttemptSpan()
+_NO_SPAN = nullcontext()
+_NO_MODEL_CALL = _NoModelCall()
+
+
+class NoTelemetry:
+    """Telemetry that records nothing (the default of the engine, the store and tests)."""
+
+    __slots__ = ()
+
+    @property
+    def tracing(self) -> bool:
+        """Never."""
+        return False
+
+    def committed(self, commit: RunCommit) -> None:
+        """Nothing to count."""
+        del commit
+
+    def flush(self) -> None:
+        """Nothing buffered."""
+
+    @contextmanager
+    def run(self, run: RunRecord) -> Iterator[None]:
+        """No span."""
+        del run
+        yield
+
+    @contextmanager
+    def attempt(
+        self, run_id: str, task_key: str, attempt: int, action: str
+    ) -> Iterator[AttemptSpan]:
+        """No span."""
+        del run_id, task_key, attempt, action
+        yield _NO_ATTEMPT_SPAN
+
+    def claimed(self, worker_id: str, claimed: ClaimedAttempt, now: datetime) -> str | None:
+        """The run's stored context, passed along unchanged."""
+        del worker_id, now
+        return claimed.traceparent
+
+    def current_traceparent(self) -> str | None:
+        """None: no context is known."""
+        return None
+
+    def statement(self, name: str, sql: str) -> AbstractContextManager[object]:
+        """No span."""
+        del name, sql
+        return _NO_SPAN
+
+    @contextmanager
+    def model_call(
+        self, *, provider: str, model: str, operation: str = "chat"
+    ) -> Iterator[ModelCall]:
+        """No span, no count."""
+        del provider, model, operation
+        yield _NO_MODEL_CALL
+
+    @contextmanager
+    def tool_call(self, name: str, *, call_id: str | None = None) -> Iterator[AttemptSpan]:
+        """No span, no count."""
+        del name, call_id
+        yield _NO_ATTEMPT_SPAN
+
+
+NO_TELEMETRY: Telemetry = NoTelemetry()
+"""The telemetry that records nothing."""

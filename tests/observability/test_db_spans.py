@@ -1,0 +1,47 @@
+"""Database statements are spans (SPEC §12), inside traced work only."""
+
+from __future__ import annotations
+
+import pytest
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import SpanKind
+
+from workload_api.telemetry import Metrics, ServiceTelemetry
+from workload_domain.errors import WorkflowNotFound
+from workload_store_postgres.store import PostgresStore
+
+pytestmark = pytest.mark.anyio
+
+
+async def test_statements_are_children_of_the_current_span(
+    database_url: str, tracer_provider: TracerProvider, spans: InMemorySpanExporter
+) -> None:
+    telemetry = ServiceTelemetry(Metrics(), tracer_provider)
+    async with PostgresStore(database_url, max_size=2, telemetry=telemetry) as store:
+        spans.clear()
+        with pytest.raises(WorkflowNotFound):
+            await store.get_workflow("untraced")  # a background duty's read: no span
+        assert spans.get_finished_spans() == ()
+        tracer = tracer_provider.get_tracer("test")
+        with tracer.start_as_current_span("request") as request:
+            with pytest.raises(WorkflowNotFound):
+                await store.get_workflow("traced")
+            await store.queue_stats()
+    finished = {s.name: s for s in spans.get_finished_spans()}
+    assert {"get_workflow", "queue_stats", "request"} <= set(finished)
+    statement = finished["get_workflow"]
+    assert statement.kind is SpanKind.CLIENT
+    assert statement.parent is not None
+    assert statement.parent.span_id == request.get_span_context().span_id
+    attributes = dict(statement.attributes or {})
+    assert attributes["db.system.name"] == "postgresql"
+    assert attributes["db.operation.name"] == "SELECT"
+    assert attributes["db.query.summary"] == "get_workflow"  # the named query of queries.sql
+    assert "traced" not in str(attributes)  # never a value
+
+
+async def test_without_tracing_the_pool_uses_psycopgs_cursor(database_url: str) -> None:
+    store = PostgresStore(database_url, max_size=1, telemetry=ServiceTelemetry(Metrics()))
+    async with store, store._db.pool.connection() as conn:
+        assert type(conn.cursor()).__name__ == "AsyncCursor"
