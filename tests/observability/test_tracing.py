@@ -370,3 +370,41 @@ def test_hooks_count_without_tracing() -> None:
         == 3
     )
     assert trace.get_current_span().get_span_context().is_valid is False
+
+
+def test_an_agent_runs_model_and_tool_calls_as_genai_spans_in_its_attempt(
+    traced_api: LiveApi, spans: InMemorySpanExporter
+) -> None:
+    script = [
+        {"tool_calls": [{"name": "calc", "arguments": {"output": {"n": 1}}}]},
+        {"content": "done"},
+    ]
+    spec = {
+        "model": "mock",
+        "prompt": "go",
+        "tools": [{"name": "calc", "action": "mock"}],
+        "script": script,
+    }
+    definition = {"id": "agentic", "tasks": [{"key": "agent", "action": "agent", "input": spec}]}
+    with traced_api.sdk() as client:
+        client.workflows.create(definition)
+        run = client.runs.start("agentic", 1)
+        assert client.wait_for_run(run.run_id, timeout=20).status == "succeeded"
+
+    def ended() -> Sequence[ReadableSpan] | None:
+        finished = spans.get_finished_spans()
+        return finished if any(s.name == "run agentic" for s in finished) else None
+
+    finished = wait_until(ended, message="the run's span never ended")
+    attempt = named(finished, "attempt agent")
+    chats = [s for s in finished if s.name == "chat mock"]
+    tool = named(finished, "execute_tool calc")
+    assert len(chats) == 2
+    assert all(parent_of(c) == span_id(attempt) for c in chats)
+    assert parent_of(tool) == span_id(attempt)
+    first = dict(chats[0].attributes or {})
+    assert first["gen_ai.provider.name"] == "mock"
+    assert first["gen_ai.request.model"] == "mock"
+    assert first["gen_ai.usage.input_tokens"] > 0
+    assert first["gen_ai.usage.output_tokens"] > 0
+    assert dict(tool.attributes or {})["gen_ai.tool.call.id"] == "call_1_1"

@@ -107,6 +107,7 @@ class Container(containers.DeclarativeContainer):
         tools=mock_executor,
         work_signal=work_signal,
         step_signal=step_signal,
+        telemetry=telemetry,
     )
     executor = providers.Singleton(
         LocalExecutors, mock_executor, agent_executor, resumable=frozenset({AGENT_ACTION})

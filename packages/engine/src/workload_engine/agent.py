@@ -55,6 +55,7 @@ from workload_domain.model import (
     TaskError,
 )
 from workload_domain.ports import ApprovalStore, Clock, Executor, JournalStore
+from workload_domain.telemetry import NO_TELEMETRY, Telemetry
 from workload_engine.mock_executor import MOCK_ACTION
 from workload_engine.signals import StepKey, StepSignal, WorkSignal
 
@@ -84,6 +85,7 @@ class AgentExecutor:
         work_signal: WorkSignal | None = None,
         step_signal: StepSignal | None = None,
         poll_seconds: float = DEFAULT_JOURNAL_POLL_SECONDS,
+        telemetry: Telemetry = NO_TELEMETRY,
     ) -> None:
         self._journal = journal
         self._models = models
@@ -93,6 +95,8 @@ class AgentExecutor:
         self.work_signal = work_signal or WorkSignal()
         self.step_signal = step_signal or StepSignal()
         self._poll = poll_seconds
+        self._telemetry = telemetry
+        """GenAI spans and metrics of model and tool calls (SPEC §12)."""
 
     async def execute(self, request: ExecutorRequest) -> ExecutorResult:
         """Run (or resume) the loop of one agent attempt until it finishes or fails."""
@@ -151,19 +155,26 @@ class AgentExecutor:
             )
             if step is None:
                 return False
-        try:
-            answer = sanitized(await model.complete(move.request), move.sequence)
-        except ModelFailure as exc:
-            error = TaskError(exc.code, exc.message, exc.retryable)
-            ended = self._ended(step, StepStatus.FAILED, {"error": error.to_json()})
-        except Exception as exc:  # an adapter's bug fails the attempt, not the service
-            error = TaskError(MODEL_ERROR, f"the model adapter failed: {type(exc).__name__}", False)
-            ended = self._ended(step, StepStatus.FAILED, {"error": error.to_json()})
-        else:
-            ended = replace(
-                self._ended(step, StepStatus.SUCCEEDED, answer.to_json()),
-                usage=answer.usage.to_json(),
-            )
+        provider = move.journaled.get("model", "mock").partition(":")[0] or "mock"
+        with self._telemetry.model_call(provider=provider, model=move.request.model) as call:
+            try:
+                answer = sanitized(await model.complete(move.request), move.sequence)
+            except ModelFailure as exc:
+                error = TaskError(exc.code, exc.message, exc.retryable)
+                ended = self._ended(step, StepStatus.FAILED, {"error": error.to_json()})
+                call.outcome(exc.code)
+            except Exception as exc:  # an adapter's bug fails the attempt, not the service
+                bug = f"the model adapter failed: {type(exc).__name__}"
+                error = TaskError(MODEL_ERROR, bug, False)
+                ended = self._ended(step, StepStatus.FAILED, {"error": error.to_json()})
+                call.outcome(MODEL_ERROR)
+            else:
+                ended = replace(
+                    self._ended(step, StepStatus.SUCCEEDED, answer.to_json()),
+                    usage=answer.usage.to_json(),
+                )
+                tokens = answer.usage
+                call.usage(input_tokens=tokens.input_tokens, output_tokens=tokens.output_tokens)
         return await self._journal.finish_step(ended) is not None
 
     async def _call_tools(
@@ -193,10 +204,12 @@ class AgentExecutor:
             if step.remote:
                 remote.append(step.sequence)
                 continue
-            if refusal is not None:
-                ended = self._ended(step, StepStatus.FAILED, tool_error(refusal))
-            else:
-                ended = await self._run_in_process(request, step, pending)
+            with self._telemetry.tool_call(pending.call.name, call_id=pending.call.id) as span:
+                if refusal is not None:
+                    ended = self._ended(step, StepStatus.FAILED, tool_error(refusal))
+                else:
+                    ended = await self._run_in_process(request, step, pending)
+                span.finished(ended.status.value, (ended.response or {}).get("code"))
             if await self._journal.finish_step(ended) is None:
                 return False
         if asked:
