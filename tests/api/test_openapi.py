@@ -63,6 +63,8 @@ SPEC_OPERATIONS: dict[tuple[str, str], tuple[frozenset[int], str | None]] = {
     ("GET", f"{V}/runs/{{run_id}}/tasks/{{task_key}}"): (frozenset({200}), VIEWER),
     ("GET", f"{V}/runs/{{run_id}}/tasks/{{task_key}}/attempts"): (frozenset({200}), VIEWER),
     ("GET", f"{V}/runs/{{run_id}}/events"): (frozenset({200}), VIEWER),
+    # SPEC §13: the live event stream (text/event-stream).
+    ("GET", f"{V}/runs/{{run_id}}/events/stream"): (frozenset({200}), VIEWER),
     # SPEC §10: workers claim and report; viewers list workers and queues.
     ("POST", f"{V}/workers/{{worker_id}}/claim"): (frozenset({200}), WORKER),
     ("POST", f"{V}/attempts/{{attempt_id}}/heartbeat"): (frozenset({200}), WORKER),
@@ -74,6 +76,9 @@ SPEC_OPERATIONS: dict[tuple[str, str], tuple[frozenset[int], str | None]] = {
     ("GET", "/livez"): (frozenset({200}), PUBLIC),
     ("GET", "/readyz"): (frozenset({200}), PUBLIC),  # 503 {"status": ...} when not ready
 }
+
+# Operations whose success body is a stream of server-sent events, not one JSON object.
+SPEC_STREAMS = frozenset({("GET", f"{V}/runs/{{run_id}}/events/stream")})
 
 WORKFLOW = ("workflow_id", "latest_version", "description", "created_at", "updated_at")
 VERSION_SUMMARY = ("workflow_id", "version", "definition_hash", "task_count", "created_at")
@@ -461,6 +466,13 @@ def test_success_response(document: dict[str, Any], key: tuple[str, str]) -> Non
         response = operation["responses"][str(status)]
         assert response.get("description"), f"{status} has no description"
         content = response.get("content", {})
+        if key in SPEC_STREAMS:
+            assert list(content) == ["text/event-stream"], f"{status}: {list(content)}"
+            resume = [p for p in operation["parameters"] if p["name"] == "Last-Event-ID"]
+            assert [p["in"] for p in resume] == ["header"], "a stream resumes after Last-Event-ID"
+            data = _resolve(document, content["text/event-stream"]["x-data"])
+            assert set(EVENT) <= set(data["properties"]), "each message's data is an event"
+            continue
         assert list(content) == ["application/json"], f"{status}: {list(content)}"
         schema = content["application/json"].get("schema")
         assert schema, f"{status} has no schema"
@@ -536,6 +548,8 @@ def test_query_parameters(document: dict[str, Any], key: tuple[str, str]) -> Non
         expected = {"limit", "cursor"}
     if key == ("GET", f"{V}/runs"):
         expected |= {"workflow_id", "status"}
+    if key in SPEC_STREAMS:
+        expected = {"after"}  # or the Last-Event-ID header
     assert set(query) == expected
     assert all(p.get("required", False) is False for p in query.values())
     if paged:

@@ -16,7 +16,13 @@ from workload_api.auth import Authenticator
 from workload_api.coordinator import Coordinator
 from workload_api.lifecycle import Readiness, Service
 from workload_api.settings import Settings
-from workload_api.usecases import RunUseCases, UseCases, WorkerUseCases, WorkflowUseCases
+from workload_api.usecases import (
+    EventStreams,
+    RunUseCases,
+    UseCases,
+    WorkerUseCases,
+    WorkflowUseCases,
+)
 from workload_domain.ports import Clock
 from workload_engine.clock import SystemClock
 from workload_engine.definitions import DefinitionCache
@@ -80,8 +86,18 @@ class Container(containers.DeclarativeContainer):
         remote=remote,
         signal=engine.provided.work_signal,
         clock=clock,
+        changes=engine.provided.changes,
     )
-    usecases = providers.Singleton(UseCases, workflows=workflows, runs=runs, workers=workers)
+    streams = providers.Singleton(
+        EventStreams,
+        store=store,
+        changes=engine.provided.changes,
+        keepalive=settings.provided.stream_keepalive_seconds,
+        recheck=settings.provided.stream_recheck_seconds,
+    )
+    usecases = providers.Singleton(
+        UseCases, workflows=workflows, runs=runs, workers=workers, streams=streams
+    )
     authenticator = providers.Singleton(
         Authenticator,
         viewers=settings.provided.viewer_tokens,

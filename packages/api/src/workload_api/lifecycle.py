@@ -132,10 +132,11 @@ class Service:
                 await self.store.close()
 
     def stopping(self) -> None:
-        """The service is about to stop: not ready, and waiting claims answer now."""
+        """The service is about to stop: not ready; waiting claims answer, streams end, now."""
         if self.fault is None:
             self.readiness.set(False, "stopping")
         self.engine.work_signal.close()
+        self.engine.changes.close()
 
     def fail(self, reason: str, error: BaseException) -> None:
         """Fail-stop: not ready, execution interrupted, the body told (first fault kept)."""
@@ -145,6 +146,7 @@ class Service:
         # SPEC §7's order: not ready, stop local execution (interruption), then the body (HTTP).
         self.readiness.set(False, "failed")
         self.engine.work_signal.close()
+        self.engine.changes.close()
         if self._engine_scope is not None:
             self._engine_scope.cancel()
         if self._tasks is not None and self.fault is error:

@@ -33,6 +33,19 @@ _WWW_AUTHENTICATE = {
     "required": True,
     "schema": {"type": "string"},
 }
+_LAST_EVENT_ID = {
+    "name": "Last-Event-ID",
+    "in": "header",
+    "required": False,
+    "description": "resume after this event sequence (sent by EventSource on a reconnect)",
+    "schema": {"type": "string", "pattern": "^[0-9]{1,18}$"},
+}
+_EVENT_STREAM_DESCRIPTION = (
+    "Server-sent events: one message per event, `id:` its sequence and `data:` the event "
+    "resource (x-data); a `: keep-alive` comment every 15 s while nothing happens; once the run "
+    'is terminal and every event was sent, `event: end` with data {"run_id", "status"} and the '
+    "stream closes."
+)
 _IF_MATCH = {
     "name": "If-Match",
     "in": "header",
@@ -103,6 +116,8 @@ def _operation(op: Operation, refs: dict[str, str]) -> dict[str, Any]:
         parameters.append(_IDEMPOTENCY_KEY)
     if op.operation_id == "cancelRun":
         parameters.append(_IF_MATCH)
+    if op.stream:
+        parameters.append(_LAST_EVENT_ID)
     success_headers: dict[str, Any] = {"X-Request-ID": _REQUEST_ID_HEADER}
     if op.etag:
         success_headers["ETag"] = {
@@ -116,7 +131,14 @@ def _operation(op: Operation, refs: dict[str, str]) -> dict[str, Any]:
             "required": True,
             "schema": {"type": "string"},
         }
-    content = {"application/json": {"schema": {"$ref": refs[op.operation_id]}}}
+    content: dict[str, Any] = {"application/json": {"schema": {"$ref": refs[op.operation_id]}}}
+    if op.stream:
+        content = {
+            "text/event-stream": {
+                "schema": {"type": "string", "description": _EVENT_STREAM_DESCRIPTION},
+                "x-data": {"$ref": refs[op.operation_id]},
+            }
+        }
     responses: dict[str, Any] = {
         str(op.success): {
             "description": HTTPStatus(op.success).phrase,

@@ -42,6 +42,11 @@ class Settings(BaseSettings):
     """An idle kept-alive connection is closed after this long."""
     shutdown_grace_seconds: int = Field(default=10, ge=0, le=300)
     """On SIGTERM/SIGINT, in-flight requests get this long before they are cancelled."""
+    stream_keepalive_seconds: float = Field(default=15.0, gt=0, le=300)
+    """An event stream with nothing to send sends a comment this often (SPEC §13: 15 s)."""
+    stream_recheck_seconds: float = Field(default=5.0, gt=0, le=60)
+    """An event stream re-reads its run this often even without an in-process wake-up (the
+    safety net for commits made by another process)."""
     statement_timeout_ms: int = Field(default=5000, ge=100, le=600_000)
     pool_max_size: int = Field(default=10, ge=1, le=1000)
 

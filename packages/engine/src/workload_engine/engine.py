@@ -21,7 +21,7 @@ from workload_domain.statuses import AttemptStatus
 from workload_engine._groups import first_error
 from workload_engine.definitions import DefinitionCache
 from workload_engine.runner import RunRunner
-from workload_engine.signals import WorkSignal
+from workload_engine.signals import RunChanges, WorkSignal
 
 __all__ = ["DEFAULT_MAX_CONCURRENT_ATTEMPTS", "DEFAULT_STARTUP_CONCURRENCY", "Engine"]
 
@@ -54,6 +54,8 @@ class Engine:
         """The actions executed in this process; every other one is remote (SPEC §10)."""
         self.work_signal = work_signal or WorkSignal()
         """Notified whenever a commit queues remote attempts (waiting claims wake up)."""
+        self.changes = RunChanges()
+        """Notified whenever a commit to a run succeeded (its event streams read on)."""
         self.limiter = anyio.CapacityLimiter(max_concurrent_attempts)
         self.startup = anyio.CapacityLimiter(startup_concurrency)
         self._runners: dict[str, RunRunner] = {}
@@ -101,12 +103,14 @@ class Engine:
         self._group.start_soon(self._supervise, runner, name=f"run {run_id}")
 
     def committed(self, commit: RunCommit) -> None:
-        """A commit of any writer succeeded: wake waiting claims if it queued attempts."""
+        """A commit of any writer succeeded: wake the run's followers, and claims if it queued."""
+        self.changes.notify(commit.run.run_id)
         if any(a.status is AttemptStatus.QUEUED for a in commit.attempts):
             self.work_signal.notify()
 
     def notify(self, run_id: str) -> None:
-        """Tell the runner of ``run_id`` (if any) that the run changed elsewhere."""
+        """Tell the runner of ``run_id`` (if any), and its followers, that the run changed."""
+        self.changes.notify(run_id)
         runner = self._runners.get(run_id)
         if runner is not None:
             runner.notify()

@@ -10,18 +10,31 @@ from __future__ import annotations
 
 from workload_api.usecases._result import Result
 from workload_api.usecases.runs import RunUseCases
+from workload_api.usecases.streams import EventStreams
 from workload_api.usecases.workers import WorkerUseCases
 from workload_api.usecases.workflows import WorkflowUseCases
 
-__all__ = ["Result", "RunUseCases", "UseCases", "WorkerUseCases", "WorkflowUseCases"]
+__all__ = [
+    "EventStreams",
+    "Result",
+    "RunUseCases",
+    "UseCases",
+    "WorkerUseCases",
+    "WorkflowUseCases",
+]
 
 
 class UseCases:
     """Every use case, grouped by resource (what the handlers are given)."""
 
     def __init__(
-        self, workflows: WorkflowUseCases, runs: RunUseCases, workers: WorkerUseCases
+        self,
+        workflows: WorkflowUseCases,
+        runs: RunUseCases,
+        workers: WorkerUseCases,
+        streams: EventStreams,
     ) -> None:
         self.workflows = workflows
         self.runs = runs
         self.workers = workers
+        self.streams = streams

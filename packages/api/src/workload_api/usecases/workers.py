@@ -31,7 +31,7 @@ from workload_domain.statuses import AttemptStatus
 from workload_domain.workers import MAX_PROGRESS_BYTES, Claim
 from workload_engine.planner import AttemptOutcome
 from workload_engine.remote import RemoteAttempts
-from workload_engine.signals import WorkSignal
+from workload_engine.signals import RunChanges, WorkSignal
 
 __all__ = ["WorkerUseCases"]
 
@@ -43,12 +43,18 @@ class WorkerUseCases:
     """What workers do, and what viewers see of them."""
 
     def __init__(
-        self, store: Store, remote: RemoteAttempts, signal: WorkSignal, clock: Clock
+        self,
+        store: Store,
+        remote: RemoteAttempts,
+        signal: WorkSignal,
+        clock: Clock,
+        changes: RunChanges | None = None,
     ) -> None:
         self._store = store
         self._remote = remote
         self._signal = signal
         self._clock = clock
+        self._changes = changes or RunChanges()
 
     async def claim(
         self, worker_id: str, body: JsonObject | None, gone: anyio.Event | None = None
@@ -74,6 +80,8 @@ class WorkerUseCases:
             )
             claimed = await self._store.claim(claim, self._clock.now())
             if claimed:
+                for run_id in {c.run_id for c in claimed}:
+                    self._changes.notify(run_id)  # the claim committed attempt.started
                 return {
                     "attempts": [
                         resources.claim_item(c, tokens[c.token_index], None) for c in claimed
