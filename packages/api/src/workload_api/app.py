@@ -12,7 +12,10 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from workload_api.auth import Authenticator
+from workload_api.auth import Authenticator, Principal
+from workload_api.console import Console, SecurityHeaders
+from workload_api.console import routes as console_routes
+from workload_api.console._sessions import SESSION_COOKIE
 from workload_api.context import RequestContext
 from workload_api.lifecycle import Readiness
 from workload_api.openapi import openapi_document
@@ -32,12 +35,21 @@ def _request_id(request: Request) -> str:
 
 
 def _endpoint(
-    op: Operation, usecases: UseCases, authenticator: Authenticator
+    op: Operation, usecases: UseCases, authenticator: Authenticator, console: Console | None
 ) -> Callable[[Request], Awaitable[Response]]:
+    async def principal_of(request: Request) -> Principal:
+        authorization = request.headers.get("authorization")
+        if op.session and console is not None and authorization is None:
+            # The console's browser (an EventSource sends no headers): its session cookie.
+            session = await console.sessions.read(request.cookies.get(SESSION_COOKIE))
+            if session is not None:
+                return authenticator.check(session.principal, op.role)
+        return authenticator.authenticate(authorization, op.role)
+
     async def endpoint(request: Request) -> Response:
         request.state.route = op.path
         try:
-            principal = authenticator.authenticate(request.headers.get("authorization"), op.role)
+            principal = await principal_of(request)
             return await op.handler(Call(request, principal, usecases))
         except HttpProblem as problem:
             request.state.error_code = problem.code
@@ -56,8 +68,13 @@ def _endpoint(
     return endpoint
 
 
-def create_app(usecases: UseCases, authenticator: Authenticator, readiness: Readiness) -> Starlette:
-    """Build the ASGI application over the use cases.
+def create_app(
+    usecases: UseCases,
+    authenticator: Authenticator,
+    readiness: Readiness,
+    console: Console | None = None,
+) -> Starlette:
+    """Build the ASGI application over the use cases (and the web console, when given).
 
     The application has no lifespan of its own: the service's one lifecycle
     (:class:`~workload_api.lifecycle.Service`) runs around it, in production and in tests.
@@ -81,7 +98,7 @@ def create_app(usecases: UseCases, authenticator: Authenticator, readiness: Read
     # One route per path with every method of that path, so a 405 lists them all in Allow.
     by_path: dict[str, dict[str, Callable[[Request], Awaitable[Response]]]] = {}
     for op in OPERATIONS:
-        by_path.setdefault(op.path, {})[op.method] = _endpoint(op, usecases, authenticator)
+        by_path.setdefault(op.path, {})[op.method] = _endpoint(op, usecases, authenticator, console)
     routes = [
         Route(path, _dispatch(endpoints), methods=list(endpoints))
         for path, endpoints in by_path.items()
@@ -91,6 +108,8 @@ def create_app(usecases: UseCases, authenticator: Authenticator, readiness: Read
         Route("/livez", livez, methods=["GET"]),
         Route("/readyz", readyz, methods=["GET"]),
     ]
+    if console is not None:
+        routes += console_routes(console)
 
     async def http_error(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, HTTPException)
@@ -110,7 +129,7 @@ def create_app(usecases: UseCases, authenticator: Authenticator, readiness: Read
 
     app = Starlette(
         routes=routes,
-        middleware=[Middleware(RequestContext)],
+        middleware=[Middleware(RequestContext), Middleware(SecurityHeaders)],
         exception_handlers={HTTPException: http_error},
     )
     # "/x/" is not "/x": a redirect would be built from the client's Host header.

@@ -13,6 +13,7 @@ from dependency_injector import containers, providers
 
 from workload_api.app import create_app
 from workload_api.auth import Authenticator
+from workload_api.console import NAV, Console, Sessions
 from workload_api.coordinator import Coordinator
 from workload_api.lifecycle import Readiness, Service
 from workload_api.settings import Settings
@@ -105,8 +106,23 @@ class Container(containers.DeclarativeContainer):
         workers=settings.provided.worker_tokens,
     )
     readiness = providers.Singleton(Readiness)
+    sessions = providers.Singleton(
+        Sessions,
+        store=store,
+        authenticator=authenticator,
+        clock=clock,
+        max_age=settings.provided.console_session_seconds,
+        secure=settings.provided.console_secure_cookies,
+    )
+    console = providers.Singleton(
+        Console, usecases=usecases, sessions=sessions, clock=clock, nav=providers.Object(NAV)
+    )
     app = providers.Singleton(
-        create_app, usecases=usecases, authenticator=authenticator, readiness=readiness
+        create_app,
+        usecases=usecases,
+        authenticator=authenticator,
+        readiness=readiness,
+        console=console,
     )
     service = providers.Singleton(
         Service,

@@ -47,6 +47,10 @@ class Settings(BaseSettings):
     stream_recheck_seconds: float = Field(default=5.0, gt=0, le=60)
     """An event stream re-reads its run this often even without an in-process wake-up (the
     safety net for commits made by another process)."""
+    console_session_seconds: int = Field(default=28800, ge=60, le=604800)
+    """How long a web console sign-in lasts (8 hours by default)."""
+    console_secure_cookies: bool | None = None
+    """Give console cookies the Secure attribute: None follows the request's scheme (https)."""
     statement_timeout_ms: int = Field(default=5000, ge=100, le=600_000)
     pool_max_size: int = Field(default=10, ge=1, le=1000)
 

@@ -38,6 +38,7 @@ __all__ = [
     "IdempotencyStore",
     "Resource",
     "RunReads",
+    "SecretStore",
     "Store",
     "WorkerStore",
     "WorkflowStore",
@@ -239,6 +240,13 @@ class RunReads(Protocol):
         """Return events with ``sequence > after_sequence`` in order; ``RunNotFound``."""
         ...
 
+    async def list_run_attempts(self, run_id: str, limit: int) -> Sequence[AttemptRecord]:
+        """Every attempt of every task of a run, by ``(task_key, attempt)``, at most ``limit``.
+
+        ``RunNotFound`` if absent. (The web console's timeline: one read, not one per task.)
+        """
+        ...
+
     async def page_runs(
         self,
         workflow_id: str | None,
@@ -310,7 +318,22 @@ class WorkerStore(Protocol):
         ...
 
 
+class SecretStore(Protocol):
+    """Secrets the service keeps across restarts (cursor keys, the console's session key)."""
+
+    async def secret(self, name: str) -> bytes:
+        """The random secret (32 bytes or more) kept under ``name``, made on first use."""
+        ...
+
+
 class Store(
-    WorkflowStore, ExecutionStore, IdempotencyStore, RunReads, WorkerStore, Resource, Protocol
+    WorkflowStore,
+    ExecutionStore,
+    IdempotencyStore,
+    RunReads,
+    WorkerStore,
+    SecretStore,
+    Resource,
+    Protocol,
 ):
     """The whole persistence port: every adapter implements all of it."""

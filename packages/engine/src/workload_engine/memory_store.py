@@ -9,6 +9,7 @@ alias stored state.
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import Collection, Sequence
 from dataclasses import replace
 from datetime import datetime
@@ -63,6 +64,11 @@ class InMemoryStore(MemoryReads, MemoryWorkers):
     async def close(self) -> None:
         """Nothing to release."""
         await anyio.lowlevel.checkpoint()
+
+    async def secret(self, name: str) -> bytes:
+        """A random secret per name, kept as long as this store (this process)."""
+        await anyio.lowlevel.checkpoint()
+        return self._secrets.setdefault(name, secrets.token_bytes(32))
 
     # -- workflows ---------------------------------------------------------------------------
 

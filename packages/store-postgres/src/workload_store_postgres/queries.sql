@@ -141,6 +141,16 @@ WHERE run_id = %(run_id)s AND task_key = %(task_key)s AND attempt > %(after)s
 ORDER BY attempt
 LIMIT %(limit)s
 
+-- name: list_run_attempts
+-- Served by the primary key (run_id, task_key, attempt).
+SELECT task_key, attempt, status, started_at, finished_at, output, error, attempt_id, action,
+       queue, heartbeat_timeout_seconds, timeout_seconds, schedule_deadline, worker_id,
+       claimed_at, lease_expires_at, timeout_at, progress, report_hash
+FROM attempts
+WHERE run_id = %(run_id)s
+ORDER BY task_key, attempt
+LIMIT %(limit)s
+
 -- name: list_events
 SELECT sequence, type, occurred_at, task_key, attempt, data
 FROM state_events

@@ -151,6 +151,26 @@ class RunUseCases:
         """A page of a run's events."""
         return resources.page(await self._store.page_events(run_id, cursor, limit), resources.event)
 
+    async def detail(self, run_id: str, *, attempts: int, events: int) -> JsonObject:
+        """A run as the console shows it: the run, its tasks, its attempts, its latest events.
+
+        ``last_sequence`` is the last event's; ``events`` are the latest (at most ``events``),
+        ``attempts`` every attempt of the run (at most ``attempts``, by task and number).
+        """
+        snapshot = await self._store.load_run(run_id)
+        counts = Counter(t.status.value for t in snapshot.tasks)
+        found = await self._store.list_run_attempts(run_id, attempts + 1)
+        after = max(snapshot.last_sequence - events, 0)
+        latest = await self._store.list_events(run_id, after, events)
+        return {
+            "run": resources.run(snapshot.run, counts),
+            "tasks": [resources.task(t) for t in snapshot.tasks],
+            "attempts": [resources.attempt(a) | {"task_key": a.task_key} for a in found[:attempts]],
+            "more_attempts": len(found) > attempts,
+            "events": [resources.event(e) for e in latest],
+            "last_sequence": max([snapshot.last_sequence, *(e.sequence for e in latest)]),
+        }
+
     async def _check_task_key(self, run_id: str, task_key: str) -> None:
         """A key that cannot exist is not found — after its run is (a missing run first)."""
         if not _TASK_KEY.match(task_key):
