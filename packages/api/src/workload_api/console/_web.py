@@ -218,6 +218,8 @@ async def read_form(request: Request) -> dict[str, str]:
     """A urlencoded form (first value of each field); 415 for another body, 413 over 1 MiB."""
     content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
     body = await read_limited(request)
+    if not body:
+        return {}
     if content_type != _FORM_TYPE:
         raise HttpProblem(415, "unsupported_media_type", "forms are sent urlencoded")
     try:
