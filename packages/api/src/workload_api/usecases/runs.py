@@ -160,12 +160,14 @@ class RunUseCases:
         snapshot = await self._store.load_run(run_id)
         counts = Counter(t.status.value for t in snapshot.tasks)
         found = await self._store.list_run_attempts(run_id, attempts + 1)
+        position = {t.task_key: t.position for t in snapshot.tasks}
+        shown = sorted(found[:attempts], key=lambda a: (position.get(a.task_key, 0), a.attempt))
         after = max(snapshot.last_sequence - events, 0)
         latest = await self._store.list_events(run_id, after, events)
         return {
             "run": resources.run(snapshot.run, counts),
             "tasks": [resources.task(t) for t in snapshot.tasks],
-            "attempts": [resources.attempt(a) | {"task_key": a.task_key} for a in found[:attempts]],
+            "attempts": [resources.attempt(a) | {"task_key": a.task_key} for a in shown],
             "more_attempts": len(found) > attempts,
             "events": [resources.event(e) for e in latest],
             "last_sequence": max([snapshot.last_sequence, *(e.sequence for e in latest)]),
