@@ -202,6 +202,21 @@ def test_an_operator_cancels_a_running_run(
     assert live_api.viewer.get(f"{V1}/runs/{run_id}").json()["status"] == "canceled"
     shoot(page, shots, "run-canceled")
 
+    # The runs list keeps its counts live: another run starts running, then is canceled.
+    other = start(live_api, "sleepy")
+    page.get_by_role("link", name="Runs", exact=True).click()
+    running = page.locator("#active-counts [data-status=running]")
+    expect(running).to_have_text("1 running")
+    page.evaluate("window.__notReloaded = true")
+    canceled = live_api.operator.post(
+        f"{V1}/runs/{other}/cancel", headers={"Idempotency-Key": f"cancel-{other}"}
+    )
+    assert canceled.status_code == 202, canceled.text
+    expect(running).to_have_text("0 running")
+    expect(page.locator(f"#run-rows tr[data-run='{other}']")).to_contain_text("canceled")
+    assert page.evaluate("window.__notReloaded") is True
+    shoot(page, shots, "runs-after-cancel")
+
 
 def test_a_viewer_sees_no_write_controls_and_a_forged_post_is_refused(
     live_api: LiveApi, browser: OpenPage, shots: Path

@@ -130,6 +130,20 @@ async def test_engine_runs_identically_on_the_store(store: Store, clock: FakeClo
     assert len(await store.list_run_attempts(run.run_id, 2)) == 2
 
 
+async def test_active_runs_are_counted_by_status(store: Store, clock: FakeClock) -> None:
+    assert await store.count_active_runs(None) == {}
+    h = Harness(store=store, clock=clock)
+    first = await h.create(DIAMOND)
+    await h.create(DIAMOND)
+    assert await store.count_active_runs(None) == {"pending": 2}
+    assert await store.count_active_runs("nope") == {}
+    view = await h.run(DIAMOND)  # a third run, to its end: finished runs are not counted
+    assert view.status == "succeeded"
+    assert await store.count_active_runs(None) == {"pending": 2}
+    workflow_id = (await store.get_run(first)).workflow_id
+    assert await store.count_active_runs(workflow_id) == {"pending": 2}
+
+
 async def test_secrets_are_made_once_per_name(store: Store) -> None:
     first = await store.secret("console_session")
     assert len(first) >= 32

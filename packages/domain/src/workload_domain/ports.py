@@ -240,6 +240,13 @@ class RunReads(Protocol):
         """Return events with ``sequence > after_sequence`` in order; ``RunNotFound``."""
         ...
 
+    async def count_active_runs(self, workflow_id: str | None) -> Mapping[str, int]:
+        """How many unfinished runs are in each status (absent: none), optionally of a workflow.
+
+        Bounded by the unfinished runs, whatever the history (the console's live counts).
+        """
+        ...
+
     async def list_run_attempts(self, run_id: str, limit: int) -> Sequence[AttemptRecord]:
         """Every attempt of every task of a run, by ``(task_key, attempt)``, at most ``limit``.
 

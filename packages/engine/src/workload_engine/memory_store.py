@@ -10,7 +10,8 @@ alias stored state.
 from __future__ import annotations
 
 import secrets
-from collections.abc import Collection, Sequence
+from collections import Counter
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime
 
@@ -216,6 +217,18 @@ class InMemoryStore(MemoryReads, MemoryWorkers):
             if not data.run.status.is_terminal and (after is None or run_id > after)
         )
         return ids[:limit]
+
+    async def count_active_runs(self, workflow_id: str | None) -> Mapping[str, int]:
+        """How many unfinished runs are in each status, optionally of one workflow."""
+        await anyio.lowlevel.checkpoint()
+        return dict(
+            Counter(
+                data.run.status.value
+                for data in self._runs.values()
+                if not data.run.status.is_terminal
+                and (workflow_id is None or data.run.workflow_id == workflow_id)
+            )
+        )
 
     async def runs_with_running_attempts(self, actions: Collection[str]) -> Sequence[str]:
         """Ids of runs with an attempt of one of ``actions`` still running, in id order."""

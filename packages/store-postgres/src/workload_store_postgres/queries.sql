@@ -206,6 +206,14 @@ WHERE status IN ('pending', 'running', 'waiting_retry') AND run_id > %(after)s
 ORDER BY run_id
 LIMIT %(limit)s
 
+-- name: count_active_runs
+-- Only unfinished runs are counted (what workflow_runs_unfinished indexes): bounded by the work
+-- in flight, not by the history.
+SELECT status, count(*) AS count FROM workflow_runs
+WHERE status IN ('pending', 'running', 'waiting_retry', 'waiting_approval')
+  AND (%(workflow_id)s::text IS NULL OR workflow_id = %(workflow_id)s::text)
+GROUP BY status
+
 -- name: runs_with_running_attempts
 -- Served by attempts_live (partial on live attempts): few rows, even with a big backlog.
 SELECT DISTINCT run_id FROM attempts

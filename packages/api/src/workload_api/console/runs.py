@@ -54,7 +54,9 @@ async def _runs_context(view: View) -> dict[str, Any]:
     if page["next_cursor"]:
         next_link = query_link("/ui/runs", {**base, "cursor": str(page["next_cursor"])})
     runs = page["items"]
+    counts = await view.console.usecases.runs.active_counts(workflow_id)
     return {
+        "active_counts": counts,
         "runs": runs,
         "workflow_id": workflow_id or "",
         "status_filter": status.value if status else "",
@@ -64,7 +66,7 @@ async def _runs_context(view: View) -> dict[str, Any]:
         "first_link": query_link("/ui/runs", base),
         "next_link": next_link,
         "rows_link": query_link("/ui/runs/rows", {**base, "cursor": cursor}),
-        "active": any(r["status"] not in TERMINAL for r in runs),
+        "active": any(r["status"] not in TERMINAL for r in runs) or any(counts.values()),
     }
 
 
@@ -73,7 +75,7 @@ async def runs_page(view: View) -> Response:
 
 
 async def runs_rows(view: View) -> Response:
-    return await view.render("_run_rows.html", **await _runs_context(view))
+    return await view.render("_runs_live.html", **await _runs_context(view))
 
 
 async def _run_context(view: View) -> dict[str, Any]:

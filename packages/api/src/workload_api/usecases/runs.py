@@ -125,6 +125,11 @@ class RunUseCases:
         counts = await self._store.task_counts([r.run_id for r in found.items])
         return resources.page(found, lambda r: resources.run(r, counts.get(r.run_id, {})))
 
+    async def active_counts(self, workflow_id: str | None) -> dict[str, int]:
+        """How many unfinished runs are in each unfinished status (zeros included)."""
+        found = await self._store.count_active_runs(workflow_id)
+        return {s.value: int(found.get(s.value, 0)) for s in RunStatus if not s.is_terminal}
+
     async def get(self, run_id: str) -> tuple[JsonObject, int]:
         """One run, and its revision (for the ETag)."""
         run, counts = await self._store.get_run_with_counts(run_id)

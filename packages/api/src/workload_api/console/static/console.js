@@ -83,22 +83,21 @@
     });
   }
 
-  function followRuns(body) {
+  // The runs list: its counts and rows re-read every 3 s while something on it is unfinished.
+  function followRuns(holder) {
     function tick() {
-      if (body.dataset.active !== "true") { return; }
+      if (holder.dataset.active !== "true") { return; }
       if (document.hidden) { window.setTimeout(tick, 3000); return; }
-      fetch(body.dataset.rows, { credentials: "same-origin", headers: { Accept: "text/html" } })
+      fetch(holder.dataset.rows, { credentials: "same-origin", headers: { Accept: "text/html" } })
         .then(function (response) {
           if (signedOut(response)) { window.location.reload(); return null; }
           return response.ok ? response.text() : null;
         })
         .then(function (html) {
           if (html === null) { return; }
-          var holder = document.createElement("tbody");
-          holder.innerHTML = html.replace(/^\s*<tbody[^>]*>|<\/tbody>\s*$/g, "");
-          body.innerHTML = holder.innerHTML;
-          var match = html.match(/data-active="(true|false)"/);
-          body.dataset.active = match ? match[1] : "false";
+          swap(holder, html);
+          var flag = document.getElementById("runs-active");
+          holder.dataset.active = flag ? flag.dataset.active : "false";
         })
         .catch(function () { /* try again at the next tick */ })
         .finally(function () { window.setTimeout(tick, 3000); });
@@ -109,7 +108,7 @@
   document.addEventListener("DOMContentLoaded", function () {
     var live = document.getElementById("live");
     if (live && live.dataset.terminal !== "true") { followRun(live); }
-    var rows = document.getElementById("run-rows");
-    if (rows && rows.dataset.active === "true") { followRuns(rows); }
+    var runs = document.getElementById("runs-live");
+    if (runs && runs.dataset.active === "true") { followRuns(runs); }
   });
 })();
