@@ -408,3 +408,34 @@ def test_a_pasted_token_never_reaches_the_log(
     assert any("/ui/login" in line for line in lines), "the requests were logged"
     leaked = [line for line in lines if token in line]
     assert not leaked, leaked
+
+
+def test_a_long_history_is_shown_by_its_latest_events_and_paged(
+    live_api: LiveApi, operator_browser: httpx.Client
+) -> None:
+    """A run with hundreds of events: its page starts with the latest 100, the history pages."""
+    wide = {"id": "wide", "tasks": [{"key": f"t{n:03}", "action": "mock"} for n in range(120)]}
+    create(live_api, wide)
+    run_id = start(live_api, "wide")
+    live_api.wait_for_run(run_id)
+    every = []
+    cursor = None
+    while True:
+        params = {"limit": 200} | ({"cursor": cursor} if cursor else {})
+        page = live_api.viewer.get(f"{V1}/runs/{run_id}/events", params=params).json()
+        every += [e["sequence"] for e in page["items"]]
+        cursor = page["next_cursor"]
+        if cursor is None:
+            break
+    assert len(every) > 300
+    shown = re.findall(
+        r'<tr data-sequence="(\d+)">', operator_browser.get(f"/ui/runs/{run_id}").text
+    )
+    assert [int(s) for s in shown] == every[-100:]
+    history = operator_browser.get(f"/ui/runs/{run_id}/events")
+    assert history.text.count("<tr><td>") == 200
+    following = re.search(r'href="([^"]+)" rel="next"', history.text)
+    assert following is not None
+    second = operator_browser.get(following[1].replace("&amp;", "&"))
+    assert second.status_code == 200
+    assert f"<tr><td>{every[200]}</td>" in second.text
