@@ -27,7 +27,7 @@ PIPELINE: dict[str, Any] = {
     "id": "pipeline",
     "description": "fetch, a flaky step that succeeds on its second attempt, report",
     "tasks": [
-        {"key": "fetch", "action": "mock", "input": {"sleep_ms": 700}},
+        {"key": "fetch", "action": "mock", "input": {"sleep_ms": 2000}},
         {
             "key": "flaky",
             "action": "mock",
