@@ -439,3 +439,27 @@ def test_a_long_history_is_shown_by_its_latest_events_and_paged(
     second = operator_browser.get(following[1].replace("&amp;", "&"))
     assert second.status_code == 200
     assert f"<tr><td>{every[200]}</td>" in second.text
+
+
+@pytest.mark.parametrize(
+    ("path", "status", "text"),
+    [
+        pytest.param("/ui/runs?status=bogus", 400, "unknown status", id="unknown-status"),
+        pytest.param("/ui/runs?workflow_id=Not%20One", 400, "not a valid", id="bad-workflow-id"),
+        pytest.param("/ui/runs?cursor=junk", 400, "cursor", id="bad-cursor"),
+        pytest.param("/ui/runs/not-a-run", 404, "not-a-run", id="unknown-run"),
+        pytest.param("/ui/runs/not-a-run/events", 404, "not-a-run", id="unknown-run-events"),
+        pytest.param("/ui/workflows/nope", 404, "nope", id="unknown-workflow"),
+        pytest.param("/ui/workflows/quick/versions/01", 404, "version", id="odd-version"),
+        pytest.param("/ui/workflows/quick/versions/9", 404, "version", id="unknown-version"),
+    ],
+)
+def test_errors_are_pages_with_the_apis_statuses(
+    live_api: LiveApi, viewer_browser: httpx.Client, path: str, status: int, text: str
+) -> None:
+    create(live_api, QUICK)
+    answer = viewer_browser.get(path)
+    assert answer.status_code == status, answer.text
+    assert answer.headers["content-type"].startswith("text/html")
+    assert text in answer.text
+    assert "frame-ancestors 'none'" in answer.headers["content-security-policy"]

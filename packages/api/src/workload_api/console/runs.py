@@ -18,7 +18,7 @@ from starlette.routing import Route
 from workload_api.auth import Role
 from workload_api.console._graph import dag, timeline
 from workload_api.console._web import Console, View, query_link
-from workload_api.handlers import _bad_query
+from workload_api.problems import HttpProblem
 from workload_domain.definition import WORKFLOW_ID_PATTERN
 from workload_domain.statuses import RunStatus, TaskStatus
 
@@ -35,14 +35,14 @@ def _filters(view: View) -> tuple[str | None, RunStatus | None, str | None]:
     query = view.request.query_params
     workflow_id = query.get("workflow_id") or None
     if workflow_id is not None and not re.fullmatch(WORKFLOW_ID_PATTERN, workflow_id):
-        raise _bad_query("workflow_id is not a valid workflow id")
+        raise HttpProblem(400, "invalid_argument", "workflow_id is not a valid workflow id")
     raw = query.get("status") or None
     status = None
     if raw is not None:
         try:
             status = RunStatus(raw)
         except ValueError:
-            raise _bad_query(f"unknown status {raw[:40]!r}") from None
+            raise HttpProblem(400, "invalid_argument", f"unknown status {raw[:40]!r}") from None
     return workflow_id, status, query.get("cursor") or None
 
 
