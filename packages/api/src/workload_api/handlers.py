@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from contextlib import aclosing
 from dataclasses import dataclass
 from typing import Any
@@ -288,10 +288,10 @@ async def stream_events(call: Call) -> Response:
     )
 
 
-async def _server_sent(items: AsyncIterator[StreamItem]) -> AsyncIterator[bytes]:
+async def _server_sent(items: AsyncGenerator[StreamItem, None]) -> AsyncIterator[bytes]:
     """The stream's items as server-sent events (``id:`` is the event's sequence)."""
     yield f"retry: {_RECONNECT_MS}\n\n".encode()  # answered at once, even with nothing new
-    async with aclosing(items):  # type: ignore[type-var]
+    async with aclosing(items):
         async for item in items:
             if isinstance(item, Events):
                 yield "".join(

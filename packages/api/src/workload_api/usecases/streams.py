@@ -16,7 +16,7 @@ with ``Last-Event-ID`` and gets the events it missed, none twice.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from dataclasses import dataclass
 
 import anyio
@@ -79,7 +79,7 @@ class EventStreams:
         self._keepalive = keepalive
         self._recheck = recheck
 
-    async def open(self, run_id: str, after: int) -> AsyncIterator[StreamItem]:
+    async def open(self, run_id: str, after: int) -> AsyncGenerator[StreamItem, None]:
         """The items of ``run_id``'s stream, starting after sequence ``after``.
 
         Raises:
@@ -88,7 +88,7 @@ class EventStreams:
         run = await self._store.get_run(run_id)
         return self._items(run, after)
 
-    async def _items(self, run: RunRecord, after: int) -> AsyncIterator[StreamItem]:
+    async def _items(self, run: RunRecord, after: int) -> AsyncGenerator[StreamItem, None]:
         # A run that was terminal when read has all its events committed: read them, then end.
         terminal = run.status in _TERMINAL_RUNS
         status = run.status.value
