@@ -472,8 +472,17 @@ def test_success_response(document: dict[str, Any], key: tuple[str, str]) -> Non
             assert list(content) == ["text/event-stream"], f"{status}: {list(content)}"
             resume = [p for p in operation["parameters"] if p["name"] == "Last-Event-ID"]
             assert [p["in"] for p in resume] == ["header"], "a stream resumes after Last-Event-ID"
-            data = _resolve(document, content["text/event-stream"]["x-data"])
-            assert set(EVENT) <= set(data["properties"]), "each message's data is an event"
+            # OpenAPI 3.1: the schema describes each event of the stream.
+            kinds = {
+                one["properties"]["event"]["const"]: one["properties"]["data"]
+                for one in content["text/event-stream"]["schema"]["oneOf"]
+            }
+            assert set(kinds) == {"message", "end"}
+            event = _resolve(document, kinds["message"]["contentSchema"])
+            assert set(EVENT) <= set(event["properties"]), "each message's data is an event"
+            assert kinds["message"]["contentMediaType"] == "application/json"
+            end = _resolve(document, kinds["end"]["contentSchema"])
+            assert set(end["required"]) == {"run_id", "status"}
             continue
         assert list(content) == ["application/json"], f"{status}: {list(content)}"
         schema = content["application/json"].get("schema")
