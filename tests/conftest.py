@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 pytest_plugins = ["tests.plugins.postgres"]
-if importlib.util.find_spec("workload_api") is not None:  # the service's packages are installed
-    pytest_plugins.append("tests.plugins.live_api")
+if all(importlib.util.find_spec(m) for m in ("workload_api", "workload_sdk")):
+    pytest_plugins.append("tests.plugins.live_api")  # the service and its clients are installed
 
 _DATABASE_FIXTURES = frozenset(
     {"database_url", "empty_database_url", "postgres_server_url", "template_database"}
