@@ -159,23 +159,28 @@ class RunUseCases:
     async def detail(self, run_id: str, *, attempts: int, events: int) -> JsonObject:
         """A run as the console shows it: the run, its tasks, its attempts, its latest events.
 
-        ``last_sequence`` is the last event's; ``events`` are the latest (at most ``events``),
-        ``attempts`` every attempt of the run (at most ``attempts``, by task and number).
+        ``last_sequence`` is the snapshot's last event; ``events`` the latest up to it (at most
+        ``events``); ``attempts`` every attempt of the run (at most ``attempts``, by task).
         """
         snapshot = await self._store.load_run(run_id)
         counts = Counter(t.status.value for t in snapshot.tasks)
         found = await self._store.list_run_attempts(run_id, attempts + 1)
         position = {t.task_key: t.position for t in snapshot.tasks}
         shown = sorted(found[:attempts], key=lambda a: (position.get(a.task_key, 0), a.attempt))
-        after = max(snapshot.last_sequence - events, 0)
-        latest = await self._store.list_events(run_id, after, events)
+        # Everything shown is as of the snapshot: events committed after it are left to the
+        # live stream (which starts after ``last_sequence``) and trigger a refresh.
+        last = snapshot.last_sequence
+        after = max(last - events, 0)
+        latest = [
+            e for e in await self._store.list_events(run_id, after, events) if e.sequence <= last
+        ]
         return {
             "run": resources.run(snapshot.run, counts),
             "tasks": [resources.task(t) for t in snapshot.tasks],
             "attempts": [resources.attempt(a) | {"task_key": a.task_key} for a in shown],
             "more_attempts": len(found) > attempts,
             "events": [resources.event(e) for e in latest],
-            "last_sequence": max([snapshot.last_sequence, *(e.sequence for e in latest)]),
+            "last_sequence": last,
         }
 
     async def _check_task_key(self, run_id: str, task_key: str) -> None:
