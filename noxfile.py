@@ -140,6 +140,13 @@ def tests_postgres15(session: nox.Session) -> None:
 
 
 @nox.session(python=PYTHON)
+def browser(session: nox.Session) -> None:
+    """The console's browser tests alone (Debian's /usr/bin/chromium; part of ``tests`` too)."""
+    _sync(session)
+    session.run("pytest", "tests/console", "-m", "browser", *session.posargs, env=_test_env())
+
+
+@nox.session(python=PYTHON)
 def bench(session: nox.Session) -> None:
     """Benchmarks (not run by default): prints JSON with p50/p95/p99 and throughput."""
     _sync(session)

@@ -72,6 +72,8 @@ SPEC_OPERATIONS: dict[tuple[str, str], tuple[frozenset[int], str | None]] = {
     ("POST", f"{V}/drafts/{{draft_id}}/approve"): (frozenset({200}), OPERATOR),
     ("POST", f"{V}/drafts/{{draft_id}}/reject"): (frozenset({200}), OPERATOR),
     ("GET", f"{V}/runs/{{run_id}}/events"): (frozenset({200}), VIEWER),
+    # SPEC §13: the live event stream (text/event-stream).
+    ("GET", f"{V}/runs/{{run_id}}/events/stream"): (frozenset({200}), VIEWER),
     # SPEC §10: workers claim and report; viewers list workers and queues.
     ("POST", f"{V}/workers/{{worker_id}}/claim"): (frozenset({200}), WORKER),
     ("POST", f"{V}/attempts/{{attempt_id}}/heartbeat"): (frozenset({200}), WORKER),
@@ -86,6 +88,9 @@ SPEC_OPERATIONS: dict[tuple[str, str], tuple[frozenset[int], str | None]] = {
     ("GET", "/livez"): (frozenset({200}), PUBLIC),
     ("GET", "/readyz"): (frozenset({200}), PUBLIC),  # 503 {"status": ...} when not ready
 }
+
+# Operations whose success body is a stream of server-sent events, not one JSON object.
+SPEC_STREAMS = frozenset({("GET", f"{V}/runs/{{run_id}}/events/stream")})
 
 WORKFLOW = ("workflow_id", "latest_version", "description", "created_at", "updated_at")
 VERSION_SUMMARY = ("workflow_id", "version", "definition_hash", "task_count", "created_at")
@@ -503,6 +508,8 @@ def test_routes_and_document_are_in_parity(app: Starlette, document: dict[str, A
     for route in app.routes:
         assert isinstance(route, Route), f"unexpected route type {route!r}"
         assert route.methods is not None
+        if route.path == "/ui" or route.path.startswith("/ui/"):
+            continue  # the web console (SPEC §13): HTML pages, not operations of the API
         # Starlette adds HEAD to every GET route; HTTP (RFC 9110 §9.3.2) defines HEAD as GET
         # without the body, and OpenAPI documents conventionally leave it implied.
         routes |= {(method, route.path) for method in route.methods if method != "HEAD"}
@@ -536,6 +543,21 @@ def test_success_response(document: dict[str, Any], key: tuple[str, str]) -> Non
         if key == ("GET", "/metrics"):  # the Prometheus text format (SPEC §12)
             assert list(content) == ["text/plain"], f"{status}: {list(content)}"
             assert content["text/plain"]["schema"] == {"type": "string"}
+        if key in SPEC_STREAMS:
+            assert list(content) == ["text/event-stream"], f"{status}: {list(content)}"
+            resume = [p for p in operation["parameters"] if p["name"] == "Last-Event-ID"]
+            assert [p["in"] for p in resume] == ["header"], "a stream resumes after Last-Event-ID"
+            # OpenAPI 3.1: the schema describes each event of the stream.
+            kinds = {
+                one["properties"]["event"]["const"]: one["properties"]["data"]
+                for one in content["text/event-stream"]["schema"]["oneOf"]
+            }
+            assert set(kinds) == {"message", "end"}
+            event = _resolve(document, kinds["message"]["contentSchema"])
+            assert set(EVENT) <= set(event["properties"]), "each message's data is an event"
+            assert kinds["message"]["contentMediaType"] == "application/json"
+            end = _resolve(document, kinds["end"]["contentSchema"])
+            assert set(end["required"]) == {"run_id", "status"}
             continue
         assert list(content) == ["application/json"], f"{status}: {list(content)}"
         schema = content["application/json"].get("schema")
@@ -614,6 +636,8 @@ def test_query_parameters(document: dict[str, Any], key: tuple[str, str]) -> Non
         expected |= {"workflow_id", "status"}
     if key == ("GET", f"{V}/approvals"):
         expected |= {"status"}
+    if key in SPEC_STREAMS:
+        expected = {"after"}  # or the Last-Event-ID header
     assert set(query) == expected
     assert all(p.get("required", False) is False for p in query.values())
     if paged:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 import subprocess
@@ -293,6 +294,19 @@ def test_watch_exit_code_succeeded_after_a_retry(cli: Cli, tmp_path: Path) -> No
     assert "task flaky waiting_retry attempt 1/2" in result.stdout
     assert "task flaky succeeded attempt 2/2" in result.stdout
     assert f"run {run.run_id} succeeded" in result.stdout.splitlines()[-1]
+
+
+def test_watch_follows_the_event_stream(
+    cli: Cli, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """SPEC §13: ``runs watch`` learns of changes from the run's event stream."""
+    cli("workflows", "create", write(tmp_path, RETRYING))
+    run = started(cli, "retrying")
+    with caplog.at_level(logging.INFO, logger="workload.access"):
+        result = cli("runs", "watch", run.run_id, "--interval", "0.05")
+    assert result.exit_code == 0, result.output
+    routes = [getattr(r, "fields", {}).get("route") for r in caplog.records]
+    assert routes.count("/api/v1/runs/{run_id}/events/stream") == 1, routes
 
 
 def test_watch_exit_code_failed(cli: Cli, tmp_path: Path) -> None:

@@ -117,6 +117,38 @@ async def test_engine_runs_identically_on_the_store(store: Store, clock: FakeClo
     run, own_counts = await store.get_run_with_counts(view.snapshot.run.run_id)
     assert (run, own_counts) == (view.snapshot.run, {"succeeded": 4})
     assert await store.list_unfinished_runs(None, 10) == []
+    # Every attempt of the run at once, by (task_key, attempt), bounded.
+    everything = await store.list_run_attempts(run.run_id, 100)
+    assert [(a.task_key, a.attempt) for a in everything] == [
+        ("a", 1),
+        ("b", 1),
+        ("b", 2),
+        ("c", 1),
+        ("d", 1),
+    ]
+    assert list(everything[1:3]) == list(await store.list_attempts(run.run_id, "b"))
+    assert len(await store.list_run_attempts(run.run_id, 2)) == 2
+
+
+async def test_active_runs_are_counted_by_status(store: Store, clock: FakeClock) -> None:
+    assert await store.count_active_runs(None) == {}
+    h = Harness(store=store, clock=clock)
+    first = await h.create(DIAMOND)
+    await h.create(DIAMOND)
+    assert await store.count_active_runs(None) == {"pending": 2}
+    assert await store.count_active_runs("nope") == {}
+    view = await h.run(DIAMOND)  # a third run, to its end: finished runs are not counted
+    assert view.status == "succeeded"
+    assert await store.count_active_runs(None) == {"pending": 2}
+    workflow_id = (await store.get_run(first)).workflow_id
+    assert await store.count_active_runs(workflow_id) == {"pending": 2}
+
+
+async def test_secrets_are_made_once_per_name(store: Store) -> None:
+    first = await store.secret("console_session")
+    assert len(first) >= 32
+    assert await store.secret("console_session") == first
+    assert await store.secret("another") != first
 
 
 async def test_a_stale_commit_changes_nothing(store: Store, clock: FakeClock) -> None:
@@ -192,11 +224,14 @@ async def test_reads_of_missing_things(store: Store, clock: FakeClock) -> None:
             await store.get_task(missing, "a")
         with pytest.raises(RunNotFound):
             await store.get_run_with_counts(missing)
+        with pytest.raises(RunNotFound):
+            await store.list_run_attempts(missing, 10)
     with pytest.raises(TaskNotFound):
         await store.get_task(run_id, "zzz")
     with pytest.raises(TaskNotFound):
         await store.page_attempts(run_id, "zzz", None, 10)
     assert (await store.page_attempts(run_id, "a", None, 10)).items == ()
+    assert await store.list_run_attempts(run_id, 10) == []
     with pytest.raises(WorkflowNotFound):
         await store.page_versions("nope", None, 10)
 

@@ -178,7 +178,12 @@ def _strategy(operation: Operation, seeds: Seeds) -> st.SearchStrategy[AnyCase]:
     """Generated requests; the same naming seeded resources; and the same on a second page."""
     names = set(re.findall(r"\{(\w+)\}", operation.path))
     strategies = [operation.as_strategy(GenerationMode.POSITIVE)]
-    for path in seeds.paths if names else []:
+    paths = seeds.paths if names else []
+    if operation.path.endswith("/events/stream"):
+        # A running run's stream lasts as long as the run (keep-alives every 15 s), and a case
+        # is checked on its whole response: stream the finished run's history only.
+        paths = paths[:1]
+    for path in paths:
         seeded = operation.as_strategy(
             GenerationMode.POSITIVE,
             path_parameters={k: v for k, v in path.items() if k in names},

@@ -293,3 +293,26 @@ async def test_the_async_client_end_to_end(live_api: LiveApi) -> None:
             await viewer.runs.get(MISSING_RUN)
         assert (missing.value.code, bool(missing.value.request_id)) == ("run_not_found", True)
         assert (await viewer.runs.get(slow.run_id)).status is RunStatus.CANCELED
+
+
+def test_stream_events_follows_a_run_to_its_end(operator: Client, viewer: Client) -> None:
+    operator.workflows.create(RETRYING)
+    run = operator.runs.start("retrying", 1)
+    streamed = list(viewer.runs.stream_events(run.run_id, timeout=30))
+    assert [e.sequence for e in streamed] == list(range(1, len(streamed) + 1))
+    assert streamed[-1].type == "run.succeeded"
+    assert streamed == list(viewer.runs.events(run.run_id))
+    later = list(viewer.runs.stream_events(run.run_id, after=streamed[2].sequence, timeout=30))
+    assert later == streamed[3:]
+    with pytest.raises(NotFound):
+        list(viewer.runs.stream_events(MISSING_RUN))
+
+
+@pytest.mark.anyio
+async def test_the_async_client_streams_events(live_api: LiveApi) -> None:
+    async with live_api.async_sdk(OPERATOR_TOKEN) as op:
+        await op.workflows.create(QUICK)
+        run = await op.runs.start("quick", 1)
+        streamed = [e async for e in op.runs.stream_events(run.run_id, timeout=30)]
+        assert streamed[-1].type == "run.succeeded"
+        assert streamed == await op.runs.events(run.run_id).to_list()

@@ -405,6 +405,8 @@ def test_an_agent_runs_model_and_tool_calls_as_genai_spans_in_its_attempt(
     first = dict(chats[0].attributes or {})
     assert first["gen_ai.provider.name"] == "mock"
     assert first["gen_ai.request.model"] == "mock"
+    assert isinstance(first["gen_ai.usage.input_tokens"], int)
+    assert isinstance(first["gen_ai.usage.output_tokens"], int)
     assert first["gen_ai.usage.input_tokens"] > 0
     assert first["gen_ai.usage.output_tokens"] > 0
     assert dict(tool.attributes or {})["gen_ai.tool.call.id"] == "call_1_1"

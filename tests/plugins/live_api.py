@@ -4,6 +4,7 @@
   in-memory store, in this process — the container with :func:`use_memory_store`. Requests go
   through ``httpx.ASGITransport`` into an event loop of its own (an anyio blocking portal), so
   the blocking httpx clients, the SDK and the CLI all reach it without a socket or a database.
+  Responses stream chunk by chunk (event streams work in-process too).
 - ``postgres``: the real ``Coordinator`` (lock, store, engine, uvicorn) on a loopback port, with
   a fresh PostgreSQL database per test — the thinner layer that proves the same behaviour over
   real HTTP and SQL.
@@ -16,8 +17,10 @@ behaviour suites with no database at all.
 
 from __future__ import annotations
 
+import contextlib
+import queue
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -26,7 +29,7 @@ import anyio
 import httpx
 import pytest
 from anyio.from_thread import BlockingPortal, start_blocking_portal
-from starlette.types import ASGIApp
+from starlette.types import ASGIApp, Message
 
 from tests.waiting import wait_until
 from workload_api.container import Container, use_memory_store
@@ -43,26 +46,121 @@ TERMINAL = frozenset({"succeeded", "failed", "canceled"})
 BACKENDS = ("memory", "postgres")
 
 
+_DONE = object()
+
+
 class PortalTransport(httpx.BaseTransport):
-    """A blocking transport into an ASGI app running in a blocking portal's event loop."""
+    """A blocking transport into an ASGI app running in a blocking portal's event loop.
+
+    Responses stream: each body chunk the app sends reaches the client as it is sent (so event
+    streams and long-polls behave as over a socket), a silence longer than the request's read
+    timeout raises ``httpx.ReadTimeout``, and closing the response tells the app the client
+    hung up (``http.disconnect``).
+    """
 
     def __init__(self, portal: BlockingPortal, app: ASGIApp) -> None:
         self._portal = portal
-        self._asgi = httpx.ASGITransport(app=app, client=("127.0.0.1", 40000))
+        self._app = app
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
         body = request.read()
+        timeouts = request.extensions.get("timeout", {})
+        read_timeout: float | None = timeouts.get("read")
+        messages: queue.Queue[Any] = queue.Queue()
+        hung_up: list[anyio.Event] = []
+        scope = {
+            "type": "http",
+            "asgi": {"version": "3.0"},
+            "http_version": "1.1",
+            "method": request.method,
+            "headers": [(k.lower(), v) for (k, v) in request.headers.raw],
+            "scheme": request.url.scheme,
+            "path": request.url.path,
+            "raw_path": request.url.raw_path.split(b"?")[0],
+            "query_string": request.url.query,
+            "server": (request.url.host, request.url.port or 80),
+            "client": ("127.0.0.1", 40000),
+            "root_path": "",
+        }
 
-        async def send() -> tuple[int, list[tuple[bytes, bytes]], bytes]:
-            inner = httpx.Request(
-                request.method, request.url, headers=request.headers, content=body
-            )
-            response = await self._asgi.handle_async_request(inner)
-            content = await response.aread()
-            return response.status_code, response.headers.raw, content
+        async def serve() -> None:
+            disconnected = anyio.Event()
+            hung_up.append(disconnected)
+            sent = False
 
-        status, headers, content = self._portal.call(send)
-        return httpx.Response(status, headers=headers, content=content, request=request)
+            async def receive() -> Message:
+                nonlocal sent
+                if not sent:
+                    sent = True
+                    return {"type": "http.request", "body": body, "more_body": False}
+                await disconnected.wait()
+                return {"type": "http.disconnect"}
+
+            async def send(message: Message) -> None:
+                messages.put(message)
+
+            try:
+                await self._app(scope, receive, send)
+            except BaseException as exc:
+                messages.put(exc)
+                raise
+            finally:
+                messages.put(_DONE)
+
+        future = self._portal.start_task_soon(serve)
+
+        def hang_up() -> None:
+            if hung_up and not future.done():
+                self._portal.call(hung_up[0].set)
+            with contextlib.suppress(Exception):
+                future.result(timeout=30)
+
+        start = _next(messages, read_timeout)
+        if start is _DONE or start["type"] != "http.response.start":
+            hang_up()
+            raise RuntimeError("the application sent no response")
+        return httpx.Response(
+            start["status"],
+            headers=start.get("headers", []),
+            stream=_PortalBody(messages, read_timeout, hang_up),
+            request=request,
+        )
+
+
+def _next(messages: queue.Queue[Any], timeout: float | None) -> Any:
+    try:
+        item = messages.get(timeout=timeout)
+    except queue.Empty:
+        raise httpx.ReadTimeout("no data from the in-process service in time") from None
+    if isinstance(item, BaseException):
+        raise item
+    return item
+
+
+class _PortalBody(httpx.SyncByteStream):
+    """A response body arriving from the portal, chunk by chunk."""
+
+    def __init__(
+        self, messages: queue.Queue[Any], timeout: float | None, hang_up: Callable[[], None]
+    ) -> None:
+        self._messages = messages
+        self._timeout = timeout
+        self._hang_up = hang_up
+
+    def __iter__(self) -> Iterator[bytes]:
+        while True:
+            message = _next(self._messages, self._timeout)
+            if message is _DONE:
+                return
+            if message["type"] != "http.response.body":
+                continue
+            if message.get("body"):
+                yield message["body"]
+            if not message.get("more_body", False):
+                return
+
+    def close(self) -> None:
+        self._hang_up()
 
 
 class AsyncPortalTransport(httpx.AsyncBaseTransport):
@@ -73,14 +171,39 @@ class AsyncPortalTransport(httpx.AsyncBaseTransport):
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         body = await request.aread()
-        copy = httpx.Request(request.method, request.url, headers=request.headers, content=body)
+        copy = httpx.Request(
+            request.method,
+            request.url,
+            headers=request.headers,
+            content=body,
+            extensions=request.extensions,
+        )
         response = await anyio.to_thread.run_sync(self._blocking.handle_request, copy)
+        assert isinstance(response.stream, httpx.SyncByteStream)
         return httpx.Response(
             response.status_code,
             headers=response.headers.raw,
-            content=response.content,
+            stream=_AsyncBody(response.stream),
             request=request,
         )
+
+
+class _AsyncBody(httpx.AsyncByteStream):
+    """A blocking body read from another thread."""
+
+    def __init__(self, blocking: httpx.SyncByteStream) -> None:
+        self._blocking = blocking
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        chunks = iter(self._blocking)
+        while True:
+            chunk = await anyio.to_thread.run_sync(next, chunks, None)
+            if chunk is None:
+                return
+            yield chunk
+
+    async def aclose(self) -> None:
+        await anyio.to_thread.run_sync(self._blocking.close)
 
 
 @dataclass

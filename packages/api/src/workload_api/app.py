@@ -12,7 +12,10 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from workload_api.auth import Authenticator, Role
+from workload_api.auth import Authenticator, Principal, Role
+from workload_api.console import Console, SecurityHeaders
+from workload_api.console import routes as console_routes
+from workload_api.console._sessions import SESSION_COOKIE
 from workload_api.context import RequestContext
 from workload_api.lifecycle import Readiness
 from workload_api.openapi import openapi_document
@@ -37,12 +40,21 @@ def _request_id(request: Request) -> str:
 
 
 def _endpoint(
-    op: Operation, usecases: UseCases, authenticator: Authenticator
+    op: Operation, usecases: UseCases, authenticator: Authenticator, console: Console | None
 ) -> Callable[[Request], Awaitable[Response]]:
+    async def principal_of(request: Request) -> Principal:
+        authorization = request.headers.get("authorization")
+        if op.session and console is not None and authorization is None:
+            # The console's browser (an EventSource sends no headers): its session cookie.
+            session = await console.sessions.read(request.cookies.get(SESSION_COOKIE))
+            if session is not None:
+                return authenticator.check(session.principal, op.role)
+        return authenticator.authenticate(authorization, op.role)
+
     async def endpoint(request: Request) -> Response:
         request.state.route = op.path
         try:
-            principal = authenticator.authenticate(request.headers.get("authorization"), op.role)
+            principal = await principal_of(request)
             return await op.handler(Call(request, principal, usecases))
         except HttpProblem as problem:
             request.state.error_code = problem.code
@@ -62,13 +74,15 @@ def _endpoint(
 
 
 def create_app(
+    *,
     usecases: UseCases,
     authenticator: Authenticator,
     readiness: Readiness,
     telemetry: Telemetry,
     metrics_public: bool = False,
+    console: Console | None = None,
 ) -> Starlette:
-    """Build the ASGI application over the use cases.
+    """Build the ASGI application over the use cases (and the web console, when given).
 
     The application has no lifespan of its own: the service's one lifecycle
     (:class:`~workload_api.lifecycle.Service`) runs around it, in production and in tests.
@@ -107,7 +121,7 @@ def create_app(
     # One route per path with every method of that path, so a 405 lists them all in Allow.
     by_path: dict[str, dict[str, Callable[[Request], Awaitable[Response]]]] = {}
     for op in OPERATIONS:
-        by_path.setdefault(op.path, {})[op.method] = _endpoint(op, usecases, authenticator)
+        by_path.setdefault(op.path, {})[op.method] = _endpoint(op, usecases, authenticator, console)
     routes = [
         Route(path, _dispatch(endpoints), methods=list(endpoints))
         for path, endpoints in by_path.items()
@@ -118,6 +132,8 @@ def create_app(
         Route("/readyz", readyz, methods=["GET"]),
         Route("/metrics", metrics, methods=["GET"]),
     ]
+    if console is not None:
+        routes += console_routes(console)
 
     async def http_error(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, HTTPException)
@@ -136,7 +152,7 @@ def create_app(
         return problem_response(problem, _request_id(request))
 
     # The span and the metrics outside: the access log line is written inside the span.
-    middleware = [Middleware(RequestContext)]
+    middleware = [Middleware(RequestContext), Middleware(SecurityHeaders)]
     if isinstance(telemetry, ServiceTelemetry):
         middleware.insert(0, Middleware(HttpTelemetry, telemetry=telemetry))
     app = Starlette(

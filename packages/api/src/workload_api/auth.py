@@ -68,6 +68,30 @@ class Authenticator:
             for tokens, role in ((viewers, Role.VIEWER), (operators, Role.OPERATOR))
             for t in tokens
         ] + [(t.get_secret_value().encode("utf-8"), Role.WORKER) for t in workers]
+        self._roles: dict[str, Role] = {}
+        for known, known_role in self._tokens:
+            pid = _principal_id(known)
+            self._roles[pid] = max(self._roles.get(pid, known_role), known_role)
+
+    def identify(self, token: str) -> Principal | None:
+        """The principal of a token (the web console's sign-in), or None: not a token of ours.
+
+        Compared in constant time against every configured token, like a bearer token.
+        """
+        presented = token.strip().encode("utf-8", "surrogateescape")
+        role: Role | None = None
+        for known, known_role in self._tokens:
+            if hmac.compare_digest(presented, known):
+                role = known_role if role is None else max(role, known_role)
+        return None if role is None else Principal(_principal_id(presented), role)
+
+    def principal(self, principal_id: str) -> Principal | None:
+        """The principal with this id while one of its tokens is configured (else None).
+
+        A console session names its principal by id; removing the token ends the session.
+        """
+        role = self._roles.get(principal_id)
+        return None if role is None else Principal(principal_id, role)
 
     def authenticate(self, authorization: str | None, required: Role) -> Principal:
         """Return the principal, or raise 401 (no or bad token) / 403 (role too low)."""
@@ -94,5 +118,15 @@ class Authenticator:
             )
         if not role.allows(required):
             raise HttpProblem(403, "forbidden", _FORBIDDEN[required])
-        principal_id = "sha256:" + hashlib.sha256(presented).hexdigest()[:32]
-        return Principal(principal_id, role)
+        return Principal(_principal_id(presented), role)
+
+    @staticmethod
+    def check(principal: Principal, required: Role) -> Principal:
+        """The principal, if its role allows ``required`` (else 403)."""
+        if not principal.role.allows(required):
+            raise HttpProblem(403, "forbidden", _FORBIDDEN[required])
+        return principal
+
+
+def _principal_id(token: bytes) -> str:
+    return "sha256:" + hashlib.sha256(token).hexdigest()[:32]

@@ -13,6 +13,7 @@ from dependency_injector import containers, providers
 
 from workload_api.app import create_app
 from workload_api.auth import Authenticator
+from workload_api.console import NAV, Console, Sessions
 from workload_api.coordinator import Coordinator
 from workload_api.lifecycle import Readiness, Service
 from workload_api.settings import Settings
@@ -20,6 +21,7 @@ from workload_api.telemetry import Metrics, ServiceTelemetry, tracer_provider_fr
 from workload_api.usecases import (
     ApprovalUseCases,
     DraftUseCases,
+    EventStreams,
     RunUseCases,
     StatusUseCases,
     UseCases,
@@ -145,6 +147,14 @@ class Container(containers.DeclarativeContainer):
         signal=engine.provided.work_signal,
         clock=clock,
         telemetry=telemetry,
+        changes=engine.provided.changes,
+    )
+    streams = providers.Singleton(
+        EventStreams,
+        store=store,
+        changes=engine.provided.changes,
+        keepalive=settings.provided.stream_keepalive_seconds,
+        recheck=settings.provided.stream_recheck_seconds,
     )
     readiness = providers.Singleton(Readiness)
     status = providers.Singleton(
@@ -161,12 +171,24 @@ class Container(containers.DeclarativeContainer):
         approvals=approvals,
         drafts=drafts,
         status=status,
+        streams=streams,
     )
     authenticator = providers.Singleton(
         Authenticator,
         viewers=settings.provided.viewer_tokens,
         operators=settings.provided.operator_tokens,
         workers=settings.provided.worker_tokens,
+    )
+    sessions = providers.Singleton(
+        Sessions,
+        store=store,
+        authenticator=authenticator,
+        clock=clock,
+        max_age=settings.provided.console_session_seconds,
+        secure=settings.provided.console_secure_cookies,
+    )
+    console = providers.Singleton(
+        Console, usecases=usecases, sessions=sessions, clock=clock, nav=providers.Object(NAV)
     )
     app = providers.Singleton(
         create_app,
@@ -175,6 +197,7 @@ class Container(containers.DeclarativeContainer):
         readiness=readiness,
         telemetry=telemetry,
         metrics_public=settings.provided.metrics_public,
+        console=console,
     )
     service = providers.Singleton(
         Service,

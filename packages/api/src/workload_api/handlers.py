@@ -6,14 +6,16 @@ calls one use case, and answers its :class:`~workload_api.usecases.Result`.
 
 from __future__ import annotations
 
+import json
 import re
-from collections.abc import Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping
+from contextlib import aclosing
 from dataclasses import dataclass
 from typing import Any
 
 import anyio
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import JSONResponse, Response, StreamingResponse
 
 from workload_api._errors import single_errors
 from workload_api.auth import Principal
@@ -21,6 +23,7 @@ from workload_api.jsonbody import read_json_object
 from workload_api.problems import HttpProblem
 from workload_api.usecases import Result, UseCases
 from workload_api.usecases.approvals import decider
+from workload_api.usecases.streams import End, Events, StreamItem
 from workload_domain.approvals import ApprovalStatus
 from workload_domain.cursors import DEFAULT_PAGE_LIMIT, MAX_PAGE_LIMIT
 from workload_domain.definition import WORKFLOW_ID_PATTERN
@@ -29,7 +32,7 @@ from workload_domain.idempotency import IdempotencyClaim, request_hash
 from workload_domain.statuses import RunStatus
 from workload_domain.workers import WORKER_ID_PATTERN
 
-__all__ = ["CURSOR", "LIMIT", "PAGED", "Call", "QueryParam", "respond"]
+__all__ = ["AFTER", "CURSOR", "LIMIT", "PAGED", "Call", "QueryParam", "respond"]
 
 _IDEMPOTENCY_KEY = re.compile(r"^[\x21-\x7e]{1,255}$")
 _WORKFLOW_ID = re.compile(WORKFLOW_ID_PATTERN)
@@ -58,6 +61,12 @@ CURSOR = QueryParam(
     "cursor", {"type": "string", "maxLength": 1024}, "the next_cursor of the previous page"
 )
 PAGED = (LIMIT, CURSOR)
+AFTER = QueryParam(
+    "after",
+    {"type": "integer", "minimum": 0, "maximum": 999_999_999_999_999_999},
+    "start after this sequence (Last-Event-ID, when sent, takes precedence)",
+)
+_SEQUENCE = re.compile(r"^[0-9]{1,18}$")
 
 
 @dataclass(frozen=True, slots=True)
@@ -252,6 +261,60 @@ async def list_steps(call: Call) -> Response:
 async def list_events(call: Call) -> Response:
     cursor, limit = call.page_args()
     return JSONResponse(await call.usecases.runs.list_events(call.path("run_id"), cursor, limit))
+
+
+_STREAM_HEADERS = {"Cache-Control": "no-store", "X-Accel-Buffering": "no"}
+_RECONNECT_MS = 3000
+
+
+def _stream_start(call: Call) -> int:
+    """The sequence a stream starts after: ``Last-Event-ID`` (a resume), else ``after``, else 0."""
+    query = call.request.query_params
+    for name in query:
+        if name != "after":
+            raise _bad_query(f"unknown query parameter {quoted(name)}")
+    if len(query.getlist("after")) > 1:
+        raise _bad_query("query parameter 'after' is repeated")
+    resumed = call.request.headers.get("last-event-id")
+    if resumed is not None:
+        if not _SEQUENCE.match(resumed.strip()):
+            raise HttpProblem(400, "invalid_argument", "Last-Event-ID must be an event sequence")
+        return int(resumed.strip())
+    raw = query.get("after")
+    if raw is None:
+        return 0
+    if not _SEQUENCE.match(raw):
+        raise _bad_query("after must be an event sequence (an integer of 0 or more)")
+    return int(raw)
+
+
+async def stream_events(call: Call) -> Response:
+    after = _stream_start(call)
+    items = await call.usecases.streams.open(call.path("run_id"), after)
+    return StreamingResponse(
+        _server_sent(items), media_type="text/event-stream", headers=_STREAM_HEADERS
+    )
+
+
+async def _server_sent(items: AsyncGenerator[StreamItem, None]) -> AsyncIterator[bytes]:
+    """The stream's items as server-sent events (``id:`` is the event's sequence)."""
+    yield f"retry: {_RECONNECT_MS}\n\n".encode()  # answered at once, even with nothing new
+    async with aclosing(items):
+        async for item in items:
+            if isinstance(item, Events):
+                yield "".join(
+                    f"id: {e['sequence']}\ndata: {_compact(e)}\n\n" for e in item.items
+                ).encode()
+            elif isinstance(item, End):
+                body = {"run_id": item.run_id, "status": item.status}
+                yield f"event: end\ndata: {_compact(body)}\n\n".encode()
+            else:
+                yield b": keep-alive\n\n"
+
+
+def _compact(value: Any) -> str:
+    # One line: JSON escapes every newline inside strings.
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
 
 
 # -- workers (SPEC §10) ------------------------------------------------------------------------

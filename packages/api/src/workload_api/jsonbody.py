@@ -11,7 +11,7 @@ from workload_api.problems import HttpProblem
 from workload_domain.errors import Problem, quoted
 from workload_domain.jsonvalues import MAX_JSON_DEPTH, json_problems
 
-__all__ = ["MAX_BODY_BYTES", "read_json_object"]
+__all__ = ["MAX_BODY_BYTES", "parse_json_object", "read_json_object", "read_limited"]
 
 MAX_BODY_BYTES = 1024 * 1024
 
@@ -40,7 +40,8 @@ def _finite_float(text: str) -> float:
     return value
 
 
-async def _read_limited(request: Request) -> bytes:
+async def read_limited(request: Request) -> bytes:
+    """The body, refused with 413 beyond :data:`MAX_BODY_BYTES`."""
     declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > MAX_BODY_BYTES:
         raise HttpProblem(413, "payload_too_large", "the request body is larger than 1 MiB")
@@ -77,7 +78,7 @@ async def read_json_object(request: Request, *, optional: bool = False) -> dict[
     Raises:
         HttpProblem: 413 over 1 MiB, 415 not ``application/json``, 400 ``invalid_json``.
     """
-    body = await _read_limited(request)
+    body = await read_limited(request)
     if not body and optional:
         return None
     if not _is_json_media_type(request.headers.get("content-type")):
@@ -88,6 +89,15 @@ async def read_json_object(request: Request, *, optional: bool = False) -> dict[
         text = body.decode("utf-8")
     except UnicodeDecodeError:
         raise HttpProblem(400, "invalid_json", "the body is not valid UTF-8") from None
+    return parse_json_object(text)
+
+
+def parse_json_object(text: str) -> dict[str, Any]:
+    """Parse one strict JSON object (no duplicate keys, no NaN/Infinity, bounded nesting).
+
+    Raises:
+        HttpProblem: 400 ``invalid_json``.
+    """
     try:
         value = json.loads(
             text,

@@ -172,11 +172,12 @@ class Service:
             await anyio.to_thread.run_sync(self._telemetry.flush)
 
     def stopping(self) -> None:
-        """The service is about to stop: not ready, and waiting claims answer now."""
+        """The service is about to stop: not ready; waiting claims answer, streams end, now."""
         if self.fault is None:
             self.readiness.set(False, "stopping")
         self.readiness.leading = False
         self.engine.work_signal.close()
+        self.engine.changes.close()
 
     def fail(self, reason: str, error: BaseException) -> None:
         """Fail-stop: not ready, execution interrupted, the body told (first fault kept)."""
@@ -187,6 +188,7 @@ class Service:
         self.readiness.set(False, "failed")
         self.readiness.leading = False
         self.engine.work_signal.close()
+        self.engine.changes.close()
         if self._engine_scope is not None:
             self._engine_scope.cancel()
         if self._tasks is not None and self.fault is error:

@@ -33,6 +33,55 @@ _WWW_AUTHENTICATE = {
     "required": True,
     "schema": {"type": "string"},
 }
+_LAST_EVENT_ID = {
+    "name": "Last-Event-ID",
+    "in": "header",
+    "required": False,
+    "description": "resume after this event sequence (sent by EventSource on a reconnect)",
+    "schema": {"type": "string", "pattern": "^[0-9]{1,18}$"},
+}
+_EVENT_STREAM_DESCRIPTION = (
+    "One server-sent event (the schema describes each event of the stream): an event of the run "
+    "(`id:` its sequence, `data:` the event resource as JSON), in sequence order, each once; a "
+    "`: keep-alive` comment every 15 s while nothing happens; once the run is terminal and every "
+    'event was sent, `event: end` with data {"run_id", "status"}, and the stream closes.'
+)
+_SEQUENCE_ID = {"type": "string", "pattern": "^[0-9]{1,18}$"}
+
+
+def _event_stream_schema(event_ref: str) -> dict[str, Any]:
+    """Each event of a run's stream (OpenAPI 3.1: ``schema`` describes one event)."""
+
+    def message(kind: str, data: dict[str, Any]) -> dict[str, Any]:
+        return {
+            "type": "object",
+            "required": ["event", "data"],
+            "properties": {
+                "event": {"const": kind},
+                "id": _SEQUENCE_ID,
+                "retry": {"type": "integer", "minimum": 0},
+                "data": {
+                    "type": "string",
+                    "contentMediaType": "application/json",
+                    "contentSchema": data,
+                },
+            },
+        }
+
+    end = {
+        "type": "object",
+        "required": ["run_id", "status"],
+        "properties": {
+            "run_id": {"type": "string"},
+            "status": {"type": "string", "enum": ["succeeded", "failed", "canceled"]},
+        },
+    }
+    return {
+        "description": _EVENT_STREAM_DESCRIPTION,
+        "oneOf": [message("message", {"$ref": event_ref}), message("end", end)],
+    }
+
+
 _IF_MATCH = {
     "name": "If-Match",
     "in": "header",
@@ -104,6 +153,8 @@ def _operation(op: Operation, refs: dict[str, str]) -> dict[str, Any]:
         parameters.append(_IDEMPOTENCY_KEY)
     if op.operation_id == "cancelRun":
         parameters.append(_IF_MATCH)
+    if op.stream:
+        parameters.append(_LAST_EVENT_ID)
     success_headers: dict[str, Any] = {"X-Request-ID": _REQUEST_ID_HEADER}
     if op.etag:
         success_headers["ETag"] = {
@@ -117,7 +168,9 @@ def _operation(op: Operation, refs: dict[str, str]) -> dict[str, Any]:
             "required": True,
             "schema": {"type": "string"},
         }
-    content = {"application/json": {"schema": {"$ref": refs[op.operation_id]}}}
+    content: dict[str, Any] = {"application/json": {"schema": {"$ref": refs[op.operation_id]}}}
+    if op.stream:
+        content = {"text/event-stream": {"schema": _event_stream_schema(refs[op.operation_id])}}
     responses: dict[str, Any] = {
         str(op.success): {
             "description": HTTPStatus(op.success).phrase,

@@ -12,7 +12,7 @@ from starlette.responses import Response
 from workload_api import handlers as h
 from workload_api import schemas
 from workload_api.auth import Role
-from workload_api.handlers import PAGED, Call, QueryParam
+from workload_api.handlers import AFTER, PAGED, Call, QueryParam
 from workload_domain.approvals import ApprovalStatus
 from workload_domain.definition import WORKFLOW_ID_PATTERN
 from workload_domain.statuses import RunStatus
@@ -41,6 +41,11 @@ class Operation:
     etag: bool = False
     fenced: bool = False
     """A worker's report: fenced by its lease, so it takes no Idempotency-Key (SPEC §10)."""
+    stream: bool = False
+    """The success response is a ``text/event-stream`` of ``response`` items (SPEC §13)."""
+    session: bool = False
+    """A read the web console makes from the browser: its session cookie is accepted in place
+    of a bearer token (an ``EventSource`` cannot send headers)."""
 
     @property
     def writes(self) -> bool:
@@ -250,6 +255,20 @@ OPERATIONS: tuple[Operation, ...] = (
         schemas.Page[schemas.Event],
         _READ_ERRORS,
         PAGED,
+    ),
+    Operation(
+        "GET",
+        f"{_V}/runs/{{run_id}}/events/stream",
+        "streamEvents",
+        "Follow a run's events live (server-sent events; resumes after Last-Event-ID)",
+        Role.VIEWER,
+        h.stream_events,
+        200,
+        schemas.Event,
+        _READ_ERRORS,
+        (AFTER,),
+        stream=True,
+        session=True,
     ),
     Operation(
         "POST",

@@ -48,6 +48,15 @@ class Settings(BaseSettings):
     """Its key, if it needs one; never logged, never in a step or a resource."""
     model_timeout_seconds: float = Field(default=120.0, gt=0, le=3600)
     """The most one model call may take before the attempt fails ``model_unavailable``."""
+    stream_keepalive_seconds: float = Field(default=15.0, gt=0, le=300)
+    """An event stream with nothing to send sends a comment this often (SPEC §13: 15 s)."""
+    stream_recheck_seconds: float = Field(default=5.0, gt=0, le=60)
+    """An event stream re-reads its run this often even without an in-process wake-up (the
+    safety net for commits made by another process)."""
+    console_session_seconds: int = Field(default=28800, ge=60, le=604800)
+    """How long a web console sign-in lasts (8 hours by default)."""
+    console_secure_cookies: bool | None = None
+    """Give console cookies the Secure attribute: None follows the request's scheme (https)."""
     statement_timeout_ms: int = Field(default=5000, ge=100, le=600_000)
     pool_max_size: int = Field(default=10, ge=1, le=1000)
     metrics_public: bool = False

@@ -1,8 +1,9 @@
 """Live progress of a run: a rich Live table on a terminal, one line per change otherwise.
 
-Fed by polling (``watch``, ``runs start --wait``, ``demo``) or by the in-process engine
-(``run-local``), always with SDK models, so every caller shows progress the same way. Polling
-can miss a change that is undone before the next poll; ``runs events`` has every transition.
+Fed by reads the run's event stream triggers (``watch``, ``runs start --wait``, ``demo``) or by
+the in-process engine (``run-local``), always with SDK models, so every caller shows progress
+the same way. Redraws are throttled, so a change undone before the next redraw may not show;
+``runs events`` has every transition.
 """
 
 from __future__ import annotations

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import itertools
-import time
 from typing import Annotated
 
 import typer
@@ -268,28 +267,13 @@ def events(
     """List a run's history (every state change), by sequence."""
     with session(ctx, output, url=url, token=token) as s:
         if follow:
-            _follow(s, run_id, interval)
+            _follow(s, run_id)
         else:
             s.out.listing(s.client.runs.events(run_id, limit=_PAGE), EVENT_COLUMNS)
 
 
-def _follow(s: Session, run_id: str, interval: float) -> None:
-    """Print events as they are appended until the run is terminal and all are printed."""
+def _follow(s: Session, run_id: str) -> None:
+    """Print events as they are committed, each once, until the run is terminal (SPEC §13)."""
     write = s.out.stream(EVENT_COLUMNS)
-    last = 0
-    # Re-read from the start of the last page seen: a cursor is only issued for a full page.
-    cursor: str | None = None
-    while True:
-        finished = s.client.runs.get(run_id).is_terminal  # read before the events: none missed
-        while True:
-            page = s.client.runs.events_page(run_id, limit=_PAGE, cursor=cursor)
-            for event in page.items:
-                if event.sequence > last:
-                    write(event)
-                    last = event.sequence
-            if page.next_cursor is None:
-                break
-            cursor = page.next_cursor
-        if finished:
-            return
-        time.sleep(interval)
+    for event in s.client.runs.stream_events(run_id):
+        write(event)

@@ -1,17 +1,50 @@
-"""Watching a run through the API until it finishes: polls, shows progress, picks the exit code."""
+"""Watching a run through the API until it finishes: live progress, then the exit code.
+
+The run's event stream (``GET /runs/{run_id}/events/stream``, SPEC §13) says *when* the run
+changed; the display then reads the run and its tasks again — at most once per ``interval``
+however fast events come, and not at all while nothing happens. The stream is followed in a
+thread of its own so that the deadline (``--timeout``) and Ctrl-C stay with the main thread.
+"""
 
 from __future__ import annotations
 
+import threading
 import time
 
 from workload_cli._exit import ExitCode, exit_code_for_run
 from workload_cli._progress import progress_display
 from workload_cli._session import Session
+from workload_sdk import APITimeoutError, Client
 
 __all__ = ["DEFAULT_INTERVAL", "watch_run"]
 
 DEFAULT_INTERVAL = 0.5
 _TASK_PAGE = 200
+
+
+class _Follower:
+    """Follows the run's event stream in a thread; ``changed`` is set by every event."""
+
+    def __init__(self, client: Client, run_id: str, timeout: float | None) -> None:
+        self.changed = threading.Event()
+        self.ended = threading.Event()
+        self.error: Exception | None = None
+        self._thread = threading.Thread(
+            target=self._follow, args=(client, run_id, timeout), name="watch", daemon=True
+        )
+        self._thread.start()
+
+    def _follow(self, client: Client, run_id: str, timeout: float | None) -> None:
+        try:
+            for _ in client.runs.stream_events(run_id, timeout=timeout):
+                self.changed.set()
+        except APITimeoutError:
+            pass  # the main thread reports the deadline
+        except Exception as exc:  # handed to the main thread, which raises it
+            self.error = exc
+        finally:
+            self.ended.set()
+            self.changed.set()
 
 
 def watch_run(
@@ -29,9 +62,11 @@ def watch_run(
     """
     client, out = current.client, current.out
     deadline = None if timeout is None else time.monotonic() + timeout
+    follower = _Follower(client, run_id, timeout)
     with progress_display(out, quiet=quiet) as display:
         try:
             while True:
+                follower.changed.clear()  # before reading: a change from now on is seen
                 # The run first: once it is terminal, every task read after it is too.
                 run = client.runs.get(run_id)
                 tasks = list(client.runs.tasks(run_id, limit=_TASK_PAGE))
@@ -39,6 +74,8 @@ def watch_run(
                 if run.is_terminal:
                     display.finish(run)
                     return exit_code_for_run(run.status)
+                if follower.error is not None:
+                    raise follower.error
                 remaining = None if deadline is None else deadline - time.monotonic()
                 if remaining is not None and remaining <= 0:
                     display.finish(run)
@@ -47,7 +84,10 @@ def watch_run(
                         "(it goes on)"
                     )
                     return ExitCode.WAIT_TIMEOUT
-                time.sleep(interval if remaining is None else min(interval, remaining))
+                follower.changed.wait(remaining)
+                # At most one redraw per interval, however fast the events come.
+                pause = interval if deadline is None else min(interval, deadline - time.monotonic())
+                time.sleep(max(pause, 0.0))
         except KeyboardInterrupt:
             out.say(f"stopped watching; run {run_id} goes on (workload runs cancel {run_id})")
             raise

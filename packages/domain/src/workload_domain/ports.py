@@ -44,6 +44,7 @@ __all__ = [
     "JournalStore",
     "Resource",
     "RunReads",
+    "SecretStore",
     "Store",
     "WorkerStore",
     "WorkflowStore",
@@ -243,6 +244,20 @@ class RunReads(Protocol):
         self, run_id: str, after_sequence: int = 0, limit: int | None = None
     ) -> Sequence[EventRecord]:
         """Return events with ``sequence > after_sequence`` in order; ``RunNotFound``."""
+        ...
+
+    async def count_active_runs(self, workflow_id: str | None) -> Mapping[str, int]:
+        """How many unfinished runs are in each status (absent: none), optionally of a workflow.
+
+        Bounded by the unfinished runs, whatever the history (the console's live counts).
+        """
+        ...
+
+    async def list_run_attempts(self, run_id: str, limit: int) -> Sequence[AttemptRecord]:
+        """Every attempt of every task of a run, by ``(task_key, attempt)``, at most ``limit``.
+
+        ``RunNotFound`` if absent. (The web console's timeline: one read, not one per task.)
+        """
         ...
 
     async def page_runs(
@@ -461,6 +476,14 @@ class DraftStore(Protocol):
         ...
 
 
+class SecretStore(Protocol):
+    """Secrets the service keeps across restarts (cursor keys, the console's session key)."""
+
+    async def secret(self, name: str) -> bytes:
+        """The random secret (32 bytes or more) kept under ``name``, made on first use."""
+        ...
+
+
 class Store(
     WorkflowStore,
     ExecutionStore,
@@ -470,6 +493,7 @@ class Store(
     JournalStore,
     ApprovalStore,
     DraftStore,
+    SecretStore,
     Resource,
     Protocol,
 ):

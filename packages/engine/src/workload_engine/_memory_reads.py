@@ -55,6 +55,12 @@ class MemoryReads(MemoryState):
             )
         )
 
+    async def list_run_attempts(self, run_id: str, limit: int) -> Sequence[AttemptRecord]:
+        """Every attempt of a run, by (task_key, attempt), at most ``limit``."""
+        await anyio.lowlevel.checkpoint()
+        attempts = self._run(run_id).attempts
+        return copied([attempts[key] for key in sorted(attempts)][:limit])
+
     async def list_events(
         self, run_id: str, after_sequence: int = 0, limit: int | None = None
     ) -> Sequence[EventRecord]:

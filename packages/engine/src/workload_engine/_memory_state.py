@@ -63,6 +63,7 @@ class MemoryState:
     def __init__(self, clock: Clock | None = None) -> None:
         self._clock = clock or SystemClock()
         self._codec = CursorCodec(secrets.token_bytes(32))
+        self._secrets: dict[str, bytes] = {}
         self._workflows: dict[str, WorkflowRecord] = {}
         self._versions: dict[tuple[str, int], VersionRecord] = {}
         self._runs: dict[str, RunData] = {}

@@ -22,7 +22,7 @@ from workload_domain.telemetry import NO_TELEMETRY, Telemetry
 from workload_engine._groups import first_error
 from workload_engine.definitions import DefinitionCache
 from workload_engine.runner import RunRunner
-from workload_engine.signals import StepSignal, WorkSignal
+from workload_engine.signals import RunChanges, StepSignal, WorkSignal
 
 __all__ = ["DEFAULT_MAX_CONCURRENT_ATTEMPTS", "DEFAULT_STARTUP_CONCURRENCY", "Engine"]
 
@@ -64,6 +64,8 @@ class Engine:
         """Notified whenever an agent's remote tool call ends (its loop wakes up)."""
         self.telemetry = telemetry
         """Told of every commit, run and local attempt (metrics and spans, SPEC §12)."""
+        self.changes = RunChanges()
+        """Notified whenever a commit to a run succeeded (its event streams read on)."""
         self.limiter = anyio.CapacityLimiter(max_concurrent_attempts)
         self.startup = anyio.CapacityLimiter(startup_concurrency)
         self._runners: dict[str, RunRunner] = {}
@@ -111,17 +113,19 @@ class Engine:
         self._group.start_soon(self._supervise, runner, name=f"run {run_id}")
 
     def committed(self, commit: RunCommit) -> None:
-        """A commit of any writer succeeded: wake waiting claims if it queued attempts.
+        """A commit of any writer succeeded: wake the run's followers, and claims if it queued.
 
         Every commit passes here exactly once — the runners', remote attempts' settles and the
         cancel use case's — so the telemetry counts runs and attempts from their events.
         """
+        self.changes.notify(commit.run.run_id)
         if any(a.status is AttemptStatus.QUEUED for a in commit.attempts):
             self.work_signal.notify()
         self.telemetry.committed(commit)
 
     def notify(self, run_id: str) -> None:
-        """Tell the runner of ``run_id`` (if any) that the run changed elsewhere."""
+        """Tell the runner of ``run_id`` (if any), and its followers, that the run changed."""
+        self.changes.notify(run_id)
         runner = self._runners.get(run_id)
         if runner is not None:
             runner.notify()

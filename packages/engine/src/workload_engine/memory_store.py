@@ -9,7 +9,9 @@ alias stored state.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+import secrets
+from collections import Counter
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime
 
@@ -66,6 +68,11 @@ class InMemoryStore(MemoryReads, MemoryWorkers, MemoryApprovals, MemoryDrafts):
     async def close(self) -> None:
         """Nothing to release."""
         await anyio.lowlevel.checkpoint()
+
+    async def secret(self, name: str) -> bytes:
+        """A random secret per name, kept as long as this store (this process)."""
+        await anyio.lowlevel.checkpoint()
+        return self._secrets.setdefault(name, secrets.token_bytes(32))
 
     # -- workflows ---------------------------------------------------------------------------
 
@@ -225,6 +232,18 @@ class InMemoryStore(MemoryReads, MemoryWorkers, MemoryApprovals, MemoryDrafts):
             if not data.run.status.is_terminal and (after is None or run_id > after)
         )
         return ids[:limit]
+
+    async def count_active_runs(self, workflow_id: str | None) -> Mapping[str, int]:
+        """How many unfinished runs are in each status, optionally of one workflow."""
+        await anyio.lowlevel.checkpoint()
+        return dict(
+            Counter(
+                data.run.status.value
+                for data in self._runs.values()
+                if not data.run.status.is_terminal
+                and (workflow_id is None or data.run.workflow_id == workflow_id)
+            )
+        )
 
     async def runs_with_running_attempts(self, actions: Collection[str]) -> Sequence[str]:
         """Ids of runs with an attempt of one of ``actions`` still running, in id order."""

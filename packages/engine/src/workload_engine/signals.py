@@ -1,10 +1,17 @@
-"""Wake-ups for waiting claims: work was queued, look again (SPEC §10: not a polling tick)."""
+"""Wake-ups instead of polling ticks: work was queued (claims), a run changed (event streams).
+
+SPEC §10 wants a waiting claim woken as soon as matching work is committed, and SPEC §13 wants a
+run's event stream to carry each new event promptly; neither polls on a fixed tick.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 import anyio
 
-__all__ = ["StepKey", "StepSignal", "WorkSignal"]
+__all__ = ["Following", "RunChanges", "StepKey", "StepSignal", "WorkSignal"]
 
 
 class WorkSignal:
@@ -68,3 +75,72 @@ class StepSignal:
         event = self._events.pop(key, None)
         if event is not None:
             event.set()
+
+
+class RunChanges:
+    """Wake-ups per run: a commit to a run wakes whoever follows that run (event streams).
+
+    A follower takes a :meth:`Following.waiter` *before* it reads the run's new events and
+    waits on it only if it found none, so a commit between the two is not missed. Entries exist
+    only while a run has followers, so the map is bounded by the open streams, not by the runs.
+    :meth:`close` wakes every follower for good (the service is stopping: streams end now).
+    """
+
+    def __init__(self) -> None:
+        self._events: dict[str, anyio.Event] = {}
+        self._followers: dict[str, int] = {}
+        self.closed = False
+
+    @contextmanager
+    def follow(self, run_id: str) -> Iterator[Following]:
+        """Follow ``run_id`` for the duration of the block."""
+        self._followers[run_id] = self._followers.get(run_id, 0) + 1
+        try:
+            yield Following(self, run_id)
+        finally:
+            left = self._followers[run_id] - 1
+            if left:
+                self._followers[run_id] = left
+            else:
+                del self._followers[run_id]
+                self._events.pop(run_id, None)
+
+    def _waiter(self, run_id: str) -> anyio.Event:
+        event = self._events.get(run_id)
+        if event is None:
+            event = anyio.Event()
+            if self.closed:
+                event.set()
+            elif run_id in self._followers:
+                self._events[run_id] = event
+        return event
+
+    def notify(self, run_id: str) -> None:
+        """Wake the followers of ``run_id`` (a commit to it succeeded)."""
+        event = self._events.pop(run_id, None)
+        if event is not None:
+            event.set()
+
+    def close(self) -> None:
+        """Wake every follower now and from now on."""
+        self.closed = True
+        events, self._events = self._events, {}
+        for event in events.values():
+            event.set()
+
+
+class Following:
+    """One follower's view of :class:`RunChanges` for one run."""
+
+    def __init__(self, changes: RunChanges, run_id: str) -> None:
+        self._changes = changes
+        self.run_id = run_id
+
+    @property
+    def closed(self) -> bool:
+        """Whether the service is stopping (no more wake-ups will come)."""
+        return self._changes.closed
+
+    def waiter(self) -> anyio.Event:
+        """The event the next commit to the run sets."""
+        return self._changes._waiter(self.run_id)

@@ -10,12 +10,13 @@ it may or may not have been applied; retry it with the key the exception carries
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
 from workload_sdk import _requests
 from workload_sdk._base_client import Deadline
 from workload_sdk._sender import AsyncSender
+from workload_sdk._streams import END, EventFollower, SseDecoder, resumable
 from workload_sdk.models import (
     Attempt,
     Event,
@@ -315,6 +316,41 @@ class AsyncRuns:
     ) -> Page[Event]:
         """One page of a run's events."""
         return await self._sender.send(_requests.list_events(run_id, limit, cursor))
+
+    async def stream_events(
+        self,
+        run_id: str,
+        *,
+        after: int = 0,
+        timeout: float | None = None,  # noqa: ASYNC109 - a deadline, as in the sync twin
+        reconnects: int | None = None,
+    ) -> AsyncIterator[Event]:
+        """A run's events as they are committed, each once, until the run is terminal.
+
+        The twin of :meth:`workload_sdk.Runs.stream_events` (same arguments and errors).
+        """
+        follower = EventFollower(
+            run_id,
+            after=after,
+            reconnects=self._sender.max_retries if reconnects is None else reconnects,
+            timeout=timeout,
+        )
+        while True:
+            request = _requests.stream_events(run_id, follower.last)
+            try:
+                async with self._sender.stream(request, follower.remaining()) as response:
+                    decoder = SseDecoder()
+                    async for line in response.aiter_lines():
+                        message = decoder.feed(line)
+                        item = None if message is None else follower.message(message)
+                        if item is END:
+                            return
+                        if isinstance(item, Event):
+                            yield item
+                error: Exception | None = None
+            except Exception as exc:
+                error = resumable(follower, request, exc)
+            await asyncio.sleep(follower.closed(error))
 
     async def wait(
         self,

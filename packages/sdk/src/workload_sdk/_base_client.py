@@ -97,16 +97,27 @@ class ClientOptions:
 
 
 def build_request(
-    http: httpx.Client | httpx.AsyncClient, request: ApiRequest[Any]
+    http: httpx.Client | httpx.AsyncClient,
+    request: ApiRequest[Any],
+    *,
+    read_at_most: float | None = None,
 ) -> httpx.Request:
-    """The httpx request of an API request (relative to the client's base URL)."""
+    """The httpx request of an API request (relative to the client's base URL).
+
+    ``read_at_most`` caps the read timeout (a stream's deadline).
+    """
+    timeout = _timeout(http.timeout, request.read_timeout)
+    if read_at_most is not None and (timeout.read is None or timeout.read > read_at_most):
+        timeout = httpx.Timeout(
+            connect=timeout.connect, read=read_at_most, write=timeout.write, pool=timeout.pool
+        )
     return http.build_request(
         request.method,
         request.path,
         params=dict(request.params),
         headers=dict(request.headers),
         json=None if request.json is None else dict(request.json),
-        timeout=_timeout(http.timeout, request.read_timeout),
+        timeout=timeout,
     )
 
 

@@ -36,6 +36,7 @@ from workload_sdk.models import (
 
 __all__ = [
     "CLAIM_READ_MARGIN",
+    "STREAM_READ_TIMEOUT",
     "ApiRequest",
     "cancel_run",
     "claim_attempts",
@@ -60,6 +61,7 @@ __all__ = [
     "list_workflows",
     "new_idempotency_key",
     "start_run",
+    "stream_events",
 ]
 
 T = TypeVar("T")
@@ -314,6 +316,28 @@ def list_events(run_id: str, limit: int | None, cursor: str | None) -> ApiReques
         f"{_run(run_id)}/events",
         Page[Event].model_validate,
         params=_page_params(limit, cursor),
+    )
+
+
+STREAM_READ_TIMEOUT = 45.0
+"""Seconds an event stream may stay silent before it is taken for dead: three keep-alives."""
+
+
+def _no_body(data: object) -> None:
+    return None
+
+
+def stream_events(run_id: str, after: int) -> ApiRequest[None]:
+    """``GET /runs/{run_id}/events/stream``: the events after sequence ``after``, live (SSE)."""
+    headers = {"Accept": "text/event-stream"}
+    if after:
+        headers["Last-Event-ID"] = str(after)
+    return ApiRequest(
+        "GET",
+        f"{_run(run_id)}/events/stream",
+        _no_body,
+        headers=headers,
+        read_timeout=STREAM_READ_TIMEOUT,
     )
 
 

@@ -11,12 +11,13 @@ it may or may not have been applied; retry it with the key the exception carries
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from workload_sdk import _requests
 from workload_sdk._base_client import Deadline
 from workload_sdk._sender import SyncSender
+from workload_sdk._streams import END, EventFollower, SseDecoder, resumable
 from workload_sdk.models import (
     Attempt,
     Event,
@@ -306,6 +307,56 @@ class Runs:
     ) -> Page[Event]:
         """One page of a run's events."""
         return self._sender.send(_requests.list_events(run_id, limit, cursor))
+
+    def stream_events(
+        self,
+        run_id: str,
+        *,
+        after: int = 0,
+        timeout: float | None = None,
+        reconnects: int | None = None,
+    ) -> Iterator[Event]:
+        """A run's events as they are committed, each once, until the run is terminal.
+
+        Follows ``GET /runs/{run_id}/events/stream`` (server-sent events). The iteration ends
+        after the run's last event (``run.succeeded``, ``run.failed`` or ``run.canceled`` and
+        any event of the same commit). A stream that breaks off (the service restarted, the
+        network failed) is resumed with ``Last-Event-ID``: no event is missed or repeated.
+
+        Args:
+            run_id: The run.
+            after: Start after this sequence (0: from the first event).
+            timeout: Seconds to follow at most; None follows until the run ends.
+            reconnects: Resumptions in a row without a new event before giving up; default
+                the client's ``max_retries``.
+
+        Raises:
+            NotFound: ``run_not_found``.
+            APIConnectionError: the stream could not be resumed.
+            APITimeoutError: ``timeout`` passed before the run ended.
+        """
+        follower = EventFollower(
+            run_id,
+            after=after,
+            reconnects=self._sender.max_retries if reconnects is None else reconnects,
+            timeout=timeout,
+        )
+        while True:
+            request = _requests.stream_events(run_id, follower.last)
+            try:
+                with self._sender.stream(request, follower.remaining()) as response:
+                    decoder = SseDecoder()
+                    for line in response.iter_lines():
+                        message = decoder.feed(line)
+                        item = None if message is None else follower.message(message)
+                        if item is END:
+                            return
+                        if isinstance(item, Event):
+                            yield item
+                error: Exception | None = None
+            except Exception as exc:
+                error = resumable(follower, request, exc)
+            time.sleep(follower.closed(error))
 
     def wait(
         self, run_id: str, *, timeout: float | None = 300.0, poll_interval: float = 0.5

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import TypeVar
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from typing import Any, TypeVar
 
 import httpx
 
@@ -23,6 +25,7 @@ from workload_sdk._base_client import (
 )
 from workload_sdk._requests import ApiRequest
 from workload_sdk._tracing import request_span
+from workload_sdk.errors import from_response
 
 __all__ = ["AsyncSender", "SyncSender"]
 
@@ -36,6 +39,30 @@ class SyncSender:
         self._http = http
         self._max_retries = max_retries
         self._base_url = str(http.base_url).rstrip("/")
+
+    @property
+    def max_retries(self) -> int:
+        """How many times a read is retried (and a stream reconnected) in a row."""
+        return self._max_retries
+
+    @contextmanager
+    def stream(
+        self, request: ApiRequest[Any], read_at_most: float | None = None
+    ) -> Iterator[httpx.Response]:
+        """Open a streamed response (an error status raises its error; nothing is retried)."""
+        try:
+            response = self._http.send(
+                build_request(self._http, request, read_at_most=read_at_most), stream=True
+            )
+        except httpx.TransportError as exc:
+            raise transport_error(request, exc) from exc
+        try:
+            if not response.is_success:
+                response.read()
+                raise from_response(response)
+            yield response
+        finally:
+            response.close()
 
     def send(self, request: ApiRequest[T]) -> T:
         """Send a request; return its parsed resource or raise its error."""
@@ -79,6 +106,30 @@ class AsyncSender:
         self._http = http
         self._max_retries = max_retries
         self._base_url = str(http.base_url).rstrip("/")
+
+    @property
+    def max_retries(self) -> int:
+        """How many times a read is retried (and a stream reconnected) in a row."""
+        return self._max_retries
+
+    @asynccontextmanager
+    async def stream(
+        self, request: ApiRequest[Any], read_at_most: float | None = None
+    ) -> AsyncIterator[httpx.Response]:
+        """Open a streamed response (the twin of :meth:`SyncSender.stream`)."""
+        try:
+            response = await self._http.send(
+                build_request(self._http, request, read_at_most=read_at_most), stream=True
+            )
+        except httpx.TransportError as exc:
+            raise transport_error(request, exc) from exc
+        try:
+            if not response.is_success:
+                await response.aread()
+                raise from_response(response)
+            yield response
+        finally:
+            await response.aclose()
 
     async def send(self, request: ApiRequest[T]) -> T:
         """Send a request; return its parsed resource or raise its error."""

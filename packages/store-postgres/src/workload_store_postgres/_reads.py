@@ -79,6 +79,17 @@ class Reads(StorePart):
         """Return a task's attempts by number."""
         return await self._attempts(run_id, task_key, None, None)
 
+    async def count_active_runs(self, workflow_id: str | None) -> Mapping[str, int]:
+        """How many unfinished runs are in each status, optionally of one workflow."""
+        found = await self._read("count_active_runs", {"workflow_id": workflow_id}, dict)
+        return {str(row["status"]): int(row["count"]) for row in found}
+
+    async def list_run_attempts(self, run_id: str, limit: int) -> Sequence[AttemptRecord]:
+        """Every attempt of a run, by (task_key, attempt), at most ``limit``."""
+        uid = _rows.run_uuid(run_id)
+        params = {"run_id": uid, "limit": limit}
+        return await self._read("list_run_attempts", params, _rows.attempt, run=(uid, run_id))
+
     async def list_events(
         self, run_id: str, after_sequence: int = 0, limit: int | None = None
     ) -> Sequence[EventRecord]:

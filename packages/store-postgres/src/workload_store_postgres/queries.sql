@@ -148,6 +148,16 @@ WHERE run_id = %(run_id)s AND task_key = %(task_key)s AND attempt > %(after)s
 ORDER BY attempt
 LIMIT %(limit)s
 
+-- name: list_run_attempts
+-- Served by the primary key (run_id, task_key, attempt).
+SELECT task_key, attempt, status, started_at, finished_at, output, error, attempt_id, action,
+       queue, heartbeat_timeout_seconds, timeout_seconds, schedule_deadline, worker_id,
+       claimed_at, lease_expires_at, timeout_at, progress, report_hash
+FROM attempts
+WHERE run_id = %(run_id)s
+ORDER BY task_key, attempt
+LIMIT %(limit)s
+
 -- name: list_events
 SELECT sequence, type, occurred_at, task_key, attempt, data
 FROM state_events
@@ -206,6 +216,14 @@ SELECT run_id FROM workflow_runs
 WHERE status IN ('pending', 'running', 'waiting_retry', 'waiting_approval') AND run_id > %(after)s
 ORDER BY run_id
 LIMIT %(limit)s
+
+-- name: count_active_runs
+-- Only unfinished runs are counted (what workflow_runs_unfinished indexes): bounded by the work
+-- in flight, not by the history.
+SELECT status, count(*) AS count FROM workflow_runs
+WHERE status IN ('pending', 'running', 'waiting_retry', 'waiting_approval')
+  AND (%(workflow_id)s::text IS NULL OR workflow_id = %(workflow_id)s::text)
+GROUP BY status
 
 -- name: runs_with_running_attempts
 -- Served by attempts_live (partial on live attempts): few rows, even with a big backlog.

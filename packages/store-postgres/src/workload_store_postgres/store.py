@@ -102,6 +102,15 @@ class PostgresStore(Workflows, Runs, Reads, Workers, Journal, Approvals, Drafts,
         """Close every connection of the pool."""
         await self._db.close()
 
+    async def secret(self, name: str) -> bytes:
+        """The secret kept under ``name`` in ``service_secrets``, made on first use."""
+        async with self._db.tx() as conn:
+            params = {"name": name, "secret": secrets.token_bytes(32)}
+            await conn.execute(query("ensure_secret"), params)
+            row = await one(conn, "get_secret", {"name": name})
+        assert row is not None  # inserted or kept above, in this transaction
+        return bytes(row["secret"])
+
     async def __aenter__(self) -> PostgresStore:
         await self.open()
         return self

@@ -13,12 +13,14 @@ from workload_api.usecases.approvals import ApprovalUseCases
 from workload_api.usecases.drafts import DraftUseCases
 from workload_api.usecases.runs import RunUseCases
 from workload_api.usecases.status import StatusUseCases
+from workload_api.usecases.streams import EventStreams
 from workload_api.usecases.workers import WorkerUseCases
 from workload_api.usecases.workflows import WorkflowUseCases
 
 __all__ = [
     "ApprovalUseCases",
     "DraftUseCases",
+    "EventStreams",
     "Result",
     "RunUseCases",
     "StatusUseCases",
@@ -40,6 +42,7 @@ class UseCases:
         approvals: ApprovalUseCases,
         drafts: DraftUseCases,
         status: StatusUseCases,
+        streams: EventStreams,
     ) -> None:
         self.workflows = workflows
         self.runs = runs
@@ -47,3 +50,4 @@ class UseCases:
         self.approvals = approvals
         self.drafts = drafts
         self.status = status
+        self.streams = streams

@@ -136,6 +136,11 @@ class RunUseCases:
         counts = await self._store.task_counts([r.run_id for r in found.items])
         return resources.page(found, lambda r: resources.run(r, counts.get(r.run_id, {})))
 
+    async def active_counts(self, workflow_id: str | None) -> dict[str, int]:
+        """How many unfinished runs are in each unfinished status (zeros included)."""
+        found = await self._store.count_active_runs(workflow_id)
+        return {s.value: int(found.get(s.value, 0)) for s in RunStatus if not s.is_terminal}
+
     async def get(self, run_id: str) -> tuple[JsonObject, int]:
         """One run, and its revision (for the ETag)."""
         run, counts = await self._store.get_run_with_counts(run_id)
@@ -169,6 +174,33 @@ class RunUseCases:
     async def list_events(self, run_id: str, cursor: str | None, limit: int) -> JsonObject:
         """A page of a run's events."""
         return resources.page(await self._store.page_events(run_id, cursor, limit), resources.event)
+
+    async def detail(self, run_id: str, *, attempts: int, events: int) -> JsonObject:
+        """A run as the console shows it: the run, its tasks, its attempts, its latest events.
+
+        ``last_sequence`` is the snapshot's last event; ``events`` the latest up to it (at most
+        ``events``); ``attempts`` every attempt of the run (at most ``attempts``, by task).
+        """
+        snapshot = await self._store.load_run(run_id)
+        counts = Counter(t.status.value for t in snapshot.tasks)
+        found = await self._store.list_run_attempts(run_id, attempts + 1)
+        position = {t.task_key: t.position for t in snapshot.tasks}
+        shown = sorted(found[:attempts], key=lambda a: (position.get(a.task_key, 0), a.attempt))
+        # Everything shown is as of the snapshot: events committed after it are left to the
+        # live stream (which starts after ``last_sequence``) and trigger a refresh.
+        last = snapshot.last_sequence
+        after = max(last - events, 0)
+        latest = [
+            e for e in await self._store.list_events(run_id, after, events) if e.sequence <= last
+        ]
+        return {
+            "run": resources.run(snapshot.run, counts),
+            "tasks": [resources.task(t) for t in snapshot.tasks],
+            "attempts": [resources.attempt(a) | {"task_key": a.task_key} for a in shown],
+            "more_attempts": len(found) > attempts,
+            "events": [resources.event(e) for e in latest],
+            "last_sequence": last,
+        }
 
     async def _check_task_key(self, run_id: str, task_key: str) -> None:
         """A key that cannot exist is not found — after its run is (a missing run first)."""

@@ -37,7 +37,7 @@ from workload_domain.telemetry import NO_TELEMETRY, Telemetry
 from workload_domain.workers import MAX_PROGRESS_BYTES, Claim
 from workload_engine.planner import AttemptOutcome
 from workload_engine.remote import RemoteAttempts
-from workload_engine.signals import WorkSignal
+from workload_engine.signals import RunChanges, WorkSignal
 
 __all__ = ["WorkerUseCases"]
 
@@ -51,16 +51,19 @@ class WorkerUseCases:
     def __init__(
         self,
         store: Store,
+        *,
         remote: RemoteAttempts,
         signal: WorkSignal,
         clock: Clock,
         telemetry: Telemetry = NO_TELEMETRY,
+        changes: RunChanges | None = None,
     ) -> None:
         self._store = store
         self._remote = remote
         self._signal = signal
         self._clock = clock
         self._telemetry = telemetry
+        self._changes = changes or RunChanges()
 
     async def claim(
         self, worker_id: str, body: JsonObject | None, gone: anyio.Event | None = None
@@ -87,6 +90,8 @@ class WorkerUseCases:
             now = self._clock.now()
             claimed = await self._store.claim(claim, now)
             if claimed:
+                for run_id in {c.run_id for c in claimed}:
+                    self._changes.notify(run_id)  # the claim committed attempt.started
                 # Each attempt's schedule-to-start is observed, and the worker is handed the
                 # trace context to continue (SPEC §12).
                 return {

@@ -1,0 +1,246 @@
+"""What every console page shares: templates, the sign-in guard, CSRF, forms and errors.
+
+:meth:`Console.page` wraps a page handler: it reads the session cookie (a GET without one is
+sent to the sign-in page), checks a POST's CSRF token *before* anything else, checks the role
+(viewers may not write: 403), and renders domain errors as HTML pages with the API's statuses.
+Handlers get a :class:`View` and call the same use cases as the API's handlers.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import secrets
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+from urllib.parse import parse_qsl, quote, urlencode
+
+import jinja2
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, RedirectResponse, Response
+from starlette.routing import Route
+
+from workload_api.auth import Principal, Role
+from workload_api.console._sessions import SESSION_COOKIE, Session, Sessions
+from workload_api.jsonbody import read_limited
+from workload_api.problems import HttpProblem, problem_for
+from workload_api.usecases import UseCases
+from workload_domain.errors import WorkloadError
+from workload_domain.idempotency import IdempotencyClaim, request_hash
+from workload_domain.ports import Clock
+
+__all__ = ["Console", "NavEntry", "View"]
+
+_IDEMPOTENCY_KEY = re.compile(r"^[\x21-\x7e]{1,255}$")
+_FORM_TYPE = "application/x-www-form-urlencoded"
+_SAFE_NEXT = re.compile(r"^/ui/[A-Za-z0-9._~/?=&%-]*$")
+
+
+@dataclass(frozen=True, slots=True)
+class NavEntry:
+    """An entry of the console's navigation (approvals and drafts add theirs later)."""
+
+    label: str
+    href: str
+    section: str
+
+
+@dataclass
+class View:
+    """What a page handler gets: the request, the session, its CSRF token, the form."""
+
+    request: Request
+    session: Session
+    csrf: str
+    console: Console
+    form: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def principal(self) -> Principal:
+        """Who is signed in."""
+        return self.session.principal
+
+    @property
+    def can_write(self) -> bool:
+        """Whether write controls are shown (operators only; the server checks again)."""
+        return self.principal.role.allows(Role.OPERATOR)
+
+    def path(self, name: str) -> str:
+        """A path parameter."""
+        value: str = self.request.path_params[name]
+        return value
+
+    def claim(self, operation: str, body: Any) -> IdempotencyClaim:
+        """The idempotency claim of a console write: the form's key (a double submit replays)."""
+        key = self.form.get("idempotency_key", "")
+        if not _IDEMPOTENCY_KEY.match(key):
+            key = new_form_key()
+        digest = request_hash(operation, dict(self.request.path_params), body)
+        return IdempotencyClaim(self.principal.id, key, operation, digest)
+
+    async def render(self, template: str, *, status: int = 200, **context: Any) -> HTMLResponse:
+        """A page for this view's user."""
+        return await self.console.render(
+            self.request, template, status=status, view=self, **context
+        )
+
+
+def new_form_key() -> str:
+    """A fresh idempotency key for a form (rendered into it as a hidden field)."""
+    return secrets.token_urlsafe(18)
+
+
+def _pretty(value: Any) -> str:
+    return json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False)
+
+
+def _when(value: Any) -> str:
+    if not value:
+        return "—"
+    text = str(value).replace("T", " ").replace("Z", "")
+    return text[:23] + " UTC"
+
+
+def _duration(start: Any, end: Any) -> str:
+    if not start or not end:
+        return "—"
+    began = datetime.fromisoformat(str(start).replace("Z", "+00:00"))
+    ended = datetime.fromisoformat(str(end).replace("Z", "+00:00"))
+    seconds = (ended - began).total_seconds()
+    return f"{seconds:.3f} s" if seconds < 60 else f"{seconds / 60:.1f} min"
+
+
+def _environment() -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.PackageLoader("workload_api.console", "templates"),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.filters["pretty"] = _pretty
+    env.filters["when"] = _when
+    env.globals["duration"] = _duration
+    env.globals["new_form_key"] = new_form_key
+    return env
+
+
+Handler = Callable[[View], Awaitable[Response]]
+
+
+class Console:
+    """The console's shared parts: use cases, sessions, templates and navigation."""
+
+    def __init__(
+        self,
+        usecases: UseCases,
+        sessions: Sessions,
+        clock: Clock,
+        nav: tuple[NavEntry, ...] = (),
+    ) -> None:
+        self.usecases = usecases
+        self.sessions = sessions
+        self.clock = clock
+        self.nav = nav
+        self._templates = _environment()
+
+    async def render(
+        self, request: Request, template: str, *, status: int = 200, **context: Any
+    ) -> HTMLResponse:
+        """Render a template to an HTML response."""
+        page = self._templates.get_template(template)
+        body = page.render(nav=self.nav, request=request, **context)
+        return HTMLResponse(body, status_code=status)
+
+    def page(
+        self,
+        path: str,
+        handler: Handler,
+        *,
+        method: str = "GET",
+        role: Role = Role.VIEWER,
+    ) -> Route:
+        """A route of the console behind the sign-in guard (and CSRF for POSTs)."""
+
+        async def endpoint(request: Request) -> Response:
+            request.state.route = path
+            try:
+                return await self._guarded(request, handler, method, role)
+            except HttpProblem as problem:
+                request.state.error_code = problem.code
+                return await self.error(request, problem.status, problem.detail)
+            except WorkloadError as error:
+                mapped = problem_for(error)
+                request.state.error_code = mapped.code
+                return await self.error(request, mapped.status, mapped.detail)
+
+        return Route(path, endpoint, methods=[method])
+
+    async def _guarded(
+        self, request: Request, handler: Handler, method: str, role: Role
+    ) -> Response:
+        session = await self.sessions.read(request.cookies.get(SESSION_COOKIE))
+        form: dict[str, str] = {}
+        if method == "POST":
+            form = await read_form(request)
+            if session is None or not await self.sessions.check_csrf(session, form.get("csrf")):
+                request.state.error_code = "csrf_failed"
+                return await self.error(
+                    request,
+                    403,
+                    "This form expired or did not come from this console: "
+                    "reload the page, sign in if asked, and try again.",
+                )
+        elif session is None:
+            target = request.url.path + (f"?{request.url.query}" if request.url.query else "")
+            return RedirectResponse(f"/ui/login?{urlencode({'next': target})}", status_code=303)
+        assert session is not None
+        if not session.principal.role.allows(role):
+            request.state.error_code = "forbidden"
+            return await self.error(request, 403, "Your role may not do this (operators only).")
+        csrf = await self.sessions.csrf_token(session)
+        return await handler(View(request, session, csrf, self, form))
+
+    async def error(self, request: Request, status: int, detail: str) -> HTMLResponse:
+        """An error page (no internals: the detail is the problem's)."""
+        session = await self.sessions.read(request.cookies.get(SESSION_COOKIE))
+        view = None
+        if session is not None:
+            view = View(request, session, await self.sessions.csrf_token(session), self)
+        return await self.render(
+            request, "error.html", status=status, view=view, status_code=status, detail=detail
+        )
+
+
+async def read_form(request: Request) -> dict[str, str]:
+    """A urlencoded form (first value of each field); 415 for another body, 413 over 1 MiB."""
+    content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    body = await read_limited(request)
+    if not body:
+        return {}
+    if content_type != _FORM_TYPE:
+        raise HttpProblem(415, "unsupported_media_type", "forms are sent urlencoded")
+    try:
+        text = body.decode("utf-8")
+        pairs = parse_qsl(text, keep_blank_values=True, max_num_fields=50)
+    except (UnicodeDecodeError, ValueError):
+        raise HttpProblem(400, "invalid_argument", "the form could not be read") from None
+    form: dict[str, str] = {}
+    for name, value in pairs:
+        form.setdefault(name, value)
+    return form
+
+
+def safe_next(value: str | None) -> str:
+    """Where to go after signing in: a console path only (never another site)."""
+    if value and _SAFE_NEXT.match(value) and "//" not in value and "/../" not in value:
+        return value
+    return "/ui/runs"
+
+
+def query_link(path: str, params: Mapping[str, str | None]) -> str:
+    """``path`` with the non-empty ``params`` as its query string."""
+    kept = {k: v for k, v in params.items() if v}
+    return f"{quote(path)}?{urlencode(kept)}" if kept else quote(path)

@@ -1,0 +1,115 @@
+"""Sign-in with a pasted token, and sign-out (SPEC §13).
+
+The token travels once, in the body of a POST (never in a URL), is checked like a bearer token
+and forgotten: the browser gets a signed session cookie naming the principal by id. A worker
+token cannot sign in. The sign-in form is CSRF-protected too (its token is bound to a nonce in
+a short-lived cookie), so another site cannot sign a browser in as someone else.
+"""
+
+from __future__ import annotations
+
+import secrets
+
+from starlette.requests import Request
+from starlette.responses import RedirectResponse, Response
+from starlette.routing import Route
+
+from workload_api.auth import Role
+from workload_api.console._sessions import LOGIN_COOKIE, LOGIN_MAX_AGE, SESSION_COOKIE
+from workload_api.console._web import Console, View, read_form, safe_next
+from workload_api.problems import HttpProblem
+
+__all__ = ["routes"]
+
+
+def _cookie(
+    response: Response, request: Request, console: Console, *, name: str, value: str, max_age: int
+) -> None:
+    response.set_cookie(
+        name,
+        value,
+        max_age=max_age,
+        path="/",
+        httponly=True,
+        samesite="strict",
+        secure=console.sessions.secure(request.url.scheme),
+    )
+
+
+def routes(console: Console) -> list[Route]:
+    """The sign-in form, its POST, and sign-out."""
+
+    async def form_page(
+        request: Request, *, status: int = 200, message: str | None = None
+    ) -> Response:
+        nonce = secrets.token_urlsafe(18)
+        response = await console.render(
+            request,
+            "login.html",
+            status=status,
+            view=None,
+            csrf=await console.sessions.login_token(nonce),
+            next=safe_next(request.query_params.get("next")),
+            message=message,
+        )
+        _cookie(response, request, console, name=LOGIN_COOKIE, value=nonce, max_age=LOGIN_MAX_AGE)
+        return response
+
+    async def login(request: Request) -> Response:
+        request.state.route = "/ui/login"
+        if request.method == "GET":
+            return await form_page(request)
+        try:
+            form = await read_form(request)
+        except HttpProblem as problem:
+            request.state.error_code = problem.code
+            return await console.error(request, problem.status, problem.detail)
+        nonce = request.cookies.get(LOGIN_COOKIE)
+        if not await console.sessions.check_login(nonce, form.get("csrf")):
+            request.state.error_code = "csrf_failed"
+            return await form_page(
+                request, status=403, message="The sign-in form expired; please try again."
+            )
+        principal = console.sessions.authenticator.identify(form.get("token", ""))
+        if principal is None:
+            request.state.error_code = "unauthenticated"
+            return await form_page(request, status=401, message="That token is not valid.")
+        if not principal.role.allows(Role.VIEWER):
+            request.state.error_code = "forbidden"
+            return await form_page(
+                request, status=403, message="Worker tokens cannot sign in to the console."
+            )
+        response = RedirectResponse(safe_next(form.get("next")), status_code=303)
+        cookie = await console.sessions.issue(principal)
+        _cookie(
+            response,
+            request,
+            console,
+            name=SESSION_COOKIE,
+            value=cookie,
+            max_age=console.sessions.max_age,
+        )
+        response.delete_cookie(LOGIN_COOKIE, path="/", httponly=True, samesite="strict")
+        return response
+
+    async def logout(view: View) -> Response:
+        response = RedirectResponse("/ui/login", status_code=303)
+        response.delete_cookie(
+            SESSION_COOKIE,
+            path="/",
+            httponly=True,
+            samesite="strict",
+            secure=console.sessions.secure(view.request.url.scheme),
+        )
+        return response
+
+    async def root(request: Request) -> Response:
+        request.state.route = request.url.path
+        return RedirectResponse("/ui/runs", status_code=303)
+
+    return [
+        Route("/ui", root, methods=["GET"]),
+        Route("/ui/", root, methods=["GET"]),
+        Route("/ui/login", login, methods=["GET", "POST"]),
+        console.page("/ui/logout", logout, method="POST"),
+    ]
