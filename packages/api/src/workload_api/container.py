@@ -9,6 +9,9 @@ the one lifecycle (:class:`~workload_api.lifecycle.Service`).
 
 from __future__ import annotations
 
+import os
+import socket
+
 from dependency_injector import containers, providers
 
 from workload_api.app import create_app
@@ -45,6 +48,7 @@ from workload_engine.remote import RemoteAttempts
 from workload_engine.signals import StepSignal, WorkSignal
 from workload_model_openai import DEFAULT_API_KEY, OpenAIModels
 from workload_store_postgres.lock import PostgresCoordinatorLock
+from workload_store_postgres.notifications import PostgresNotifications
 from workload_store_postgres.store import PostgresStore
 
 __all__ = ["Container", "use_memory_store"]
@@ -57,7 +61,7 @@ def _database_url(settings: Settings) -> str:
 
 
 def _store(settings: Settings, clock: Clock, telemetry: Telemetry) -> PostgresStore:
-    return PostgresStore(
+    store = PostgresStore(
         _database_url(settings),
         max_size=settings.pool_max_size,
         statement_timeout_ms=settings.statement_timeout_ms,
@@ -65,6 +69,8 @@ def _store(settings: Settings, clock: Clock, telemetry: Telemetry) -> PostgresSt
         verify_schema=True,
         telemetry=telemetry,
     )
+    store.announce(settings.standby)  # replicas tell each other what they wrote (SPEC §14)
+    return store
 
 
 def _openai_models(settings: Settings) -> OpenAIModels | None:
@@ -80,7 +86,19 @@ def _openai_models(settings: Settings) -> OpenAIModels | None:
 
 
 def _lock(settings: Settings) -> PostgresCoordinatorLock:
-    return PostgresCoordinatorLock(_database_url(settings))
+    return PostgresCoordinatorLock(
+        _database_url(settings),
+        # A leader renews its lease at every lock check; a standby replaces one whose lease ran
+        # out (frozen or partitioned) after three missed checks (SPEC §14).
+        lease_seconds=3 * settings.lock_check_interval_seconds,
+        take_over_stale=settings.standby,
+        leader=f"{socket.gethostname()}:{os.getpid()}",
+    )
+
+
+def _notifications(settings: Settings) -> PostgresNotifications | None:
+    """What other replicas announce: only a replica (``--standby``) has other replicas."""
+    return PostgresNotifications(_database_url(settings)) if settings.standby else None
 
 
 class Container(containers.DeclarativeContainer):
@@ -96,6 +114,7 @@ class Container(containers.DeclarativeContainer):
     )
     store = providers.Singleton(_store, settings=settings, clock=clock, telemetry=telemetry)
     lock = providers.Singleton(_lock, settings=settings)
+    notifications = providers.Singleton(_notifications, settings=settings)
     work_signal = providers.Singleton(WorkSignal)
     step_signal = providers.Singleton(StepSignal)
     mock_executor = providers.Singleton(MockExecutor, clock=clock)
@@ -210,6 +229,8 @@ class Container(containers.DeclarativeContainer):
         decisions=decisions,
         drafts=draft_writer,
         models=models,
+        notifications=notifications,
+        standby=settings.provided.standby,
         lock_check_interval=settings.provided.lock_check_interval_seconds,
         lease_check_interval=settings.provided.lease_check_interval_seconds,
         sweep_interval=settings.provided.sweep_interval_seconds,
@@ -234,4 +255,5 @@ def use_memory_store(container: Container) -> Container:
     """
     container.store.override(providers.Singleton(InMemoryStore, clock=container.clock))
     container.lock.override(providers.Object(None))
+    container.notifications.override(providers.Object(None))
     return container

@@ -30,8 +30,9 @@ import anyio.abc
 import anyio.to_thread
 
 from workload_api._errors import single_errors
+from workload_domain.errors import Fenced
 from workload_domain.idempotency import IDEMPOTENCY_RETENTION
-from workload_domain.ports import Clock, CoordinatorLock, Store
+from workload_domain.ports import Clock, CoordinatorLock, Notifications, NotifyHandlers, Store
 from workload_domain.telemetry import NO_TELEMETRY, Telemetry
 from workload_engine.approvals import ApprovalDecisions
 from workload_engine.drafting import DraftWriter
@@ -90,6 +91,8 @@ class Service:
         decisions: ApprovalDecisions | None = None,
         drafts: DraftWriter | None = None,
         models: ModelRouter | None = None,
+        notifications: Notifications | None = None,
+        standby: bool = False,
         lock_check_interval: float = 1.0,
         lease_check_interval: float = 1.0,
         sweep_interval: float = 5.0,
@@ -109,6 +112,10 @@ class Service:
         """Generates drafts in the background (and those left generating, at start-up)."""
         self.models = models
         """The model adapters: their connections close with the store's."""
+        self.notifications = notifications
+        """What the other replicas announce (SPEC §14), when there may be any."""
+        self.standby = standby
+        """Serve while another process leads, and take over when it goes (``--standby``)."""
         self._telemetry = telemetry
         self.fault: BaseException | None = None
         self.recovered = 0
@@ -123,33 +130,27 @@ class Service:
 
     @asynccontextmanager
     async def running(self, on_fault: FaultHandler | None = None) -> AsyncIterator[None]:
-        """Open, lead and recover; yield while executing; then interrupt and close."""
+        """Open, lead (or stand by) and recover; yield while serving; then interrupt and close.
+
+        A standby (SPEC §14) serves while another process leads: it listens to the other
+        replicas, retries the lock every check interval, and leads once it gets it.
+        """
         self._on_fault = on_fault
         self._engine_scope = anyio.CancelScope()
         await self.store.open()
         try:
-            await self._acquire()
+            leading = await self._acquire()
             try:
                 async with single_errors(), anyio.create_task_group() as tg:
                     self._tasks = tg
-                    await tg.start(self._run_engine)
-                    self.readiness.leading = True
-                    try:
-                        self.recovered = await self.engine.recover(self._page_size)
-                    except Exception as exc:
-                        self.fail("the recovery scan failed", exc)
-                    if self.drafts is not None:
-                        await tg.start(self.drafts.run)
-                        try:
-                            await self.drafts.recover()
-                        except Exception as exc:
-                            self.fail("the recovery of drafts failed", exc)
-                    if self.lock is not None:
-                        tg.start_soon(self._guarded, "lost the coordinator lock", self._watch_lock)
-                    tg.start_soon(self._guarded, "the ownership sweep failed", self._sweep)
-                    if self.remote is not None or self.decisions is not None:
-                        tg.start_soon(self._guarded, "the lease reaper failed", self._reap)
-                    tg.start_soon(self._guarded, "the idempotency purge failed", self._purge)
+                    if self.notifications is not None:
+                        tg.start_soon(self._guarded, "the listener failed", self._listen)
+                    if leading:
+                        await self._lead(tg)
+                    else:
+                        self.engine.standby = True
+                        _log.info("standing by: another coordinator leads")
+                        tg.start_soon(self._guarded, "the standby failed", self._stand_by)
                     if self.fault is None:
                         self.readiness.set(True, "ready")
                     try:
@@ -170,6 +171,67 @@ class Service:
                 await self.store.close()
             # Spans still buffered are exported before the process goes (bounded).
             await anyio.to_thread.run_sync(self._telemetry.flush)
+
+    async def _lead(self, tg: anyio.abc.TaskGroup) -> None:
+        """Lead: fence this process's writes with its epoch, then execute.
+
+        The engine starts, every unfinished run is recovered, and the leader's duties start.
+        """
+        epoch = None if self.lock is None else self.lock.epoch
+        self.store.fence(epoch, self._fenced)
+        self.readiness.epoch = epoch
+        self.engine.standby = False
+        await tg.start(self._run_engine)
+        self.readiness.leading = True
+        try:
+            self.recovered = await self.engine.recover(self._page_size)
+        except Exception as exc:
+            self.fail("the recovery scan failed", exc)
+        if self.drafts is not None:
+            await tg.start(self.drafts.run)
+            try:
+                await self.drafts.recover()
+            except Exception as exc:
+                self.fail("the recovery of drafts failed", exc)
+        if self.lock is not None:
+            tg.start_soon(self._guarded, "lost the coordinator lock", self._watch_lock)
+        tg.start_soon(self._guarded, "the ownership sweep failed", self._sweep)
+        if self.remote is not None or self.decisions is not None:
+            tg.start_soon(self._guarded, "the lease reaper failed", self._reap)
+        tg.start_soon(self._guarded, "the idempotency purge failed", self._purge)
+
+    async def _stand_by(self) -> None:
+        """Try the lock every check interval; lead once it is ours (SPEC §14)."""
+        assert self.lock is not None  # only a coordinator with a lock stands by
+        while True:
+            await anyio.sleep(self._lock_check_interval)
+            if await self.lock.acquire():
+                _log.info("took over: leading", extra={"fields": {"epoch": self.lock.epoch}})
+                assert self._tasks is not None
+                await self._lead(self._tasks)
+                return
+
+    def _fenced(self) -> None:
+        """A write was refused: a newer coordinator epoch leads (fail-stop, exit 5)."""
+        self.fail("a newer coordinator leads", Fenced(self.readiness.epoch or 0))
+
+    async def _listen(self) -> None:
+        """Hear the other replicas: runs to execute, work to claim, tool calls ended."""
+        assert self.notifications is not None
+        engine = self.engine
+
+        def run(run_id: str) -> None:
+            if engine.running:
+                engine.submit(run_id)  # created elsewhere (no-op when this engine has it)
+                engine.notify(run_id)  # changed elsewhere: its runner reads it again
+            engine.changes.notify(run_id)
+
+        def step(run_id: str, task_key: str, attempt: int) -> None:
+            engine.step_signal.notify((run_id, task_key, attempt))
+
+        await self.notifications.run(
+            NotifyHandlers(run=run, work=engine.work_signal.notify, step=step)
+        )
 
     def stopping(self) -> None:
         """The service is about to stop: not ready; waiting claims answer, streams end, now."""
@@ -202,9 +264,13 @@ class Service:
         with anyio.CancelScope(shield=True):
             await self.store.close()
 
-    async def _acquire(self) -> None:
-        if self.lock is not None and not await self.lock.acquire():
-            raise CoordinatorBusy("another coordinator holds the lock of this database")
+    async def _acquire(self) -> bool:
+        """Take the lock: True to lead, False to stand by (else ``CoordinatorBusy``)."""
+        if self.lock is None or await self.lock.acquire():
+            return True
+        if self.standby:
+            return False
+        raise CoordinatorBusy("another coordinator holds the lock of this database")
 
     async def _run_engine(
         self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED

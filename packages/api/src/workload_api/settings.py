@@ -29,6 +29,8 @@ class Settings(BaseSettings):
     worker_tokens: Tokens = ()
     """Tokens of workers: they claim and report attempts, and do nothing else (SPEC §10)."""
     max_concurrent_attempts: int = Field(default=64, ge=1, le=10_000)
+    standby: bool = False
+    """Serve while another process leads, and take over when it goes (``--standby``, §14)."""
     lock_check_interval_seconds: float = Field(default=1.0, gt=0, le=3600)
     lease_check_interval_seconds: float = Field(default=1.0, gt=0, le=60)
     """How often the leader applies passed leases, start-to-close and schedule-to-start

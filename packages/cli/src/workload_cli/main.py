@@ -78,6 +78,7 @@ DatabaseUrl = Annotated[
 
 @app.command()
 def serve(
+    *,
     host: Annotated[
         str | None,
         typer.Option(help="Bind address (env WORKLOAD_HOST).", show_default="127.0.0.1"),
@@ -95,12 +96,23 @@ def serve(
     log_level: Annotated[
         str | None, typer.Option(help="Log level (env WORKLOAD_LOG_LEVEL).", show_default="INFO")
     ] = None,
+    standby: Annotated[
+        bool | None,
+        typer.Option(
+            "--standby",
+            help="When another process leads, serve the API and take over when it goes "
+            "(env WORKLOAD_STANDBY).",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
     """Run the service: HTTP API, coordinator and execution.
 
     Without a database URL, an embedded PostgreSQL runs in the data directory (development).
+    With --standby, a second process does not exit 3 while another leads: it serves the whole
+    API and takes over when the leader goes.
     Exit codes: 0 stopped, 2 usage or configuration, 3 another coordinator holds the lock,
-    4 schema not migrated, 5 fail-stop (lost lock or database).
+    4 schema not migrated, 5 fail-stop (lost lock or database, or a newer leader).
     """
     server = _server_commands()
     overrides = {
@@ -109,6 +121,7 @@ def serve(
         "database_url": database_url,
         "data_dir": data_dir,
         "log_level": log_level,
+        "standby": standby,
     }
     code = server.serve({k: v for k, v in overrides.items() if v is not None})
     raise typer.Exit(code)

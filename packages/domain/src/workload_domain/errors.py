@@ -28,6 +28,7 @@ Hierarchy::
     └── SystemFault                  category UNAVAILABLE (the store or the lock failed)
         ├── StoreUnavailable
         ├── LockLost
+        ├── Fenced                   (a newer coordinator epoch refused this one's write)
         └── ExecutionStopped         (this process stopped executing: shutdown or fail-stop)
 """
 
@@ -46,6 +47,7 @@ __all__ = [
     "DraftNotReady",
     "ErrorCategory",
     "ExecutionStopped",
+    "Fenced",
     "IdempotencyKeyReused",
     "IllegalTransition",
     "InvalidArgument",
@@ -394,6 +396,16 @@ class StoreUnavailable(SystemFault):
 
 class LockLost(SystemFault):
     """The coordinator lock is no longer held by this process."""
+
+
+class Fenced(SystemFault):
+    """A write of this coordinator was refused: another one leads in a newer epoch (§14)."""
+
+    def __init__(self, epoch: int) -> None:
+        super().__init__(
+            f"a write of coordinator epoch {epoch} was refused: another coordinator leads now"
+        )
+        self.epoch = epoch
 
 
 class ExecutionStopped(SystemFault):

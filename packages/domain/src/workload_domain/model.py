@@ -214,6 +214,9 @@ class RunCommit:
     events: tuple[EventRecord, ...] = ()
     approvals: tuple[ApprovalRecord, ...] = ()
     """New or decided approvals."""
+    announce: bool = False
+    """Made outside the run's runner (a cancel, a worker's report, a decision): the leader's
+    runner must hear of it, also when this process is another replica (SPEC §14)."""
 
 
 @dataclass(frozen=True, slots=True)

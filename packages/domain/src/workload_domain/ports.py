@@ -6,7 +6,8 @@ Adapters: the engine package ships ``InMemoryStore``, ``FakeClock``, ``SystemClo
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
 
@@ -42,6 +43,8 @@ __all__ = [
     "Executor",
     "IdempotencyStore",
     "JournalStore",
+    "Notifications",
+    "NotifyHandlers",
     "Resource",
     "RunReads",
     "SecretStore",
@@ -94,6 +97,9 @@ class Resource(Protocol):
 
 class CoordinatorLock(Protocol):
     """The lock that makes one process the only coordinator of a database."""
+
+    epoch: int | None
+    """The coordinator epoch the lock was acquired in (SPEC §14); None until then."""
 
     async def acquire(self) -> bool:
         """Try to take the lock at once; ``False`` if another coordinator holds it."""
@@ -484,6 +490,26 @@ class SecretStore(Protocol):
         ...
 
 
+@dataclass(frozen=True, slots=True)
+class NotifyHandlers:
+    """What a replica does when another one announces something (SPEC §14)."""
+
+    run: Callable[[str], None]
+    """A run was created or changed through another replica's API."""
+    work: Callable[[], None]
+    """Remote work was queued: waiting claims look again."""
+    step: Callable[[str, str, int], None]
+    """A tool call of ``(run_id, task_key, attempt)`` ended: its agent's loop reads on."""
+
+
+class Notifications(Protocol):
+    """Announcements of other replicas (``LISTEN/NOTIFY``)."""
+
+    async def run(self, handlers: NotifyHandlers) -> None:
+        """Hand every announcement to ``handlers`` until cancelled."""
+        ...
+
+
 class Store(
     WorkflowStore,
     ExecutionStore,
@@ -498,3 +524,11 @@ class Store(
     Protocol,
 ):
     """The whole persistence port: every adapter implements all of it."""
+
+    def fence(self, epoch: int | None, on_fenced: Callable[[], None] | None = None) -> None:
+        """Fence execution writes with ``epoch`` (refused once it is no longer current)."""
+        ...
+
+    def announce(self, enabled: bool) -> None:
+        """Announce writes to other replicas (SPEC §14)."""
+        ...

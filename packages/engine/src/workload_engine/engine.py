@@ -64,6 +64,8 @@ class Engine:
         """Notified whenever an agent's remote tool call ends (its loop wakes up)."""
         self.telemetry = telemetry
         """Told of every commit, run and local attempt (metrics and spans, SPEC §12)."""
+        self.standby = False
+        """Another process leads (SPEC §14): runs submitted here are left to it."""
         self.changes = RunChanges()
         """Notified whenever a commit to a run succeeded (its event streams read on)."""
         self.limiter = anyio.CapacityLimiter(max_concurrent_attempts)
@@ -101,10 +103,14 @@ class Engine:
     def submit(self, run_id: str) -> None:
         """Start executing a committed run (no-op if this engine already executes it).
 
+        A standby's engine does not run: it leaves the run to the leader (no-op).
+
         Raises:
             ExecutionStopped: the engine is not running (not started, stopping, or failed).
         """
         if self._group is None or self._group.cancel_scope.cancel_called:
+            if self.standby:
+                return  # the leader executes it: it hears of the run (SPEC §14)
             raise ExecutionStopped("this process is not executing runs now")
         if run_id in self._runners:
             return

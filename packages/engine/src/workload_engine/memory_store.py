@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import secrets
 from collections import Counter
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime
 
@@ -68,6 +68,12 @@ class InMemoryStore(MemoryReads, MemoryWorkers, MemoryApprovals, MemoryDrafts):
     async def close(self) -> None:
         """Nothing to release."""
         await anyio.lowlevel.checkpoint()
+
+    def fence(self, epoch: int | None, on_fenced: Callable[[], None] | None = None) -> None:
+        """One process per store: nothing to fence (SPEC §14 needs a shared database)."""
+
+    def announce(self, enabled: bool) -> None:
+        """One process per store: nobody to announce to."""
 
     async def secret(self, name: str) -> bytes:
         """A random secret per name, kept as long as this store (this process)."""

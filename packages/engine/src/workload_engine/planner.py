@@ -332,7 +332,7 @@ def cancel_commit(
         _cancel_everything(draft)
     commit, after = draft.result()
     assert commit is not None  # the request itself is always a change
-    return commit, after
+    return replace(commit, announce=True), after
 
 
 def _plan(
@@ -558,4 +558,4 @@ def decision_commit(
     _settle_run(draft, has_ready=False)
     commit, after = draft.result()
     assert commit is not None  # the decision itself is a change
-    return commit, after
+    return replace(commit, announce=True), after

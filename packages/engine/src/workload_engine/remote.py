@@ -119,8 +119,9 @@ class RemoteAttempts:
             )
             if decided.commit is None:  # pragma: no cover - an ended attempt is always a change
                 return None
+            announced = replace(decided.commit, announce=True)  # the leader's runner hears
             try:
-                await self._store.commit(decided.commit)
+                await self._store.commit(announced)
             except RevisionConflict:
                 continue
             ended = next(a for a in decided.commit.attempts if (a.task_key, a.attempt) == key)

@@ -29,7 +29,7 @@ from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
-from workload_domain.errors import StoreIntegrityError, StoreUnavailable, WorkloadError
+from workload_domain.errors import Fenced, StoreIntegrityError, StoreUnavailable, WorkloadError
 from workload_domain.idempotency import (
     IdempotencyClaim,
     IdempotencyRecord,
@@ -43,7 +43,7 @@ from workload_store_postgres._queries import query
 from workload_store_postgres._tracing import traced_cursor
 from workload_store_postgres.migrations import SchemaBehind
 
-__all__ = ["Conn", "Database", "IdempotencyRace", "Row", "translate_errors"]
+__all__ = ["Conn", "Database", "IdempotencyRace", "Row", "require_epoch", "translate_errors"]
 
 Row = dict[str, Any]
 Conn = psycopg.AsyncConnection[Row]
@@ -115,6 +115,12 @@ class Database:
     ) -> None:
         self.url = url
         self.clock = clock
+        self.epoch: int | None = None
+        """The coordinator epoch this process leads in: its execution writes are fenced by it
+        (SPEC §14). None (a standby, a tool): writes are not fenced."""
+        self.announce = False
+        """Whether writes notify other replicas (``LISTEN/NOTIFY``, SPEC §14)."""
+        self.on_fenced: Callable[[], None] | None = None
         self._open_timeout = pool_timeout_seconds
         # Statements are spans only while spans are recorded: psycopg's own cursor otherwise.
         traced = {"cursor_factory": traced_cursor(telemetry)} if telemetry.tracing else {}
@@ -242,3 +248,19 @@ async def insert_outcome(conn: Conn, record: IdempotencyRecord, created_at: date
             "created_at": created_at,
         },
     )
+
+
+async def require_epoch(db: Database, conn: Conn) -> None:
+    """After a fenced write wrote nothing: raise ``Fenced`` if the epoch is no longer current.
+
+    Raises:
+        Fenced: another coordinator leads now; ``db.on_fenced`` was told (fail-stop).
+    """
+    if db.epoch is None:
+        return
+    row = await one(conn, "fence", {"epoch": db.epoch})
+    if row is not None and row["current"]:
+        return
+    if db.on_fenced is not None:
+        db.on_fenced()
+    raise Fenced(db.epoch)

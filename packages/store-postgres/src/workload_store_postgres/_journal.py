@@ -21,7 +21,7 @@ from workload_domain.errors import StoreIntegrityError
 from workload_domain.leases import LeasedToolCall
 from workload_domain.model import AttemptRecord
 from workload_store_postgres import _rows
-from workload_store_postgres._db import Conn, one
+from workload_store_postgres._db import Conn, one, require_epoch
 from workload_store_postgres._part import StorePart
 from workload_store_postgres._queries import query
 
@@ -57,11 +57,16 @@ class Journal(StorePart):
         """Insert a running step while its attempt is running."""
         if step.status is not StepStatus.RUNNING or step.finished_at is not None:
             raise StoreIntegrityError("a step begins running")
+        params = {**_rows.step_params(step), "epoch": self._db.epoch}
         async with self._db.tx() as conn:
-            row = await one(conn, "insert_step", _rows.step_params(step))
-            if row is not None and step.queue is not None:
-                params = {"queues": [step.queue], "now": step.started_at}
-                await conn.execute(query("ensure_queues"), params)
+            row = await one(conn, "insert_step", params)
+            if row is None:
+                await require_epoch(self._db, conn)
+            elif step.queue is not None:
+                queued = {"queues": [step.queue], "now": step.started_at}
+                await conn.execute(
+                    query("ensure_queues"), {**queued, "announce": self._db.announce}
+                )
         return None if row is None else _rows.step(row)
 
     async def finish_step(
@@ -79,11 +84,15 @@ class Journal(StorePart):
             **_rows.step_params(step),
             "digest": token_digest,
             "deadline_passed": deadline_passed,
+            "epoch": self._db.epoch,
+            # A worker's report or the reaper ended it: wake its agent's loop on the leader.
+            "announce": self._db.announce and (token_digest is not None or deadline_passed),
         }
         async with self._db.tx() as conn:
             await conn.execute(query("lock_run_for_usage"), {"run_id": uid})
             row = await one(conn, "finish_step", params)
             if row is None:
+                await require_epoch(self._db, conn)
                 return None
             ended = _rows.step(row)
             usage = ended.usage_added()

@@ -141,9 +141,15 @@ def attempt_params(run_id: uuid.UUID, a: AttemptRecord) -> dict[str, Any]:
     }
 
 
-def event_params(run_id: uuid.UUID, e: EventRecord) -> dict[str, Any]:
-    """Parameters of an event row."""
-    return {**_params(e), "run_id": run_id, "type": e.type.value, "data": Jsonb(e.data)}
+def event_params(run_id: uuid.UUID, e: EventRecord, epoch: int | None) -> dict[str, Any]:
+    """Parameters of an event row; ``epoch``: its writer's coordinator epoch (if fenced)."""
+    return {
+        **_params(e),
+        "run_id": run_id,
+        "type": e.type.value,
+        "data": Jsonb(e.data),
+        "epoch": epoch,
+    }
 
 
 # -- records ---------------------------------------------------------------------------------
@@ -225,7 +231,9 @@ def step_params(s: StepRecord) -> dict[str, Any]:
 
 def step(row: Row) -> StepRecord:
     """An agent step record from its row (``step_id`` and the token digest removed)."""
-    values = {k: v for k, v in row.items() if k not in ("step_id", "lease_token_digest")}
+    values = {
+        k: v for k, v in row.items() if k not in ("step_id", "lease_token_digest", "notified")
+    }
     return StepRecord(
         **{
             **values,

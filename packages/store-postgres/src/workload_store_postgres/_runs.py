@@ -21,7 +21,7 @@ from workload_domain.idempotency import IdempotencyRecord, Replayed
 from workload_domain.model import NewRun, RunCommit, RunRecord, RunSnapshot, check_sequences
 from workload_domain.statuses import AttemptStatus
 from workload_store_postgres import _rows
-from workload_store_postgres._db import Conn, one, rows
+from workload_store_postgres._db import Conn, one, require_epoch, rows
 from workload_store_postgres._journal import close_steps
 from workload_store_postgres._part import StorePart, require_run
 from workload_store_postgres._queries import query
@@ -48,12 +48,17 @@ class Runs(StorePart):
         check_sequences(new_run.events, 0)
 
         async def work(conn: Conn) -> RunRecord:
-            params = {**_rows.run_params(run), "last_sequence": len(new_run.events)}
+            params = {
+                **_rows.run_params(run),
+                "last_sequence": len(new_run.events),
+                "announce": self._db.announce,  # the leader hears of it (§14)
+            }
             await conn.execute(query("insert_run"), params)
             async with conn.cursor() as cur:
                 tasks = [_rows.task_params(run_id, t) for t in new_run.tasks]
                 await cur.executemany(query("insert_task"), tasks)
-                events = [_rows.event_params(run_id, e) for e in new_run.events]
+                # Created by any replica, not fenced: its events carry no epoch.
+                events = [_rows.event_params(run_id, e, None) for e in new_run.events]
                 await cur.executemany(query("insert_event"), events)
             return run
 
@@ -97,10 +102,13 @@ class Runs(StorePart):
                 **_rows.run_params(run),
                 "expected_revision": commit.expected_revision,
                 "events": len(commit.events),
+                "epoch": self._db.epoch,
+                "announce": self._db.announce and commit.announce,
             }
             row = await one(conn, "update_run", params)
             if row is None:
                 await require_run(conn, uid, run.run_id)
+                await require_epoch(self._db, conn)
                 raise RevisionConflict(run.run_id, commit.expected_revision)
             check_sequences(commit.events, row["last_sequence"] - len(commit.events))
             async with conn.cursor() as cur:
@@ -118,12 +126,13 @@ class Runs(StorePart):
                     queues = [a.queue for a in commit.attempts if a.status is AttemptStatus.QUEUED]
                     if queues:
                         now = commit.run.updated_at
-                        await cur.execute(query("ensure_queues"), {"queues": queues, "now": now})
+                        announced = {"queues": queues, "now": now, "announce": self._db.announce}
+                        await cur.execute(query("ensure_queues"), announced)
                 if commit.approvals:
                     approvals = [_rows.approval_params(uid, a) for a in commit.approvals]
                     await cur.executemany(query("upsert_approval"), approvals)
                 if commit.events:
-                    events = [_rows.event_params(uid, e) for e in commit.events]
+                    events = [_rows.event_params(uid, e, self._db.epoch) for e in commit.events]
                     await cur.executemany(query("insert_event"), events)
 
         result = await self._db.write(work, idempotency)

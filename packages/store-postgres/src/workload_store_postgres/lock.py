@@ -53,6 +53,7 @@ from workload_store_postgres.migrations import MIGRATION_LOCK_KEY
 __all__ = [
     "APPLICATION_NAME",
     "COORDINATOR_LOCK_KEY",
+    "FENCE_KEY",
     "PostgresCoordinatorLock",
     "advisory_lock_ids",
 ]
@@ -64,6 +65,11 @@ It differs from ``MIGRATION_LOCK_KEY`` (``"WKLDMIGR"``) so that running migratio
 running a coordinator never block each other. In ``pg_locks`` it is ``classid = 1464552516``,
 ``objid = 1129271876``, ``objsubid = 1``.
 """
+
+FENCE_KEY: Final = 0x574B4C44_46454E43
+"""The advisory-lock key of the fence (``"WKLDFENC"``, as in migration 0007's
+``workload_fence``): writers hold it shared for a transaction, a new leader exclusively while it
+increments the epoch (SPEC §14)."""
 
 APPLICATION_NAME: Final = "workload-coordinator-lock"
 """The ``application_name`` of the lock's connection, to find it in ``pg_stat_activity``."""
@@ -94,6 +100,26 @@ SELECT pg_backend_pid(),
        )
 """
 _UNLOCK = "SELECT pg_advisory_unlock(%s::bigint)"
+_HOLDERS = """
+SELECT pid FROM pg_locks
+WHERE locktype = 'advisory'
+  AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
+  AND classid = %(classid)s::bigint::oid AND objid = %(objid)s::bigint::oid AND objsubid = 1
+  AND granted AND pid <> pg_backend_pid()
+"""
+_LEASE_EXPIRED = "SELECT lease_expires_at IS NULL OR lease_expires_at < now() FROM coordinator"
+_BUMP = """
+UPDATE coordinator
+SET epoch = epoch + 1, leader = %(leader)s,
+    lease_expires_at = now() + make_interval(secs => %(lease)s)
+RETURNING epoch
+"""
+_RENEW = """
+UPDATE coordinator SET lease_expires_at = now() + make_interval(secs => %(lease)s)
+WHERE epoch = %(epoch)s
+RETURNING epoch
+"""
+_CURRENT_EPOCH = "SELECT epoch FROM coordinator"
 
 _T = TypeVar("_T")
 _Conn = psycopg.AsyncConnection[tuple[Any, ...]]
@@ -141,6 +167,9 @@ class PostgresCoordinatorLock:
         key: int = COORDINATOR_LOCK_KEY,
         connect_timeout: float = 5,
         check_timeout: float = 2,
+        lease_seconds: float = 3,
+        take_over_stale: bool = False,
+        leader: str = "",
     ) -> None:
         """Describe the lock; nothing is opened until :meth:`acquire`.
 
@@ -150,6 +179,11 @@ class PostgresCoordinatorLock:
             connect_timeout: Seconds allowed to connect and take the lock (libpq rounds the
                 connection part up to whole seconds, at least 2).
             check_timeout: Seconds allowed for one :meth:`check` (and for unlocking).
+            lease_seconds: How long the leadership lasts without a :meth:`check` renewing it
+                (SPEC §14): a standby takes over from a leader whose lease ran out.
+            take_over_stale: When the lock is busy but its holder's lease ran out (a frozen or
+                partitioned leader), end the holder's session and take the lock (``--standby``).
+            leader: This process's name, recorded with the epoch.
 
         Raises:
             ValueError: the key is out of range or is the migrations' key, or a timeout is not
@@ -167,6 +201,11 @@ class PostgresCoordinatorLock:
         self._conn: _Conn | None = None
         self._pid: int | None = None
         self._finished = False
+        self._lease = lease_seconds
+        self._take_over_stale = take_over_stale
+        self._leader = leader
+        self.epoch: int | None = None
+        """The coordinator epoch this lock was acquired in (None until acquired)."""
         self._stragglers: set[asyncio.Future[Any]] = set()
 
     @property
@@ -213,6 +252,10 @@ class PostgresCoordinatorLock:
             taken, pid = await self._bounded(
                 conn, lambda c: _take(c, self._key, self._check_timeout), self._connect_timeout
             )
+            if not taken and self._take_over_stale:
+                taken, pid = await self._bounded(conn, self._take_over, self._connect_timeout)
+            if taken:
+                self.epoch = await self._bounded(conn, self._bump, self._connect_timeout * 2)
         except (psycopg.Error, OSError, TimeoutError) as exc:
             await self._close(conn)
             raise StoreUnavailable(
@@ -262,9 +305,65 @@ class PostgresCoordinatorLock:
                     problem = f"the lock's backend changed from pid {pid} to pid {current_pid}"
                 elif not held:
                     problem = f"pg_locks shows no granted lock {self._key:#x} for backend {pid}"
+                else:
+                    problem = await self._renew(conn)
         if problem is not None:
             await self._lose()
             raise LockLost(f"the coordinator lock was lost: {problem}")
+
+    async def _renew(self, conn: _Conn) -> str | None:
+        """Extend the leadership's lease; why it cannot be (another epoch leads), or None."""
+        if self.epoch is None:
+            return None
+        try:
+            renewed = await self._bounded(
+                conn,
+                lambda c: _one(c, _RENEW, {"lease": self._lease, "epoch": self.epoch}),
+                self._check_timeout,
+            )
+        except TimeoutError:
+            return f"renewing the lease did not answer within {self._check_timeout:g} s"
+        except (psycopg.Error, OSError) as exc:
+            return f"renewing the lease failed: {_describe(exc)}"
+        if renewed is None:
+            return f"another coordinator leads now (epoch {self.epoch} is no longer current)"
+        return None
+
+    async def _take_over(self, conn: _Conn) -> tuple[bool, int]:
+        """Take the lock from a holder whose lease ran out (a frozen or partitioned leader).
+
+        Its session is ended (``pg_terminate_backend``): the lock goes with it. A live leader
+        renews its lease at every check, so this never takes the lock from one.
+        """
+        if not await _has_coordinator_table(conn):
+            return False, 0
+        expired = await _one(conn, _LEASE_EXPIRED, {})
+        if not expired or not expired[0]:
+            return False, 0
+        ids = {"classid": self._classid, "objid": self._objid}
+        for (pid,) in await _all(conn, _HOLDERS, ids):
+            await conn.execute("SELECT pg_terminate_backend(%s, 1000)", (pid,))
+        return await _take(conn, self._key, self._check_timeout)
+
+    async def _bump(self, conn: _Conn) -> int | None:
+        """Increment the epoch under the fence's exclusive lock, after every write in flight.
+
+        Writers of an older epoch that still hold the fence (a frozen leader's open
+        transactions) are ended first; they could never commit anyway. None on a database
+        without the schema (migration 0007): there is nothing to fence there.
+        """
+        if not await _has_coordinator_table(conn):
+            return None
+        fence_class, fence_obj = advisory_lock_ids(FENCE_KEY)
+        holders = await _all(conn, _HOLDERS, {"classid": fence_class, "objid": fence_obj})
+        for (pid,) in holders:
+            await conn.execute("SELECT pg_terminate_backend(%s, 1000)", (pid,))
+        async with conn.transaction():
+            await conn.execute("SELECT pg_advisory_xact_lock(%s::bigint)", (FENCE_KEY,))
+            row = await _one(conn, _BUMP, {"leader": self._leader, "lease": self._lease})
+        if row is None:  # pragma: no cover - migration 0007 inserts the row
+            raise psycopg.InterfaceError("the coordinator row is missing")
+        return int(row[0])
 
     async def release(self) -> None:
         """Unlock and close the connection; idempotent, and never raises on a dead connection."""
@@ -361,6 +460,21 @@ async def _query_held(conn: _Conn, classid: int, objid: int) -> tuple[int, bool]
     if row is None:  # pragma: no cover - a SELECT without FROM returns one row
         raise psycopg.InterfaceError("the lock check returned no row")
     return int(row[0]), bool(row[1])
+
+
+async def _has_coordinator_table(conn: _Conn) -> bool:
+    row = await _one(conn, "SELECT to_regclass('coordinator') IS NOT NULL", {})
+    return bool(row and row[0])
+
+
+async def _one(conn: _Conn, sql: str, params: Any) -> tuple[Any, ...] | None:
+    cursor = await conn.execute(sql, params)
+    return await cursor.fetchone()
+
+
+async def _all(conn: _Conn, sql: str, params: Any) -> list[tuple[Any, ...]]:
+    cursor = await conn.execute(sql, params)
+    return await cursor.fetchall()
 
 
 def _consume(task: asyncio.Future[Any]) -> None:

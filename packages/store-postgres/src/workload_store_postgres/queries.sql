@@ -48,6 +48,7 @@ INSERT INTO workflow_runs
 VALUES (%(run_id)s, %(workflow_id)s, %(version)s, %(status)s, %(revision)s, %(last_sequence)s,
         %(input)s, %(cancel_requested)s, %(created_at)s, %(updated_at)s, %(started_at)s,
         %(finished_at)s, %(traceparent)s)
+RETURNING CASE WHEN %(announce)s THEN pg_notify('workload_runs', run_id::text) END AS notified
 
 -- name: insert_task
 INSERT INTO task_runs
@@ -58,9 +59,9 @@ VALUES (%(run_id)s, %(task_key)s, %(position)s, %(status)s, %(depends_on)s, %(at
         %(error)s)
 
 -- name: insert_event
-INSERT INTO state_events (run_id, sequence, type, occurred_at, task_key, attempt, data)
+INSERT INTO state_events (run_id, sequence, type, occurred_at, task_key, attempt, data, epoch)
 VALUES (%(run_id)s, %(sequence)s, %(type)s, %(occurred_at)s, %(task_key)s, %(attempt)s,
-        %(data)s)
+        %(data)s, %(epoch)s)
 
 -- name: update_run
 -- The revision condition is the whole concurrency control of a run: zero rows means stale.
@@ -69,7 +70,9 @@ SET status = %(status)s, revision = %(revision)s, last_sequence = last_sequence 
     cancel_requested = %(cancel_requested)s, updated_at = %(updated_at)s,
     started_at = %(started_at)s, finished_at = %(finished_at)s
 WHERE run_id = %(run_id)s AND revision = %(expected_revision)s
-RETURNING last_sequence
+  AND (%(epoch)s::bigint IS NULL OR workload_fence(%(epoch)s))
+RETURNING last_sequence,
+          CASE WHEN %(announce)s THEN pg_notify('workload_runs', run_id::text) END AS notified
 
 -- name: update_task
 UPDATE task_runs
@@ -94,9 +97,13 @@ SET status = excluded.status, finished_at = excluded.finished_at, output = exclu
     paused_seconds = excluded.paused_seconds
 
 -- name: ensure_queues
-INSERT INTO queues (queue, created_at)
-SELECT DISTINCT q, %(now)s FROM unnest(%(queues)s::text[]) AS q
-ON CONFLICT (queue) DO NOTHING
+-- Remote work was queued: record its queues, and wake claims waiting on other replicas.
+WITH known AS (
+    INSERT INTO queues (queue, created_at)
+    SELECT DISTINCT q, %(now)s FROM unnest(%(queues)s::text[]) AS q
+    ON CONFLICT (queue) DO NOTHING
+)
+SELECT CASE WHEN %(announce)s THEN pg_notify('workload_work', '') END AS notified
 
 -- name: get_run
 SELECT run_id, workflow_id, version, status, revision, input, cancel_requested, created_at,
@@ -465,6 +472,7 @@ WHERE EXISTS (SELECT 1 FROM attempts
               WHERE run_id = %(run_id)s AND task_key = %(task_key)s AND attempt = %(attempt)s
                 AND status = 'running'
               FOR SHARE)
+  AND (%(epoch)s::bigint IS NULL OR workload_fence(%(epoch)s))
 ON CONFLICT DO NOTHING
 RETURNING run_id, task_key, attempt, sequence, kind, status, request, request_hash, started_at,
           response, usage, tool_call_id, finished_at, action, queue, heartbeat_timeout_seconds,
@@ -490,10 +498,14 @@ WHERE s.run_id = %(run_id)s AND s.task_key = %(task_key)s AND s.attempt = %(atte
   AND (NOT %(deadline_passed)s
        OR s.lease_expires_at <= %(finished_at)s OR s.timeout_at <= %(finished_at)s
        OR (s.worker_id IS NULL AND s.schedule_deadline <= %(finished_at)s))
+  AND (%(epoch)s::bigint IS NULL OR workload_fence(%(epoch)s))
 RETURNING run_id, task_key, attempt, sequence, kind, status, request, request_hash, started_at,
           response, usage, tool_call_id, finished_at, action, queue, heartbeat_timeout_seconds,
           deadline, schedule_deadline, worker_id, claimed_at, lease_expires_at, timeout_at,
-          progress, report_hash, lease_end
+          progress, report_hash, lease_end,
+          CASE WHEN %(announce)s
+               THEN pg_notify('workload_steps', run_id::text || '/' || attempt::text || '/'
+                                                || task_key) END AS notified
 
 -- name: add_task_usage
 UPDATE task_runs
@@ -682,3 +694,7 @@ WHERE draft_id = %(draft_id)s
 SELECT (SELECT count(*) FROM workflow_runs
         WHERE status IN ('pending', 'running', 'waiting_retry', 'waiting_approval'))::int AS runs_active,
        (SELECT count(*) FROM workers WHERE last_seen_at >= %(since)s)::int AS workers_active
+
+-- name: fence
+-- Whether ``epoch`` is still the current coordinator epoch (after a fenced write wrote nothing).
+SELECT workload_fence(%(epoch)s) AS current

@@ -14,6 +14,7 @@ errors are translated in one place (:func:`~._db.translate_errors`). SQL lives i
 from __future__ import annotations
 
 import secrets
+from collections.abc import Callable
 from datetime import UTC, datetime
 
 from workload_domain.cursors import CursorCodec
@@ -97,6 +98,24 @@ class PostgresStore(Workflows, Runs, Reads, Workers, Journal, Approvals, Drafts,
             row = await one(conn, "get_secret", {"name": _CURSOR_KEY_ROW})
             assert row is not None  # inserted or kept above, in this transaction
             self._codec = CursorCodec(bytes(row["secret"]))
+
+    def fence(self, epoch: int | None, on_fenced: Callable[[], None] | None = None) -> None:
+        """Fence this process's execution writes with ``epoch`` (SPEC §14).
+
+        From now on a run commit or a journal write of this store passes only while ``epoch``
+        is the current coordinator epoch; once a newer coordinator leads, it is refused
+        (``Fenced``) and ``on_fenced`` is told (fail-stop). None: writes are not fenced.
+        """
+        self._db.epoch = epoch
+        self._db.on_fenced = on_fenced
+
+    def announce(self, enabled: bool) -> None:
+        """Notify other replicas of what they must hear (``LISTEN/NOTIFY``, SPEC §14).
+
+        New runs, runs changed by their API (cancels, reports, decisions), queued work and
+        ended tool calls. Off for a single coordinator: a notification costs at commit.
+        """
+        self._db.announce = enabled
 
     async def close(self) -> None:
         """Close every connection of the pool."""
