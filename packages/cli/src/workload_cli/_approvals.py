@@ -124,6 +124,7 @@ def _decide(
     token: str | None,
     output: OutputFormat | None,
 ) -> None:
+    """Review the approval, confirm, and send ``decision`` for the digest that was shown."""
     with session(ctx, output, url=url, token=token) as s:
         key = check_idempotency_key(idempotency_key)
         approval = s.client.approvals.get(approval_id)
