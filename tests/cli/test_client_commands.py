@@ -586,12 +586,21 @@ def test_completion_scripts(offline_cli: Cli) -> None:
 
 
 def test_help_documents_the_exit_codes(offline_cli: Cli) -> None:
-    for args in ([], ["runs", "watch"], ["runs", "start"], ["demo"], ["run-local"]):
+    for args in (
+        [],
+        ["runs", "watch"],
+        ["runs", "start"],
+        ["demo"],
+        ["run-local"],
+        ["approvals", "approve"],
+        ["drafts", "create"],
+    ):
         text = " ".join(offline_cli(*args, "--help").stdout.split())
         assert "10 run failed" in text
         assert "11 run canceled" in text
         assert "7 request rejected" in text
         assert "12 wait timed out" in text
+        assert "13 declined at the prompt" in text
 
 
 # -- boundaries --------------------------------------------------------------------------------
@@ -615,7 +624,7 @@ from typer.testing import CliRunner
 from workload_cli.main import app
 runner = CliRunner()
 for args in (["runs", "list"], ["workflows", "show", "x"], ["demo"], ["completion", "bash"],
-             ["runs", "watch", "--help"]):
+             ["runs", "watch", "--help"], ["approvals", "list"], ["drafts", "show", "x"]):
     result = runner.invoke(app, args, env={"WORKLOAD_URL": "http://127.0.0.1:1"})
     assert result.exit_code in (0, 6), (args, result.output)
 print(json.dumps(sorted({m.split(".")[0] for m in sys.modules})))

@@ -1,4 +1,4 @@
-"""The examples of docs/cli.md, docs/sdk.md and docs/agents.md run as written, on a live service.
+"""The examples of docs/cli.md, sdk.md, agents.md and approvals.md run as written, live.
 
 They run as a reader runs them: in a shell or a Python process of their own, so the service is
 the real one on a loopback port (``real_http_only``).
@@ -77,6 +77,41 @@ def test_cli_md_examples_run(live_api: LiveApi, tmp_path: Path) -> None:
     assert re.search(r"^usage\t\{\"model_calls\":2,\"tool_calls\":2,", out, re.M)
     assert "both tools run in-process" in result.stderr
     assert "has no task 'no-such-task' (404 task_not_found)" in result.stderr
+    # Approvals and drafts: no terminal and no --yes refuses; --yes decides what was shown.
+    assert "exit code 2" in out
+    assert "nobody can confirm: standard input is not a terminal" in result.stderr
+    assert "approved: deploy runs once, with exactly these arguments" in result.stderr
+    assert "  fetch      mock\n  summarize  mock  depends on fetch\n" in out
+    assert re.search(r"^latest_version\t1$", out, re.M)
+
+
+def test_approvals_md_examples_run(live_api: LiveApi, tmp_path: Path) -> None:
+    examples = blocks("approvals.md", "bash")
+    assert len(examples) == 3
+    result = run_blocks(examples, live_api, tmp_path, cwd=tmp_path)
+    out, err = result.stdout, result.stderr
+    assert re.search(r"^tool\tdeploy$", out, re.M)
+    assert re.search(r"^status\tpending$", out, re.M)
+    assert "exit code 2" in out  # no terminal, no --yes
+    assert "nobody can confirm" in err
+    # Staging approved and run once; production rejected, and the model told why.
+    assert 'approved\tdeploy\t{"output":{"env":"staging"}}' in out
+    assert 'rejected\tdeploy\t{"output":{"env":"prod"}}' in out
+    assert 'tool_call\tdeploy\t{"env":"staging"}' in out
+    assert re.search(
+        r"^tool_call\tdeploy\terror: rejected by operator:\w+: not on a Friday$", out, re.M
+    )
+    # The draft: the first answer's problem, the DAG in topological order, version 1.
+    assert "problems (1)\n  answer 1: /tasks/0/depends_on/0: a task cannot depend on itself" in out
+    assert (
+        "dag (topological order)\n"
+        "  fetch      mock\n"
+        "  summarize  mock  depends on fetch\n"
+        "  mail       mock  depends on summarize\n"
+    ) in out
+    assert re.search(r"^latest_version\t1$", out, re.M)
+    assert "exit code 7" in out  # rejecting the approved draft
+    assert "is approved (409 draft_not_ready)" in err
 
 
 def test_agents_md_examples_run(
@@ -118,3 +153,8 @@ def test_sdk_md_examples_run(
     assert "unavailable test-1" in out
     assert "1 1 model_call succeeded" in out
     assert "A lease lets one worker hold an attempt. · 2 model calls" in out
+    assert "deploy {'output': {'env': 'prod'}} pending" in out
+    assert "approval_changed" in out
+    assert "approved ok for prod" in out
+    assert "succeeded 1" in out
+    assert "draft approved as sdk-nightly version 1" in out

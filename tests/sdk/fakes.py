@@ -153,6 +153,53 @@ TOOL_STEP: dict[str, Any] = {
     "tool_call_id": "call-1",
     "worker_id": "w-1",
 }
+APPROVAL_ID = "01940000-0000-7000-8000-0000000000a1"
+DRAFT_ID = "01940000-0000-7000-8000-0000000000d1"
+APPROVAL: dict[str, Any] = {
+    "approval_id": APPROVAL_ID,
+    "run_id": RUN_ID,
+    "task_key": "agent",
+    "tool": "deploy",
+    "tool_call_id": "call-1",
+    "arguments": {"env": "prod"},
+    "arguments_digest": "sha256:" + "a" * 64,
+    "status": "pending",
+    "requested_at": T0,
+    "expires_at": "2025-01-03T03:04:05Z",
+    "decided_by": None,
+    "decided_at": None,
+    "comment": None,
+}
+DECIDED: dict[str, Any] = {
+    **APPROVAL,
+    "status": "approved",
+    "decided_by": "operator:3f9a1c0b2d4e",
+    "decided_at": T1,
+    "comment": "ok",
+}
+DRAFT: dict[str, Any] = {
+    "draft_id": DRAFT_ID,
+    "status": "ready",
+    "prompt": "fetch, then summarize",
+    "model": "mock",
+    "workflow_id": "wf",
+    "definition": DEFINITION,
+    "definition_hash": "sha256:" + "d" * 64,
+    "problems": [{"answer": 1, "path": "/tasks", "message": "must not be empty"}],
+    "usage": {"model_calls": 2, "tool_calls": 0, "input_tokens": 300, "output_tokens": 80},
+    "created_by": "operator:3f9a1c0b2d4e",
+    "created_at": T0,
+    "updated_at": T1,
+    "version": None,
+}
+GENERATING: dict[str, Any] = {
+    **DRAFT,
+    "status": "generating",
+    "definition": None,
+    "definition_hash": None,
+    "problems": [],
+    "usage": {"model_calls": 0, "tool_calls": 0, "input_tokens": 0, "output_tokens": 0},
+}
 EVENT: dict[str, Any] = {
     "sequence": 1,
     "type": "run.created",
@@ -257,6 +304,22 @@ _ROUTES: list[tuple[str, str, Callable[[httpx.Request], httpx.Response]]] = [
     ("POST", r"/api/v1/attempts/[^/]+/fail", lambda r: json_response(200, REMOTE_ATTEMPT)),
     ("GET", r"/api/v1/workers", lambda r: json_response(200, page([WORKER]))),
     ("GET", r"/api/v1/queues", lambda r: json_response(200, {"items": [QUEUE]})),
+    ("GET", r"/api/v1/approvals", lambda r: json_response(200, page([APPROVAL]))),
+    ("GET", r"/api/v1/approvals/[^/]+", lambda r: json_response(200, APPROVAL)),
+    ("POST", r"/api/v1/approvals/[^/]+/decision", lambda r: json_response(200, DECIDED)),
+    ("POST", r"/api/v1/drafts", lambda r: json_response(202, GENERATING)),
+    ("GET", r"/api/v1/drafts", lambda r: json_response(200, page([DRAFT]))),
+    ("GET", r"/api/v1/drafts/[^/]+", lambda r: json_response(200, DRAFT)),
+    (
+        "POST",
+        r"/api/v1/drafts/[^/]+/approve",
+        lambda r: json_response(200, {**DRAFT, "status": "approved", "version": 3}),
+    ),
+    (
+        "POST",
+        r"/api/v1/drafts/[^/]+/reject",
+        lambda r: json_response(200, {**DRAFT, "status": "rejected"}),
+    ),
 ]
 
 

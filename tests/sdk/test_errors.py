@@ -11,8 +11,15 @@ from workload_sdk import (
     APIResponseValidationError,
     APIStatusError,
     APITimeoutError,
+    ApprovalChanged,
+    ApprovalDecided,
+    ApprovalNotFound,
     Client,
     Conflict,
+    DraftChanged,
+    DraftNotFound,
+    DraftNotReady,
+    DraftWaitTimeout,
     Forbidden,
     InvalidRequest,
     LeaseLost,
@@ -44,11 +51,17 @@ PROBLEM_CODES: list[tuple[int, str, type[APIStatusError]]] = [
     (404, "run_not_found", NotFound),
     (404, "task_not_found", NotFound),
     (404, "not_found", NotFound),
+    (404, "approval_not_found", ApprovalNotFound),
+    (404, "draft_not_found", DraftNotFound),
     (405, "method_not_allowed", MethodNotAllowed),
     (409, "workflow_exists", Conflict),
     (409, "idempotency_key_reused", Conflict),
     (409, "run_finished", Conflict),
     (409, "lease_lost", LeaseLost),
+    (409, "approval_changed", ApprovalChanged),
+    (409, "approval_decided", ApprovalDecided),
+    (409, "draft_changed", DraftChanged),
+    (409, "draft_not_ready", DraftNotReady),
     (412, "precondition_failed", PreconditionFailed),
     (413, "payload_too_large", PayloadTooLarge),
     (415, "unsupported_media_type", UnsupportedMediaType),
@@ -63,7 +76,7 @@ def _client(answer: httpx.Response) -> tuple[Client, FakeApi]:
 
 
 def test_every_code_of_the_spec_is_covered() -> None:
-    assert len({code for _, code, _ in PROBLEM_CODES}) == 23
+    assert len({code for _, code, _ in PROBLEM_CODES}) == 29
 
 
 @pytest.mark.parametrize(("status", "code", "cls"), PROBLEM_CODES)
@@ -170,6 +183,14 @@ def test_a_malformed_success_body_is_a_response_validation_error() -> None:
         client.runs.get("r1")
 
 
+def test_a_code_with_its_own_class_under_another_status_keeps_the_family() -> None:
+    # Only the status the server gives a code selects its class: a proxy or an older server
+    # sending the code with another status gets the status's family.
+    assert type(from_response(problem(400, "approval_changed"))) is InvalidRequest
+    assert type(from_response(problem(500, "draft_not_found"))) is ServerError
+    assert type(from_response(problem(409, "draft_not_found"))) is Conflict
+
+
 def test_the_hierarchy() -> None:
     assert issubclass(Unavailable, ServerError)
     assert issubclass(ServerError, APIStatusError)
@@ -178,3 +199,14 @@ def test_the_hierarchy() -> None:
     assert not issubclass(APIConnectionError, APIStatusError)
     assert issubclass(WaitTimeout, TimeoutError)
     assert issubclass(WaitTimeout, WorkloadError)
+    assert issubclass(DraftWaitTimeout, TimeoutError)
+    assert issubclass(DraftWaitTimeout, WorkloadError)
+    conflicts: list[type[APIStatusError]] = [
+        ApprovalChanged,
+        ApprovalDecided,
+        DraftChanged,
+        DraftNotReady,
+    ]
+    assert all(issubclass(cls, Conflict) for cls in conflicts)
+    assert issubclass(ApprovalNotFound, NotFound)
+    assert issubclass(DraftNotFound, NotFound)

@@ -33,6 +33,8 @@ RESOURCES = {
     # SPEC §11
     "Step": "Step",
     "Usage": "Usage",
+    "Approval": "Approval",
+    "Draft": "Draft",
     # SPEC §10
     "ClaimedAttempt": "ClaimItem",
     "Lease": "Lease",

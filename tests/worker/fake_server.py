@@ -100,6 +100,10 @@ class FakeControlPlane:
     attempts: dict[str, FakeAttempt] = field(default_factory=dict)
     claims: list[dict[str, Any]] = field(default_factory=list)
     claim_times: list[float] = field(default_factory=list)
+    answered: list[int] = field(default_factory=list)
+    """How many attempts each answered claim handed out (0: an empty answer after its wait)."""
+    hung_up: int = 0
+    """How many claims the worker hung up on while they waited (they hand out nothing)."""
     beats: list[Beat] = field(default_factory=list)
     reports: list[Report] = field(default_factory=list)
     requests: list[httpx.Request] = field(default_factory=list)
@@ -195,10 +199,17 @@ class FakeControlPlane:
             return problem(400, "invalid_argument")
         self.claims.append(body)
         self.claim_times.append(anyio.current_time())
-        with anyio.move_on_after(wait):
-            while not self._ready(queues, actions):
-                await self._work.wait()
+        try:
+            with anyio.move_on_after(wait):
+                while not self._ready(queues, actions):
+                    await self._work.wait()
+        except anyio.get_cancelled_exc_class():
+            # The worker hung up (the handler runs in its task): like the server, which
+            # watches the connection, hand nothing out.
+            self.hung_up += 1
+            raise
         items = [self._hand_out(a, worker_id) for a in self._ready(queues, actions)[:max_attempts]]
+        self.answered.append(len(items))
         return httpx.Response(200, json={"attempts": items})
 
     def _ready(self, queues: list[str], actions: list[str]) -> list[FakeAttempt]:

@@ -71,6 +71,27 @@ def test_a_signal_stops_the_worker_after_its_handlers(
 
 
 @pytest.mark.usefixtures("safe_signals")
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_a_signal_stops_an_idle_worker_without_waiting_for_its_claim(
+    fake: FakeControlPlane,
+    make_worker: MakeWorker,
+    sig: signal.Signals,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # The defaults: a claim waits 20 s on the server, running handlers get 30 s.
+    worker = make_worker(wait_seconds=20, grace_seconds=30)
+    worker.action("never")(lambda ctx, input: {})
+    sender = _send_when(lambda: len(fake.claims) == 1, sig)  # the claim waits on the server
+    worker.run()  # returns once stopped
+    sender.join(5)
+    assert not worker.is_serving
+    assert f"{sig.name}: stopping" in caplog.text
+    # The waiting claim was cut off, not answered after its 20 s: no claim answer was processed.
+    assert (fake.hung_up, fake.answered) == (1, [])
+    assert len(fake.claims) == 1
+
+
+@pytest.mark.usefixtures("safe_signals")
 def test_a_second_signal_stops_at_once(
     fake: FakeControlPlane, make_worker: MakeWorker, caplog: pytest.LogCaptureFixture
 ) -> None:

@@ -432,12 +432,12 @@ async def test_stop_drains_running_handlers_and_claims_no_more(
     assert later.status == "queued"  # never claimed
 
 
-async def test_a_claim_in_flight_when_stopping_ends_and_its_attempts_run(
+async def test_stopping_cuts_off_a_waiting_claim_while_handlers_keep_their_grace(
     fake: FakeControlPlane, make_worker: MakeWorker
 ) -> None:
-    # Cutting a waiting claim off could lose attempts the server hands out at that moment
-    # (they would wait for their lease to run out): it may end, within the grace period.
-    worker = make_worker(grace_seconds=10, concurrency=2, wait_seconds=5)
+    # A claim waiting on the server would keep an idle worker up to wait_seconds: it is cut
+    # off at once (the server hands nothing to a worker that hung up); handlers still drain.
+    worker = make_worker(grace_seconds=10, concurrency=2, wait_seconds=20)
     gate = anyio.Event()
     started: list[str] = []
 
@@ -445,16 +445,20 @@ async def test_a_claim_in_flight_when_stopping_ends_and_its_attempts_run(
     async def hold(ctx: Context, input: dict[str, Any]) -> dict[str, Any]:
         started.append(ctx.attempt_id)
         await gate.wait()
-        return {}
+        return {"drained": True}
 
-    fake.add("hold")
+    first = fake.add("hold", heartbeat_timeout=0.6)
     async with serving(worker, stop_now=False):
         await eventually(lambda: started and len(fake.claims) == 2, message="a claim waits")
         worker.stop()
-        late = fake.add("hold")
-        await eventually(lambda: len(started) == 2, message="the late attempt runs")
+        await eventually(lambda: fake.hung_up == 1, message="the waiting claim is cut off")
+        late = fake.add("hold")  # no claim is waiting any more: nobody takes it
+        await eventually(lambda: len(fake.beats_of(first.attempt_id)) >= 2, message="beats on")
+        assert worker.is_serving  # the running handler keeps its grace period
         gate.set()
-    assert late.status == "succeeded"
+    assert first.output == {"drained": True}
+    assert late.status == "queued"
+    assert fake.answered == [1]  # the first claim's; none after the stop
     assert len(fake.claims) == 2
 
 

@@ -47,7 +47,6 @@ __all__ = ["DEMO_WORKFLOW_ID", "demo", "demo_definition"]
 DEMO_WORKFLOW_ID = "demo-document-pipeline"
 EXAMPLE_WORKER = "examples.textstats"
 _INTERVAL = 0.2  # seconds between polls: short, so that every step shows up
-_CLAIM_WAIT = 1.0  # seconds the demo's worker waits on the server per claim
 
 
 def _mock(key: str, sleep_ms: int, *after: str, **extra: Any) -> dict[str, Any]:
@@ -146,9 +145,6 @@ def _serving(worker: Worker | None, url: str, token: str | None) -> Iterator[boo
         yield False
         return
     worker.configure(url=url, token=token, concurrency=4)
-    # Stopping waits for the claim in flight (it may hold attempts already handed out), and an
-    # empty claim answers only after its whole wait: short waits let the demo end at once.
-    worker.wait_seconds = _CLAIM_WAIT
     thread = threading.Thread(target=worker.run, name="demo-worker", daemon=True)
     thread.start()
     try:

@@ -1,6 +1,6 @@
 """Exit codes of the ``workload`` command: one meaning per number, across every command.
 
-0, 2 and 3-5 are shared with ``serve`` / ``migrate`` (SPEC §7); the client commands add 6-12.
+0, 2 and 3-5 are shared with ``serve`` / ``migrate`` (SPEC §7); the client commands add 6-13.
 """
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ import enum
 from workload_sdk import (
     APIConnectionError,
     APIStatusError,
+    DraftWaitTimeout,
     Forbidden,
     RunStatus,
     Unauthenticated,
@@ -28,7 +29,8 @@ class ExitCode(enum.IntEnum):
     ERROR = 1
     """An unexpected error (a bug: please report it)."""
     USAGE = 2
-    """Bad usage: an unknown option, an unreadable file, a FILE or --input that is not JSON."""
+    """Bad usage: an unknown option, an unreadable file, a FILE or --input that is not JSON;
+    a decision to confirm with neither a terminal nor ``--yes``."""
     UNREACHABLE = 6
     """No answer from the server (connection refused, DNS, timeout)."""
     REJECTED = 7
@@ -43,7 +45,10 @@ class ExitCode(enum.IntEnum):
     RUN_CANCELED = 11
     """The watched run finished ``canceled``."""
     WAIT_TIMEOUT = 12
-    """``--timeout`` passed before the run finished (the run goes on)."""
+    """``--timeout`` passed before the run finished (the run goes on), or before the draft was
+    written (its generation goes on)."""
+    DECLINED = 13
+    """The answer at a confirmation prompt was not yes: the decision was not sent."""
     INTERRUPTED = 130
     """Ctrl-C (the run goes on; ``workload runs cancel`` cancels it)."""
 
@@ -52,13 +57,14 @@ EXIT_CODES_HELP = (
     "Exit codes: 0 ok (watched run succeeded) · 1 unexpected error · 2 usage · "
     "6 server unreachable · 7 request rejected (4xx) · 8 unauthorized (401/403) · "
     "9 server error (5xx) · 10 run failed · 11 run canceled · 12 wait timed out · "
-    "130 interrupted. serve/migrate: 3 lock held · 4 schema not migrated · 5 fail-stop."
+    "13 declined at the prompt · 130 interrupted. "
+    "serve/migrate: 3 lock held · 4 schema not migrated · 5 fail-stop."
 )
 
 
 def exit_code_for_error(error: WorkloadError) -> ExitCode:
     """The exit code of an SDK error."""
-    if isinstance(error, WaitTimeout):
+    if isinstance(error, WaitTimeout | DraftWaitTimeout):
         return ExitCode.WAIT_TIMEOUT
     if isinstance(error, APIConnectionError):
         return ExitCode.UNREACHABLE

@@ -42,6 +42,13 @@ _STATUS_STYLES = {
     "queued": "dim",
     "active": "green",
     "gone": "dim",
+    # approvals and drafts (SPEC §11)
+    "approved": "green",
+    "rejected": "red",
+    "expired": "magenta",
+    "generating": "cyan",
+    "ready": "yellow",
+    "invalid": "red",
 }
 
 
@@ -165,6 +172,23 @@ class Output:
                 style = status_style(value) if name == "status" else ""
                 grid.add_row(name, Text(text, style=style))
             self.stdout.print(grid)
+
+    def fields(self, rows: Iterable[tuple[str, Any]]) -> None:
+        """Named values, as :meth:`resource` writes them: ``name<TAB>value`` lines, or a grid.
+
+        For a view of its own (``drafts show``); JSON output writes the resource instead.
+        """
+        if self.format is not OutputFormat.TABLE:
+            for name, value in rows:
+                self.echo(f"{name}\t{_field(value)}")
+            return
+        grid = Table.grid(padding=(0, 2))
+        grid.add_column(style="bold")
+        grid.add_column(overflow="fold")
+        for name, value in rows:
+            style = status_style(value) if name == "status" else ""
+            grid.add_row(name, Text(cell(value), style=style))
+        self.stdout.print(grid)
 
     def listing(self, items: Iterable[T], columns: Sequence[Column[T]]) -> None:
         """Items of one kind: a JSON array, tab-separated rows with a header, or a table.

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from workload_cli._output import Column, cell, status_style
 from workload_sdk import (
+    Approval,
     Attempt,
+    Draft,
     ErrorObject,
     Event,
     QueueStats,
@@ -20,7 +23,9 @@ from workload_sdk import (
 )
 
 __all__ = [
+    "APPROVAL_COLUMNS",
     "ATTEMPT_COLUMNS",
+    "DRAFT_COLUMNS",
     "EVENT_COLUMNS",
     "QUEUE_COLUMNS",
     "RUN_COLUMNS",
@@ -186,4 +191,40 @@ QUEUE_COLUMNS: list[Column[QueueStats]] = [
     Column("QUEUED", lambda q: q.queued),
     Column("RUNNING", lambda q: q.running),
     Column("OLDEST_QUEUED_S", lambda q: _age(q.oldest_queued_age_seconds)),
+]
+
+
+def _arguments(approval: Approval) -> str:
+    # Escaped like the review of a decision (_review): a model wrote these arguments.
+    return _shortened(json.dumps(approval.arguments, separators=(",", ":")))
+
+
+APPROVAL_COLUMNS: list[Column[Approval]] = [
+    Column("APPROVAL", lambda a: a.approval_id, no_wrap=True),
+    Column("STATUS", lambda a: a.status, lambda a: status_style(a.status)),
+    Column("RUN", lambda a: a.run_id),
+    Column("TASK", lambda a: a.task_key),
+    Column("TOOL", lambda a: a.tool),
+    Column("ARGUMENTS", _arguments),
+    Column("REQUESTED", lambda a: a.requested_at),
+    Column("EXPIRES", lambda a: a.expires_at),
+    Column("DECIDED_BY", lambda a: a.decided_by),
+]
+
+
+def _task_count(draft: Draft) -> int | None:
+    tasks = (draft.definition or {}).get("tasks")
+    return len(tasks) if isinstance(tasks, list) else None
+
+
+DRAFT_COLUMNS: list[Column[Draft]] = [
+    Column("DRAFT", lambda d: d.draft_id, no_wrap=True),
+    Column("STATUS", lambda d: d.status, lambda d: status_style(d.status)),
+    Column("WORKFLOW", lambda d: d.workflow_id),
+    Column("VERSION", lambda d: d.version),
+    Column("MODEL", lambda d: d.model),
+    Column("TASKS", _task_count),
+    Column("PROBLEMS", lambda d: len(d.problems)),
+    Column("CREATED", lambda d: d.created_at),
+    Column("PROMPT", lambda d: _shortened(d.prompt)),
 ]

@@ -1,9 +1,9 @@
 """The ``workload`` command (SPEC §8): one Typer app.
 
-Client commands (``workflows``, ``runs``, ``workers``, ``queues``, ``status``, ``demo``)
-talk to a server through the SDK only; ``worker`` runs a worker SDK's Worker (imported when it
-runs); ``run-local`` imports the engine and ``serve`` / ``migrate`` the server packages, both
-lazily.
+Client commands (``workflows``, ``runs``, ``approvals``, ``drafts``, ``workers``, ``queues``,
+``status``, ``demo``) talk to a server through the SDK only; ``worker`` runs a worker SDK's
+Worker (imported when it runs); ``run-local`` imports the engine and ``serve`` / ``migrate`` the
+server packages, both lazily.
 """
 
 from __future__ import annotations
@@ -16,8 +16,10 @@ from typing import Annotated
 
 import typer
 
+from workload_cli._approvals import approvals_app
 from workload_cli._completion import completion
 from workload_cli._demo import demo
+from workload_cli._drafts import drafts_app
 from workload_cli._exit import EXIT_CODES_HELP
 from workload_cli._local import run_local
 from workload_cli._options import OutputOption, TokenOption, UrlOption
@@ -44,6 +46,8 @@ app.add_typer(migrate_app, name="migrate")
 _CLIENT = "Client commands (through the API)"
 app.add_typer(workflows_app, name="workflows", rich_help_panel=_CLIENT)
 app.add_typer(runs_app, name="runs", rich_help_panel=_CLIENT)
+app.add_typer(approvals_app, name="approvals", rich_help_panel=_CLIENT)
+app.add_typer(drafts_app, name="drafts", rich_help_panel=_CLIENT)
 app.add_typer(workers_app, name="workers", rich_help_panel=_CLIENT)
 app.add_typer(queues_app, name="queues", rich_help_panel=_CLIENT)
 app.command("status", epilog=EXIT_CODES_HELP, rich_help_panel=_CLIENT)(status)

@@ -9,9 +9,12 @@ Example:
 Configuration names and defaults (``URL_ENV``, ``TOKEN_ENV``, ``DEFAULT_BASE_URL`` …) are in
 :mod:`workload_sdk.config`, re-exported here; the ``workload`` command uses the same ones.
 The SDK imports no server package: its models are its own (httpx + pydantic only).
+``client.approvals`` and ``client.drafts`` are the human-in-the-loop decisions (SPEC §11);
 ``client.attempts`` speaks the worker protocol (SPEC §10); ``workload_worker`` builds on it.
 """
 
+from workload_sdk._approval_resources import Approvals, Drafts
+from workload_sdk._async_approval_resources import AsyncApprovals, AsyncDrafts
 from workload_sdk._async_resources import AsyncRuns, AsyncVersions, AsyncWorkflows
 from workload_sdk._async_worker_resources import AsyncAttempts, AsyncQueues, AsyncWorkers
 from workload_sdk._client import AsyncClient, Client
@@ -32,7 +35,14 @@ from workload_sdk.errors import (
     APIResponseValidationError,
     APIStatusError,
     APITimeoutError,
+    ApprovalChanged,
+    ApprovalDecided,
+    ApprovalNotFound,
     Conflict,
+    DraftChanged,
+    DraftNotFound,
+    DraftNotReady,
+    DraftWaitTimeout,
     Forbidden,
     InvalidRequest,
     LeaseLost,
@@ -49,9 +59,12 @@ from workload_sdk.errors import (
     from_response,
 )
 from workload_sdk.models import (
+    Approval,
     Attempt,
     AttemptStatus,
     ClaimedAttempt,
+    Draft,
+    DraftProblem,
     ErrorObject,
     Event,
     Lease,
@@ -84,8 +97,15 @@ __all__ = [
     "APIResponseValidationError",
     "APIStatusError",
     "APITimeoutError",
+    "Approval",
+    "ApprovalChanged",
+    "ApprovalDecided",
+    "ApprovalNotFound",
+    "Approvals",
+    "AsyncApprovals",
     "AsyncAttempts",
     "AsyncClient",
+    "AsyncDrafts",
     "AsyncPager",
     "AsyncQueues",
     "AsyncRuns",
@@ -98,6 +118,13 @@ __all__ = [
     "ClaimedAttempt",
     "Client",
     "Conflict",
+    "Draft",
+    "DraftChanged",
+    "DraftNotFound",
+    "DraftNotReady",
+    "DraftProblem",
+    "DraftWaitTimeout",
+    "Drafts",
     "ErrorObject",
     "Event",
     "Forbidden",

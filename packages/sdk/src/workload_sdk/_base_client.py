@@ -2,7 +2,8 @@
 
 Resolving the configuration (its names and defaults live in :mod:`workload_sdk.config`), turning
 an :class:`~workload_sdk._requests.ApiRequest` into an httpx request and a response into a
-resource or an error, the retry policy, and the deadline of ``wait_for_run``.
+resource or an error, the retry policy, and the deadline of waits (``wait_for_run``,
+``drafts.wait``).
 """
 
 from __future__ import annotations
@@ -29,10 +30,11 @@ from workload_sdk.errors import (
     APIConnectionError,
     APIResponseValidationError,
     APITimeoutError,
+    DraftWaitTimeout,
     WaitTimeout,
     from_response,
 )
-from workload_sdk.models import Run
+from workload_sdk.models import Draft, Run
 
 __all__ = [
     "ClientOptions",
@@ -197,7 +199,7 @@ def retry_delay(retry: int) -> float:
 
 
 class Deadline:
-    """The deadline of ``wait_for_run``: how long to sleep next, or give up."""
+    """The deadline of a wait (``wait_for_run``, ``drafts.wait``): sleep how long, or give up."""
 
     def __init__(self, timeout: float | None, poll_interval: float) -> None:
         if poll_interval <= 0:
@@ -208,15 +210,20 @@ class Deadline:
         self._poll = poll_interval
         self._end = math.inf if timeout is None else time.monotonic() + timeout
 
-    def next_sleep(self, run: Run) -> float:
-        """Seconds to sleep before polling again after seeing ``run`` (not yet terminal).
+    def next_sleep(self, last: Run | Draft) -> float:
+        """Seconds to sleep before polling again after seeing ``last`` (not yet settled).
 
         Raises:
-            WaitTimeout: the deadline has passed.
+            WaitTimeout: the deadline has passed while waiting for a run.
+            DraftWaitTimeout: the deadline has passed while waiting for a draft.
         """
         remaining = self._end - time.monotonic()
-        if remaining <= 0:
+        if remaining > 0:
+            return min(self._poll, remaining)
+        if isinstance(last, Run):
             raise WaitTimeout(
-                f"run {run.run_id} is still {run.status} after {self._timeout}s", run=run
+                f"run {last.run_id} is still {last.status} after {self._timeout}s", run=last
             )
-        return min(self._poll, remaining)
+        raise DraftWaitTimeout(
+            f"draft {last.draft_id} is still {last.status} after {self._timeout}s", draft=last
+        )

@@ -1,9 +1,10 @@
 """The entry points: :class:`Client` (blocking) and :class:`AsyncClient` (asyncio).
 
 Both are configured the same way (arguments, then ``WORKLOAD_URL`` / ``WORKLOAD_TOKEN``, then
-defaults), group endpoints the same way (``.workflows``, ``.versions``, ``.runs``, and for
-workers ``.attempts``, ``.workers``, ``.queues``) and return the same models; they differ only
-in whether calls block or are awaited.
+defaults), group endpoints the same way (``.workflows``, ``.versions``, ``.runs``, for people
+deciding ``.approvals`` and ``.drafts``, and for workers ``.attempts``, ``.workers``,
+``.queues``) and return the same models; they differ only in whether calls block or are
+awaited.
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ from types import TracebackType
 import httpx
 
 from workload_sdk import _requests
+from workload_sdk._approval_resources import Approvals, Drafts
+from workload_sdk._async_approval_resources import AsyncApprovals, AsyncDrafts
 from workload_sdk._async_resources import AsyncRuns, AsyncVersions, AsyncWorkflows
 from workload_sdk._async_worker_resources import AsyncAttempts, AsyncQueues, AsyncWorkers
 from workload_sdk._base_client import ClientOptions
@@ -49,6 +52,8 @@ class Client:
     workflows: Workflows
     versions: Versions
     runs: Runs
+    approvals: Approvals
+    drafts: Drafts
     attempts: Attempts
     workers: Workers
     queues: Queues
@@ -76,6 +81,8 @@ class Client:
         self.workflows = Workflows(sender)
         self.versions = Versions(sender)
         self.runs = Runs(sender)
+        self.approvals = Approvals(sender)
+        self.drafts = Drafts(sender)
         self.attempts = Attempts(sender)
         self.workers = Workers(sender)
         self.queues = Queues(sender)
@@ -153,6 +160,8 @@ class AsyncClient:
     workflows: AsyncWorkflows
     versions: AsyncVersions
     runs: AsyncRuns
+    approvals: AsyncApprovals
+    drafts: AsyncDrafts
     attempts: AsyncAttempts
     workers: AsyncWorkers
     queues: AsyncQueues
@@ -180,6 +189,8 @@ class AsyncClient:
         self.workflows = AsyncWorkflows(sender)
         self.versions = AsyncVersions(sender)
         self.runs = AsyncRuns(sender)
+        self.approvals = AsyncApprovals(sender)
+        self.drafts = AsyncDrafts(sender)
         self.attempts = AsyncAttempts(sender)
         self.workers = AsyncWorkers(sender)
         self.queues = AsyncQueues(sender)

@@ -15,9 +15,11 @@ from typing import Any, Generic, TypeVar
 from urllib.parse import quote
 
 from workload_sdk.models import (
+    Approval,
     Attempt,
     Claim,
     ClaimedAttempt,
+    Draft,
     Event,
     Lease,
     Page,
@@ -38,19 +40,26 @@ __all__ = [
     "CLAIM_READ_MARGIN",
     "STREAM_READ_TIMEOUT",
     "ApiRequest",
+    "approve_draft",
     "cancel_run",
     "claim_attempts",
     "complete_attempt",
+    "create_draft",
     "create_version",
     "create_workflow",
+    "decide_approval",
     "fail_attempt",
+    "get_approval",
+    "get_draft",
     "get_run",
     "get_status",
     "get_task",
     "get_version",
     "get_workflow",
     "heartbeat_attempt",
+    "list_approvals",
     "list_attempts",
+    "list_drafts",
     "list_events",
     "list_queues",
     "list_runs",
@@ -60,6 +69,7 @@ __all__ = [
     "list_workers",
     "list_workflows",
     "new_idempotency_key",
+    "reject_draft",
     "start_run",
     "stream_events",
 ]
@@ -442,3 +452,90 @@ def list_queues() -> ApiRequest[list[QueueStats]]:
 def get_status() -> ApiRequest[ServiceStatus]:
     """``GET /status``: role, epoch, active runs and workers, pending approvals, queues."""
     return ApiRequest("GET", f"{_PREFIX}/status", ServiceStatus.model_validate)
+
+
+# -- approvals and drafts (SPEC §11) -----------------------------------------------------------
+
+
+def _approval(approval_id: str) -> str:
+    return f"{_PREFIX}/approvals/{_segment(approval_id)}"
+
+
+def _draft(draft_id: str) -> str:
+    return f"{_PREFIX}/drafts/{_segment(draft_id)}"
+
+
+def list_approvals(
+    status: str | None, limit: int | None, cursor: str | None
+) -> ApiRequest[Page[Approval]]:
+    """``GET /approvals?status=``: one page of approvals, optionally of one status."""
+    params = _page_params(limit, cursor)
+    if status is not None:
+        params["status"] = status
+    return ApiRequest("GET", f"{_PREFIX}/approvals", Page[Approval].model_validate, params=params)
+
+
+def get_approval(approval_id: str) -> ApiRequest[Approval]:
+    """``GET /approvals/{approval_id}``."""
+    return ApiRequest("GET", _approval(approval_id), Approval.model_validate)
+
+
+def decide_approval(
+    approval_id: str,
+    decision: str,
+    arguments_digest: str,
+    comment: str | None,
+    idempotency_key: str | None,
+) -> ApiRequest[Approval]:
+    """``POST /approvals/{approval_id}/decision``: approve or reject exactly these arguments."""
+    body: dict[str, Any] = {"decision": decision, "arguments_digest": arguments_digest}
+    if comment is not None:
+        body["comment"] = comment
+    return _write(
+        f"{_approval(approval_id)}/decision", Approval.model_validate, idempotency_key, json=body
+    )
+
+
+def create_draft(
+    prompt: str,
+    workflow_id: str | None,
+    model: str,
+    script: Sequence[Mapping[str, Any]] | None,
+    idempotency_key: str | None,
+) -> ApiRequest[Draft]:
+    """``POST /drafts``: ask a model for a workflow definition (answered 202, generating)."""
+    body: dict[str, Any] = {"prompt": prompt, "model": model}
+    if workflow_id is not None:
+        body["workflow_id"] = workflow_id
+    if script is not None:
+        body["script"] = [dict(turn) for turn in script]
+    return _write(f"{_PREFIX}/drafts", Draft.model_validate, idempotency_key, json=body)
+
+
+def list_drafts(limit: int | None, cursor: str | None) -> ApiRequest[Page[Draft]]:
+    """``GET /drafts``: one page of drafts."""
+    return ApiRequest(
+        "GET", f"{_PREFIX}/drafts", Page[Draft].model_validate, params=_page_params(limit, cursor)
+    )
+
+
+def get_draft(draft_id: str) -> ApiRequest[Draft]:
+    """``GET /drafts/{draft_id}``."""
+    return ApiRequest("GET", _draft(draft_id), Draft.model_validate)
+
+
+def approve_draft(
+    draft_id: str, definition_hash: str, idempotency_key: str | None
+) -> ApiRequest[Draft]:
+    """``POST /drafts/{draft_id}/approve``: make exactly this definition a version."""
+    return _write(
+        f"{_draft(draft_id)}/approve",
+        Draft.model_validate,
+        idempotency_key,
+        json={"definition_hash": definition_hash},
+    )
+
+
+def reject_draft(draft_id: str, idempotency_key: str | None) -> ApiRequest[Draft]:
+    """``POST /drafts/{draft_id}/reject`` (no body)."""
+    return _write(f"{_draft(draft_id)}/reject", Draft.model_validate, idempotency_key)

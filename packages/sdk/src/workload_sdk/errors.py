@@ -16,10 +16,16 @@ Hierarchy::
     │   ├── Unauthenticated        401 unauthenticated
     │   ├── Forbidden              403 forbidden
     │   ├── NotFound               404 workflow_not_found, version_not_found, run_not_found,
-    │   │                              task_not_found, not_found
+    │   │   │                          task_not_found, not_found
+    │   │   ├── ApprovalNotFound   404 approval_not_found
+    │   │   └── DraftNotFound      404 draft_not_found
     │   ├── MethodNotAllowed       405 method_not_allowed
     │   ├── Conflict               409 workflow_exists, idempotency_key_reused, run_finished
-    │   │   └── LeaseLost          409 lease_lost: a worker's lease is gone (reason)
+    │   │   ├── LeaseLost          409 lease_lost: a worker's lease is gone (reason)
+    │   │   ├── ApprovalChanged    409 approval_changed: the digest is not the arguments'
+    │   │   ├── ApprovalDecided    409 approval_decided: no longer pending
+    │   │   ├── DraftChanged       409 draft_changed: the hash is not the definition's
+    │   │   └── DraftNotReady      409 draft_not_ready: not ready (or approved, to reject)
     │   ├── PreconditionFailed     412 precondition_failed
     │   ├── PayloadTooLarge        413 payload_too_large (a body over 1 MiB, progress over
     │   │                              64 KiB)
@@ -29,7 +35,11 @@ Hierarchy::
     ├── APIResponseValidationError a success response that is not the documented resource
     ├── APIConnectionError         no response: connecting, sending or receiving failed
     │   └── APITimeoutError        no response within the timeout
-    └── WaitTimeout                wait_for_run's deadline passed (also a TimeoutError)
+    ├── WaitTimeout                wait_for_run's deadline passed (also a TimeoutError)
+    └── DraftWaitTimeout           drafts.wait's deadline passed (also a TimeoutError)
+
+A code with a class of its own (``lease_lost``, ``approval_changed`` …) raises that class only
+with its family's status; any other code raises its family's class.
 
 A write that failed without a response (:class:`APIConnectionError`) may or may not have been
 applied: retry it with the same ``idempotency_key`` (carried by the exception) and the server
@@ -47,14 +57,21 @@ import httpx
 from workload_sdk.models import ProblemItem
 
 if TYPE_CHECKING:
-    from workload_sdk.models import Run
+    from workload_sdk.models import Draft, Run
 
 __all__ = [
     "APIConnectionError",
     "APIResponseValidationError",
     "APIStatusError",
     "APITimeoutError",
+    "ApprovalChanged",
+    "ApprovalDecided",
+    "ApprovalNotFound",
     "Conflict",
+    "DraftChanged",
+    "DraftNotFound",
+    "DraftNotReady",
+    "DraftWaitTimeout",
     "Forbidden",
     "InvalidRequest",
     "LeaseLost",
@@ -140,6 +157,14 @@ class NotFound(APIStatusError):
     """404: the workflow, version, run, task or route does not exist."""
 
 
+class ApprovalNotFound(NotFound):
+    """404 ``approval_not_found``: no approval has this id."""
+
+
+class DraftNotFound(NotFound):
+    """404 ``draft_not_found``: no draft has this id."""
+
+
 class MethodNotAllowed(APIStatusError):
     """405: the route exists but not with this method."""
 
@@ -163,6 +188,35 @@ class LeaseLost(Conflict):
     def __init__(self, detail: str, *, reason: str = "unknown", **fields: Any) -> None:
         self.reason = reason
         super().__init__(detail, **fields)
+
+
+class ApprovalChanged(Conflict):
+    """409 ``approval_changed``: the digest sent is not that of the approval's arguments.
+
+    Nothing was decided. Read the approval again and decide on what it shows now.
+    """
+
+
+class ApprovalDecided(Conflict):
+    """409 ``approval_decided``: the approval is no longer pending (decided, expired, canceled).
+
+    Nothing changed; read the approval for its status and who decided it.
+    """
+
+
+class DraftChanged(Conflict):
+    """409 ``draft_changed``: the hash sent is not that of the draft's definition.
+
+    Nothing was created. Read the draft again and decide on what it shows now.
+    """
+
+
+class DraftNotReady(Conflict):
+    """409 ``draft_not_ready``: the draft cannot be approved (or rejected) in its status.
+
+    Approving needs a ``ready`` draft (an approved one is returned as it is); rejecting needs
+    a ``ready`` or ``invalid`` one.
+    """
 
 
 class PreconditionFailed(APIStatusError):
@@ -205,6 +259,14 @@ class WaitTimeout(WorkloadError, TimeoutError):
         self.run = run
 
 
+class DraftWaitTimeout(WorkloadError, TimeoutError):
+    """``drafts.wait`` gave up while the draft was generating; ``draft`` is the last state seen."""
+
+    def __init__(self, detail: str, *, draft: Draft) -> None:
+        super().__init__(detail)
+        self.draft = draft
+
+
 _CLASS_BY_STATUS: Mapping[int, type[APIStatusError]] = {
     400: InvalidRequest,
     401: Unauthenticated,
@@ -219,7 +281,20 @@ _CLASS_BY_STATUS: Mapping[int, type[APIStatusError]] = {
 }
 
 
-def _error_class(status: int) -> type[APIStatusError]:
+# Codes with a class of their own, by (status, code): another status keeps its family's class.
+_CLASS_BY_CODE: Mapping[tuple[int, str], type[APIStatusError]] = {
+    (404, "approval_not_found"): ApprovalNotFound,
+    (404, "draft_not_found"): DraftNotFound,
+    (409, "approval_changed"): ApprovalChanged,
+    (409, "approval_decided"): ApprovalDecided,
+    (409, "draft_changed"): DraftChanged,
+    (409, "draft_not_ready"): DraftNotReady,
+}
+
+
+def _error_class(status: int, code: str | None) -> type[APIStatusError]:
+    if code is not None and (status, code) in _CLASS_BY_CODE:
+        return _CLASS_BY_CODE[status, code]
     cls = _CLASS_BY_STATUS.get(status)
     if cls is not None:
         return cls
@@ -292,4 +367,4 @@ def from_response(
     }
     if status == 409 and code == "lease_lost":
         return LeaseLost(detail, reason=_text(problem.get("reason")) or "unknown", **fields)
-    return _error_class(status)(detail, **fields)
+    return _error_class(status, code)(detail, **fields)

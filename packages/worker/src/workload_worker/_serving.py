@@ -41,9 +41,12 @@ class Serving:
             self.hurry.set()
             self.deadline = anyio.current_time()
         if self.claim_scope is not None:
-            # A claim in flight may finish within the grace period: it may hold attempts that
-            # the server already handed out, which would otherwise wait for their lease to expire.
-            self.claim_scope.deadline = min(self.claim_scope.deadline, self.deadline)
+            # A claim waiting on the server is cut off at once, or an idle worker would take up
+            # to wait_seconds to stop. The server hands no attempt to a worker that hung up (it
+            # watches the connection while the claim waits); only an answer already on its way
+            # is lost, and its attempts are retried once their lease expires, like a crashed
+            # worker's. Running handlers keep their grace period: they are not in this scope.
+            self.claim_scope.cancel()
         self.changed()
 
     async def pause(self, seconds: float) -> None:

@@ -4,8 +4,9 @@ One ``serve()`` is a claim loop and a task per claimed attempt (see
 :mod:`workload_worker._attempt`). The loop claims as many attempts as the worker has free slots,
 only of the actions it declares, and waits on the server (a long poll) when there is no work.
 Connection errors and 5xx answers never stop it: it waits (jittered exponential backoff) and
-claims again. Stopping (a signal, :meth:`Worker.stop`) ends claiming, lets running handlers
-finish within the grace period, then cancels them and reports them ``worker_shutdown``.
+claims again. Stopping (a signal, :meth:`Worker.stop`) cuts off a claim waiting on the server at
+once and claims no more, lets running handlers finish within the grace period, then cancels
+them and reports them ``worker_shutdown``.
 """
 
 from __future__ import annotations
@@ -277,7 +278,7 @@ class Worker:
                 continue
             started = anyio.current_time()
             claimed: list[ClaimedAttempt] | None = None
-            with anyio.CancelScope(deadline=serving.deadline) as scope:
+            with anyio.CancelScope() as scope:  # cancelled by a stop (Serving.stop)
                 serving.claim_scope = scope
                 try:
                     claimed = await client.attempts.claim(

@@ -1,0 +1,211 @@
+"""``workload approvals …``: decide on agents' tool calls that require a person (SPEC §11).
+
+``approve`` and ``reject`` read the approval, show its tool, run, task and exact arguments on
+standard error, ask (see :mod:`workload_cli._review`), and send the ``arguments_digest`` of
+what they showed: if the server's approval differs, nothing is decided (409
+``approval_changed``, exit 7).
+"""
+
+from __future__ import annotations
+
+import enum
+import itertools
+from typing import Annotated
+
+import typer
+
+from workload_cli._exit import EXIT_CODES_HELP, exit_code_for_error
+from workload_cli._inputs import check_idempotency_key
+from workload_cli._options import IdempotencyKeyOption, OutputOption, TokenOption, UrlOption
+from workload_cli._output import OutputFormat, cell
+from workload_cli._review import confirm, exact_json, shown
+from workload_cli._session import Session, session
+from workload_cli._views import APPROVAL_COLUMNS
+from workload_sdk import Approval, ApprovalChanged
+
+__all__ = ["approvals_app"]
+
+approvals_app = typer.Typer(
+    help="Approvals of agents' tool calls: list, show, approve, reject.", no_args_is_help=True
+)
+
+_PAGE = 200
+
+
+class ApprovalStatus(enum.StrEnum):
+    """The statuses ``--status`` accepts."""
+
+    PENDING = "pending"
+    APPROVED = "approved"
+    REJECTED = "rejected"
+    EXPIRED = "expired"
+    CANCELED = "canceled"
+
+
+ApprovalArgument = Annotated[str, typer.Argument(help="The approval id.", show_default=False)]
+CommentOption = Annotated[
+    str | None,
+    typer.Option(
+        help="Recorded with the decision; a rejection's comment is told to the model.",
+        show_default=False,
+    ),
+]
+YesOption = Annotated[
+    bool,
+    typer.Option(
+        "--yes",
+        "-y",
+        help="Decide without a prompt (required when standard input is not a terminal).",
+    ),
+]
+
+
+@approvals_app.command("list")
+def list_approvals(
+    ctx: typer.Context,
+    *,
+    status: Annotated[
+        ApprovalStatus | None,
+        typer.Option(help="Only approvals in this status.", show_default=False),
+    ] = None,
+    limit: Annotated[
+        int | None,
+        typer.Option(
+            help="Show at most this many approvals (default: all).", min=1, show_default=False
+        ),
+    ] = None,
+    url: UrlOption = None,
+    token: TokenOption = None,
+    output: OutputOption = None,
+) -> None:
+    """List approvals, oldest first: status, run and task, tool, arguments (shortened)."""
+    with session(ctx, output, url=url, token=token) as s:
+        pager = s.client.approvals.list(
+            status=None if status is None else status.value, limit=min(limit or _PAGE, _PAGE)
+        )
+        s.out.listing(itertools.islice(pager, limit), APPROVAL_COLUMNS)
+
+
+@approvals_app.command("show")
+def show(
+    ctx: typer.Context,
+    approval_id: ApprovalArgument,
+    *,
+    url: UrlOption = None,
+    token: TokenOption = None,
+    output: OutputOption = None,
+) -> None:
+    """Show an approval: its tool call's arguments and digest, its status and decision."""
+    with session(ctx, output, url=url, token=token) as s:
+        s.out.resource(s.client.approvals.get(approval_id))
+
+
+def _review(s: Session, approval: Approval) -> None:
+    """What the decision is about, on standard error."""
+    expires = cell(approval.expires_at, human=True)
+    s.out.say(f"approval   {approval.approval_id} ({approval.status}, expires {expires} UTC)")
+    s.out.say(f"run        {shown(approval.run_id)}")
+    s.out.say(f"task       {shown(approval.task_key)}")
+    s.out.say(f"tool       {shown(approval.tool)}")
+    s.out.say(f"arguments  {shown(approval.arguments_digest)}")
+    for line in exact_json(approval.arguments):
+        s.out.say(f"  {line}")
+
+
+def _decide(
+    ctx: typer.Context,
+    approval_id: str,
+    decision: str,
+    *,
+    comment: str | None,
+    yes: bool,
+    idempotency_key: str | None,
+    url: str | None,
+    token: str | None,
+    output: OutputFormat | None,
+) -> None:
+    """Review the approval, confirm, and send ``decision`` for the digest that was shown."""
+    with session(ctx, output, url=url, token=token) as s:
+        key = check_idempotency_key(idempotency_key)
+        approval = s.client.approvals.get(approval_id)
+        _review(s, approval)
+        if approval.is_pending:  # else the server says why nothing can be decided
+            verb = "Approve" if decision == "approve" else "Reject"
+            confirm(s.out, f"{verb} this call of {shown(approval.tool)}?", yes=yes)
+        send = s.client.approvals.approve if decision == "approve" else s.client.approvals.reject
+        try:
+            decided = send(
+                approval_id, approval.arguments_digest, comment=comment, idempotency_key=key
+            )
+        except ApprovalChanged as exc:
+            s.out.problem(exc)
+            s.out.say(
+                "nothing was decided: the approval is not what was shown above; run the "
+                "command again to review it"
+            )
+            raise typer.Exit(exit_code_for_error(exc)) from None
+        s.out.resource(decided)
+        if decision == "approve":
+            s.out.say(f"approved: {shown(decided.tool)} runs once, with exactly these arguments")
+        else:
+            s.out.say(f"rejected: {shown(decided.tool)} does not run; the model is told")
+
+
+@approvals_app.command("approve", epilog=EXIT_CODES_HELP)
+def approve(
+    ctx: typer.Context,
+    approval_id: ApprovalArgument,
+    *,
+    comment: CommentOption = None,
+    yes: YesOption = False,
+    idempotency_key: IdempotencyKeyOption = None,
+    url: UrlOption = None,
+    token: TokenOption = None,
+    output: OutputOption = None,
+) -> None:
+    """Show a pending tool call and, once confirmed, approve exactly its arguments.
+
+    The tool then runs once with those arguments. Exit 7 if the approval changed since it was
+    shown (approval_changed) or is no longer pending (approval_decided); 2 without a terminal
+    and without --yes; 13 when the answer is not yes.
+    """
+    _decide(
+        ctx,
+        approval_id,
+        "approve",
+        comment=comment,
+        yes=yes,
+        idempotency_key=idempotency_key,
+        url=url,
+        token=token,
+        output=output,
+    )
+
+
+@approvals_app.command("reject", epilog=EXIT_CODES_HELP)
+def reject(
+    ctx: typer.Context,
+    approval_id: ApprovalArgument,
+    *,
+    comment: CommentOption = None,
+    yes: YesOption = False,
+    idempotency_key: IdempotencyKeyOption = None,
+    url: UrlOption = None,
+    token: TokenOption = None,
+    output: OutputOption = None,
+) -> None:
+    """Show a pending tool call and, once confirmed, reject it (the model is told, with --comment).
+
+    Exit codes as for approve.
+    """
+    _decide(
+        ctx,
+        approval_id,
+        "reject",
+        comment=comment,
+        yes=yes,
+        idempotency_key=idempotency_key,
+        url=url,
+        token=token,
+        output=output,
+    )

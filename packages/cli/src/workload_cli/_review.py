@@ -1,0 +1,62 @@
+"""Showing what a person decides on, and asking them (``approvals approve``, ``drafts approve``).
+
+A decision is sent only after a yes: ``--yes`` on the command line, or ``y`` typed at a prompt.
+The prompt needs a person at a terminal, so with neither a terminal on standard input nor
+``--yes`` the command refuses (exit 2) rather than decide for nobody. The prompt and what it is
+about go to standard error; standard output keeps only the decided resource.
+
+What is shown was written by a model (a tool call's arguments, a draft's definition), so it is
+shown unambiguously: JSON with every non-ASCII character escaped (no control sequence reaches
+the terminal, no look-alike or right-to-left character hides what the digest covers), and names
+quoted unless they are plain visible ASCII.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from typing import Any
+
+import typer
+from rich.text import Text
+
+from workload_cli._exit import ExitCode
+from workload_cli._output import Output
+from workload_cli._session import UsageError
+
+__all__ = ["confirm", "exact_json", "shown"]
+
+_VISIBLE_ASCII = re.compile(r"[\x21-\x7e]+")
+
+
+def shown(value: object) -> str:
+    """A name (a tool, a task key, an action) as is if plain visible ASCII, else JSON-quoted."""
+    text = str(value)
+    return text if _VISIBLE_ASCII.fullmatch(text) else json.dumps(text)
+
+
+def exact_json(value: Any) -> list[str]:
+    """A JSON value as indented lines, every non-ASCII character escaped."""
+    return json.dumps(value, indent=2, ensure_ascii=True).splitlines()
+
+
+def confirm(out: Output, question: str, *, yes: bool) -> None:
+    """Go on only if the person said yes (``--yes``, or ``y`` / ``yes`` at the prompt).
+
+    Raises:
+        UsageError: standard input is not a terminal and ``--yes`` was not given (exit 2).
+        typer.Exit: any other answer, or none (end of input): exit 13, nothing sent.
+    """
+    if yes:
+        return
+    if not sys.stdin.isatty():
+        raise UsageError(
+            "nobody can confirm: standard input is not a terminal; review the above and pass "
+            "--yes to decide without a prompt"
+        )
+    out.stderr.print(Text(f"{question} [y/N] ", style="bold"), end="", soft_wrap=True)
+    answer = sys.stdin.readline()
+    if answer.strip().lower() not in {"y", "yes"}:
+        out.say("declined: nothing was sent")
+        raise typer.Exit(ExitCode.DECLINED)

@@ -1,0 +1,212 @@
+"""The sync client's human-in-the-loop endpoints (SPEC §11): ``client.approvals``, ``.drafts``.
+
+Both are places where a model proposes and a person decides, and in both the decision names
+what the person saw: an approval's ``arguments_digest``, a draft's ``definition_hash``. If the
+server's copy differs, nothing happens (:class:`~workload_sdk.ApprovalChanged`,
+:class:`~workload_sdk.DraftChanged`). Decisions are writes: each is sent once with an
+``Idempotency-Key`` (generated when not given), as every write of the SDK.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from workload_sdk import _requests
+from workload_sdk._base_client import Deadline
+from workload_sdk._sender import SyncSender
+from workload_sdk.models import Approval, Draft, Page
+from workload_sdk.pagination import Pager
+
+__all__ = ["Approvals", "Drafts"]
+
+
+class Approvals:
+    """Approvals of agents' tool calls that require one (``requires_approval: true``)."""
+
+    def __init__(self, sender: SyncSender) -> None:
+        self._sender = sender
+
+    def list(self, *, status: str | None = None, limit: int | None = None) -> Pager[Approval]:
+        """Every approval, oldest first, optionally of one status, fetched as you iterate.
+
+        Args:
+            status: Only approvals in this status (``pending``, ``approved``, ``rejected``,
+                ``expired``, ``canceled``).
+            limit: Page size (1-200; the server's default is 50).
+        """
+        return Pager(lambda cursor: self.list_page(status=status, limit=limit, cursor=cursor))
+
+    def list_page(
+        self, *, status: str | None = None, limit: int | None = None, cursor: str | None = None
+    ) -> Page[Approval]:
+        """One page of approvals; a cursor only works with the status it was issued for.
+
+        Raises:
+            InvalidRequest: ``invalid_cursor`` or ``invalid_argument`` (an unknown status).
+        """
+        return self._sender.send(_requests.list_approvals(status, limit, cursor))
+
+    def get(self, approval_id: str) -> Approval:
+        """One approval.
+
+        Raises:
+            ApprovalNotFound: ``approval_not_found``.
+        """
+        return self._sender.send(_requests.get_approval(approval_id))
+
+    def approve(
+        self,
+        approval_id: str,
+        arguments_digest: str,
+        *,
+        comment: str | None = None,
+        idempotency_key: str | None = None,
+    ) -> Approval:
+        """Approve the tool call: it runs, once, with exactly the arguments of this digest.
+
+        Args:
+            approval_id: The approval.
+            arguments_digest: The ``arguments_digest`` of the approval you looked at.
+            comment: Recorded with the decision (at most 4096 characters).
+            idempotency_key: The write's ``Idempotency-Key``; generated when not given. Pass
+                the same key to retry this write safely.
+
+        Returns:
+            The approval, ``approved``, with ``decided_by`` and ``decided_at``.
+
+        Raises:
+            ApprovalChanged: the digest is not that of the approval's arguments.
+            ApprovalDecided: it is no longer pending (decided, expired or canceled).
+            ApprovalNotFound: ``approval_not_found``.
+        """
+        return self._sender.send(
+            _requests.decide_approval(
+                approval_id, "approve", arguments_digest, comment, idempotency_key
+            )
+        )
+
+    def reject(
+        self,
+        approval_id: str,
+        arguments_digest: str,
+        *,
+        comment: str | None = None,
+        idempotency_key: str | None = None,
+    ) -> Approval:
+        """Reject the tool call: it never runs, and the model is told so (with the comment).
+
+        Arguments, result and errors are those of :meth:`approve`.
+        """
+        return self._sender.send(
+            _requests.decide_approval(
+                approval_id, "reject", arguments_digest, comment, idempotency_key
+            )
+        )
+
+
+class Drafts:
+    """Drafts: workflow definitions written by a model, made versions only by a person."""
+
+    def __init__(self, sender: SyncSender) -> None:
+        self._sender = sender
+
+    def create(
+        self,
+        prompt: str,
+        *,
+        workflow_id: str | None = None,
+        model: str = "mock",
+        script: Sequence[Mapping[str, Any]] | None = None,
+        idempotency_key: str | None = None,
+    ) -> Draft:
+        """Ask a model for a workflow definition; the draft is returned ``generating``.
+
+        Args:
+            prompt: What the workflow should do.
+            workflow_id: Draft the next version of this workflow instead of a new workflow.
+            model: ``mock`` or ``openai:<model>``.
+            script: The mock model's answers, turns ``{"content": "…"}`` (mock only).
+            idempotency_key: The write's ``Idempotency-Key``; generated when not given. Pass
+                the same key to retry this write safely: a replay returns the same draft.
+
+        Raises:
+            InvalidRequest: ``invalid_argument`` (e.g. a script for another model).
+        """
+        return self._sender.send(
+            _requests.create_draft(prompt, workflow_id, model, script, idempotency_key)
+        )
+
+    def list(self, *, limit: int | None = None) -> Pager[Draft]:
+        """Every draft, oldest first, fetched page by page as you iterate."""
+        return Pager(lambda cursor: self.list_page(limit=limit, cursor=cursor))
+
+    def list_page(self, *, limit: int | None = None, cursor: str | None = None) -> Page[Draft]:
+        """One page of drafts."""
+        return self._sender.send(_requests.list_drafts(limit, cursor))
+
+    def get(self, draft_id: str) -> Draft:
+        """One draft.
+
+        Raises:
+            DraftNotFound: ``draft_not_found``.
+        """
+        return self._sender.send(_requests.get_draft(draft_id))
+
+    def approve(
+        self, draft_id: str, definition_hash: str, *, idempotency_key: str | None = None
+    ) -> Draft:
+        """Make exactly the definition of this hash the workflow (or its next version).
+
+        Args:
+            draft_id: The draft.
+            definition_hash: The ``definition_hash`` of the draft you looked at.
+            idempotency_key: The write's ``Idempotency-Key``; generated when not given.
+
+        Returns:
+            The draft, ``approved``, with ``version`` set (an approved draft is returned as it
+            is: approving again makes no second version).
+
+        Raises:
+            DraftChanged: the hash is not that of the draft's definition.
+            DraftNotReady: the draft is generating, invalid or rejected.
+            DraftNotFound: ``draft_not_found``.
+        """
+        return self._sender.send(
+            _requests.approve_draft(draft_id, definition_hash, idempotency_key)
+        )
+
+    def reject(self, draft_id: str, *, idempotency_key: str | None = None) -> Draft:
+        """Reject a ready or invalid draft; it never becomes a version.
+
+        Raises:
+            DraftNotReady: the draft is generating or already approved.
+            DraftNotFound: ``draft_not_found``.
+        """
+        return self._sender.send(_requests.reject_draft(draft_id, idempotency_key))
+
+    def wait(
+        self, draft_id: str, *, timeout: float | None = 300.0, poll_interval: float = 0.5
+    ) -> Draft:
+        """Poll a draft until the model is done with it (no longer ``generating``).
+
+        Args:
+            draft_id: The draft.
+            timeout: Seconds to wait at most; None waits forever.
+            poll_interval: Seconds between polls.
+
+        Returns:
+            The draft: ``ready``, ``invalid`` (or already decided).
+
+        Raises:
+            DraftWaitTimeout: still generating at the deadline (``exc.draft`` is the last
+                state seen).
+            DraftNotFound: ``draft_not_found``.
+        """
+        deadline = Deadline(timeout, poll_interval)
+        while True:
+            draft = self.get(draft_id)
+            if not draft.is_generating:
+                return draft
+            time.sleep(deadline.next_sleep(draft))
