@@ -124,7 +124,7 @@ class Altered(httpx.BaseTransport):
         response = self._inner.handle_request(request)
         if request.method != "GET" or request.url.path != self._path:
             return response
-        body = {**json.loads(response.content), self._field: self._value}
+        body = {**json.loads(response.read()), self._field: self._value}
         return httpx.Response(response.status_code, json=body, request=request)
 
 

@@ -265,6 +265,7 @@ async def test_a_remote_tool_call_is_claimed_first_leased_and_fenced(
 async def test_tool_calls_past_their_deadlines_are_due(store: Store, clock: FakeClock) -> None:
     run_id = await agent_run(store, clock)
     leased = await store.begin_step(tool_step(run_id, 1, clock))
+    clock.advance(0.001)  # claims are FIFO: the first queued is the first claimed
     waiting = await store.begin_step(tool_step(run_id, 2, clock, schedule=30))
     assert leased is not None
     assert waiting is not None
