@@ -130,12 +130,19 @@ def test_cancel_reaches_the_running_handler(
 def test_four_workers_claim_every_attempt_exactly_once(
     services: Services, database_url: str, workers: Workers
 ) -> None:
-    """4 worker processes × 200 attempts (one API process: SPEC §14's replicas come later)."""
-    service = services.start(database_url, env=FAST_REAPER)
+    """4 worker processes × 200 attempts, over two API processes sharing one database.
+
+    A leader and a standby (SPEC §14): two workers claim through each, and the runs are created
+    through both.
+    """
+    replicas = {"WORKLOAD_STANDBY": "true", **FAST_REAPER}
+    service = services.start(database_url, env=replicas)
     service.wait_ready()
+    standby = services.start(database_url, env=replicas)
+    standby.wait_ready()
     create_workflow(service, {"id": "many", "tasks": [{"key": "r", "action": "echo"}]})
-    pool = [workers.start(service, f"w{i}", concurrency=8) for i in range(4)]
-    runs = [start_run(service, "many") for _ in range(800)]
+    pool = [workers.start(standby if i % 2 else service, f"w{i}", concurrency=8) for i in range(4)]
+    runs = [start_run(standby if i % 2 else service, "many") for i in range(800)]
     for run_id in runs:
         assert wait_for_run(service, run_id, timeout=120)["status"] == "succeeded"
 

@@ -25,7 +25,12 @@ from workload_domain.agent.llm import Message, Role
 from workload_domain.agent.spec import MAX_TEXT_LENGTH, MODEL_PATTERN
 from workload_domain.compiler import CompiledWorkflow, compile_definition
 from workload_domain.definition import WORKFLOW_ID_PATTERN, WorkflowDefinition
-from workload_domain.errors import InvalidDefinition, WorkflowIdMismatch
+from workload_domain.errors import (
+    DraftChanged,
+    DraftNotReady,
+    InvalidDefinition,
+    WorkflowIdMismatch,
+)
 from workload_domain.jsonvalues import JsonObject
 
 __all__ = [
@@ -34,8 +39,10 @@ __all__ = [
     "DraftRequest",
     "DraftStatus",
     "Reading",
+    "approvable",
     "draft_messages",
     "read_answer",
+    "rejectable",
     "retry_message",
 ]
 
@@ -171,3 +178,37 @@ def _no_constant(name: str) -> Any:
 
 
 DraftDecision = Literal["approve", "reject"]
+
+
+def approvable(draft: DraftRecord, definition_hash: str) -> bool:
+    """Whether approving ``draft`` with ``definition_hash`` makes it a version now.
+
+    False: it is approved already with exactly that hash (answer it as it is: no second
+    version).
+
+    Raises:
+        DraftChanged: the hash is not the draft's definition's.
+        DraftNotReady: the draft is not ``ready`` (nor approved).
+    """
+    if draft.status is DraftStatus.APPROVED:
+        if draft.definition_hash != definition_hash:
+            raise DraftChanged(draft.draft_id)
+        return False
+    if draft.status is not DraftStatus.READY:
+        raise DraftNotReady(draft.draft_id, draft.status.value)
+    if draft.definition_hash != definition_hash:
+        raise DraftChanged(draft.draft_id)
+    return True
+
+
+def rejectable(draft: DraftRecord) -> bool:
+    """Whether rejecting ``draft`` changes it (False: rejected already).
+
+    Raises:
+        DraftNotReady: it is generating, or approved.
+    """
+    if draft.status is DraftStatus.REJECTED:
+        return False
+    if draft.status not in (DraftStatus.READY, DraftStatus.INVALID):
+        raise DraftNotReady(draft.draft_id, draft.status.value)
+    return True

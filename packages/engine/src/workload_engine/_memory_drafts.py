@@ -10,11 +10,9 @@ import anyio
 
 from workload_domain import listings
 from workload_domain.cursors import Page, Position
-from workload_domain.drafts import DraftRecord, DraftStatus
+from workload_domain.drafts import DraftRecord, DraftStatus, approvable, rejectable
 from workload_domain.errors import (
-    DraftChanged,
     DraftNotFound,
-    DraftNotReady,
     StoreIntegrityError,
     VersionTaken,
     WorkflowExists,
@@ -93,15 +91,9 @@ class MemoryDrafts(MemoryState):
         draft = self._drafts.get(draft_id)
         if draft is None:
             raise DraftNotFound(draft_id)
-        if draft.status is DraftStatus.APPROVED:
-            if draft.definition_hash != definition_hash:
-                raise DraftChanged(draft_id)
+        if not approvable(draft, definition_hash):
             self._remember(idempotency)
             return copied(draft)
-        if draft.status is not DraftStatus.READY:
-            raise DraftNotReady(draft_id, draft.status.value)
-        if draft.definition_hash != definition_hash:
-            raise DraftChanged(draft_id)
         key = (version.workflow_id, version.version)
         if workflow is not None:
             if workflow.workflow_id in self._workflows:
@@ -141,9 +133,7 @@ class MemoryDrafts(MemoryState):
         draft = self._drafts.get(draft_id)
         if draft is None:
             raise DraftNotFound(draft_id)
-        if draft.status is not DraftStatus.REJECTED:
-            if draft.status not in (DraftStatus.READY, DraftStatus.INVALID):
-                raise DraftNotReady(draft_id, draft.status.value)
+        if rejectable(draft):
             draft = replace(draft, status=DraftStatus.REJECTED, updated_at=now)
             self._drafts[draft_id] = draft
         self._remember(idempotency)

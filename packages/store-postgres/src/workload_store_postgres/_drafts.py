@@ -19,11 +19,9 @@ from psycopg.types.json import Jsonb
 from workload_domain import listings
 from workload_domain.agent.journal import Usage
 from workload_domain.cursors import Page, Position, from_micros
-from workload_domain.drafts import DraftRecord, DraftStatus
+from workload_domain.drafts import DraftRecord, DraftStatus, approvable, rejectable
 from workload_domain.errors import (
-    DraftChanged,
     DraftNotFound,
-    DraftNotReady,
     StoreIntegrityError,
     VersionTaken,
     WorkflowExists,
@@ -145,14 +143,8 @@ class Drafts(StorePart):
 
         async def work(conn: Conn) -> DraftRecord:
             draft = await _locked(conn, draft_id)
-            if draft.status is DraftStatus.APPROVED:
-                if draft.definition_hash != definition_hash:
-                    raise DraftChanged(draft_id)
+            if not approvable(draft, definition_hash):
                 return draft
-            if draft.status is not DraftStatus.READY:
-                raise DraftNotReady(draft_id, draft.status.value)
-            if draft.definition_hash != definition_hash:
-                raise DraftChanged(draft_id)
             if workflow is not None:
                 await conn.execute(query("insert_workflow"), _rows.workflow_params(workflow))
             else:
@@ -190,10 +182,8 @@ class Drafts(StorePart):
 
         async def work(conn: Conn) -> DraftRecord:
             draft = await _locked(conn, draft_id)
-            if draft.status is DraftStatus.REJECTED:
+            if not rejectable(draft):
                 return draft
-            if draft.status not in (DraftStatus.READY, DraftStatus.INVALID):
-                raise DraftNotReady(draft_id, draft.status.value)
             return await _settle(conn, draft, DraftStatus.REJECTED, now, None)
 
         return await self._db.write(work, idempotency)
