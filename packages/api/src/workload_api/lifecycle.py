@@ -308,6 +308,9 @@ class Service:
             found = await self.engine.adopt_unowned(self._page_size)
             if found:
                 _log.info("adopted unowned runs", extra={"fields": {"runs": found}})
+            if self.drafts is not None:
+                # A draft created through a standby is generated here (SPEC §14).
+                await self.drafts.recover()
 
     async def _reap(self) -> None:
         """Apply passed deadlines (the leader's duty).
