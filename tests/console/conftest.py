@@ -2,18 +2,24 @@
 
 ``.ci/run`` installs the ``chromium`` package with apt when it is missing. Each test gets fresh
 browser profiles (a user-data-dir under its ``tmp_path``) and a ``shots`` folder under its
-``tmp_path`` (the test's artifact folder) for the screenshots of the pages it visits.
+``tmp_path`` (the test's artifact folder) for the screenshots of the pages it visits. Model
+calls go through a gate a test may close (to look at a draft while it is generating).
 """
 
 from __future__ import annotations
 
 import os
 import re
+import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from dependency_injector import providers
 from playwright.sync_api import Page, expect, sync_playwright
+
+from tests.console.helpers import GatedModels
+from workload_api.container import Container
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = [
@@ -73,3 +79,22 @@ def browser(tmp_path: Path) -> Iterator[OpenPage]:
         finally:
             for context in contexts:
                 context.close()
+
+
+@pytest.fixture
+def gate() -> Iterator[threading.Event]:
+    """Model calls wait while this is clear (open by default): see ``GatedModels``."""
+    opened = threading.Event()
+    opened.set()
+    yield opened
+    opened.set()  # after the service stopped: no thread is left waiting
+
+
+@pytest.fixture
+def api_overrides(gate: threading.Event) -> Callable[[Container], None]:
+    """The console's services answer models through the gate."""
+
+    def override(container: Container) -> None:
+        container.models.override(providers.Object(GatedModels(gate)))
+
+    return override

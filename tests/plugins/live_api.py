@@ -368,15 +368,28 @@ def api_settings() -> Settings:
 
 
 @pytest.fixture
+def api_overrides() -> Callable[[Container], None]:
+    """Applied to the service's container before it starts; override the fixture to swap an
+    adapter (``container.x.override(...)``)."""
+    return lambda container: None
+
+
+@pytest.fixture
 def live_api(
-    api_backend: str, api_settings: Settings, request: pytest.FixtureRequest
+    api_backend: str,
+    api_settings: Settings,
+    api_overrides: Callable[[Container], None],
+    request: pytest.FixtureRequest,
 ) -> Iterator[LiveApi]:
     """A fresh service for this test, on the backend the test asks for."""
     if api_backend == "memory":
-        with in_process(use_memory_store(Container(settings=api_settings))) as api:
+        container = use_memory_store(Container(settings=api_settings))
+        api_overrides(container)
+        with in_process(container) as api:
             yield api
         return
     url: str = request.getfixturevalue("database_url")
-    real = api_settings.model_copy(update={"database_url": url})
-    with over_http(Container(settings=real)) as api:
+    container = Container(settings=api_settings.model_copy(update={"database_url": url}))
+    api_overrides(container)
+    with over_http(container) as api:
         yield api

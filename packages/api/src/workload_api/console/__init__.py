@@ -2,8 +2,8 @@
 
 Pages are Jinja2 templates rendered from the same use cases as the API; ``static/console.js``
 (hand-written, no library, no build step) keeps them live; nothing loads from another origin.
-Each area is a module with its routes, listed in :data:`PAGES` with its entry in :data:`NAV`:
-the approvals inbox, drafts and agent steps (SPEC §11) slot in as further modules and entries.
+Each area is a module with its routes, listed in :data:`PAGES` with its entry in :data:`NAV`
+(the approvals inbox and drafts of SPEC §11 are two of them; agent steps are on a run's page).
 See docs/adr/0011-web-console.md.
 """
 
@@ -16,7 +16,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from workload_api.console import runs, signin, workers, workflows
+from workload_api.console import approvals, drafts, runs, signin, workers, workflows
 from workload_api.console._headers import CONSOLE_PREFIX, SecurityHeaders
 from workload_api.console._sessions import Sessions
 from workload_api.console._web import Console, NavEntry
@@ -26,12 +26,14 @@ __all__ = ["CONSOLE_PREFIX", "NAV", "PAGES", "Console", "SecurityHeaders", "Sess
 
 NAV: tuple[NavEntry, ...] = (
     NavEntry("Runs", "/ui/runs", "runs"),
+    NavEntry("Approvals", "/ui/approvals", "approvals"),
     NavEntry("Workflows", "/ui/workflows", "workflows"),
+    NavEntry("Drafts", "/ui/drafts", "drafts"),
     NavEntry("Workers and queues", "/ui/workers", "workers"),
 )
-"""The navigation, in order (SPEC §11 adds "Approvals" and "Drafts")."""
+"""The navigation, in order."""
 
-PAGES: tuple[ModuleType, ...] = (signin, runs, workflows, workers)
+PAGES: tuple[ModuleType, ...] = (signin, runs, approvals, workflows, drafts, workers)
 """The modules whose ``routes(console)`` make up the console."""
 
 _STATIC = {

@@ -27,11 +27,11 @@ from workload_api.console._sessions import SESSION_COOKIE, Session, Sessions
 from workload_api.jsonbody import read_limited
 from workload_api.problems import HttpProblem, problem_for
 from workload_api.usecases import UseCases
-from workload_domain.errors import WorkloadError
+from workload_domain.errors import InvalidInput, WorkloadError
 from workload_domain.idempotency import IdempotencyClaim, request_hash
 from workload_domain.ports import Clock
 
-__all__ = ["Console", "NavEntry", "View"]
+__all__ = ["Console", "NavEntry", "View", "exact_json", "said"]
 
 _IDEMPOTENCY_KEY = re.compile(r"^[\x21-\x7e]{1,255}$")
 _FORM_TYPE = "application/x-www-form-urlencoded"
@@ -40,7 +40,7 @@ _SAFE_NEXT = re.compile(r"^/ui/[A-Za-z0-9._~/?=&%-]*$")
 
 @dataclass(frozen=True, slots=True)
 class NavEntry:
-    """An entry of the console's navigation (approvals and drafts add theirs later)."""
+    """An entry of the console's navigation."""
 
     label: str
     href: str
@@ -96,6 +96,22 @@ def _pretty(value: Any) -> str:
     return json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False)
 
 
+def exact_json(value: Any) -> str:
+    """JSON as a person must see it to decide on it: every non-ASCII character escaped.
+
+    What a model wrote (a tool call's arguments, a draft's definition) could hide something
+    behind a right-to-left mark or a look-alike character; escaped, the text shown is exactly
+    what the digest or hash covers (as the CLI shows it).
+    """
+    return json.dumps(value, indent=2, sort_keys=True, ensure_ascii=True)
+
+
+def said(error: InvalidInput) -> str:
+    """An input error as a sentence for a page: its message, then where and what."""
+    details = "; ".join(f"{p.path}: {p.message}" for p in error.problems)
+    return error.message + (f" ({details})" if details else "")
+
+
 def _when(value: Any) -> str:
     if not value:
         return "—"
@@ -121,6 +137,7 @@ def _environment() -> jinja2.Environment:
         lstrip_blocks=True,
     )
     env.filters["pretty"] = _pretty
+    env.filters["exact"] = exact_json
     env.filters["when"] = _when
     env.globals["duration"] = _duration
     env.globals["new_form_key"] = new_form_key

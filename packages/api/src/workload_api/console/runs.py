@@ -2,7 +2,9 @@
 
 A run's page shows its DAG coloured by status, the task table with output and error viewers,
 a timeline of every attempt (earlier failed ones too), the latest events, and — to operators,
-while the run is not finished — a cancel button. ``console.js`` keeps it live: it follows the
+while the run is not finished — a cancel button. An agent task (SPEC §11) shows what it used and
+its steps (each model call and tool call, with its request and response); a task waiting for
+approval links the pending approval. ``console.js`` keeps it live: it follows the
 run's event stream (``/api/v1/runs/{run_id}/events/stream``, authenticated by the session
 cookie), appends each event to the log, and re-renders the live part (``…/live``) on change.
 """
@@ -28,6 +30,10 @@ PAGE_SIZE = 25
 EVENTS_SHOWN = 100
 """Events a run's page starts with (the latest); the history page has all, paged."""
 ATTEMPTS_SHOWN = 500
+STEPS_SHOWN = 100
+"""Steps of each agent task on a run's page (the task's steps page has all, paged)."""
+AGENT_TASKS_SHOWN = 20
+"""Agent tasks whose steps a run's page shows (the others link their steps page)."""
 TERMINAL = frozenset({"succeeded", "failed", "canceled"})
 
 
@@ -86,9 +92,23 @@ async def _run_context(view: View) -> dict[str, Any]:
     run = detail["run"]
     tasks = detail["tasks"]
     drawn = dag([{"key": t["task_key"], **t} for t in tasks])
+    pending: dict[str, list[dict[str, Any]]] = {}
+    for approval in detail["approvals"]:
+        if approval["status"] == "pending":
+            pending.setdefault(approval["task_key"], []).append(approval)
+    agents = [t for t in tasks if t["action"] == "agent"]
+    steps = {}
+    for task in [t for t in agents if t["attempt_count"]][:AGENT_TASKS_SHOWN]:
+        page = await view.console.usecases.runs.list_steps(
+            run_id, task["task_key"], None, STEPS_SHOWN
+        )
+        steps[task["task_key"]] = (page["items"], page["next_cursor"] is not None)
     return {
         **detail,
         "run_id": run_id,
+        "pending": pending,
+        "agents": agents,
+        "agent_steps": steps,
         "terminal": run["status"] in TERMINAL,
         "dag": drawn,
         "timeline": timeline(tasks, detail["attempts"], view.console.clock.now()),
@@ -117,6 +137,27 @@ async def run_events(view: View) -> Response:
     )
 
 
+async def task_steps(view: View) -> Response:
+    run_id, task_key = view.path("run_id"), view.path("task_key")
+    cursor = view.request.query_params.get("cursor") or None
+    run, _ = await view.console.usecases.runs.get(run_id)
+    task = await view.console.usecases.runs.get_task(run_id, task_key)
+    page = await view.console.usecases.runs.list_steps(run_id, task_key, cursor, STEPS_SHOWN)
+    next_link = None
+    if page["next_cursor"]:
+        link = f"/ui/runs/{run_id}/tasks/{task_key}/steps"
+        next_link = query_link(link, {"cursor": str(page["next_cursor"])})
+    return await view.render(
+        "steps.html",
+        run=run,
+        run_id=run_id,
+        task=task,
+        steps=page["items"],
+        paged=cursor is not None,
+        next_link=next_link,
+    )
+
+
 async def cancel(view: View) -> Response:
     run_id = view.path("run_id")
     await view.console.usecases.runs.cancel(run_id, None, view.claim("cancel_run", {}))
@@ -131,5 +172,6 @@ def routes(console: Console) -> list[Route]:
         console.page("/ui/runs/{run_id}", run_page),
         console.page("/ui/runs/{run_id}/live", run_live),
         console.page("/ui/runs/{run_id}/events", run_events),
+        console.page("/ui/runs/{run_id}/tasks/{task_key}/steps", task_steps),
         console.page("/ui/runs/{run_id}/cancel", cancel, method="POST", role=Role.OPERATOR),
     ]

@@ -180,8 +180,12 @@ class RunUseCases:
 
         ``last_sequence`` is the snapshot's last event; ``events`` the latest up to it (at most
         ``events``); ``attempts`` every attempt of the run (at most ``attempts``, by task).
+        Each task carries its ``action`` (the console shows an agent's steps); ``approvals``
+        are those of the run's live attempts (a pending one is what a waiting task waits for).
         """
         snapshot = await self._store.load_run(run_id)
+        compiled = await self._definitions.get(snapshot.run.workflow_id, snapshot.run.version)
+        actions = {t.key: t.action for t in compiled.definition.tasks}
         counts = Counter(t.status.value for t in snapshot.tasks)
         found = await self._store.list_run_attempts(run_id, attempts + 1)
         position = {t.task_key: t.position for t in snapshot.tasks}
@@ -195,7 +199,8 @@ class RunUseCases:
         ]
         return {
             "run": resources.run(snapshot.run, counts),
-            "tasks": [resources.task(t) for t in snapshot.tasks],
+            "tasks": [resources.task(t) | {"action": actions[t.task_key]} for t in snapshot.tasks],
+            "approvals": [resources.approval(a) for a in snapshot.approvals],
             "attempts": [resources.attempt(a) | {"task_key": a.task_key} for a in shown],
             "more_attempts": len(found) > attempts,
             "events": [resources.event(e) for e in latest],

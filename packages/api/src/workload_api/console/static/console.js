@@ -1,6 +1,6 @@
 // Workload console: keeps pages live. Hand-written, no library, no inline script (the CSP
 // allows only this file). A run's page follows the run's event stream; the runs list re-reads
-// its rows while some run on it is unfinished.
+// its rows while some run on it is unfinished, a draft's page its state while it is generating.
 "use strict";
 
 (function () {
@@ -83,12 +83,14 @@
     });
   }
 
-  // The runs list: its counts and rows re-read every 3 s while something on it is unfinished.
-  function followRuns(holder) {
+  // A live fragment (the runs list, a generating draft): re-read from data-url every
+  // data-every ms (when the tab is visible) while its flag ([data-live-flag]) says active.
+  function poll(holder) {
+    var every = Number(holder.dataset.every || "3000");
     function tick() {
       if (holder.dataset.active !== "true") { return; }
-      if (document.hidden) { window.setTimeout(tick, 3000); return; }
-      fetch(holder.dataset.rows, { credentials: "same-origin", headers: { Accept: "text/html" } })
+      if (document.hidden) { window.setTimeout(tick, every); return; }
+      fetch(holder.dataset.url, { credentials: "same-origin", headers: { Accept: "text/html" } })
         .then(function (response) {
           if (signedOut(response)) { window.location.reload(); return null; }
           return response.ok ? response.text() : null;
@@ -96,19 +98,18 @@
         .then(function (html) {
           if (html === null) { return; }
           swap(holder, html);
-          var flag = document.getElementById("runs-active");
+          var flag = holder.querySelector("[data-live-flag]");
           holder.dataset.active = flag ? flag.dataset.active : "false";
         })
         .catch(function () { /* try again at the next tick */ })
-        .finally(function () { window.setTimeout(tick, 3000); });
+        .finally(function () { window.setTimeout(tick, every); });
     }
-    window.setTimeout(tick, 3000);
+    window.setTimeout(tick, every);
   }
 
   document.addEventListener("DOMContentLoaded", function () {
     var live = document.getElementById("live");
     if (live && live.dataset.terminal !== "true") { followRun(live); }
-    var runs = document.getElementById("runs-live");
-    if (runs && runs.dataset.active === "true") { followRuns(runs); }
+    document.querySelectorAll("[data-url][data-active=true]").forEach(poll);
   });
 })();
