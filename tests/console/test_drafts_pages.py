@@ -219,9 +219,17 @@ def test_a_generating_draft_is_followed_until_it_is_ready(
         pytest.param({"script": "[{"}, "the script is not valid JSON", id="script-not-json"),
         pytest.param({"script": '{"content": "x"}'}, "a JSON list of turns", id="not-a-list"),
         pytest.param(
-            {"script": '[{"content": "a", "content": "b"}]'}, "appears twice", id="duplicate"
+            {"script": '[{"content": "a", "content": "b"}]'},
+            "duplicate object key &#39;content&#39;",
+            id="duplicate",
         ),
-        pytest.param({"script": "[NaN]"}, "not valid JSON", id="nan"),
+        pytest.param({"script": "[NaN]"}, "the script is not valid JSON", id="nan"),
+        pytest.param({"script": '[{"content": 1e400}]'}, "not valid JSON", id="infinite-number"),
+        pytest.param(
+            {"script": '[{"content": "\\ud800"}]'}, "lone UTF-16 surrogate", id="lone-surrogate"
+        ),
+        pytest.param({"script": "[" * 100 + "]" * 100}, "nested too deeply", id="deep"),
+        pytest.param({"script": "[" * 5000 + "]" * 5000}, "nested too deeply", id="very-deep"),
         pytest.param({"script": '[{"text": "x"}]'}, "/script/0", id="not-a-turn"),
         pytest.param(
             {"model": "openai:gpt-4o", "script": '[{"content": "{}"}]'},

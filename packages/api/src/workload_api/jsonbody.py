@@ -11,7 +11,7 @@ from workload_api.problems import HttpProblem
 from workload_domain.errors import Problem, quoted
 from workload_domain.jsonvalues import MAX_JSON_DEPTH, json_problems
 
-__all__ = ["MAX_BODY_BYTES", "parse_json_object", "read_json_object", "read_limited"]
+__all__ = ["MAX_BODY_BYTES", "parse_json", "parse_json_object", "read_json_object", "read_limited"]
 
 MAX_BODY_BYTES = 1024 * 1024
 
@@ -98,6 +98,21 @@ def parse_json_object(text: str) -> dict[str, Any]:
     Raises:
         HttpProblem: 400 ``invalid_json``.
     """
+    value = parse_json(text)
+    if not isinstance(value, dict):
+        raise HttpProblem(400, "invalid_json", "the body must be one JSON object")
+    return value
+
+
+def parse_json(text: str, *, what: str = "the body") -> Any:
+    """Parse one strict JSON value, as the store can hold it.
+
+    No duplicate keys, no NaN/Infinity (nor numbers that only parse to them), no lone
+    surrogates, bounded nesting; ``what`` names the text in the problem's detail.
+
+    Raises:
+        HttpProblem: 400 ``invalid_json``.
+    """
     try:
         value = json.loads(
             text,
@@ -107,23 +122,23 @@ def parse_json_object(text: str) -> dict[str, Any]:
         )
     except _Duplicate as exc:
         raise HttpProblem(400, "invalid_json", str(exc)) from None
-    except (ValueError, RecursionError):
-        raise HttpProblem(400, "invalid_json", "the body is not valid JSON") from None
-    if not isinstance(value, dict):
-        raise HttpProblem(400, "invalid_json", "the body must be one JSON object")
+    except RecursionError:
+        raise HttpProblem(400, "invalid_json", f"{what} is nested too deeply") from None
+    except ValueError:
+        raise HttpProblem(400, "invalid_json", f"{what} is not valid JSON") from None
     try:
         # A "\ud800" escape parses into a lone surrogate, which is no Unicode text at all.
         json.dumps(value, ensure_ascii=False).encode("utf-8")
     except UnicodeEncodeError:
         raise HttpProblem(
-            400, "invalid_json", "the body escapes a lone UTF-16 surrogate (not Unicode text)"
+            400, "invalid_json", f"{what} escapes a lone UTF-16 surrogate (not Unicode text)"
         ) from None
     deep = [p for p in json_problems(value, max_depth=MAX_JSON_DEPTH + 4) if "nesting" in p.message]
     if deep:
         raise HttpProblem(
             400,
             "invalid_json",
-            "the body is nested too deeply",
+            f"{what} is nested too deeply",
             problems=[Problem(deep[0].path, deep[0].message)],
         )
     return value

@@ -12,7 +12,6 @@ against that workflow's latest version. **Approve** carries the definition hash 
 from __future__ import annotations
 
 import difflib
-import json
 from dataclasses import dataclass
 from itertools import groupby
 from typing import Any
@@ -23,6 +22,8 @@ from starlette.routing import Route
 from workload_api.auth import Role
 from workload_api.console._graph import dag
 from workload_api.console._web import Console, View, exact_json, query_link, said
+from workload_api.jsonbody import parse_json
+from workload_api.problems import HttpProblem
 from workload_api.usecases.approvals import decider
 from workload_domain.errors import (
     DraftChanged,
@@ -74,26 +75,11 @@ class _FormError(Exception):
     """The new-draft form cannot be sent as it is (said back to the person)."""
 
 
-def _refuse_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON")
-
-
-def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    found: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in found:
-            raise ValueError(f"the key {json.dumps(key)} appears twice")
-        found[key] = value
-    return found
-
-
 def _script(text: str) -> list[Any]:
     try:
-        value = json.loads(text, object_pairs_hook=_no_duplicates, parse_constant=_refuse_constant)
-    except RecursionError:
-        raise _FormError("the script is nested too deeply") from None
-    except ValueError as error:
-        raise _FormError(f"the script is not valid JSON ({error})") from None
+        value = parse_json(text, what="the script")
+    except HttpProblem as problem:
+        raise _FormError(problem.detail) from None
     if not isinstance(value, list):
         raise _FormError('the script is a JSON list of turns {"content": "…"}')
     return value
