@@ -261,10 +261,10 @@ def test_an_approval_that_changed_since_it_was_shown_is_not_decided(
 @pytest.mark.parametrize(
     ("args", "code", "message"),
     [
-        (("approve", MISSING, "--yes"), ExitCode.REJECTED, "404 approval_not_found"),
+        (("approve", MISSING, "--yes"), ExitCode.REJECTED, "404 not_found"),
         (("reject", "../runs", "--yes"), ExitCode.REJECTED, "404 not_found"),
         (("approve", "", "--yes"), ExitCode.REJECTED, "404 not_found"),
-        (("show", "a b"), ExitCode.REJECTED, "404 approval_not_found"),
+        (("show", "a b"), ExitCode.REJECTED, "404 not_found"),
         (("approve",), ExitCode.USAGE, "Missing argument"),
         (("list", "--status", "waiting"), ExitCode.USAGE, "'waiting' is not one of"),
         (("list", "--limit", "0"), ExitCode.USAGE, "--limit"),
@@ -464,9 +464,9 @@ def test_without_a_terminal_a_draft_approval_needs_yes(
         (("create", ""), None, ExitCode.REJECTED, "/prompt"),
         (("create", "p", "--workflow-id", "Not An Id"), None, ExitCode.REJECTED, "/workflow_id"),
         (("create", "p", "--timeout", "-1", "--wait"), None, ExitCode.USAGE, "--timeout"),
-        (("show", MISSING), None, ExitCode.REJECTED, "404 draft_not_found"),
+        (("show", MISSING), None, ExitCode.REJECTED, "404 not_found"),
         (("approve", "../drafts", "--yes"), None, ExitCode.REJECTED, "404 not_found"),
-        (("reject", MISSING), None, ExitCode.REJECTED, "404 draft_not_found"),
+        (("reject", MISSING), None, ExitCode.REJECTED, "404 not_found"),
         (("list", "--limit", "zero"), None, ExitCode.USAGE, "--limit"),
     ],
     ids=[

@@ -28,14 +28,17 @@ from workload_engine.planner import AttemptOutcome, cancel_commit, plan
 pytestmark = pytest.mark.anyio
 _tokens = itertools.count()
 LOCAL = frozenset({"mock", "agent"})
+TRACEPARENT = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
 AGENT = {"key": "a", "action": "agent", "input": {"model": "mock", "prompt": "hi"}}
 
 
-async def agent_run(store: Store, clock: FakeClock, *extra: dict[str, Any]) -> str:
+async def agent_run(
+    store: Store, clock: FakeClock, *extra: dict[str, Any], traceparent: str | None = None
+) -> str:
     """A run whose agent task's attempt 1 is running (as its runner commits it)."""
     definition = {"id": "wf", "tasks": [AGENT, *extra]}
     h = Harness(store=store, clock=clock)
-    run_id = await h.create(definition)
+    run_id = await h.create(definition, traceparent=traceparent)
     snapshot = await store.load_run(run_id)
     decided = plan(
         snapshot,
@@ -206,7 +209,7 @@ async def test_a_commit_from_an_older_snapshot_never_overwrites_usage(
     assert (await store.get_task(run_id, "a")).usage.model_calls == 1
 
 
-async def test_a_remote_tool_call_is_claimed_first_leased_and_fenced(
+async def test_a_remote_tool_call_is_claimed_leased_and_fenced(
     store: Store, clock: FakeClock
 ) -> None:
     run_id = await agent_run(store, clock)
@@ -260,6 +263,41 @@ async def test_a_remote_tool_call_is_claimed_first_leased_and_fenced(
     again = await store.find_tool_call(begun.step_id)
     assert tool_call_lease_lost(again, tokens[0], clock.now()) is LeaseLostReason.FINISHED
     assert (await store.get_run(run_id)).usage == Usage(tool_calls=1)
+
+
+async def test_tool_calls_and_task_attempts_are_one_fifo_by_ready_time(
+    store: Store, clock: FakeClock
+) -> None:
+    """SPEC §10: claims are FIFO by ready time, whatever the kind of work."""
+    remote = {"id": "remote", "tasks": [{"key": "r", "action": "search"}]}
+    h = Harness(store=store, clock=clock)
+
+    async def queued_task() -> str:
+        run_id = await h.create(remote)
+        decided = plan(
+            await store.load_run(run_id), compile_definition(remote), now=clock.now(), executing=()
+        )
+        assert decided.commit is not None
+        await store.commit(decided.commit)
+        return run_id
+
+    older = await queued_task()
+    clock.advance(1)
+    agent = await agent_run(store, clock, traceparent=TRACEPARENT)
+    clock.advance(1)
+    tool = await store.begin_step(tool_step(agent, 1, clock))
+    assert tool is not None
+    clock.advance(1)
+    newer = await queued_task()
+    clock.advance(1)
+    first = await store.claim(claim(n=2)[0], clock.now())
+    assert [(i.kind, i.run_id, i.token_index) for i in first] == [
+        ("task", older, 0),
+        ("tool_call", agent, 1),
+    ]
+    assert (first[1].traceparent, first[1].queued_at) == (TRACEPARENT, tool.started_at)
+    (last,) = await store.claim(claim(n=2)[0], clock.now())
+    assert (last.kind, last.run_id, last.token_index) == ("task", newer, 0)
 
 
 async def test_tool_calls_past_their_deadlines_are_due(store: Store, clock: FakeClock) -> None:

@@ -177,7 +177,7 @@ def test_draft_requests_are_checked(live_api: LiveApi) -> None:
     viewer = live_api.viewer.post(f"{V1}/drafts", json={"prompt": "x"}, headers=idem())
     assert viewer.status_code == 403
     missing = live_api.viewer.get(f"{V1}/drafts/00000000-0000-7000-8000-000000000000")
-    assert (missing.status_code, missing.json()["code"]) == (404, "draft_not_found")
+    assert (missing.status_code, missing.json()["code"]) == (404, "not_found")
     assert live_api.viewer.get(f"{V1}/drafts/not-a-uuid").status_code == 404
 
 

@@ -1286,6 +1286,7 @@ HOSTILE = {
     "nul": "\u0000",
     "replacement-char": "\ufffd",
     "tab": "\t",
+    "trailing-newline": "1\n",
 }
 # Already percent-encoded: sent as they are.
 HOSTILE_RAW = {
@@ -1445,7 +1446,7 @@ HOSTILE_QUERIES = table(
             id=f"runs-workflow-id-{label}",
         )
         for label, value in HOSTILE.items()
-        if not WORKFLOW_ID.match(value)
+        if not WORKFLOW_ID.fullmatch(value)
     ),
     *(
         pytest.param(

@@ -431,7 +431,28 @@ def test_malformed_claims_are_400(live_api: LiveApi, body: dict[str, Any], path:
     assert path in [e["path"] for e in response.json()["errors"]]
 
 
-@pytest.mark.parametrize("worker_id", ["has space", "x" * 129, "semi;colon", "%00"])
+@pytest.mark.real_http
+@pytest.mark.parametrize(
+    ("actions", "code", "paths"),
+    [
+        pytest.param('["ok", "a\\u0000b"]', "invalid_argument", ["/actions/1"], id="nul"),
+        pytest.param('["\\ud800"]', "invalid_json", [], id="lone-surrogate"),
+    ],
+)
+def test_claims_of_actions_the_database_cannot_hold_are_400(
+    live_api: LiveApi, actions: str, code: str, paths: list[str]
+) -> None:
+    """An action name PostgreSQL cannot store (NUL, a lone surrogate) is refused, not a 500."""
+    body = f'{{"queues": ["default"], "actions": {actions}, "wait_seconds": 0}}'
+    response = live_api.worker.post(f"{V1}/workers/w1/claim", content=body, headers=JSON)
+    assert (response.status_code, response.json()["code"]) == (400, code), response.text
+    assert [e["path"] for e in response.json().get("errors", [])] == paths
+    assert live_api.viewer.get(f"{V1}/workers").json()["items"] == []
+
+
+@pytest.mark.parametrize(
+    "worker_id", ["has space", "x" * 129, "semi;colon", "%00", "w1%0A", "%0Aw1", "w1%0D"]
+)
 def test_malformed_worker_ids_are_400(live_api: LiveApi, worker_id: str) -> None:
     response = live_api.worker.post(f"{V1}/workers/{worker_id}/claim", json=CLAIM)
     assert (response.status_code, response.json()["code"]) == (400, "invalid_argument")

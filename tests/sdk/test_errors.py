@@ -13,11 +13,9 @@ from workload_sdk import (
     APITimeoutError,
     ApprovalChanged,
     ApprovalDecided,
-    ApprovalNotFound,
     Client,
     Conflict,
     DraftChanged,
-    DraftNotFound,
     DraftNotReady,
     DraftWaitTimeout,
     Forbidden,
@@ -51,8 +49,6 @@ PROBLEM_CODES: list[tuple[int, str, type[APIStatusError]]] = [
     (404, "run_not_found", NotFound),
     (404, "task_not_found", NotFound),
     (404, "not_found", NotFound),
-    (404, "approval_not_found", ApprovalNotFound),
-    (404, "draft_not_found", DraftNotFound),
     (405, "method_not_allowed", MethodNotAllowed),
     (409, "workflow_exists", Conflict),
     (409, "idempotency_key_reused", Conflict),
@@ -76,7 +72,7 @@ def _client(answer: httpx.Response) -> tuple[Client, FakeApi]:
 
 
 def test_every_code_of_the_spec_is_covered() -> None:
-    assert len({code for _, code, _ in PROBLEM_CODES}) == 29
+    assert len({code for _, code, _ in PROBLEM_CODES}) == 27
 
 
 @pytest.mark.parametrize(("status", "code", "cls"), PROBLEM_CODES)
@@ -187,8 +183,8 @@ def test_a_code_with_its_own_class_under_another_status_keeps_the_family() -> No
     # Only the status the server gives a code selects its class: a proxy or an older server
     # sending the code with another status gets the status's family.
     assert type(from_response(problem(400, "approval_changed"))) is InvalidRequest
-    assert type(from_response(problem(500, "draft_not_found"))) is ServerError
-    assert type(from_response(problem(409, "draft_not_found"))) is Conflict
+    assert type(from_response(problem(500, "draft_changed"))) is ServerError
+    assert type(from_response(problem(404, "draft_changed"))) is NotFound
 
 
 def test_the_hierarchy() -> None:
@@ -208,5 +204,3 @@ def test_the_hierarchy() -> None:
         DraftNotReady,
     ]
     assert all(issubclass(cls, Conflict) for cls in conflicts)
-    assert issubclass(ApprovalNotFound, NotFound)
-    assert issubclass(DraftNotFound, NotFound)

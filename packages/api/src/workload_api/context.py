@@ -165,7 +165,7 @@ def _request_id(scope: Scope) -> str:
     for name, value in scope["headers"]:
         if name == b"x-request-id":
             candidate: str = value.decode("latin-1")
-            if _REQUEST_ID.match(candidate):
+            if _REQUEST_ID.fullmatch(candidate):
                 return candidate
             break
     return uuid.uuid4().hex

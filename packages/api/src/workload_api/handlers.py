@@ -85,7 +85,7 @@ class Call:
     def workflow_id(self) -> str:
         """The path's workflow id; one that cannot exist is simply not found."""
         value = self.path("workflow_id")
-        if not _WORKFLOW_ID.match(value):
+        if not _WORKFLOW_ID.fullmatch(value):
             raise WorkflowNotFound(value)
         return value
 
@@ -96,7 +96,7 @@ class Call:
             raise HttpProblem(
                 400, "idempotency_key_required", "POST requests need an Idempotency-Key header"
             )
-        if not _IDEMPOTENCY_KEY.match(key):
+        if not _IDEMPOTENCY_KEY.fullmatch(key):
             raise HttpProblem(
                 400,
                 "invalid_argument",
@@ -119,7 +119,7 @@ class Call:
         raw_limit = query.get("limit")
         limit = DEFAULT_PAGE_LIMIT
         if raw_limit is not None:
-            if not _DIGITS.match(raw_limit) or not 1 <= int(raw_limit) <= MAX_PAGE_LIMIT:
+            if not _DIGITS.fullmatch(raw_limit) or not 1 <= int(raw_limit) <= MAX_PAGE_LIMIT:
                 raise _bad_query(f"limit must be an integer from 1 to {MAX_PAGE_LIMIT}")
             limit = int(raw_limit)
         return query.get("cursor"), limit
@@ -171,7 +171,7 @@ async def list_versions(call: Call) -> Response:
 
 def _version(call: Call) -> int | str:
     raw = call.path("version")
-    return int(raw) if _VERSION.match(raw) else raw
+    return int(raw) if _VERSION.fullmatch(raw) else raw
 
 
 async def get_version(call: Call) -> Response:
@@ -196,7 +196,7 @@ async def list_runs(call: Call) -> Response:
     cursor, limit = call.page_args("workflow_id", "status")
     query = call.request.query_params
     workflow_id = query.get("workflow_id")
-    if workflow_id is not None and not _WORKFLOW_ID.match(workflow_id):
+    if workflow_id is not None and not _WORKFLOW_ID.fullmatch(workflow_id):
         raise _bad_query("workflow_id is not a valid workflow id")
     raw_status = query.get("status")
     status = None
@@ -219,7 +219,7 @@ def _if_match(call: Call) -> int | None:
     raw = call.request.headers.get("if-match")
     if raw is None or raw.strip() == "*":
         return None
-    match = _ETAG.match(raw)
+    match = _ETAG.fullmatch(raw)
     if match is None:
         raise HttpProblem(412, "precondition_failed", "If-Match names no revision of this run")
     return int(match[1])
@@ -277,13 +277,13 @@ def _stream_start(call: Call) -> int:
         raise _bad_query("query parameter 'after' is repeated")
     resumed = call.request.headers.get("last-event-id")
     if resumed is not None:
-        if not _SEQUENCE.match(resumed.strip()):
+        if not _SEQUENCE.fullmatch(resumed.strip()):
             raise HttpProblem(400, "invalid_argument", "Last-Event-ID must be an event sequence")
         return int(resumed.strip())
     raw = query.get("after")
     if raw is None:
         return 0
-    if not _SEQUENCE.match(raw):
+    if not _SEQUENCE.fullmatch(raw):
         raise _bad_query("after must be an event sequence (an integer of 0 or more)")
     return int(raw)
 
@@ -322,7 +322,7 @@ def _compact(value: Any) -> str:
 
 async def claim_attempts(call: Call) -> Response:
     worker_id = call.path("worker_id")
-    if not _WORKER_ID.match(worker_id):
+    if not _WORKER_ID.fullmatch(worker_id):
         raise HttpProblem(
             400, "invalid_argument", "worker_id must be 1-128 of A-Z a-z 0-9 . _ - (SPEC §10)"
         )

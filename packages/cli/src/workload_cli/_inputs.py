@@ -72,6 +72,6 @@ def run_input(value: str | None) -> dict[str, Any] | None:
 
 def check_idempotency_key(key: str | None) -> str | None:
     """``--idempotency-key`` as given, once checked (1-255 visible ASCII characters)."""
-    if key is not None and not _IDEMPOTENCY_KEY.match(key):
+    if key is not None and not _IDEMPOTENCY_KEY.fullmatch(key):
         raise UsageError("--idempotency-key must be 1-255 visible ASCII characters")
     return key

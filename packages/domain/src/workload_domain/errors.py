@@ -221,7 +221,7 @@ class TaskNotFound(NotFound):
 class ApprovalNotFound(NotFound):
     """No approval has this id."""
 
-    code = "approval_not_found"
+    code = "not_found"
 
     def __init__(self, approval_id: str) -> None:
         super().__init__(f"approval {quoted(approval_id)} does not exist")
@@ -230,7 +230,7 @@ class ApprovalNotFound(NotFound):
 class DraftNotFound(NotFound):
     """No draft has this id."""
 
-    code = "draft_not_found"
+    code = "not_found"
 
     def __init__(self, draft_id: str) -> None:
         super().__init__(f"draft {quoted(draft_id)} does not exist")

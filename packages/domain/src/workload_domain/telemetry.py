@@ -50,7 +50,7 @@ _TRACEPARENT = re.compile(TRACEPARENT_PATTERN)
 
 def valid_traceparent(value: str | None) -> str | None:
     """``value`` if it is a well-formed version-00 ``traceparent``, else None."""
-    if value is None or not _TRACEPARENT.match(value):
+    if value is None or not _TRACEPARENT.fullmatch(value):
         return None
     return value
 

@@ -160,57 +160,59 @@ class MemoryJournal(MemoryState):
         ]
         return copied([step for _, _, step in sorted(due, key=lambda d: d[:2])[:limit]])
 
-    def _claim_tool_calls(self, claim: Claim, now: datetime) -> list[ClaimedAttempt]:
-        """Lease the oldest queued tool calls matching ``claim`` (no await: atomic)."""
+    def _queued_tool_calls(self, claim: Claim) -> list[tuple[datetime, str]]:
+        """(ready time, step id) of the queued tool calls matching ``claim``, oldest first."""
         queues, actions = set(claim.queues), set(claim.actions)
-        queued = sorted(
+        return sorted(
             (step.started_at, step.step_id)
             for journal in self._journals.values()
             for step in journal.values()
             if step.queued and step.queue in queues and step.action in actions
         )[: len(claim.token_digests)]
-        items = []
-        for index, (_, step_id) in enumerate(queued):
-            key, sequence = self._step_ids[step_id]
-            step = self._journals[key][sequence]
-            assert step.heartbeat_timeout_seconds is not None  # remote steps have all three
-            assert step.deadline is not None
-            assert step.action is not None
-            leased = replace(
-                step,
-                worker_id=claim.worker_id,
-                claimed_at=now,
-                lease_expires_at=now + timedelta(seconds=step.heartbeat_timeout_seconds),
-                timeout_at=step.deadline,
-            )
-            self._journals[key][sequence] = leased
-            self._step_tokens[step_id] = claim.token_digests[index]
-            run = self._runs[step.run_id].run
-            arguments = copied(step.request.get("arguments") or {})
-            items.append(
-                ClaimedAttempt(
-                    attempt_id=step_id,
-                    run_id=step.run_id,
-                    workflow_id=run.workflow_id,
-                    version=run.version,
-                    task_key=step.task_key,
-                    attempt=step.attempt,
-                    queue=step.queue or "default",
-                    action=step.action,
-                    input=arguments,
-                    run_input=copied(run.input),
-                    upstream={},
-                    lease_expires_at=now + timedelta(seconds=step.heartbeat_timeout_seconds),
-                    timeout_at=step.deadline,
-                    heartbeat_timeout_seconds=step.heartbeat_timeout_seconds,
-                    token_index=index,
-                    kind="tool_call",
-                    tool_call_id=step.tool_call_id,
-                    tool=str(step.request.get("tool", "")),
-                    arguments=copied(arguments),
-                )
-            )
-        return items
+
+    def _lease_tool_call(
+        self, step_id: str, claim: Claim, index: int, now: datetime
+    ) -> ClaimedAttempt:
+        """Lease one queued tool call under the claim's ``index``-th token (no await)."""
+        key, sequence = self._step_ids[step_id]
+        step = self._journals[key][sequence]
+        assert step.heartbeat_timeout_seconds is not None  # remote steps have all three
+        assert step.deadline is not None
+        assert step.action is not None
+        leased = replace(
+            step,
+            worker_id=claim.worker_id,
+            claimed_at=now,
+            lease_expires_at=now + timedelta(seconds=step.heartbeat_timeout_seconds),
+            timeout_at=step.deadline,
+        )
+        self._journals[key][sequence] = leased
+        self._step_tokens[step_id] = claim.token_digests[index]
+        run = self._runs[step.run_id].run
+        arguments = copied(step.request.get("arguments") or {})
+        return ClaimedAttempt(
+            attempt_id=step_id,
+            run_id=step.run_id,
+            workflow_id=run.workflow_id,
+            version=run.version,
+            task_key=step.task_key,
+            attempt=step.attempt,
+            queue=step.queue or "default",
+            action=step.action,
+            input=arguments,
+            run_input=copied(run.input),
+            upstream={},
+            lease_expires_at=now + timedelta(seconds=step.heartbeat_timeout_seconds),
+            timeout_at=step.deadline,
+            heartbeat_timeout_seconds=step.heartbeat_timeout_seconds,
+            token_index=index,
+            queued_at=step.started_at,
+            traceparent=run.traceparent,
+            kind="tool_call",
+            tool_call_id=step.tool_call_id,
+            tool=str(step.request.get("tool", "")),
+            arguments=copied(arguments),
+        )
 
     def _renew_tool_call(
         self, step_id: str, token_digest: str, now: datetime, progress: JsonObject | None

@@ -34,31 +34,38 @@ class MemoryWorkers(MemoryJournal):
     """The ``WorkerStore`` part of the in-memory store."""
 
     async def claim(self, claim: Claim, now: datetime) -> Sequence[ClaimedAttempt]:
-        """Hand out the oldest matching queued attempts under leases (see ``WorkerStore``)."""
+        """Hand out the oldest matching queued work under leases (see ``WorkerStore``).
+
+        Task attempts and agents' tool calls are one FIFO by ready time (on a tie, the tool
+        call first: its agent is waiting); each gets the token of its place in that order.
+        """
         await anyio.lowlevel.checkpoint()
-        tool_calls = self._claim_tool_calls(claim, now)
-        first = len(tool_calls)  # token digests 0..first-1 went to tool calls
         queues, actions = set(claim.queues), set(claim.actions)
-        candidates = sorted(
-            (
-                (a.started_at, run_id, a.task_key, a.attempt)
-                for run_id, data in self._runs.items()
-                for a in data.attempts.values()
-                if a.status is AttemptStatus.QUEUED and a.queue in queues and a.action in actions
-            ),
-        )[: len(claim.token_digests) - first]
+        tasks = sorted(
+            (a.started_at, run_id, a.task_key, a.attempt)
+            for run_id, data in self._runs.items()
+            for a in data.attempts.values()
+            if a.status is AttemptStatus.QUEUED and a.queue in queues and a.action in actions
+        )[: len(claim.token_digests)]
+        work = sorted(
+            [(at, 0, step_id, "", "", 0) for at, step_id in self._queued_tool_calls(claim)]
+            + [(at, 1, "", run_id, key, number) for at, run_id, key, number in tasks]
+        )[: len(claim.token_digests)]
         self._seen(claim, now)
-        by_run: dict[str, list[tuple[int, tuple[str, int]]]] = defaultdict(list)
-        for index, (_, run_id, task_key, number) in enumerate(candidates, start=first):
-            by_run[run_id].append((index, (task_key, number)))
         claimed: list[ClaimedAttempt] = []
+        by_run: dict[str, list[tuple[int, tuple[str, int]]]] = defaultdict(list)
+        for index, (_, rank, step_id, run_id, task_key, number) in enumerate(work):
+            if rank == 0:
+                claimed.append(self._lease_tool_call(step_id, claim, index, now))
+            else:
+                by_run[run_id].append((index, (task_key, number)))
         for run_id, picked in by_run.items():
             data = self._runs[run_id]
             for index, key in sorted(picked, key=lambda p: p[1]):
                 attempt = self._lease(data, key, claim, index, now)
                 claimed.append(self._item(run_id, data, attempt, index))
             data.run = replace(data.run, revision=data.run.revision + 1, updated_at=now)
-        return [*tool_calls, *sorted(claimed, key=lambda c: c.token_index)]
+        return sorted(claimed, key=lambda c: c.token_index)
 
     def _lease(
         self, data: RunData, key: tuple[str, int], claim: Claim, index: int, now: datetime

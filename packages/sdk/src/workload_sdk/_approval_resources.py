@@ -52,7 +52,7 @@ class Approvals:
         """One approval.
 
         Raises:
-            ApprovalNotFound: ``approval_not_found``.
+            NotFound: ``not_found`` (no such approval).
         """
         return self._sender.send(_requests.get_approval(approval_id))
 
@@ -79,7 +79,7 @@ class Approvals:
         Raises:
             ApprovalChanged: the digest is not that of the approval's arguments.
             ApprovalDecided: it is no longer pending (decided, expired or canceled).
-            ApprovalNotFound: ``approval_not_found``.
+            NotFound: ``not_found`` (no such approval).
         """
         return self._sender.send(
             _requests.decide_approval(
@@ -150,7 +150,7 @@ class Drafts:
         """One draft.
 
         Raises:
-            DraftNotFound: ``draft_not_found``.
+            NotFound: ``not_found`` (no such draft).
         """
         return self._sender.send(_requests.get_draft(draft_id))
 
@@ -171,7 +171,7 @@ class Drafts:
         Raises:
             DraftChanged: the hash is not that of the draft's definition.
             DraftNotReady: the draft is generating, invalid or rejected.
-            DraftNotFound: ``draft_not_found``.
+            NotFound: ``not_found`` (no such draft).
         """
         return self._sender.send(
             _requests.approve_draft(draft_id, definition_hash, idempotency_key)
@@ -182,7 +182,7 @@ class Drafts:
 
         Raises:
             DraftNotReady: the draft is generating or already approved.
-            DraftNotFound: ``draft_not_found``.
+            NotFound: ``not_found`` (no such draft).
         """
         return self._sender.send(_requests.reject_draft(draft_id, idempotency_key))
 
@@ -202,7 +202,7 @@ class Drafts:
         Raises:
             DraftWaitTimeout: still generating at the deadline (``exc.draft`` is the last
                 state seen).
-            DraftNotFound: ``draft_not_found``.
+            NotFound: ``not_found`` (no such draft).
         """
         deadline = Deadline(timeout, poll_interval)
         while True:

@@ -118,7 +118,7 @@ def new_idempotency_key() -> str:
 def _idempotency_key(given: str | None) -> str:
     if given is None:
         return new_idempotency_key()
-    if not _IDEMPOTENCY_KEY.match(given):
+    if not _IDEMPOTENCY_KEY.fullmatch(given):
         raise ValueError("idempotency_key must be 1-255 visible ASCII characters (0x21-0x7E)")
     return given
 

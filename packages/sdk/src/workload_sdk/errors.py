@@ -16,9 +16,7 @@ Hierarchy::
     │   ├── Unauthenticated        401 unauthenticated
     │   ├── Forbidden              403 forbidden
     │   ├── NotFound               404 workflow_not_found, version_not_found, run_not_found,
-    │   │   │                          task_not_found, not_found
-    │   │   ├── ApprovalNotFound   404 approval_not_found
-    │   │   └── DraftNotFound      404 draft_not_found
+    │   │                              task_not_found, not_found (an approval, a draft, a route)
     │   ├── MethodNotAllowed       405 method_not_allowed
     │   ├── Conflict               409 workflow_exists, idempotency_key_reused, run_finished
     │   │   ├── LeaseLost          409 lease_lost: a worker's lease is gone (reason)
@@ -66,10 +64,8 @@ __all__ = [
     "APITimeoutError",
     "ApprovalChanged",
     "ApprovalDecided",
-    "ApprovalNotFound",
     "Conflict",
     "DraftChanged",
-    "DraftNotFound",
     "DraftNotReady",
     "DraftWaitTimeout",
     "Forbidden",
@@ -154,15 +150,7 @@ class Forbidden(APIStatusError):
 
 
 class NotFound(APIStatusError):
-    """404: the workflow, version, run, task or route does not exist."""
-
-
-class ApprovalNotFound(NotFound):
-    """404 ``approval_not_found``: no approval has this id."""
-
-
-class DraftNotFound(NotFound):
-    """404 ``draft_not_found``: no draft has this id."""
+    """404: the workflow, version, run, task, approval, draft or route does not exist."""
 
 
 class MethodNotAllowed(APIStatusError):
@@ -283,8 +271,6 @@ _CLASS_BY_STATUS: Mapping[int, type[APIStatusError]] = {
 
 # Codes with a class of their own, by (status, code): another status keeps its family's class.
 _CLASS_BY_CODE: Mapping[tuple[int, str], type[APIStatusError]] = {
-    (404, "approval_not_found"): ApprovalNotFound,
-    (404, "draft_not_found"): DraftNotFound,
     (409, "approval_changed"): ApprovalChanged,
     (409, "approval_decided"): ApprovalDecided,
     (409, "draft_changed"): DraftChanged,

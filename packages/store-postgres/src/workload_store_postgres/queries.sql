@@ -262,9 +262,10 @@ SELECT secret FROM service_secrets WHERE name = %(name)s
 -- One statement: pick the oldest matching queued work, skipping rows (attempts or their runs,
 -- agents' tool calls) another transaction holds, so two claimers never take the same work and
 -- never wait (no deadlock with a commit, which locks the run first); lease each under its
--- token's digest; record the worker. Agents' remote tool calls first (an agent is waiting on
--- them, holding its concurrency slot), then task attempts with the tokens left: one commit per
--- run (revision + 1, one attempt.started per attempt).
+-- token's digest; record the worker. Task attempts and agents' remote tool calls are one FIFO
+-- by ready time (SPEC §10; on a tie the tool call first, its agent is waiting): each kind's
+-- oldest candidates are locked, then the oldest of both are taken, the n-th getting the n-th
+-- token. Task attempts: one commit per run (revision + 1, one attempt.started per attempt).
 WITH tool_picked AS (
     SELECT s.run_id, s.task_key, s.attempt, s.sequence, s.started_at, s.step_id
     FROM agent_steps s
@@ -273,33 +274,42 @@ WITH tool_picked AS (
     ORDER BY s.started_at, s.step_id
     LIMIT %(limit)s
     FOR UPDATE OF s SKIP LOCKED
-), tool_stamped AS (
-    SELECT p.*, row_number() OVER (ORDER BY p.started_at, p.step_id) AS n FROM tool_picked p
-), tool_claimed AS (
-    UPDATE agent_steps s
-    SET worker_id = %(worker_id)s, claimed_at = %(now)s,
-        lease_expires_at = %(now)s + make_interval(secs => s.heartbeat_timeout_seconds),
-        timeout_at = s.deadline, lease_token_digest = (%(digests)s::text[])[t.n]
-    FROM tool_stamped t
-    WHERE s.run_id = t.run_id AND s.task_key = t.task_key AND s.attempt = t.attempt
-      AND s.sequence = t.sequence
-    RETURNING s.step_id, s.run_id, s.task_key, s.attempt, s.queue, s.action, s.request,
-              s.tool_call_id, s.lease_expires_at, s.timeout_at, s.heartbeat_timeout_seconds,
-              s.started_at, t.n
 ), picked AS (
     SELECT a.run_id, a.task_key, a.attempt, a.started_at
     FROM attempts a JOIN workflow_runs r ON r.run_id = a.run_id
     WHERE a.status = 'queued' AND a.queue = ANY(%(queues)s) AND a.action = ANY(%(actions)s)
     ORDER BY a.started_at, a.run_id, a.task_key, a.attempt
-    LIMIT (%(limit)s - (SELECT count(*) FROM tool_picked))
+    LIMIT %(limit)s
     FOR UPDATE OF a, r SKIP LOCKED
+), chosen AS (
+    SELECT w.*,
+           row_number() OVER (ORDER BY w.started_at, w.rank, w.step_id, w.run_id, w.task_key,
+                                       w.attempt) AS n
+    FROM (
+        SELECT p.started_at, 0 AS rank, p.step_id, p.run_id, p.task_key, p.attempt, p.sequence
+        FROM tool_picked p
+        UNION ALL
+        SELECT p.started_at, 1, NULL, p.run_id, p.task_key, p.attempt, NULL FROM picked p
+    ) w
+    ORDER BY n
+    LIMIT %(limit)s
+), tool_claimed AS (
+    UPDATE agent_steps s
+    SET worker_id = %(worker_id)s, claimed_at = %(now)s,
+        lease_expires_at = %(now)s + make_interval(secs => s.heartbeat_timeout_seconds),
+        timeout_at = s.deadline, lease_token_digest = (%(digests)s::text[])[t.n]
+    FROM chosen t
+    WHERE t.rank = 0 AND s.run_id = t.run_id AND s.task_key = t.task_key
+      AND s.attempt = t.attempt AND s.sequence = t.sequence
+    RETURNING s.step_id, s.run_id, s.task_key, s.attempt, s.queue, s.action, s.request,
+              s.tool_call_id, s.lease_expires_at, s.timeout_at, s.heartbeat_timeout_seconds,
+              s.started_at, t.n
 ), stamped AS (
-    SELECT p.*,
-           row_number() OVER (ORDER BY p.started_at, p.run_id, p.task_key, p.attempt)
-               + (SELECT count(*) FROM tool_picked) AS n,
-           count(*) OVER (PARTITION BY p.run_id) AS per_run,
-           row_number() OVER (PARTITION BY p.run_id ORDER BY p.task_key, p.attempt) AS nth
-    FROM picked p
+    SELECT c.run_id, c.task_key, c.attempt, c.started_at, c.n,
+           count(*) OVER (PARTITION BY c.run_id) AS per_run,
+           row_number() OVER (PARTITION BY c.run_id ORDER BY c.task_key, c.attempt) AS nth
+    FROM chosen c
+    WHERE c.rank = 1
 ), runs AS (
     UPDATE workflow_runs r
     SET revision = r.revision + 1, last_sequence = r.last_sequence + s.per_run,

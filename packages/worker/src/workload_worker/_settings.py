@@ -41,7 +41,7 @@ def checked_queues(queues: Sequence[str]) -> list[str]:
     if isinstance(queues, str) or not queues:
         raise WorkerConfigError("queues must be a non-empty list of queue names")
     for queue in queues:
-        if not isinstance(queue, str) or not QUEUE.match(queue):
+        if not isinstance(queue, str) or not QUEUE.fullmatch(queue):
             raise WorkerConfigError(f"queue {queue!r} does not match {QUEUE.pattern}")
     return list(dict.fromkeys(queues))
 

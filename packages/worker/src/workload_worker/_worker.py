@@ -104,7 +104,7 @@ class Worker:
         self.client: AsyncClient | None = None
         self.configure(queues=queues, concurrency=concurrency, url=url, token=token, client=client)
         chosen = worker_id or default_worker_id()
-        if not WORKER_ID.match(chosen):
+        if not WORKER_ID.fullmatch(chosen):
             raise WorkerConfigError(f"worker_id {chosen!r} does not match {WORKER_ID.pattern}")
         self.worker_id = chosen
         self.grace_seconds = non_negative("grace_seconds", grace_seconds)

@@ -75,7 +75,7 @@ class View:
     def claim(self, operation: str, body: Any) -> IdempotencyClaim:
         """The idempotency claim of a console write: the form's key (a double submit replays)."""
         key = self.form.get("idempotency_key", "")
-        if not _IDEMPOTENCY_KEY.match(key):
+        if not _IDEMPOTENCY_KEY.fullmatch(key):
             key = new_form_key()
         digest = request_hash(operation, dict(self.request.path_params), body)
         return IdempotencyClaim(self.principal.id, key, operation, digest)
@@ -252,7 +252,7 @@ async def read_form(request: Request) -> dict[str, str]:
 
 def safe_next(value: str | None) -> str:
     """Where to go after signing in: a console path only (never another site)."""
-    if value and _SAFE_NEXT.match(value) and "//" not in value and "/../" not in value:
+    if value and _SAFE_NEXT.fullmatch(value) and "//" not in value and "/../" not in value:
         return value
     return "/ui/runs"
 

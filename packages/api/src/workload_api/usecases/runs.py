@@ -209,7 +209,7 @@ class RunUseCases:
 
     async def _check_task_key(self, run_id: str, task_key: str) -> None:
         """A key that cannot exist is not found — after its run is (a missing run first)."""
-        if not _TASK_KEY.match(task_key):
+        if not _TASK_KEY.fullmatch(task_key):
             await self._store.get_run(run_id)
             raise TaskNotFound(run_id, task_key)
 

@@ -335,7 +335,7 @@ def sanitized(response: ModelResponse, sequence: int) -> ModelResponse:
     calls = []
     for index, call in enumerate(response.tool_calls):
         call_id = call.id if isinstance(call.id, str) else ""
-        if not _TOOL_CALL_ID.match(call_id) or call_id in seen:
+        if not _TOOL_CALL_ID.fullmatch(call_id) or call_id in seen:
             call_id = f"call_{sequence}_{index}"
         seen.add(call_id)
         name = storable(call.name)[:1000] if isinstance(call.name, str) else ""

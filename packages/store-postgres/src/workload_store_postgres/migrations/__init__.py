@@ -117,7 +117,7 @@ def known_migrations() -> tuple[Migration, ...]:
     """The migrations shipped with this package, in version order."""
     found = []
     for entry in resources.files(__name__).iterdir():
-        match = _FILE.match(entry.name)
+        match = _FILE.fullmatch(entry.name)
         if match:
             found.append(Migration(int(match[1]), match[2], entry.read_text(encoding="utf-8")))
     found.sort(key=lambda m: m.version)
