@@ -208,6 +208,8 @@ class MemoryJournal(MemoryState):
                     tool_call_id=step.tool_call_id,
                     tool=str(step.request.get("tool", "")),
                     arguments=copied(arguments),
+                    queued_at=step.started_at,
+                    traceparent=run.traceparent,
                 )
             )
         return items
