@@ -253,7 +253,9 @@ def use_memory_store(container: Container) -> Container:
 
     For ``workload run-local`` and the in-process tests: the same wiring, no PostgreSQL.
     """
-    container.store.override(providers.Singleton(InMemoryStore, clock=container.clock))
+    container.store.override(
+        providers.Singleton(InMemoryStore, clock=container.clock, telemetry=container.telemetry)
+    )
     container.lock.override(providers.Object(None))
     container.notifications.override(providers.Object(None))
     return container

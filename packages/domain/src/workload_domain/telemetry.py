@@ -18,7 +18,11 @@ What is reported, and by whom:
   a new run;
 - database statements (:meth:`Telemetry.statement`), by the PostgreSQL store;
 - model calls, tool calls and pending approvals, by the agent runtime
-  (:meth:`Telemetry.model_call`, :meth:`Telemetry.tool_call`).
+  (:meth:`Telemetry.model_call`, :meth:`Telemetry.tool_call`: a tool call run in-process);
+- the end of an agent's *remote* tool call (:meth:`Telemetry.tool_call_ended`), by whoever
+  wrote it, once: a worker's report or a passed deadline (``RemoteAttempts``), or the store's
+  commit that ended the agent attempt (a cancel) and closed its running calls. Its status is
+  :func:`tool_call_end`'s.
 """
 
 from __future__ import annotations
@@ -29,17 +33,22 @@ from contextlib import AbstractContextManager, contextmanager, nullcontext
 from datetime import datetime
 from typing import Protocol
 
-from workload_domain.model import RunCommit, RunRecord
+from workload_domain.agent.journal import StepRecord, StepStatus
+from workload_domain.leases import LeaseLostReason
+from workload_domain.model import AttemptRecord, RunCommit, RunRecord
+from workload_domain.statuses import AttemptStatus
 from workload_domain.workers import ClaimedAttempt
 
 __all__ = [
     "NO_TELEMETRY",
+    "TOOL_KIND",
     "TRACEPARENT_PATTERN",
     "AttemptSpan",
     "ModelCall",
     "NoTelemetry",
     "Telemetry",
     "attempt_kind",
+    "tool_call_end",
     "valid_traceparent",
 ]
 
@@ -63,6 +72,40 @@ def attempt_kind(action: str) -> str:
     if action in ("mock", "agent"):
         return action
     return "remote"
+
+
+TOOL_KIND = "tool"
+"""The ``kind`` label of a tool call's end in ``workload_attempts_finished_total``."""
+LEASE_EXPIRED = "lease_expired"
+ATTEMPT_ENDED = "attempt_ended"
+
+
+def tool_call_end(
+    step: StepRecord, closed_by: AttemptRecord | None = None
+) -> tuple[AttemptStatus, str | None]:
+    """How an ended remote tool call counts, as an attempt would (SPEC §12): status, error code.
+
+    A tool call is executed like a remote attempt (§11) and ends like one: ``succeeded`` or
+    ``failed`` as its worker reports; ``interrupted`` (``lease_expired``) when its lease ran
+    out; ``timed_out`` past its agent attempt's deadline; ``failed`` when no worker claimed it
+    within schedule-to-start. ``closed_by`` is the agent attempt whose end closed the call (a
+    commit): ``canceled`` with its run, ``timed_out`` with its attempt, else ``interrupted``.
+    """
+    code = (step.response or {}).get("code")
+    error = code if isinstance(code, str) else None
+    if closed_by is not None:
+        if closed_by.status in (AttemptStatus.CANCELED, AttemptStatus.TIMED_OUT):
+            return closed_by.status, closed_by.status.value
+        return AttemptStatus.INTERRUPTED, ATTEMPT_ENDED
+    if step.status is StepStatus.SUCCEEDED:
+        return AttemptStatus.SUCCEEDED, None
+    if step.lease_end == LeaseLostReason.EXPIRED:
+        return AttemptStatus.INTERRUPTED, error or LEASE_EXPIRED
+    if step.lease_end == LeaseLostReason.TIMED_OUT and step.worker_id is not None:
+        return AttemptStatus.TIMED_OUT, error
+    if step.lease_end == LeaseLostReason.CANCELED:
+        return AttemptStatus.CANCELED, error
+    return AttemptStatus.FAILED, error
 
 
 class AttemptSpan(Protocol):
@@ -147,6 +190,15 @@ class Telemetry(Protocol):
         """
         ...
 
+    def tool_call_ended(self, step: StepRecord, closed_by: AttemptRecord | None = None) -> None:
+        """A remote tool call's step ended (reported once, by whoever wrote its end).
+
+        It counts in ``workload_attempts_finished_total{kind="tool"}`` with
+        :func:`tool_call_end`'s status (a lease expiry also in
+        ``workload_leases_expired_total``), and ends its ``execute_tool {name}`` span.
+        """
+        ...
+
 
 class _NoAttemptSpan:
     __slots__ = ()
@@ -228,6 +280,10 @@ class NoTelemetry:
         """No span, no count."""
         del name, call_id
         yield _NO_ATTEMPT_SPAN
+
+    def tool_call_ended(self, step: StepRecord, closed_by: AttemptRecord | None = None) -> None:
+        """No span, no count."""
+        del step, closed_by
 
 
 NO_TELEMETRY: Telemetry = NoTelemetry()

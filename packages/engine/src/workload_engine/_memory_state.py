@@ -34,6 +34,7 @@ from workload_domain.model import (
 )
 from workload_domain.ports import Clock
 from workload_domain.statuses import AttemptStatus, TaskStatus
+from workload_domain.telemetry import NO_TELEMETRY, Telemetry
 from workload_domain.workers import WorkerRecord
 from workload_engine.clock import SystemClock
 
@@ -60,8 +61,10 @@ class RunData:
 class MemoryState:
     """The tables of an in-memory store (the base of its parts)."""
 
-    def __init__(self, clock: Clock | None = None) -> None:
+    def __init__(self, clock: Clock | None = None, telemetry: Telemetry = NO_TELEMETRY) -> None:
         self._clock = clock or SystemClock()
+        self._telemetry = telemetry
+        """Told of the remote tool calls a commit closed (as the PostgreSQL store tells it)."""
         self._codec = CursorCodec(secrets.token_bytes(32))
         self._secrets: dict[str, bytes] = {}
         self._workflows: dict[str, WorkflowRecord] = {}
@@ -85,8 +88,13 @@ class MemoryState:
         self.commits = 0
         """How many run commits succeeded (for tests that interrupt at a commit point)."""
 
-    def _store_attempt(self, run_id: str, data: RunData, attempt: AttemptRecord) -> None:
-        """Insert or update an attempt as a commit does: never its lease fields (§10)."""
+    def _store_attempt(
+        self, run_id: str, data: RunData, attempt: AttemptRecord
+    ) -> list[StepRecord]:
+        """Insert or update an attempt as a commit does: never its lease fields (§10).
+
+        The remote tool calls its end closed, if it ended.
+        """
         key = (attempt.task_key, attempt.attempt)
         stored = data.attempts.get(key)
         if stored is not None:
@@ -103,7 +111,8 @@ class MemoryState:
         if attempt.status is AttemptStatus.QUEUED:
             self._queues.add(attempt.queue)
         if not attempt.status.is_live:
-            self._close_steps(run_id, data, attempt)
+            return self._close_steps(run_id, data, attempt)
+        return []
 
     def _store_approval(self, approval: ApprovalRecord) -> None:
         """Ask for an approval, or decide one that is pending (as ``upsert_approval``)."""
@@ -119,8 +128,12 @@ class MemoryState:
             if a.run_id == run_id and (a.task_key, a.attempt) in live
         )
 
-    def _close_steps(self, run_id: str, data: RunData, attempt: AttemptRecord) -> None:
-        """An attempt ended: its running steps end ``failed`` (their workers learn it)."""
+    def _close_steps(self, run_id: str, data: RunData, attempt: AttemptRecord) -> list[StepRecord]:
+        """An attempt ended: its running steps end ``failed`` (their workers learn it).
+
+        The remote tool calls among them, as ended.
+        """
+        closed: list[StepRecord] = []
         journal = self._journals.get((run_id, attempt.task_key, attempt.attempt), {})
         reason = (
             LeaseLostReason.CANCELED
@@ -138,6 +151,9 @@ class MemoryState:
                 )
                 journal[sequence] = ended
                 self._add_usage(data, step.task_key, ended.usage_added())
+                if ended.remote:
+                    closed.append(copied(ended))
+        return closed
 
     def _add_usage(self, data: RunData, task_key: str, usage: Usage) -> None:
         task = data.tasks[task_key]

@@ -220,13 +220,18 @@ class InMemoryStore(MemoryReads, MemoryWorkers, MemoryApprovals, MemoryDrafts):
         for task in commit.tasks:
             stored = data.tasks[task.task_key]
             data.tasks[task.task_key] = replace(copied(task), usage=stored.usage)
-        for attempt in commit.attempts:
-            self._store_attempt(commit.run.run_id, data, attempt)
+        closed = [
+            (step, attempt)
+            for attempt in commit.attempts
+            for step in self._store_attempt(commit.run.run_id, data, attempt)
+        ]
         for approval in commit.approvals:
             self._store_approval(approval)
         data.events.extend(copied(commit.events))
         self.commits += 1
         self._remember(idempotency)
+        for step, attempt in closed:  # ended by this commit, once (SPEC §12)
+            self._telemetry.tool_call_ended(step, closed_by=attempt)
         return None
 
     async def list_unfinished_runs(self, after: str | None, limit: int) -> Sequence[str]:

@@ -151,11 +151,16 @@ class RemoteAttempts:
     async def finish_tool_call(
         self, ended: StepRecord, *, token_digest: str | None = None, deadline_passed: bool = False
     ) -> StepRecord | None:
-        """End a remote tool call's step (fenced as the store says) and wake its agent loop."""
+        """End a remote tool call's step (fenced as the store says) and wake its agent loop.
+
+        The end is counted (and its span ended) here, by the one writer whose end was stored:
+        a repeated report or a lost race writes nothing and counts nothing (SPEC §12).
+        """
         done = await self._store.finish_step(
             ended, token_digest=token_digest, deadline_passed=deadline_passed
         )
         if done is not None:
+            self._engine.telemetry.tool_call_ended(done)
             self._engine.step_signal.notify((done.run_id, done.task_key, done.attempt))
         return done
 

@@ -115,6 +115,8 @@ class Database:
     ) -> None:
         self.url = url
         self.clock = clock
+        self.telemetry = telemetry
+        """Told of what a commit ended besides its own rows (the remote tool calls it closed)."""
         self.epoch: int | None = None
         """The coordinator epoch this process leads in: its execution writes are fenced by it
         (SPEC §14). None (a standby, a tool): writes are not fenced."""

@@ -28,18 +28,21 @@ from workload_store_postgres._queries import query
 __all__ = ["Journal", "close_steps"]
 
 
-async def close_steps(conn: Conn, run_id: uuid.UUID, attempt: AttemptRecord) -> None:
-    """In a commit that ended an agent attempt: end its running steps ``failed``."""
-    await conn.execute(
-        query("close_steps"),
-        {
-            "run_id": run_id,
-            "task_key": attempt.task_key,
-            "attempt": attempt.attempt,
-            "finished_at": attempt.finished_at,
-            "attempt_status": attempt.status.value,
-        },
-    )
+async def close_steps(conn: Conn, run_id: uuid.UUID, attempt: AttemptRecord) -> list[StepRecord]:
+    """In a commit that ended an agent attempt: end its running steps ``failed``.
+
+    The remote tool calls among them, as ended (told to the telemetry once the commit is).
+    """
+    params = {
+        "run_id": run_id,
+        "task_key": attempt.task_key,
+        "attempt": attempt.attempt,
+        "finished_at": attempt.finished_at,
+        "attempt_status": attempt.status.value,
+    }
+    async with conn.cursor() as cur:
+        await cur.execute(query("close_steps"), params)
+        return [_rows.step(row) for row in await cur.fetchall()]
 
 
 class Journal(StorePart):

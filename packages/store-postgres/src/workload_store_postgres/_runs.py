@@ -10,6 +10,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Collection, Sequence
 
+from workload_domain.agent.journal import StepRecord
 from workload_domain.agent.spec import AGENT_ACTION
 from workload_domain.errors import (
     RevisionConflict,
@@ -18,7 +19,14 @@ from workload_domain.errors import (
     VersionNotFound,
 )
 from workload_domain.idempotency import IdempotencyRecord, Replayed
-from workload_domain.model import NewRun, RunCommit, RunRecord, RunSnapshot, check_sequences
+from workload_domain.model import (
+    AttemptRecord,
+    NewRun,
+    RunCommit,
+    RunRecord,
+    RunSnapshot,
+    check_sequences,
+)
 from workload_domain.statuses import AttemptStatus
 from workload_store_postgres import _rows
 from workload_store_postgres._db import Conn, one, require_epoch, rows
@@ -97,7 +105,10 @@ class Runs(StorePart):
         if run.revision != commit.expected_revision + 1:
             raise StoreIntegrityError("a commit raises the revision by exactly one")
 
+        closed: list[tuple[StepRecord, AttemptRecord]] = []
+
         async def work(conn: Conn) -> None:
+            closed.clear()  # what this transaction closed, if it commits
             params = {
                 **_rows.run_params(run),
                 "expected_revision": commit.expected_revision,
@@ -122,7 +133,8 @@ class Runs(StorePart):
                     await cur.executemany(query("upsert_attempt"), attempts)
                     for attempt in commit.attempts:
                         if attempt.action == AGENT_ACTION and not attempt.status.is_live:
-                            await close_steps(conn, uid, attempt)
+                            ended = await close_steps(conn, uid, attempt)
+                            closed.extend((step, attempt) for step in ended)
                     queues = [a.queue for a in commit.attempts if a.status is AttemptStatus.QUEUED]
                     if queues:
                         now = commit.run.updated_at
@@ -136,7 +148,11 @@ class Runs(StorePart):
                     await cur.executemany(query("insert_event"), events)
 
         result = await self._db.write(work, idempotency)
-        return result if isinstance(result, Replayed) else None
+        if isinstance(result, Replayed):
+            return result
+        for step, attempt in closed:  # ended by this commit, once (SPEC §12)
+            self._db.telemetry.tool_call_ended(step, closed_by=attempt)
+        return None
 
     async def list_unfinished_runs(self, after: str | None, limit: int) -> Sequence[str]:
         """Ids of non-terminal runs in id order (the recovery scan)."""

@@ -533,7 +533,8 @@ WHERE run_id = %(run_id)s
 
 -- name: close_steps
 -- A commit ended an agent attempt: its running steps end failed (their workers learn it at
--- their next report), and what they count is added to the task and the run.
+-- their next report), and what they count is added to the task and the run. Returns the
+-- remote tool calls it closed (their ends are counted once the commit is, SPEC §12).
 WITH closed AS (
     UPDATE agent_steps
     SET status = 'failed', finished_at = %(finished_at)s,
@@ -541,7 +542,10 @@ WITH closed AS (
         lease_end = CASE WHEN %(attempt_status)s = 'canceled' THEN 'canceled' ELSE 'finished' END
     WHERE run_id = %(run_id)s AND task_key = %(task_key)s AND attempt = %(attempt)s
       AND status = 'running'
-    RETURNING kind
+    RETURNING run_id, task_key, attempt, sequence, kind, status, request, request_hash,
+              started_at, response, usage, tool_call_id, finished_at, action, queue,
+              heartbeat_timeout_seconds, deadline, schedule_deadline, worker_id, claimed_at,
+              lease_expires_at, timeout_at, progress, report_hash, lease_end
 ), counted AS (
     SELECT count(*) FILTER (WHERE kind = 'model_call') AS model_calls,
            count(*) FILTER (WHERE kind = 'tool_call') AS tool_calls
@@ -552,11 +556,13 @@ WITH closed AS (
     FROM counted c
     WHERE t.run_id = %(run_id)s AND t.task_key = %(task_key)s
       AND c.model_calls + c.tool_calls > 0
+), runs AS (
+    UPDATE workflow_runs r
+    SET model_calls = r.model_calls + c.model_calls, tool_calls = r.tool_calls + c.tool_calls
+    FROM counted c
+    WHERE r.run_id = %(run_id)s AND c.model_calls + c.tool_calls > 0
 )
-UPDATE workflow_runs r
-SET model_calls = r.model_calls + c.model_calls, tool_calls = r.tool_calls + c.tool_calls
-FROM counted c
-WHERE r.run_id = %(run_id)s AND c.model_calls + c.tool_calls > 0
+SELECT * FROM closed WHERE kind = 'tool_call' AND queue IS NOT NULL ORDER BY sequence
 
 -- name: find_tool_call
 -- Served by agent_steps_by_id.

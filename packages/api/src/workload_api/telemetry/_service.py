@@ -11,11 +11,18 @@ One trace follows a run from the client to the worker::
                            │     │                  hands the worker this span's context
                            │     └── handle {action}   (the worker SDK)
                            └── chat {model} / execute_tool {name}   (the agent runtime)
+                                 │                  in-process: while the tool runs;
+                                 │                  remote: queued → ended, as an attempt
+                                 └── handle {action}   (the worker SDK, a remote tool)
 
 The run span lives while this process executes the run; after a restart the next coordinator's
 run span joins the same trace (the stored context). Remote attempts' spans are ended by the
 commit that settles them; one whose commit happens elsewhere (another process) is given up
-after :data:`MAX_OPEN_REMOTE_SPANS` newer ones.
+after :data:`MAX_OPEN_REMOTE_SPANS` newer ones. A remote tool call's span is started by its
+claim and ended with explicit timestamps (the step's) when its end is written: a worker's
+report, a passed deadline, or the commit that ended its agent attempt. One that ends in a
+process that did not see its claim is recorded there whole, from the step's times, under its
+agent attempt's (or run's) span when this process executes the run.
 """
 
 from __future__ import annotations
@@ -43,10 +50,19 @@ from opentelemetry.trace import (
 
 from workload_api.telemetry import genai
 from workload_api.telemetry._metrics import Metrics
+from workload_domain.agent.journal import StepRecord
 from workload_domain.events import EventType
 from workload_domain.model import AttemptRecord, RunCommit, RunRecord
 from workload_domain.statuses import AttemptStatus, RunStatus
-from workload_domain.telemetry import AttemptSpan, ModelCall, attempt_kind, valid_traceparent
+from workload_domain.telemetry import (
+    LEASE_EXPIRED,
+    TOOL_KIND,
+    AttemptSpan,
+    ModelCall,
+    attempt_kind,
+    tool_call_end,
+    valid_traceparent,
+)
 from workload_domain.workers import ClaimedAttempt
 
 __all__ = ["MAX_OPEN_REMOTE_SPANS", "ServiceTelemetry", "context_of", "traceparent_of"]
@@ -65,7 +81,6 @@ _ATTEMPT_ENDS = {
     EventType.ATTEMPT_CANCELED: AttemptStatus.CANCELED,
     EventType.ATTEMPT_INTERRUPTED: AttemptStatus.INTERRUPTED,
 }
-_LEASE_EXPIRED = "lease_expired"
 _DB_SYSTEM = "postgresql"
 _MAX_STATEMENT_NAMES = 1000
 _NOT_TRACED = nullcontext()
@@ -111,6 +126,13 @@ def _error_status(span: Span, code: str) -> None:
     span.set_status(Status(StatusCode.ERROR, code))
 
 
+def _mark_ended(span: Span, status: str, error_code: str | None) -> None:
+    """How an attempt's (or a tool call's) span ended: its status, and its error if any."""
+    span.set_attribute("workload.attempt.status", status)
+    if error_code is not None:
+        _error_status(span, error_code)
+
+
 class _AttemptSpan:
     __slots__ = ("ended", "span")
 
@@ -122,9 +144,7 @@ class _AttemptSpan:
         self.ended = True
         if self.span is None:
             return
-        self.span.set_attribute("workload.attempt.status", status)
-        if error_code is not None:
-            _error_status(self.span, error_code)
+        _mark_ended(self.span, status, error_code)
 
 
 class _ToolCall(_AttemptSpan):
@@ -167,6 +187,10 @@ class ServiceTelemetry:
         self._runs: dict[str, Span] = {}
         self._statements: dict[str, dict[str, str]] = {}
         self._remote: OrderedDict[tuple[str, str, int], Span] = OrderedDict()
+        self._tools: OrderedDict[str, Span] = OrderedDict()
+        """Remote tool calls' spans by step id: started by the claim, ended with the step."""
+        self._attempts: dict[tuple[str, str, int], Span] = {}
+        """Local attempts' spans while they execute (a remote tool call's parent)."""
 
     @property
     def tracing(self) -> bool:
@@ -201,11 +225,16 @@ class ServiceTelemetry:
                 if attempt is None:  # pragma: no cover - a commit always carries its attempts
                     continue
                 status = _ATTEMPT_ENDS[kind]
-                metrics.attempts_finished.labels(status.value, attempt_kind(attempt.action)).inc()
                 code = None if attempt.error is None else attempt.error.code
-                if status is AttemptStatus.INTERRUPTED and code == _LEASE_EXPIRED:
-                    metrics.leases_expired.inc()
+                self._count_attempt(status, attempt_kind(attempt.action), code)
                 self._remote_ended(run_id, attempt, status, code)
+
+    def _count_attempt(self, status: AttemptStatus | str, kind: str, code: str | None) -> None:
+        """An attempt (or a tool call: ``kind`` ``tool``) finished; a lease expiry counts too."""
+        value = status.value if isinstance(status, AttemptStatus) else status
+        self.metrics.attempts_finished.labels(value, kind).inc()
+        if value == AttemptStatus.INTERRUPTED.value and code == LEASE_EXPIRED:
+            self.metrics.leases_expired.inc()
 
     def _run_ended(self, run_id: str, status: RunStatus) -> None:
         span = self._runs.get(run_id)
@@ -272,11 +301,15 @@ class ServiceTelemetry:
             attributes=_attempt_attributes(run_id, task_key, attempt, action),
         )
         handle = _AttemptSpan(span)
+        key = (run_id, task_key, attempt)
+        self._attempts[key] = span
         token = otel_context.attach(trace.set_span_in_context(span))
         try:
             yield handle
         finally:
             otel_context.detach(token)
+            if self._attempts.get(key) is span:
+                del self._attempts[key]
             if not handle.ended:
                 span.set_attribute("workload.attempt.stopped", True)
             span.end()
@@ -290,6 +323,8 @@ class ServiceTelemetry:
             self.metrics.schedule_to_start.labels(claimed.queue).observe(waited)
         if self._tracer is None:
             return claimed.traceparent
+        if claimed.kind == "tool_call":
+            return self._tool_claimed(worker_id, claimed, now)
         run_span = self._runs.get(claimed.run_id)
         parent = (
             run_span.get_span_context() if run_span is not None else context_of(claimed.traceparent)
@@ -314,6 +349,79 @@ class ServiceTelemetry:
             _, oldest = self._remote.popitem(last=False)
             oldest.set_attribute("workload.attempt.abandoned", True)
             oldest.end()
+
+    # -- remote tool calls ---------------------------------------------------------------------
+
+    def _tool_parent(self, run_id: str, task_key: str, attempt: int) -> SpanContext | None:
+        """A tool call's parent: its agent attempt's span, else its run's, in this process."""
+        span = self._attempts.get((run_id, task_key, attempt)) or self._runs.get(run_id)
+        return None if span is None else span.get_span_context()
+
+    def _tool_claimed(self, worker_id: str, claimed: ClaimedAttempt, now: datetime) -> str | None:
+        """Start a remote tool call's ``execute_tool`` span; its context for the worker."""
+        assert self._tracer is not None
+        parent = self._tool_parent(claimed.run_id, claimed.task_key, claimed.attempt)
+        span = genai.start_tool_span(
+            self._tracer,
+            name=claimed.tool or claimed.action,
+            call_id=claimed.tool_call_id,
+            context=_parented(parent or context_of(claimed.traceparent)),
+            start_time=_ns(claimed.queued_at),
+        )
+        span.set_attributes(
+            {
+                **_attempt_attributes(
+                    claimed.run_id, claimed.task_key, claimed.attempt, claimed.action
+                ),
+                "workload.attempt.kind": TOOL_KIND,
+                "workload.queue": claimed.queue,
+                "workload.worker_id": worker_id,
+            }
+        )
+        span.add_event("claimed", {"workload.worker_id": worker_id}, timestamp=_ns(now))
+        self._tools[claimed.attempt_id] = span
+        while len(self._tools) > MAX_OPEN_REMOTE_SPANS:
+            _, oldest = self._tools.popitem(last=False)
+            oldest.set_attribute("workload.attempt.abandoned", True)
+            oldest.end()
+        return traceparent_of(span.get_span_context()) or claimed.traceparent
+
+    def tool_call_ended(self, step: StepRecord, closed_by: AttemptRecord | None = None) -> None:
+        """A remote tool call ended: a ``tool`` attempt finished; its span ends at its end.
+
+        Its span is the one its claim started here; else (claimed elsewhere, before a restart,
+        or never claimed) it is recorded now, whole, with the step's times, under its agent
+        attempt's or run's span when this process executes the run.
+        """
+        status, code = tool_call_end(step, closed_by)
+        self._count_attempt(status, TOOL_KIND, code)
+        span = self._tools.pop(step.step_id, None)
+        if span is None and self._tracer is not None:
+            parent = self._tool_parent(step.run_id, step.task_key, step.attempt)
+            if parent is None:
+                return  # no trace of this run is known here
+            span = genai.start_tool_span(
+                self._tracer,
+                name=str(step.request.get("tool", step.action or "")),
+                call_id=step.tool_call_id,
+                context=_parented(parent),
+                start_time=_ns(step.started_at),
+            )
+            span.set_attributes(
+                {
+                    **_attempt_attributes(
+                        step.run_id, step.task_key, step.attempt, step.action or ""
+                    ),
+                    "workload.attempt.kind": TOOL_KIND,
+                }
+            )
+            if step.claimed_at is not None:
+                attributes = {"workload.worker_id": step.worker_id or ""}
+                span.add_event("claimed", attributes, timestamp=_ns(step.claimed_at))
+        if span is None:
+            return
+        _mark_ended(span, status.value, code)
+        span.end(_ns(step.finished_at))
 
     # -- requests and statements ---------------------------------------------------------------
 
@@ -382,7 +490,7 @@ class ServiceTelemetry:
             handle = _ToolCall(span if span.is_recording() else None)
             yield handle
         if handle.status is not None:
-            self.metrics.attempts_finished.labels(handle.status, "tool").inc()
+            self._count_attempt(handle.status, TOOL_KIND, None)
 
 
 def _attempt_attributes(run_id: str, task_key: str, attempt: int, action: str) -> dict[str, Any]:

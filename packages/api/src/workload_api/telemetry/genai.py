@@ -22,9 +22,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from opentelemetry.trace import Span, SpanKind, Status, StatusCode, Tracer
+from opentelemetry.context import Context
+from opentelemetry.trace import Span, SpanKind, Status, StatusCode, Tracer, use_span
 
-__all__ = ["chat_span", "failed", "record_usage", "tool_span"]
+__all__ = ["chat_span", "failed", "record_usage", "start_tool_span", "tool_span"]
 
 
 @contextmanager
@@ -61,10 +62,32 @@ def failed(span: Span, error_type: str) -> None:
 @contextmanager
 def tool_span(tracer: Tracer, *, name: str, call_id: str | None = None) -> Iterator[Span]:
     """A tool call's span (``execute_tool {name}``), current within the block."""
+    span = start_tool_span(tracer, name=name, call_id=call_id)
+    with use_span(span, end_on_exit=True):
+        yield span
+
+
+def start_tool_span(
+    tracer: Tracer,
+    *,
+    name: str,
+    call_id: str | None = None,
+    context: Context | None = None,
+    start_time: int | None = None,
+) -> Span:
+    """A tool call's span (``execute_tool {name}``), started and not current; the caller ends it.
+
+    For a tool call a worker executes (its span outlives the request that claimed it):
+    ``context`` holds its parent, ``start_time`` (nanoseconds since the epoch) when the call
+    was made. :func:`tool_span` is this span, current within a block.
+    """
     attributes = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": name}
     if call_id is not None:
         attributes["gen_ai.tool.call.id"] = call_id
-    with tracer.start_as_current_span(
-        f"execute_tool {name}", kind=SpanKind.INTERNAL, attributes=attributes
-    ) as span:
-        yield span
+    return tracer.start_span(
+        f"execute_tool {name}",
+        context=context,
+        kind=SpanKind.INTERNAL,
+        attributes=attributes,
+        start_time=start_time,
+    )
