@@ -43,6 +43,7 @@ import psycopg
 from dependency_injector import providers
 
 from benchmarks.api_bench import CONCURRENT_CLIENTS, TIME_LIMIT_SECONDS, TOKEN, _stats
+from workload_api import eventloop
 from workload_api.container import Container
 from workload_api.settings import Settings
 from workload_domain.telemetry import NO_TELEMETRY
@@ -104,7 +105,7 @@ def serve(database_url: str, mode: str) -> int:
     coordinator = _container(database_url, mode).coordinator(
         host="127.0.0.1", port=0, on_ready=lambda url: print(f"READY {url}", flush=True)
     )
-    return int(asyncio.run(coordinator.run()))
+    return int(eventloop.run(coordinator.run()))
 
 
 def _cpu_seconds(pid: int) -> float:

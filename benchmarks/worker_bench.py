@@ -29,6 +29,7 @@ from typing import Any
 import httpx
 import psycopg
 
+from workload_api import eventloop
 from workload_api.container import Container
 from workload_api.settings import Settings
 from workload_store_postgres.migrations import migrate_up
@@ -167,7 +168,7 @@ def run(database_url: str) -> dict[str, Any]:
     coordinator = container.coordinator(
         host="127.0.0.1", port=0, on_ready=lambda _: ready.set(), handle_signals=False
     )
-    thread = threading.Thread(target=lambda: asyncio.run(coordinator.run()), daemon=True)
+    thread = threading.Thread(target=lambda: eventloop.run(coordinator.run()), daemon=True)
     thread.start()
     if not ready.wait(timeout=30) or coordinator.url is None:
         raise RuntimeError("the service did not start")

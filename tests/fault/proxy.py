@@ -15,11 +15,14 @@ reading the wire protocol (PostgreSQL "Frontend/Backend Protocol", v3) on the wa
   them tells which answer belongs to which request.
 
 :meth:`PgProxy.lose_next_run_commit` arms the fault: the next transaction, on any connection,
-that executes ``INSERT INTO workflow_runs`` has its ``COMMIT`` forwarded to the server, but the
-server's answer to it is never forwarded. When that answer has arrived in full (the transaction
-is committed, or refused), the proxy closes both sides of that one connection: the client sees
-a connection that died after it sent ``COMMIT``. Every other connection (the coordinator lock's,
-the pool's others) and every other answer pass untouched.
+that executes ``INSERT INTO workflow_runs`` has its commit forwarded to the server, but the
+server's answer to it is never forwarded. The commit is the ``COMMIT`` of an explicit
+transaction block (``BEGIN`` … ``COMMIT``), or — for a statement sent outside one, on an
+autocommit connection — the ``Sync`` after it, which ends (and commits) its implicit
+transaction. When that answer has arrived in full (the transaction is committed, or refused),
+the proxy closes both sides of that one connection: the client sees a connection that died
+after it sent its commit. Every other connection (the coordinator lock's, the pool's others)
+and every other answer pass untouched.
 
 SSL and GSS encryption requests are refused by the proxy itself (``N``), as a server without
 them does, so the proxy always reads plain text; :meth:`PgProxy.url` also asks for neither.
@@ -48,6 +51,7 @@ _T = TypeVar("_T")
 _SSL_REQUEST = 80877103
 _GSSENC_REQUEST = 80877104
 _RUN_INSERT = re.compile(r"\binsert\s+into\s+workflow_runs\b", re.IGNORECASE)
+_BEGIN = re.compile(r"^\s*(begin|start\s+transaction)\b", re.IGNORECASE)
 _COMMIT = re.compile(r"^\s*(commit|end)\b", re.IGNORECASE)
 _ROLLBACK = re.compile(r"^\s*(rollback|abort)\b", re.IGNORECASE)
 
@@ -62,12 +66,13 @@ def unix_socket_of(socket_dir: Path) -> Path:
 
 @dataclass(frozen=True)
 class LostCommit:
-    """One COMMIT whose answer the proxy withheld."""
+    """One commit whose answer the proxy withheld."""
 
     connection: int
     """The proxy's number of the client connection (1, 2 … in accept order)."""
     committed: bool
-    """Whether the withheld answer said ``COMMIT`` (the transaction is durable)."""
+    """Whether the withheld answer committed: ``COMMIT`` for a block, or a statement that
+    succeeded and left the connection idle for an implicit transaction (it is durable)."""
     at: float
     """``time.monotonic()`` when the answer arrived and the connection was closed."""
 
@@ -88,9 +93,15 @@ class _Connection:
     answers: int = 0
     """ReadyForQuery forwarded or withheld so far."""
     run_inserted: bool = False
+    in_block: bool = False
+    """Whether the client has opened a transaction block (``BEGIN``) it has not ended."""
     lose_from: int | None = None
-    """The ReadyForQuery number that ends the answer to withhold (set when COMMIT is seen)."""
+    """The ReadyForQuery number that ends the answer to withhold (set when the commit is seen)."""
+    implicit: bool = False
+    """Whether the commit to lose is an implicit transaction's (its statement's ``Sync``)."""
     commit_tag: bytes = b""
+    failed: bool = False
+    """Whether the withheld answer holds an ``ErrorResponse``."""
 
 
 async def _read_message(reader: asyncio.StreamReader) -> tuple[bytes, bytes]:
@@ -286,15 +297,26 @@ class PgProxy:
     def _executing(self, conn: _Connection, text: str, *, next_answer: int) -> None:
         with self._guard:
             self._executed[text] += 1
-            if _RUN_INSERT.search(text):
-                conn.run_inserted = True
+            if _BEGIN.match(text):
+                conn.in_block = True
+            elif _RUN_INSERT.search(text):
+                if conn.in_block:
+                    conn.run_inserted = True
+                elif self._armed > 0 and conn.lose_from is None:
+                    # Outside a block the statement is its own transaction, committed when the
+                    # server reaches the next Sync (or, as a simple query, at its own end).
+                    self._armed -= 1
+                    conn.lose_from = next_answer
+                    conn.implicit = True
             elif _COMMIT.match(text):
                 if conn.run_inserted and self._armed > 0 and conn.lose_from is None:
                     self._armed -= 1
                     conn.lose_from = next_answer
                 conn.run_inserted = False
+                conn.in_block = False
             elif _ROLLBACK.match(text):
                 conn.run_inserted = False
+                conn.in_block = False
 
     async def _server_to_client(
         self, conn: _Connection, reader: asyncio.StreamReader, client_w: asyncio.StreamWriter
@@ -306,13 +328,19 @@ class PgProxy:
                 withheld = conn.lose_from is not None and conn.answers >= conn.lose_from - 1
                 if withheld and kind == b"C":
                     conn.commit_tag = raw[5:].rstrip(b"\x00")
+                if withheld and kind == b"E":
+                    conn.failed = True
                 if kind == b"Z":
                     conn.answers += 1
                 if not withheld:
                     client_w.write(raw)
                     await client_w.drain()
                 elif kind == b"Z" and conn.answers == conn.lose_from:
-                    lost = LostCommit(conn.number, conn.commit_tag == b"COMMIT", time.monotonic())
+                    if conn.implicit:  # ReadyForQuery's status: I (idle) after a commit
+                        committed = not conn.failed and raw[5:6] == b"I"
+                    else:
+                        committed = conn.commit_tag == b"COMMIT"
+                    lost = LostCommit(conn.number, committed, time.monotonic())
                     with self._guard:
                         self._lost.append(lost)
                     return  # the caller closes both sides: the answer is gone

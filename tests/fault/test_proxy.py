@@ -110,7 +110,7 @@ def test_loses_only_the_commit_answer_of_a_run_insert(pg: PgCluster, bare_databa
 def test_loses_the_commit_answer_of_the_stores_create_run(
     pg: PgCluster, database_url: str, pg_proxy: PgProxy
 ) -> None:
-    """The store's real transaction (pipelined task inserts, events) is recognised."""
+    """The store's real create_run (one statement, committed at its Sync) is recognised."""
     asyncio.run(write_workflow(database_url, QUICK))
     pg_proxy.lose_next_run_commit()
     with pytest.raises(StoreUnavailable):

@@ -197,6 +197,11 @@ class NewRun:
     tasks: tuple[TaskRecord, ...]
     events: tuple[EventRecord, ...]
 
+    @property
+    def snapshot(self) -> RunSnapshot:
+        """The run as its creating commit leaves it (what reading it back would give)."""
+        return RunSnapshot(self.run, self.tasks, (), len(self.events))
+
 
 @dataclass(frozen=True, slots=True)
 class RunCommit:

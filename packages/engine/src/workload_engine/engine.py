@@ -100,9 +100,11 @@ class Engine:
         """Whether this engine is executing ``run_id`` now."""
         return run_id in self._runners
 
-    def submit(self, run_id: str) -> None:
+    def submit(self, run_id: str, snapshot: RunSnapshot | None = None) -> None:
         """Start executing a committed run (no-op if this engine already executes it).
 
+        ``snapshot``: the run as its creating commit left it, when the caller has it (the
+        runner then starts without reading it back; a stale one only costs a conflict).
         A standby's engine does not run: it leaves the run to the leader (no-op).
 
         Raises:
@@ -114,7 +116,7 @@ class Engine:
             raise ExecutionStopped("this process is not executing runs now")
         if run_id in self._runners:
             return
-        runner = self._new_runner(run_id)
+        runner = self._new_runner(run_id, snapshot)
         self._runners[run_id] = runner
         self._group.start_soon(self._supervise, runner, name=f"run {run_id}")
 
@@ -196,7 +198,7 @@ class Engine:
         """Execute one run in the caller's task until it is terminal (local mode, tests)."""
         return await self._new_runner(run_id).run()
 
-    def _new_runner(self, run_id: str) -> RunRunner:
+    def _new_runner(self, run_id: str, snapshot: RunSnapshot | None = None) -> RunRunner:
         return RunRunner(
             run_id,
             store=self.store,
@@ -209,6 +211,7 @@ class Engine:
             resumable_actions=self.resumable_actions,
             committed=self.committed,
             telemetry=self.telemetry,
+            snapshot=snapshot,
         )
 
     async def _supervise(self, runner: RunRunner, **_: Any) -> None:

@@ -23,6 +23,7 @@ import anyio
 from anyio.abc import TaskGroup
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
+from workload_domain.compiler import CompiledWorkflow
 from workload_domain.errors import RevisionConflict, SystemFault
 from workload_domain.model import (
     ExecutorFailure,
@@ -43,6 +44,7 @@ from workload_engine.planner import (
     AttemptOutcome,
     Launch,
     Observation,
+    Plan,
     plan,
 )
 
@@ -92,8 +94,10 @@ class RunRunner:
         resumable_actions: frozenset[str] = frozenset(),
         committed: Callable[[RunCommit], None] | None = None,
         telemetry: Telemetry = NO_TELEMETRY,
+        snapshot: RunSnapshot | None = None,
     ) -> None:
         self.run_id = run_id
+        self._snapshot = snapshot
         self._store = store
         self._executor = executor
         self._clock = clock
@@ -159,7 +163,9 @@ class RunRunner:
             self.started.set()
 
     async def _drive(self, tg: TaskGroup) -> RunSnapshot:
-        snapshot = await self._store.load_run(self.run_id)
+        # A run handed over by its creator comes with its state as created: no read back.
+        snapshot = self._snapshot or await self._store.load_run(self.run_id)
+        self._snapshot = None
         # The run's span is current while this runner drives it: its attempts' tasks, started
         # within, are its children.
         with self._telemetry.run(snapshot.run):
@@ -176,17 +182,10 @@ class RunRunner:
                 refresh = False
             if snapshot.run.cancel_requested and self._attempts:
                 await self._stop_attempts()
-            decided = plan(
-                snapshot,
-                workflow,
-                now=self._clock.now(),
-                outcomes=outcomes,
-                slots=self._slots.keys(),
-                executing=self._attempts.keys(),
-                recovering=recovering,
-                local_actions=self._local,
-                resumable_actions=self._resumable,
-            )
+            decided = self._plan(workflow, snapshot, outcomes, recovering)
+            if self._take_free_slots(decided.wanted_slots):
+                # Tasks that can start at once start in this commit, not in one of their own.
+                decided = self._plan(workflow, snapshot, outcomes, recovering)
             if decided.commit is not None:
                 try:
                     await self._store.commit(decided.commit)
@@ -227,6 +226,44 @@ class RunRunner:
                     self._attempts.pop(message.key, None)
                 elif isinstance(message, _Refresh):
                     refresh = True
+
+    def _plan(
+        self,
+        workflow: CompiledWorkflow,
+        snapshot: RunSnapshot,
+        outcomes: list[Observation],
+        recovering: bool,
+    ) -> Plan:
+        return plan(
+            snapshot,
+            workflow,
+            now=self._clock.now(),
+            outcomes=outcomes,
+            slots=self._slots.keys(),
+            executing=self._attempts.keys(),
+            recovering=recovering,
+            local_actions=self._local,
+            resumable_actions=self._resumable,
+        )
+
+    def _take_free_slots(self, keys: tuple[str, ...]) -> bool:
+        """Take the concurrency slots that are free now (and nobody waits for) for ``keys``.
+
+        Returns whether any was taken. Waiting runners keep their turn: a limiter with a
+        queue gives nothing without waiting (and this runner's own waiters go on).
+        """
+        taken = False
+        for key in keys:
+            if key in self._slots or key in self._slot_waiters:
+                continue
+            token = object()
+            try:
+                self._limiter.acquire_on_behalf_of_nowait(token)
+            except anyio.WouldBlock:
+                break
+            self._slots[key] = token
+            taken = True
+        return taken
 
     async def _stop_attempts(self) -> None:
         attempts = list(self._attempts.values())

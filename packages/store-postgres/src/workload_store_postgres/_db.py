@@ -1,8 +1,10 @@
 """The connection pool, transactions, and the one place where driver errors are translated.
 
-Every statement of the store runs inside :meth:`Database.tx`, which commits on success, rolls
-back on any exception, and translates psycopg's errors into domain errors exactly once
-(:func:`translate_errors`, as ``httpx._exceptions.map_exceptions`` does):
+Every statement of the store runs inside :meth:`Database.tx` (a transaction: committed on
+success, rolled back on any exception) or :meth:`Database.single` (one statement, which is its
+own transaction: no ``BEGIN`` and ``COMMIT`` round trips), and psycopg's errors are translated
+into domain errors exactly once (:func:`translate_errors`, as ``httpx._exceptions.map_exceptions``
+does):
 
 - connection failures, timeouts, server shutdowns → ``StoreUnavailable`` (a system fault);
 - a missing table → ``SchemaBehind`` (the database was not migrated);
@@ -136,6 +138,9 @@ class Database:
             name="workload-store",
             connection_class=psycopg.AsyncConnection[Row],
             kwargs={
+                # A statement outside tx() is its own transaction: a read or a one-statement
+                # write costs one round trip, not three (BEGIN, the statement, COMMIT).
+                "autocommit": True,
                 "row_factory": dict_row,
                 "application_name": "workload-store",
                 # A server that stops answering must not hold a pool worker (or a shutdown).
@@ -164,6 +169,16 @@ class Database:
     async def tx(self, constraints: Constraints | None = None) -> AsyncIterator[Conn]:
         """One transaction: committed on success, rolled back on any exception."""
         with translate_errors(constraints):
+            async with self.pool.connection() as conn, conn.transaction():
+                yield conn
+
+    @asynccontextmanager
+    async def single(self, constraints: Constraints | None = None) -> AsyncIterator[Conn]:
+        """A connection whose every statement is a transaction of its own (autocommit).
+
+        For one-statement writes, and for reads that need no snapshot across statements.
+        """
+        with translate_errors(constraints):
             async with self.pool.connection() as conn:
                 yield conn
 
@@ -190,22 +205,64 @@ class Database:
                 if record is not None:
                     await insert_outcome(conn, record, self.clock.now())
                 return result
-        except IdempotencyRace:
+        except WorkloadError as error:
+            return await self._lost_race(record, error)
+        except IdempotencyRace as race:
+            return await self._lost_race(record, race)
+
+    async def write_one(
+        self,
+        name: str,
+        params: Mapping[str, Any],
+        record: IdempotencyRecord | None,
+        constraints: Constraints | None = None,
+    ) -> Replayed | None:
+        """Run the one-statement write ``name``, which handles the idempotency record itself.
+
+        The statement gets the record's parameters (:func:`outcome_params`, each named with
+        an ``outcome_`` prefix; all null when there is no record); it looks the key up, writes
+        nothing when it is there, and answers that record's row (``operation``,
+        ``request_hash``, ``status_code``, ``response``), or no row when it wrote. Being one
+        statement, it is one transaction and one round trip. Races end as in :meth:`write`.
+        Returns the replay, or None: written.
+        """
+        try:
+            async with self.single(constraints) as conn:
+                outcome = outcome_params(record, self.clock.now())
+                named = {f"outcome_{k}": v for k, v in outcome.items()}
+                row = await one(conn, name, {**params, **named})
+        except WorkloadError as error:
+            return await self._lost_race(record, error)
+        except IdempotencyRace as race:
+            return await self._lost_race(record, race)
+        if row is None:
+            return None
+        assert record is not None  # no record, no row
+        return Replayed(_outcome_of(row, record.claim))
+
+    async def _lost_race(
+        self, record: IdempotencyRecord | None, error: WorkloadError | IdempotencyRace
+    ) -> Replayed:
+        """After a write failed: the winner's outcome if a concurrent duplicate won, else raise.
+
+        A duplicate wins the race on the record's key (``IdempotencyRace``), or on the
+        resource's own key (two creations of one workflow: an integrity error).
+        """
+        if isinstance(error, IdempotencyRace):
             assert record is not None  # only the record's key can race
             stored = await self._winner(record)
             if stored is None:
                 raise StoreIntegrityError("the idempotency record vanished during a race") from None
             return Replayed(stored)
-        except WorkloadError as error:
-            if record is None or not isinstance(error.__cause__, IntegrityError):
-                raise
-            stored = await self._winner(record)
-            if stored is None:
-                raise
-            return Replayed(stored)
+        if record is None or not isinstance(error.__cause__, IntegrityError):
+            raise error
+        stored = await self._winner(record)
+        if stored is None:
+            raise error
+        return Replayed(stored)
 
     async def _winner(self, record: IdempotencyRecord) -> Outcome | None:
-        async with self.tx() as conn:
+        async with self.single() as conn:
             return await stored_outcome(conn, record.claim)
 
 
@@ -228,28 +285,46 @@ async def rows(conn: Conn, name: str, params: Mapping[str, Any]) -> list[Row]:
 async def stored_outcome(conn: Conn, claim: IdempotencyClaim) -> Outcome | None:
     """The outcome saved under the claim's key; ``IdempotencyKeyReused`` for another request."""
     row = await one(conn, "find_outcome", {"principal": claim.principal, "key": claim.key})
-    if row is None:
-        return None
+    return None if row is None else _outcome_of(row, claim)
+
+
+def _outcome_of(row: Row, claim: IdempotencyClaim) -> Outcome:
+    """The outcome of a stored record's row; ``IdempotencyKeyReused`` for another request."""
     stored = IdempotencyClaim(claim.principal, claim.key, row["operation"], row["request_hash"])
     same_request(stored, claim)
     return Outcome(row["status_code"], row["response"])
 
 
+def outcome_params(record: IdempotencyRecord | None, created_at: datetime) -> dict[str, Any]:
+    """The parameters of an idempotency record's row (all null without a record)."""
+    if record is None:
+        return dict.fromkeys(_OUTCOME_COLUMNS)
+    claim = record.claim
+    return {
+        "principal": claim.principal,
+        "key": claim.key,
+        "operation": claim.operation,
+        "request_hash": claim.request_hash,
+        "status_code": record.outcome.status_code,
+        "response": Jsonb(record.outcome.body),
+        "created_at": created_at,
+    }
+
+
+_OUTCOME_COLUMNS = (
+    "principal",
+    "key",
+    "operation",
+    "request_hash",
+    "status_code",
+    "response",
+    "created_at",
+)
+
+
 async def insert_outcome(conn: Conn, record: IdempotencyRecord, created_at: datetime) -> None:
     """Save an idempotency record in the caller's transaction."""
-    claim = record.claim
-    await conn.execute(
-        query("insert_outcome"),
-        {
-            "principal": claim.principal,
-            "key": claim.key,
-            "operation": claim.operation,
-            "request_hash": claim.request_hash,
-            "status_code": record.outcome.status_code,
-            "response": Jsonb(record.outcome.body),
-            "created_at": created_at,
-        },
-    )
+    await conn.execute(query("insert_outcome"), outcome_params(record, created_at))
 
 
 async def require_epoch(db: Database, conn: Conn) -> None:

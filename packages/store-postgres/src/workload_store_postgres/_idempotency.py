@@ -17,7 +17,7 @@ class Idempotency(StorePart):
 
     async def find_outcome(self, claim: IdempotencyClaim) -> Outcome | None:
         """The outcome stored for this claim's key, if any."""
-        async with self._db.tx() as conn:
+        async with self._db.single() as conn:
             return await stored_outcome(conn, claim)
 
     async def save_outcome(self, record: IdempotencyRecord) -> Replayed | None:

@@ -45,7 +45,7 @@ class StorePart:
         run: tuple[uuid.UUID, str] | None = None,
     ) -> list[T]:
         """Rows of a named query; with ``run``, an empty result from a missing run is 404."""
-        async with self._db.tx() as conn:
+        async with self._db.single() as conn:
             found = await rows(conn, name, params)
             if not found and run is not None:
                 await require_run(conn, *run)

@@ -54,7 +54,7 @@ class Reads(StorePart):
     async def get_task(self, run_id: str, task_key: str) -> TaskRecord:
         """Return one task of a run."""
         uid = _rows.run_uuid(run_id)
-        async with self._db.tx() as conn:
+        async with self._db.single() as conn:
             row = await one(conn, "get_task", {"run_id": uid, "task_key": task_key})
             if row is None:
                 await require_run(conn, uid, run_id)
@@ -171,7 +171,7 @@ class Reads(StorePart):
         return found
 
     async def _one_of_run(self, name: str, run_id: str, convert: Callable[[Row], T]) -> T:
-        async with self._db.tx() as conn:
+        async with self._db.single() as conn:
             row = await one(conn, name, {"run_id": _rows.run_uuid(run_id)})
         if row is None:
             raise RunNotFound(run_id)

@@ -6,9 +6,11 @@ values PostgreSQL holds differently are converted (uuid run ids, status strings,
 
 from __future__ import annotations
 
+import json
 import uuid
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import fields
+from datetime import datetime
 from typing import Any
 
 from psycopg.types.json import Jsonb
@@ -33,8 +35,10 @@ __all__ = [
     "approval_params",
     "attempt",
     "attempt_params",
+    "attempt_rows",
     "event",
     "event_params",
+    "event_rows",
     "maybe_uuid",
     "run",
     "run_params",
@@ -43,6 +47,7 @@ __all__ = [
     "step_params",
     "task",
     "task_params",
+    "task_rows",
     "version",
     "version_params",
     "workflow",
@@ -150,6 +155,47 @@ def event_params(run_id: uuid.UUID, e: EventRecord, epoch: int | None) -> dict[s
         "data": Jsonb(e.data),
         "epoch": epoch,
     }
+
+
+# -- many rows in one parameter ---------------------------------------------------------------
+# A statement that writes several rows reads them from one JSON array (``jsonb_to_recordset``):
+# one statement and one round trip for any number of rows, where ``executemany`` would send one
+# statement per row (in a pipeline, with a sync of its own).
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, datetime):
+        return value.isoformat()
+    if isinstance(value, Jsonb):
+        return value.obj
+    if isinstance(value, uuid.UUID):
+        return str(value)
+    raise TypeError(f"no JSON form for {type(value).__name__}")
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, default=_plain, separators=(",", ":"))
+
+
+def _json_rows(rows: Iterable[Mapping[str, Any]]) -> Jsonb:
+    return Jsonb(list(rows), dumps=_dumps)
+
+
+def task_rows(run_id: uuid.UUID, tasks: Iterable[TaskRecord]) -> Jsonb:
+    """Task rows as one JSON array (their usage is the store's own to count)."""
+    return _json_rows(
+        {k: v for k, v in task_params(run_id, t).items() if k != "usage"} for t in tasks
+    )
+
+
+def attempt_rows(run_id: uuid.UUID, attempts: Iterable[AttemptRecord]) -> Jsonb:
+    """Attempt rows as one JSON array."""
+    return _json_rows(attempt_params(run_id, a) for a in attempts)
+
+
+def event_rows(run_id: uuid.UUID, events: Iterable[EventRecord], epoch: int | None) -> Jsonb:
+    """Event rows as one JSON array; ``epoch``: their writer's coordinator epoch (if fenced)."""
+    return _json_rows(event_params(run_id, e, epoch) for e in events)
 
 
 # -- records ---------------------------------------------------------------------------------

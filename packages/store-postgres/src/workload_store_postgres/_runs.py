@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Collection, Sequence
+from typing import NoReturn
 
 from workload_domain.agent.journal import StepRecord
 from workload_domain.agent.spec import AGENT_ACTION
@@ -29,7 +30,7 @@ from workload_domain.model import (
 )
 from workload_domain.statuses import AttemptStatus
 from workload_store_postgres import _rows
-from workload_store_postgres._db import Conn, one, require_epoch, rows
+from workload_store_postgres._db import Conn, Database, one, require_epoch
 from workload_store_postgres._journal import close_steps
 from workload_store_postgres._part import StorePart, require_run
 from workload_store_postgres._queries import query
@@ -55,38 +56,35 @@ class Runs(StorePart):
             raise StoreIntegrityError("a new run starts at revision 1")
         check_sequences(new_run.events, 0)
 
-        async def work(conn: Conn) -> RunRecord:
-            params = {
-                **_rows.run_params(run),
-                "last_sequence": len(new_run.events),
-                "announce": self._db.announce,  # the leader hears of it (§14)
-            }
-            await conn.execute(query("insert_run"), params)
-            async with conn.cursor() as cur:
-                tasks = [_rows.task_params(run_id, t) for t in new_run.tasks]
-                await cur.executemany(query("insert_task"), tasks)
-                # Created by any replica, not fenced: its events carry no epoch.
-                events = [_rows.event_params(run_id, e, None) for e in new_run.events]
-                await cur.executemany(query("insert_event"), events)
-            return run
-
-        return await self._db.write(
-            work, idempotency, {_VERSION_FK: lambda: VersionNotFound(run.workflow_id, run.version)}
-        )
+        params = {
+            **_rows.run_params(run),
+            "last_sequence": len(new_run.events),
+            "announce": self._db.announce,  # the leader hears of it (§14)
+            "tasks": _rows.task_rows(run_id, new_run.tasks),
+            # Created by any replica, not fenced: its events carry no epoch.
+            "event_rows": _rows.event_rows(run_id, new_run.events, None),
+        }
+        constraints = {_VERSION_FK: lambda: VersionNotFound(run.workflow_id, run.version)}
+        replayed = await self._db.write_one("create_run", params, idempotency, constraints)
+        return run if replayed is None else replayed
 
     async def load_run(self, run_id: str) -> RunSnapshot:
         """Read the run, its tasks and its running attempts in one consistent snapshot."""
         uid = _rows.run_uuid(run_id)
-        async with self._db.tx() as conn:
-            await conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
-            row = await one(conn, "get_run", {"run_id": uid})
+        params = {"run_id": uid, "after": -1, "limit": None}
+        # One round trip: the reads of one snapshot, sent together in a pipeline.
+        async with self._db.single() as conn:
+            async with conn.pipeline():
+                await conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+                found = [
+                    await conn.execute(query(name), params)
+                    for name in ("get_run", "list_tasks", "live_attempts", "live_approvals")
+                ]
+                await conn.execute("COMMIT")
+            row = await found[0].fetchone()
             if row is None:
                 raise RunNotFound(run_id)
-            tasks = await rows(conn, "list_tasks", {"run_id": uid, "after": -1, "limit": None})
-            live = await rows(conn, "live_attempts", {"run_id": uid})
-            waiting = []
-            if any(a["action"] == AGENT_ACTION for a in live):
-                waiting = await rows(conn, "live_approvals", {"run_id": uid})
+            tasks, live, waiting = [await cur.fetchall() for cur in found[1:]]
         last_sequence = row.pop("last_sequence")
         return RunSnapshot(
             run=_rows.run(row),
@@ -105,53 +103,53 @@ class Runs(StorePart):
         if run.revision != commit.expected_revision + 1:
             raise StoreIntegrityError("a commit raises the revision by exactly one")
 
+        events = commit.events
+        if events:
+            check_sequences(events, events[0].sequence - 1)  # contiguous; the store checks after
+        params = {
+            **_rows.run_params(run),
+            "expected_revision": commit.expected_revision,
+            "events": len(events),
+            "after_sequence": events[0].sequence - 1 if events else None,
+            "task_keys": [t.task_key for t in commit.tasks],
+            "epoch": self._db.epoch,
+            "announce": self._db.announce and commit.announce,
+            "tasks": _rows.task_rows(uid, commit.tasks),
+            "attempts": _rows.attempt_rows(uid, commit.attempts),
+            "event_rows": _rows.event_rows(uid, events, self._db.epoch),
+        }
+        queues = [a.queue for a in commit.attempts if a.status is AttemptStatus.QUEUED]
+        closing = [a for a in commit.attempts if a.action == AGENT_ACTION and not a.status.is_live]
+        # Rarer writes that go with the transition: then one transaction of several statements.
+        extra = bool(queues or closing or commit.approvals)
+
         closed: list[tuple[StepRecord, AttemptRecord]] = []
 
         async def work(conn: Conn) -> None:
             closed.clear()  # what this transaction closed, if it commits
-            params = {
-                **_rows.run_params(run),
-                "expected_revision": commit.expected_revision,
-                "events": len(commit.events),
-                "epoch": self._db.epoch,
-                "announce": self._db.announce and commit.announce,
-            }
-            row = await one(conn, "update_run", params)
-            if row is None:
-                await require_run(conn, uid, run.run_id)
-                await require_epoch(self._db, conn)
-                raise RevisionConflict(run.run_id, commit.expected_revision)
-            check_sequences(commit.events, row["last_sequence"] - len(commit.events))
-            async with conn.cursor() as cur:
-                if commit.tasks:
-                    tasks = [_rows.task_params(uid, t) for t in commit.tasks]
-                    await cur.executemany(query("update_task"), tasks)
-                    if cur.rowcount != len(commit.tasks):
-                        raise StoreIntegrityError("the commit updates a task the run lacks")
-                if commit.attempts:
-                    attempts = [_rows.attempt_params(uid, a) for a in commit.attempts]
-                    await cur.executemany(query("upsert_attempt"), attempts)
-                    for attempt in commit.attempts:
-                        if attempt.action == AGENT_ACTION and not attempt.status.is_live:
-                            ended = await close_steps(conn, uid, attempt)
-                            closed.extend((step, attempt) for step in ended)
-                    queues = [a.queue for a in commit.attempts if a.status is AttemptStatus.QUEUED]
-                    if queues:
-                        now = commit.run.updated_at
-                        announced = {"queues": queues, "now": now, "announce": self._db.announce}
-                        await cur.execute(query("ensure_queues"), announced)
-                if commit.approvals:
-                    approvals = [_rows.approval_params(uid, a) for a in commit.approvals]
+            if await one(conn, "commit_run", params) is None:
+                await _refused(self._db, conn, commit, params["after_sequence"])
+            for attempt in closing:
+                ended = await close_steps(conn, uid, attempt)
+                closed.extend((step, attempt) for step in ended)
+            if queues:
+                now = commit.run.updated_at
+                announced = {"queues": queues, "now": now, "announce": self._db.announce}
+                await conn.execute(query("ensure_queues"), announced)
+            if commit.approvals:
+                approvals = [_rows.approval_params(uid, a) for a in commit.approvals]
+                async with conn.cursor() as cur:
                     await cur.executemany(query("upsert_approval"), approvals)
-                if commit.events:
-                    events = [_rows.event_params(uid, e, self._db.epoch) for e in commit.events]
-                    await cur.executemany(query("insert_event"), events)
 
-        result = await self._db.write(work, idempotency)
-        if isinstance(result, Replayed):
-            return result
-        for step, attempt in closed:  # ended by this commit, once (SPEC §12)
-            self._db.telemetry.tool_call_ended(step, closed_by=attempt)
+        if idempotency is not None or extra:
+            result = await self._db.write(work, idempotency)
+            if isinstance(result, Replayed):
+                return result
+            for step, attempt in closed:  # ended by this commit, once (SPEC §12)
+                self._db.telemetry.tool_call_ended(step, closed_by=attempt)
+            return None
+        async with self._db.single() as conn:
+            await work(conn)
         return None
 
     async def list_unfinished_runs(self, after: str | None, limit: int) -> Sequence[str]:
@@ -163,3 +161,17 @@ class Runs(StorePart):
         """Ids of runs with an attempt of one of ``actions`` still running, in id order."""
         params = {"actions": list(actions)}
         return await self._read("runs_with_running_attempts", params, lambda r: str(r["run_id"]))
+
+
+async def _refused(db: Database, conn: Conn, commit: RunCommit, after: int | None) -> NoReturn:
+    """Why a commit wrote nothing: no such run, a newer epoch, a stale revision, or a bug."""
+    run_id = commit.run.run_id
+    uid = _rows.run_uuid(run_id)
+    await require_run(conn, uid, run_id)
+    await require_epoch(db, conn)
+    row = await one(conn, "get_run", {"run_id": uid})
+    if row is None or row["revision"] != commit.expected_revision:
+        raise RevisionConflict(run_id, commit.expected_revision)
+    if after is not None and row["last_sequence"] != after:
+        raise StoreIntegrityError("event sequences must continue the run's history contiguously")
+    raise StoreIntegrityError("the commit updates a task the run lacks")

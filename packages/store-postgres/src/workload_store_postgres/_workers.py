@@ -56,7 +56,7 @@ class Workers(StorePart):
         uid = _rows.maybe_uuid(attempt_id)
         if uid is None:
             return None
-        async with self._db.tx() as conn:
+        async with self._db.single() as conn:
             row = await one(conn, "find_attempt", {"attempt_id": uid})
         if row is None:
             return None
@@ -76,7 +76,7 @@ class Workers(StorePart):
             "now": now,
             "progress": None if progress is None else Jsonb(progress),
         }
-        async with self._db.tx() as conn:
+        async with self._db.single() as conn:
             row = await one(conn, "heartbeat", params)
         return None if row is None else row["lease_expires_at"]
 

@@ -72,7 +72,7 @@ class Workflows(StorePart):
 
     async def get_workflow(self, workflow_id: str) -> WorkflowRecord:
         """Return a workflow."""
-        async with self._db.tx() as conn:
+        async with self._db.single() as conn:
             row = await one(conn, "get_workflow", {"workflow_id": workflow_id})
         if row is None:
             raise WorkflowNotFound(workflow_id)
@@ -80,7 +80,7 @@ class Workflows(StorePart):
 
     async def get_version(self, workflow_id: str, version: int) -> VersionRecord:
         """Return one version with its definition."""
-        async with self._db.tx() as conn:
+        async with self._db.single() as conn:
             row = await one(conn, "get_version", {"workflow_id": workflow_id, "version": version})
             if row is None:
                 if await one(conn, "get_workflow", {"workflow_id": workflow_id}) is None:

@@ -50,6 +50,106 @@ VALUES (%(run_id)s, %(workflow_id)s, %(version)s, %(status)s, %(revision)s, %(la
         %(finished_at)s, %(traceparent)s)
 RETURNING CASE WHEN %(announce)s THEN pg_notify('workload_runs', run_id::text) END AS notified
 
+-- name: create_run
+-- A new run in one statement (one transaction, one round trip): the run row, its tasks, its
+-- first events and the idempotency record (none when the outcome parameters are null) — or
+-- nothing, when the key is recorded already: then that record's row is the answer (replayed,
+-- or refused as reused), and no row means the run was written. Rows come as JSON arrays.
+WITH replay AS (
+    SELECT operation, request_hash, status_code, response
+    FROM idempotency_records
+    WHERE principal = %(outcome_principal)s::text AND idempotency_key = %(outcome_key)s::text
+), run AS (
+    INSERT INTO workflow_runs
+        (run_id, workflow_id, version, status, revision, last_sequence, input,
+         cancel_requested, created_at, updated_at, started_at, finished_at, traceparent)
+    SELECT %(run_id)s::uuid, %(workflow_id)s::text, %(version)s::integer, %(status)s::text,
+           %(revision)s::bigint, %(last_sequence)s::bigint, %(input)s::jsonb,
+           %(cancel_requested)s::boolean, %(created_at)s::timestamptz,
+           %(updated_at)s::timestamptz, %(started_at)s::timestamptz,
+           %(finished_at)s::timestamptz, %(traceparent)s::text
+    WHERE NOT EXISTS (SELECT FROM replay)
+    RETURNING run_id,
+              CASE WHEN %(announce)s THEN pg_notify('workload_runs', run_id::text) END AS notified
+), tasks AS (
+    INSERT INTO task_runs
+        (run_id, task_key, position, status, depends_on, attempt_count, max_attempts,
+         next_attempt_at, started_at, finished_at, output, error)
+    SELECT run.run_id, t.*
+    FROM run, jsonb_to_recordset(%(tasks)s::jsonb) AS t(
+        task_key text, position integer, status text, depends_on text[], attempt_count integer,
+        max_attempts integer, next_attempt_at timestamptz, started_at timestamptz,
+        finished_at timestamptz, output jsonb, error jsonb)
+), events AS (
+    INSERT INTO state_events (run_id, sequence, type, occurred_at, task_key, attempt, data, epoch)
+    SELECT run.run_id, e.*
+    FROM run, jsonb_to_recordset(%(event_rows)s::jsonb) AS e(
+        sequence bigint, type text, occurred_at timestamptz, task_key text, attempt integer,
+        data jsonb, epoch bigint)
+), outcome AS (
+    INSERT INTO idempotency_records
+        (principal, idempotency_key, operation, request_hash, status_code, response, created_at)
+    SELECT %(outcome_principal)s::text, %(outcome_key)s::text, %(outcome_operation)s::text,
+           %(outcome_request_hash)s::text, %(outcome_status_code)s::integer,
+           %(outcome_response)s::jsonb, %(outcome_created_at)s::timestamptz
+    FROM run WHERE %(outcome_principal)s::text IS NOT NULL
+)
+SELECT operation, request_hash, status_code, response FROM replay
+
+-- name: commit_run
+-- A run transition in one statement (one round trip). The run row is updated only if it is
+-- still at the expected revision (the whole concurrency control of a run), its events
+-- continue its history, every task the commit changes is one of the run's, and its writer's
+-- epoch is current (the fence, §14); the task, attempt and event rows are joined to that
+-- update, so no row — nothing written — when any condition fails (the caller finds out which).
+WITH run AS (
+    UPDATE workflow_runs
+    SET status = %(status)s, revision = %(revision)s, last_sequence = last_sequence + %(events)s,
+        cancel_requested = %(cancel_requested)s, updated_at = %(updated_at)s,
+        started_at = %(started_at)s, finished_at = %(finished_at)s
+    WHERE run_id = %(run_id)s AND revision = %(expected_revision)s
+      AND (%(after_sequence)s::bigint IS NULL OR last_sequence = %(after_sequence)s::bigint)
+      AND (SELECT count(*) FROM task_runs k
+           WHERE k.run_id = %(run_id)s AND k.task_key = ANY(%(task_keys)s::text[]))
+          = cardinality(%(task_keys)s::text[])
+      AND (%(epoch)s::bigint IS NULL OR workload_fence(%(epoch)s))
+    RETURNING run_id, last_sequence,
+              CASE WHEN %(announce)s THEN pg_notify('workload_runs', run_id::text) END AS notified
+), tasks AS (
+    UPDATE task_runs t
+    SET status = n.status, attempt_count = n.attempt_count, next_attempt_at = n.next_attempt_at,
+        started_at = n.started_at, finished_at = n.finished_at, output = n.output,
+        error = n.error
+    FROM run, jsonb_to_recordset(%(tasks)s::jsonb) AS n(
+        task_key text, status text, attempt_count integer, next_attempt_at timestamptz,
+        started_at timestamptz, finished_at timestamptz, output jsonb, error jsonb)
+    WHERE t.run_id = run.run_id AND t.task_key = n.task_key
+), attempts AS (
+    -- A commit never writes a lease back (see upsert_attempt).
+    INSERT INTO attempts (run_id, task_key, attempt, status, started_at, finished_at, output,
+                          error, attempt_id, action, queue, heartbeat_timeout_seconds,
+                          timeout_seconds, schedule_deadline, report_hash, paused_at,
+                          paused_seconds)
+    SELECT run.run_id, a.*
+    FROM run, jsonb_to_recordset(%(attempts)s::jsonb) AS a(
+        task_key text, attempt integer, status text, started_at timestamptz,
+        finished_at timestamptz, output jsonb, error jsonb, attempt_id uuid, action text,
+        queue text, heartbeat_timeout_seconds double precision,
+        timeout_seconds double precision, schedule_deadline timestamptz, report_hash text,
+        paused_at timestamptz, paused_seconds double precision)
+    ON CONFLICT (run_id, task_key, attempt) DO UPDATE
+    SET status = excluded.status, finished_at = excluded.finished_at, output = excluded.output,
+        error = excluded.error, report_hash = excluded.report_hash,
+        paused_at = excluded.paused_at, paused_seconds = excluded.paused_seconds
+), events AS (
+    INSERT INTO state_events (run_id, sequence, type, occurred_at, task_key, attempt, data, epoch)
+    SELECT run.run_id, e.*
+    FROM run, jsonb_to_recordset(%(event_rows)s::jsonb) AS e(
+        sequence bigint, type text, occurred_at timestamptz, task_key text, attempt integer,
+        data jsonb, epoch bigint)
+)
+SELECT last_sequence, notified FROM run
+
 -- name: insert_task
 INSERT INTO task_runs
     (run_id, task_key, position, status, depends_on, attempt_count, max_attempts,

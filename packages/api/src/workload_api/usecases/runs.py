@@ -86,7 +86,7 @@ class RunUseCases:
             return Result.replay(written)
         # Only now, after COMMIT, does execution start; a crash before this line is repaired
         # by the recovery scan at the next start-up (or the ownership sweep).
-        self._engine.submit(written.run_id)
+        self._engine.submit(written.run_id, new_run.snapshot)
         return Result.of(outcome)
 
     def _resubmit(self, replayed: Replayed) -> None:
