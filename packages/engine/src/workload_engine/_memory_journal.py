@@ -11,6 +11,7 @@ import json
 from collections.abc import Sequence
 from dataclasses import replace
 from datetime import datetime, timedelta
+from typing import TypeVar, cast
 
 import anyio
 
@@ -26,18 +27,20 @@ from workload_engine._memory_state import MemoryState, copied
 
 __all__ = ["MemoryJournal"]
 
+_J = TypeVar("_J")
+
 
 def _as_stored(step: StepRecord) -> StepRecord:
     """The step as a JSON store returns it (JSON values go through an encoding)."""
 
-    def again(value: object) -> object:
-        return None if value is None else json.loads(json.dumps(value))
+    def again(value: _J) -> _J:
+        return value if value is None else cast(_J, json.loads(json.dumps(value)))
 
     return replace(
         step,
-        request=again(step.request),  # type: ignore[arg-type]
-        response=again(step.response),  # type: ignore[arg-type]
-        usage=again(step.usage),  # type: ignore[arg-type]
+        request=again(step.request),
+        response=again(step.response),
+        usage=again(step.usage),
     )
 
 

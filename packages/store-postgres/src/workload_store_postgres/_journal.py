@@ -22,7 +22,7 @@ from workload_domain.leases import LeasedToolCall
 from workload_domain.model import AttemptRecord
 from workload_store_postgres import _rows
 from workload_store_postgres._db import Conn, one, require_epoch
-from workload_store_postgres._part import StorePart
+from workload_store_postgres._part import StorePart, require_task
 from workload_store_postgres._queries import query
 
 __all__ = ["Journal", "close_steps"]
@@ -121,7 +121,8 @@ class Journal(StorePart):
             }
             found = await self._read("page_steps", params, _rows.step)
             if not found:
-                await self.get_task(run_id, task_key)  # type: ignore[attr-defined]
+                async with self._db.single() as conn:
+                    await require_task(conn, uid, run_id, task_key)
             return found
 
         scope = {"run_id": run_id, "task_key": task_key}

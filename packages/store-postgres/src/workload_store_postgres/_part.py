@@ -7,7 +7,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
 from workload_domain.cursors import CursorCodec, Page, Scope
-from workload_domain.errors import RunNotFound
+from workload_domain.errors import RunNotFound, TaskNotFound
 from workload_domain.listings import Fetch, Listing, paginate
 from workload_store_postgres._db import Conn, Database, Row, one, rows
 
@@ -50,6 +50,15 @@ class StorePart:
             if not found and run is not None:
                 await require_run(conn, *run)
         return [convert(r) for r in found]
+
+
+async def require_task(conn: Conn, run_id: uuid.UUID, spelled: str, task_key: str) -> Row:
+    """The task's row; ``RunNotFound`` or ``TaskNotFound`` when there is none."""
+    row = await one(conn, "get_task", {"run_id": run_id, "task_key": task_key})
+    if row is None:
+        await require_run(conn, run_id, spelled)
+        raise TaskNotFound(spelled, task_key)
+    return row
 
 
 async def require_run(conn: Conn, run_id: uuid.UUID, spelled: str) -> None:

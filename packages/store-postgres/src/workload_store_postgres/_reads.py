@@ -8,12 +8,12 @@ from typing import Any, TypeVar
 
 from workload_domain import listings
 from workload_domain.cursors import Page, Position, from_micros
-from workload_domain.errors import RunNotFound, TaskNotFound
+from workload_domain.errors import RunNotFound
 from workload_domain.model import AttemptRecord, EventRecord, RunRecord, TaskRecord
 from workload_domain.statuses import RunStatus
 from workload_store_postgres import _rows
 from workload_store_postgres._db import Row, one
-from workload_store_postgres._part import StorePart, require_run
+from workload_store_postgres._part import StorePart, require_task
 
 __all__ = ["Reads"]
 
@@ -55,10 +55,7 @@ class Reads(StorePart):
         """Return one task of a run."""
         uid = _rows.run_uuid(run_id)
         async with self._db.single() as conn:
-            row = await one(conn, "get_task", {"run_id": uid, "task_key": task_key})
-            if row is None:
-                await require_run(conn, uid, run_id)
-                raise TaskNotFound(run_id, task_key)
+            row = await require_task(conn, uid, run_id, task_key)
         return _rows.task(row)
 
     async def task_counts(self, run_ids: Sequence[str]) -> Mapping[str, Mapping[str, int]]:
