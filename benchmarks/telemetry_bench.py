@@ -17,7 +17,12 @@ one-task mock workflow. Two measures per configuration:
 The configurations alternate for ``WORKLOAD_BENCH_TELEMETRY_ROUNDS`` rounds (default 5); the
 cost of a configuration is the median over the rounds of its measure against "off" in the same
 round. Traces go to a collector this module serves on 127.0.0.1 (it answers every export 200
-and counts them); the console exporter is off. Every loop is bounded in count and time.
+and counts the spans); the console exporter is off. Every loop is bounded in count and time.
+
+It also measures the floor under the cost of tracing every run: the spans a run makes (counted
+by the collector) times what one span costs the OpenTelemetry SDK in a tight loop of this
+process — created, ended, batched, encoded and exported to the same collector — against the CPU
+a run costs with telemetry off.
 """
 
 from __future__ import annotations
@@ -41,6 +46,13 @@ from typing import Any
 import httpx
 import psycopg
 from dependency_injector import providers
+from opentelemetry import context as otel_context
+from opentelemetry import trace
+from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor
+from opentelemetry.trace import SpanKind
 
 from benchmarks.api_bench import CONCURRENT_CLIENTS, TIME_LIMIT_SECONDS, TOKEN, _stats
 from workload_api import eventloop
@@ -55,6 +67,8 @@ WARM_UP_PER_CLIENT = 10
 and fill caches."""
 ROUNDS = int(os.environ.get("WORKLOAD_BENCH_TELEMETRY_ROUNDS", "5"))
 MODES = ("off", "metrics", "metrics+traces", "metrics+traces@10%")
+FLOOR_SPANS = 20_000
+"""Spans of the SDK floor's loop (flushed every thousand, so none is dropped)."""
 SAMPLED = {"OTEL_TRACES_SAMPLER": "parentbased_traceidratio", "OTEL_TRACES_SAMPLER_ARG": "0.1"}
 _keys = itertools.count()
 
@@ -64,12 +78,17 @@ class _Collector(BaseHTTPRequestHandler):
 
     exports = 0
     received_bytes = 0
+    spans = 0
 
     def do_POST(self) -> None:
         length = int(self.headers.get("Content-Length", "0"))
         body = self.rfile.read(length)
+        request = ExportTraceServiceRequest.FromString(body)
         type(self).exports += 1
         type(self).received_bytes += len(body)
+        type(self).spans += sum(
+            len(scope.spans) for spans in request.resource_spans for scope in spans.scope_spans
+        )
         self.send_response(200)
         self.send_header("Content-Type", "application/x-protobuf")
         self.send_header("Content-Length", "0")
@@ -105,7 +124,7 @@ def serve(database_url: str, mode: str) -> int:
     coordinator = _container(database_url, mode).coordinator(
         host="127.0.0.1", port=0, on_ready=lambda url: print(f"READY {url}", flush=True)
     )
-    return int(eventloop.run(coordinator.run()))
+    return int(eventloop.serve(coordinator.run()))
 
 
 def _cpu_seconds(pid: int) -> float:
@@ -198,6 +217,53 @@ def _measure(database_url: str, mode: str, env: dict[str, str]) -> dict[str, flo
         child.wait(timeout=30)
 
 
+def _thread_cpu() -> float:
+    """CPU time of this process (every thread: the span export thread too)."""
+    times = os.times()
+    return times.user + times.system
+
+
+def sdk_floor_us_per_span(endpoint: str) -> float:
+    """What one span costs the OpenTelemetry SDK, all in: start, end, batch, encode, export.
+
+    A statement-like span (a client span with three attributes, a child of a current span),
+    in a tight loop of this process, exported over OTLP/HTTP to ``endpoint``.
+    """
+    provider = TracerProvider()
+    provider.add_span_processor(
+        BatchSpanProcessor(OTLPSpanExporter(endpoint=f"{endpoint}/v1/traces"))
+    )
+    tracer = provider.get_tracer("floor")
+    attributes = {
+        "db.system.name": "postgresql",
+        "db.operation.name": "UPDATE",
+        "db.query.summary": "commit_run",
+    }
+    parent = tracer.start_span("parent")
+    token = otel_context.attach(trace.set_span_in_context(parent))
+    try:
+        began = _thread_cpu()
+        for _ in range(FLOOR_SPANS // 1000):
+            for _ in range(1000):
+                tracer.start_span("commit_run", kind=SpanKind.CLIENT, attributes=attributes).end()
+            provider.force_flush()
+        return round((_thread_cpu() - began) / FLOOR_SPANS * 1_000_000, 1)
+    finally:
+        otel_context.detach(token)
+        parent.end()
+        provider.shutdown()
+
+
+def _spans_measured(database_url: str, mode: str, env: dict[str, str]) -> dict[str, float]:
+    """:func:`_measure`, with the spans the collector received per run while it measured."""
+    before = _Collector.spans
+    result = _measure(database_url, mode, env)
+    # The service flushes its spans when it stops: its last ones are in by now. They are the
+    # spans of every run it made (the warm-up's too) and of the workflow's creation (a few).
+    runs = result["ops"] + WARM_UP_PER_CLIENT * CONCURRENT_CLIENTS
+    return {**result, "spans_per_run": round((_Collector.spans - before) / runs, 2)}
+
+
 def _cost(measures: list[float], off: list[float], *, higher_is_better: bool) -> float:
     """The median over rounds of a measure's cost against "off" in the same round, in %."""
     ratios = [m / o for m, o in zip(measures, off, strict=True)]
@@ -209,6 +275,7 @@ def run(new_database: Callable[[str], str]) -> dict[str, Any]:
     """Alternate the modes for ``ROUNDS`` rounds, each on a database of its own."""
     results: dict[str, list[dict[str, float]]] = {mode: [] for mode in MODES}
     with dummy_collector() as endpoint:
+        floor = sdk_floor_us_per_span(endpoint)
         traced = {
             "OTEL_TRACES_EXPORTER": "otlp",
             "OTEL_EXPORTER_OTLP_ENDPOINT": endpoint,
@@ -221,7 +288,7 @@ def run(new_database: Callable[[str], str]) -> dict[str, Any]:
                 env = {"OTEL_TRACES_EXPORTER": "none"}
                 if mode.startswith("metrics+traces"):
                     env = {**traced, **(SAMPLED if mode.endswith("@10%") else {})}
-                results[mode].append(_measure(url, mode, env))
+                results[mode].append(_spans_measured(url, mode, env))
     throughput_off = [r["throughput_per_s"] for r in results["off"]]
     cpu_off = [r["service_cpu_ms_per_run"] for r in results["off"]]
     summary: dict[str, Any] = {}
@@ -240,12 +307,23 @@ def run(new_database: Callable[[str], str]) -> dict[str, Any]:
             "throughput_rounds": throughput,
             "cpu_ms_rounds": cpu,
         }
+    spans_per_run = statistics.median(r["spans_per_run"] for r in results["metrics+traces"])
+    floor_ms_per_run = spans_per_run * floor / 1000
     return {
         "create_run_8_clients": summary,
+        "every_trace_floor": {
+            "spans_per_run": spans_per_run,
+            "sdk_us_per_span": floor,
+            "sdk_ms_per_run": round(floor_ms_per_run, 3),
+            "percent_of_off_cpu_per_run": round(
+                floor_ms_per_run / statistics.median(cpu_off) * 100, 1
+            ),
+        },
         "runs_per_round": OPS_PER_CLIENT * CONCURRENT_CLIENTS,
         "rounds": ROUNDS,
         "otlp_exports_received": _Collector.exports,
         "otlp_bytes_received": _Collector.received_bytes,
+        "otlp_spans_received": _Collector.spans,
     }
 
 

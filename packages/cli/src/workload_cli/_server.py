@@ -43,7 +43,7 @@ def serve(overrides: dict[str, Any]) -> int:
         return ExitCode.USAGE
     configure_logging(settings.log_level)
     if settings.database_url:
-        return eventloop.run(_run(settings))
+        return eventloop.serve(_run(settings))
     # Embedded development mode: a private PostgreSQL in the data directory, migrated here.
     embedded = EmbeddedPostgres.in_data_dir(settings.data_dir)
     _say(f"data directory: {embedded.data_dir}")
@@ -71,7 +71,7 @@ def serve(overrides: dict[str, Any]) -> int:
                 f"  viewer:   {credentials.viewer_token}\n  worker:   {credentials.worker_token}"
             )
         # Development mode talks to a person: say where to go (strict mode logs JSON only).
-        return eventloop.run(_run(Settings(**{**overrides, **updates}), announce=True))
+        return eventloop.serve(_run(Settings(**{**overrides, **updates}), announce=True))
     finally:
         embedded.stop()
 
