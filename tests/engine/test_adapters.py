@@ -141,6 +141,68 @@ async def test_system_clock_is_utc_and_sleeps_until_the_deadline() -> None:
     await clock.sleep_until(start)  # already past: returns at once
 
 
+async def test_fake_clock_cancels_a_block_when_time_reaches_its_deadline() -> None:
+    clock = FakeClock(datetime(2030, 1, 1, tzinfo=UTC))
+    deadline = clock.now() + timedelta(seconds=10)
+    reached: list[str] = []
+    async with anyio.create_task_group() as tg:
+
+        async def bounded() -> None:
+            with clock.cancel_at(deadline) as block:
+                await anyio.sleep_forever()
+            reached.append(f"after, expired={block.expired}")
+
+        tg.start_soon(bounded)
+        await wait_until_idle()
+        assert clock.next_deadline() == deadline
+        clock.advance(9)
+        await wait_until_idle()
+        assert reached == []
+        clock.advance(1)
+    assert reached == ["after, expired=True"]
+    assert clock.next_deadline() is None
+
+
+async def test_fake_clock_block_that_ends_in_time_is_not_expired_and_leaves_no_deadline() -> None:
+    clock = FakeClock()
+    with clock.cancel_at(clock.now() + timedelta(seconds=5)) as block:
+        await anyio.lowlevel.checkpoint()
+    assert not block.expired
+    assert clock.next_deadline() is None  # autojump will not move time to it
+    clock.advance(10)  # its deadline passes after the block: nothing to cancel
+    assert not block.expired
+
+
+async def test_a_passed_deadline_cancels_the_block_at_its_first_wait() -> None:
+    for clock in (FakeClock(), SystemClock()):
+        with clock.cancel_at(clock.now() - timedelta(seconds=1)) as block:
+            await anyio.lowlevel.checkpoint()
+            pytest.fail("not cancelled")  # pragma: no cover - the checkpoint raises
+        assert block.expired
+
+
+async def test_an_outer_cancellation_goes_through_a_block_and_is_not_its_expiry() -> None:
+    clock = FakeClock()
+    with anyio.CancelScope() as outer:
+        with clock.cancel_at(clock.now() + timedelta(seconds=5)) as block:
+            outer.cancel()
+            await anyio.lowlevel.checkpoint()
+    assert outer.cancelled_caught
+    assert not block.expired
+
+
+async def test_system_clock_cancels_a_block_at_its_deadline() -> None:
+    clock = SystemClock()
+    start = clock.now()
+    with clock.cancel_at(start + timedelta(milliseconds=20)) as block:
+        await anyio.sleep(30)
+    assert block.expired
+    assert clock.now() >= start + timedelta(milliseconds=20)
+    with clock.cancel_at(clock.now() + timedelta(seconds=30)) as block:
+        await anyio.lowlevel.checkpoint()
+    assert not block.expired
+
+
 async def _created(store: InMemoryStore) -> str:
     h = Harness(store=store)
     return await h.create(workflow(mock("a"), mock("b", ["a"])))

@@ -7,6 +7,7 @@ Adapters: the engine package ships ``InMemoryStore``, ``FakeClock``, ``SystemClo
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
@@ -41,6 +42,7 @@ __all__ = [
     "DraftStore",
     "ExecutionStore",
     "Executor",
+    "Expiry",
     "IdempotencyStore",
     "JournalStore",
     "Notifications",
@@ -54,8 +56,17 @@ __all__ = [
 ]
 
 
+class Expiry(Protocol):
+    """A block bounded by :meth:`Clock.cancel_at`; after it, whether its deadline cut it short."""
+
+    @property
+    def expired(self) -> bool:
+        """Whether the deadline passed while the block ran (it was cancelled then)."""
+        ...
+
+
 class Clock(Protocol):
-    """Time: the current instant, and waiting until an instant."""
+    """Time: the current instant, waiting until an instant, and bounding a block by one."""
 
     def now(self) -> datetime:
         """Return the current time, timezone-aware UTC."""
@@ -63,6 +74,14 @@ class Clock(Protocol):
 
     async def sleep_until(self, deadline: datetime) -> None:
         """Return once ``deadline`` has passed (at once if it already has); cancellable."""
+        ...
+
+    def cancel_at(self, deadline: datetime) -> AbstractContextManager[Expiry]:
+        """A block cancelled (anyio) once ``deadline`` has passed; the cancellation ends there.
+
+        Cheaper than racing the block against a :meth:`sleep_until` task: no task is started,
+        and nothing is cancelled when the block finishes in time.
+        """
         ...
 
 

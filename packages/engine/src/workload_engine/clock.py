@@ -5,7 +5,9 @@ from __future__ import annotations
 import asyncio
 import heapq
 import itertools
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
+from types import TracebackType
 
 import anyio
 
@@ -34,6 +36,38 @@ async def wait_until_idle() -> None:
 _QUIET_ROUNDS = 3
 
 
+class _CancelAt:
+    """A cancel scope bounded by a deadline; ``expired``: the deadline passed while it ran.
+
+    Expired even if the block swallowed the cancellation and finished anyway: what it did
+    after its deadline does not count.
+    """
+
+    __slots__ = ("_on_exit", "_scope", "expired")
+
+    def __init__(self, scope: anyio.CancelScope, on_exit: Callable[[], None] | None = None) -> None:
+        self._scope = scope
+        self._on_exit = on_exit
+        self.expired = False
+
+    def __enter__(self) -> _CancelAt:
+        self._scope.__enter__()
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> bool:
+        try:
+            return bool(self._scope.__exit__(kind, error, traceback))
+        finally:
+            self.expired = self._scope.cancel_called
+            if self._on_exit is not None:
+                self._on_exit()
+
+
 class SystemClock:
     """Wall-clock time in UTC; sleeping uses the event loop's timer."""
 
@@ -49,6 +83,11 @@ class SystemClock:
                 await anyio.lowlevel.checkpoint()
                 return
             await anyio.sleep(remaining)
+
+    def cancel_at(self, deadline: datetime) -> _CancelAt:
+        """A block cancelled once ``deadline`` has passed: a cancel scope on the loop's timer."""
+        remaining = (deadline - self.now()).total_seconds()
+        return _CancelAt(anyio.CancelScope(deadline=anyio.current_time() + remaining))
 
 
 class FakeClock:
@@ -81,6 +120,21 @@ class FakeClock:
             # A cancelled sleeper must not make autojump move time to its deadline.
             sleeper.active = False
 
+    def cancel_at(self, deadline: datetime) -> _CancelAt:
+        """A block cancelled once the fake time reaches ``deadline`` (at once if it has)."""
+        scope = anyio.CancelScope()
+        if deadline <= self._now:
+            scope.cancel()
+            return _CancelAt(scope)
+        sleeper = _Sleeper(deadline, next(self._counter), scope.cancel)
+        heapq.heappush(self._sleepers, sleeper)
+
+        def finished() -> None:
+            # Like a cancelled sleeper, a finished block must not make autojump move time.
+            sleeper.active = False
+
+        return _CancelAt(scope, finished)
+
     def next_deadline(self) -> datetime | None:
         """Return the earliest deadline someone is still sleeping towards."""
         self._drop_abandoned()
@@ -94,7 +148,7 @@ class FakeClock:
         """Move time forward to ``instant`` (never backwards) and wake every sleeper now due."""
         self._now = max(self._now, instant)
         while self._sleepers and self._sleepers[0].deadline <= self._now:
-            heapq.heappop(self._sleepers).event.set()
+            heapq.heappop(self._sleepers).wake()
 
     async def autojump(self, idle_poll_seconds: float = 0.001) -> None:
         """Forever: once all other tasks are blocked, jump to the next deadline."""
@@ -113,13 +167,23 @@ class FakeClock:
 
 
 class _Sleeper:
-    __slots__ = ("active", "deadline", "event", "order")
+    __slots__ = ("active", "deadline", "event", "on_due", "order")
 
-    def __init__(self, deadline: datetime, order: int) -> None:
+    def __init__(
+        self, deadline: datetime, order: int, on_due: Callable[[], object] | None = None
+    ) -> None:
         self.deadline = deadline
         self.order = order
         self.event = anyio.Event()
+        self.on_due = on_due
         self.active = True
+
+    def wake(self) -> None:
+        """The deadline is reached: wake the sleeper (or cancel its block, if still inside)."""
+        if self.on_due is None:
+            self.event.set()
+        elif self.active:
+            self.on_due()
 
     def __lt__(self, other: _Sleeper) -> bool:
         return (self.deadline, self.order) < (other.deadline, other.order)

@@ -294,34 +294,18 @@ class RunRunner:
             local.done.set()
 
     async def _execute(self, launch: Launch) -> Observation:
-        """Race the executor against the attempt's deadline on the clock."""
+        """Run the executor, cancelled if the attempt's deadline on the clock passes first."""
         result: ExecutorResult | None = None
-        timed_out = False
-
-        async with anyio.create_task_group() as race:
-
-            async def execute() -> None:
-                nonlocal result
-                try:
-                    result = await self._executor.execute(launch.request)
-                except SystemFault:
-                    raise  # the store or the lock failed (an agent's journal): fail-stop
-                except Exception as exc:  # an executor's crash is the task's failure, not ours
-                    result = ExecutorFailure(
-                        TaskError("executor_error", f"{type(exc).__name__}: {exc}", True)
-                    )
-                if not timed_out:
-                    race.cancel_scope.cancel()
-
-            async def expire() -> None:
-                nonlocal timed_out
-                await self._clock.sleep_until(launch.deadline)
-                if result is None:
-                    timed_out = True
-                    race.cancel_scope.cancel()
-
-            race.start_soon(execute)
-            race.start_soon(expire)
+        with self._clock.cancel_at(launch.deadline) as deadline:
+            try:
+                result = await self._executor.execute(launch.request)
+            except SystemFault:
+                raise  # the store or the lock failed (an agent's journal): fail-stop
+            except Exception as exc:  # an executor's crash is the task's failure, not ours
+                result = ExecutorFailure(
+                    TaskError("executor_error", f"{type(exc).__name__}: {exc}", True)
+                )
+        timed_out = deadline.expired
 
         request = launch.request
         key = (request.task_key, request.attempt)

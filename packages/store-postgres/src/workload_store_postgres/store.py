@@ -15,10 +15,11 @@ from __future__ import annotations
 
 import secrets
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from datetime import UTC, datetime
 
 from workload_domain.cursors import CursorCodec
-from workload_domain.ports import Clock
+from workload_domain.ports import Clock, Expiry
 from workload_domain.telemetry import NO_TELEMETRY, Telemetry
 from workload_store_postgres._approvals import Approvals
 from workload_store_postgres._db import Database, one
@@ -46,6 +47,9 @@ class _UtcClock:
 
     async def sleep_until(self, deadline: datetime) -> None:  # pragma: no cover - unused
         raise NotImplementedError
+
+    def cancel_at(self, deadline: datetime) -> AbstractContextManager[Expiry]:  # pragma: no cover
+        raise NotImplementedError  # unused: the store never waits
 
 
 class PostgresStore(Workflows, Runs, Reads, Workers, Journal, Approvals, Drafts, Idempotency):
