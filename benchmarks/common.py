@@ -32,6 +32,7 @@ import psycopg
 
 SMOKE = os.environ.get("WORKLOAD_BENCH_SMOKE", "") not in ("", "0")
 ROOT = Path(__file__).resolve().parents[1]
+_LOAD_AT_START = os.getloadavg()
 
 
 def knob(name: str, default: int, smoke: int) -> int:
@@ -51,8 +52,17 @@ def percentiles_ms(samples: list[float]) -> dict[str, float]:
 
 
 def emit(name: str, result: dict[str, Any]) -> None:
-    """Print the result as JSON, and write it to ``$WORKLOAD_BENCH_RESULTS/<name>.json``."""
-    result = {"bench": name, "smoke": SMOKE, **result}
+    """Print the result as JSON, and write it to ``$WORKLOAD_BENCH_RESULTS/<name>.json``.
+
+    The machine's 1-minute load average when the benchmark started and ended goes with it: on a
+    shared machine, a load above the core count means the figures were disturbed.
+    """
+    machine = {
+        "cpus": os.cpu_count(),
+        "loadavg_1m_start": round(_LOAD_AT_START[0], 2),
+        "loadavg_1m_end": round(os.getloadavg()[0], 2),
+    }
+    result = {"bench": name, "smoke": SMOKE, "machine": machine, **result}
     text = json.dumps(result, indent=2)
     print(text, flush=True)
     directory = os.environ.get("WORKLOAD_BENCH_RESULTS")

@@ -314,6 +314,18 @@ def rows(results: Mapping[str, Mapping[str, Any]], peers: Mapping[str, float]) -
     return table.rows
 
 
+def busy_benchmarks(results: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    """The benchmarks whose 1-minute load average, at start or end, exceeded the core count."""
+    busy = []
+    for name in BENCHES:
+        machine = (results.get(name) or {}).get("machine")
+        if isinstance(machine, dict) and machine.get("cpus"):
+            load = max(float(machine["loadavg_1m_start"]), float(machine["loadavg_1m_end"]))
+            if load > float(machine["cpus"]):
+                busy.append(name)
+    return busy
+
+
 def render(
     results: Mapping[str, Mapping[str, Any]], peers: Mapping[str, float], directory: str = ""
 ) -> str:
@@ -331,7 +343,20 @@ def render(
             if isinstance(store, dict):
                 base = Baseline(float(store["p50_ms"]), float(store["throughput_per_s"]), "psycopg")
         state = f"{base.text()} ({base.source})" if base else "not measured"
+        machine = result.get("machine") if result is not None else None
+        if isinstance(machine, dict):
+            state += (
+                f"; load {machine['loadavg_1m_start']} → {machine['loadavg_1m_end']}"
+                f" on {machine['cpus']} cores"
+            )
         lines.append(f"- {name}: {state}" if result is not None else f"- {name}: not run")
+    busy = busy_benchmarks(results)
+    if busy:
+        lines.append(
+            f"WARNING: the machine was busier than its cores during {', '.join(busy)}: their "
+            "figures and their commit baselines are depressed, by different amounts, so even "
+            "the ratios are unreliable. Re-run on a quiet machine before judging a target."
+        )
     lines.append("")
     header = Row("figure", "value", "baseline p50 / commits/s", "ratio", "target", "met")
     table = [header, *rows(results, peers)]

@@ -31,6 +31,7 @@ RESULTS: dict[str, dict[str, Any]] = {
     "e2e_bench": {
         "summary": {"tasks_1": {"tasks_per_s": 300.0}, "tasks_10": {"tasks_per_s": 600.0}},
         "commit_baseline": _baseline(0.4, 3000.0),
+        "machine": {"cpus": 2, "loadavg_1m_start": 0.4, "loadavg_1m_end": 0.9},
     },
     "worker_bench": {
         "throughput": [{"workers": 1, "tasks_per_s": 100.0}, {"workers": 4, "tasks_per_s": 900.0}],
@@ -76,7 +77,10 @@ def test_spec15_table_ratios_and_verdicts() -> None:
     # A smoke-sized backlog is not judged, and a benchmark not run is reported missing.
     small = {**RESULTS, "ready_bench": {**RESULTS["ready_bench"], "unfinished_at_restart": 40}}
     del small["worker_bench"]
+    small["ready_bench"]["machine"] = {"cpus": 2, "loadavg_1m_start": 3.5, "loadavg_1m_end": 1.0}
     text = render(small, {})
+    assert "load 0.4 → 0.9 on 2 cores" in text
+    assert "WARNING: the machine was busier than its cores during ready_bench:" in text
     assert "n/a (only 40 runs, not 5,000)" in text
     assert "missing (worker_bench not run)" in text
     assert "| figure | value | baseline p50 / commits/s | ratio | target | met |" in text
