@@ -148,13 +148,29 @@ def browser(session: nox.Session) -> None:
 
 @nox.session(python=PYTHON)
 def bench(session: nox.Session) -> None:
-    """Benchmarks (not run by default): prints JSON with p50/p95/p99 and throughput."""
+    """Benchmarks (not run by default): JSON from each, then the SPEC §15 table.
+
+    ``nox -s bench -- e2e_bench ready_bench`` runs only those (the table marks the others
+    missing). ``WORKLOAD_BENCH_SMOKE=1`` shrinks every count (a check, not a measurement);
+    ``WORKLOAD_BENCH_RESULTS`` is where the JSON goes (default: a new temporary directory);
+    ``WORKLOAD_BENCH_PEERS`` points at ../shared/bench-peers results (benchmarks/README.md).
+    """
+    kinds = ("store", "api", "worker", "telemetry", "e2e", "ready")
+    benchmarks = [f"{kind}_bench" for kind in kinds]
     _sync(session)
-    session.run("python", "-m", "benchmarks.store_bench", env=_test_env())
-    session.run("python", "-m", "benchmarks.api_bench", env=_test_env())
-    session.run("python", "-m", "benchmarks.worker_bench", env=_test_env())
-    # SPEC §12: create-run throughput with telemetry off, metrics on, metrics and traces on.
-    session.run("python", "-m", "benchmarks.telemetry_bench", env=_test_env())
+    chosen = session.posargs or benchmarks
+    unknown = sorted(set(chosen) - set(benchmarks))
+    if unknown:
+        session.error(f"unknown benchmarks {unknown}; choose from {benchmarks}")
+    results = os.environ.get("WORKLOAD_BENCH_RESULTS") or tempfile.mkdtemp(
+        prefix="workload-bench-results-"
+    )
+    env = {**_test_env(), "WORKLOAD_BENCH_RESULTS": results}
+    # telemetry_bench is SPEC §12's overhead; the others feed SPEC §15's table.
+    for name in benchmarks:
+        if name in chosen:
+            session.run("python", "-m", f"benchmarks.{name}", env=env)
+    session.run("python", "-m", "benchmarks.spec15", results, env=env)
 
 
 @nox.session(python=PYTHON)

