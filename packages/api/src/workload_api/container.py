@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import socket
+from typing import TYPE_CHECKING
 
 from dependency_injector import containers, providers
 
@@ -46,10 +47,12 @@ from workload_engine.mock_executor import MockExecutor
 from workload_engine.models import ModelRouter
 from workload_engine.remote import RemoteAttempts
 from workload_engine.signals import StepSignal, WorkSignal
-from workload_model_openai import DEFAULT_API_KEY, OpenAIModels
 from workload_store_postgres.lock import PostgresCoordinatorLock
 from workload_store_postgres.notifications import PostgresNotifications
 from workload_store_postgres.store import PostgresStore
+
+if TYPE_CHECKING:
+    from workload_model_openai import OpenAIModels
 
 __all__ = ["Container", "use_memory_store"]
 
@@ -74,9 +77,15 @@ def _store(settings: Settings, clock: Clock, telemetry: Telemetry) -> PostgresSt
 
 
 def _openai_models(settings: Settings) -> OpenAIModels | None:
-    """The ``openai:`` adapters, when an endpoint is configured (SPEC §11)."""
+    """The ``openai:`` adapters, when an endpoint is configured (SPEC §11).
+
+    The adapter (and the ``openai`` package, a third of a second to import) is imported only
+    then: a service with no OpenAI-compatible endpoint never loads it.
+    """
     if not settings.openai_base_url:
         return None
+    from workload_model_openai import DEFAULT_API_KEY, OpenAIModels  # noqa: PLC0415 - lazy
+
     key = settings.openai_api_key.get_secret_value() if settings.openai_api_key else None
     return OpenAIModels(
         settings.openai_base_url,

@@ -3,7 +3,8 @@
 :meth:`Console.page` wraps a page handler: it reads the session cookie (a GET without one is
 sent to the sign-in page), checks a POST's CSRF token *before* anything else, checks the role
 (viewers may not write: 403), and renders domain errors as HTML pages with the API's statuses.
-Handlers get a :class:`View` and call the same use cases as the API's handlers.
+Handlers get a :class:`View` and call the same use cases as the API's handlers. Jinja2 and the
+templates load at the first page rendered, not when the service starts.
 """
 
 from __future__ import annotations
@@ -14,10 +15,9 @@ import secrets
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, quote, urlencode
 
-import jinja2
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Route
@@ -30,6 +30,9 @@ from workload_api.usecases import UseCases
 from workload_domain.errors import InvalidInput, WorkloadError
 from workload_domain.idempotency import IdempotencyClaim, request_hash
 from workload_domain.ports import Clock
+
+if TYPE_CHECKING:
+    import jinja2
 
 __all__ = ["Console", "NavEntry", "View", "exact_json", "said"]
 
@@ -129,6 +132,8 @@ def _duration(start: Any, end: Any) -> str:
 
 
 def _environment() -> jinja2.Environment:
+    import jinja2  # noqa: PLC0415 - at the first page rendered: the service starts without it
+
     env = jinja2.Environment(
         loader=jinja2.PackageLoader("workload_api.console", "templates"),
         autoescape=True,
@@ -161,12 +166,14 @@ class Console:
         self.sessions = sessions
         self.clock = clock
         self.nav = nav
-        self._templates = _environment()
+        self._templates: jinja2.Environment | None = None
 
     async def render(
         self, request: Request, template: str, *, status: int = 200, **context: Any
     ) -> HTMLResponse:
-        """Render a template to an HTML response."""
+        """Render a template to an HTML response (the first one loads the templates)."""
+        if self._templates is None:
+            self._templates = _environment()
         page = self._templates.get_template(template)
         body = page.render(nav=self.nav, request=request, **context)
         return HTMLResponse(body, status_code=status)

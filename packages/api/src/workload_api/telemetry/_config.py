@@ -7,16 +7,19 @@ Tracing is off unless ``OTEL_TRACES_EXPORTER`` names an exporter: ``otlp`` (HTTP
 The SDK itself reads the rest: ``OTEL_SERVICE_NAME`` and ``OTEL_RESOURCE_ATTRIBUTES`` (the
 service name defaults to ``workload``), ``OTEL_TRACES_SAMPLER[_ARG]``, ``OTEL_BSP_*`` (the
 batch processor), ``OTEL_EXPORTER_OTLP_[TRACES_]HEADERS``, ``…_TIMEOUT``, ``…_COMPRESSION``.
+The SDK is imported only when tracing is on: a service that does not trace never loads it.
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
-from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter, SpanExporter
+if TYPE_CHECKING:
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SpanExporter
 
 __all__ = [
     "DEFAULT_SERVICE_NAME",
@@ -36,6 +39,8 @@ class TracingConfigError(ValueError):
 
 def _exporter(name: str) -> SpanExporter:
     if name == "console":
+        from opentelemetry.sdk.trace.export import ConsoleSpanExporter  # noqa: PLC0415
+
         return ConsoleSpanExporter()
     # Imported only when asked for: the exporter brings protobuf and requests.
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import (  # noqa: PLC0415
@@ -46,6 +51,8 @@ def _exporter(name: str) -> SpanExporter:
 
 
 def _resource(env: Mapping[str, str]) -> Resource:
+    from opentelemetry.sdk.resources import Resource  # noqa: PLC0415 - only when tracing
+
     named = env.get("OTEL_SERVICE_NAME") or "service.name=" in env.get(
         "OTEL_RESOURCE_ATTRIBUTES", ""
     )
@@ -94,6 +101,10 @@ def tracer_provider_from_env(environ: Mapping[str, str] | None = None) -> Tracer
     names = tracing_exporters(env)
     if not names:
         return None
+    # Imported only now: the SDK (it brings psutil) would cost every start ≈ 40 ms.
+    from opentelemetry.sdk.trace import TracerProvider  # noqa: PLC0415
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor  # noqa: PLC0415
+
     provider = TracerProvider(resource=_resource(env))
     for name in names:
         provider.add_span_processor(BatchSpanProcessor(_exporter(name)))

@@ -31,12 +31,11 @@ from collections import OrderedDict
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.context import Context
-from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.trace import (
     Link,
     NonRecordingSpan,
@@ -64,6 +63,9 @@ from workload_domain.telemetry import (
     valid_traceparent,
 )
 from workload_domain.workers import ClaimedAttempt
+
+if TYPE_CHECKING:
+    from opentelemetry.sdk.trace import TracerProvider
 
 __all__ = ["MAX_OPEN_REMOTE_SPANS", "ServiceTelemetry", "context_of", "traceparent_of"]
 
