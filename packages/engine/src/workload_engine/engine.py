@@ -4,12 +4,18 @@
 to it with :meth:`Engine.submit` only after their creating transaction committed; at start-up
 :meth:`Engine.recover` hands it every non-terminal run. The first system fault of any runner
 propagates out of :meth:`Engine.run`, interrupting every other runner: fail-stop.
+
+A run the engine owns is in one of three places (ADR 0017): *queued* to start (only its id:
+at most ``startup_concurrency`` runners start at once, however long the backlog), *running*
+(a :class:`RunRunner` drives it), or *parked* (its runner found nothing to do but wait for an
+attempt slot and stopped; the id waits in a FIFO and the engine resumes the run with a slot
+granted when one frees). A queued or parked run holds no task, snapshot or channel.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
-from typing import Any
+from collections.abc import AsyncIterator, Callable, Sequence
+from typing import Any, NamedTuple
 
 import anyio
 from anyio.abc import TaskGroup, TaskStatus
@@ -24,11 +30,24 @@ from workload_engine.definitions import DefinitionCache
 from workload_engine.runner import RunRunner
 from workload_engine.signals import RunChanges, StepSignal, WorkSignal
 
-__all__ = ["DEFAULT_MAX_CONCURRENT_ATTEMPTS", "DEFAULT_STARTUP_CONCURRENCY", "Engine"]
+__all__ = ["DEFAULT_MAX_CONCURRENT_ATTEMPTS", "DEFAULT_STARTUP_CONCURRENCY", "Backlog", "Engine"]
 
 DEFAULT_MAX_CONCURRENT_ATTEMPTS = 64
 DEFAULT_STARTUP_CONCURRENCY = 8
 """How many runners may be starting (first load, commit, launches) at once."""
+_PARKED_SNAPSHOTS = 64
+"""Queued or parked runs beyond this many keep only their id (their runner reads them)."""
+
+
+class Backlog(NamedTuple):
+    """Where the runs an engine owns are (for introspection and tests)."""
+
+    running: int
+    """Runs a runner drives (each holds a task)."""
+    queued: int
+    """Runs waiting to start: an id each."""
+    parked: int
+    """Runs waiting for an attempt slot without a runner: an id each."""
 
 
 class Engine:
@@ -70,26 +89,49 @@ class Engine:
         """Notified whenever a commit to a run succeeded (its event streams read on)."""
         self.limiter = anyio.CapacityLimiter(max_concurrent_attempts)
         self.startup = anyio.CapacityLimiter(startup_concurrency)
+        self._startup_concurrency = startup_concurrency
         self._runners: dict[str, RunRunner] = {}
+        self._queued: dict[str, RunSnapshot | None] = {}
+        """Runs to start, in order, once fewer than ``startup_concurrency`` are starting."""
+        self._starting = 0
+        self._recovering = False
+        """Recovery is listing the runs: they are queued, and start once it has returned."""
+        self._parked: dict[str, RunSnapshot | None] = {}
+        """Runs waiting for an attempt slot, in order (the first gets the next free one)."""
+        self._parked_changed = anyio.Event()
         self._group: TaskGroup | None = None
         self._finished: dict[str, anyio.Event] = {}
 
     @property
     def active_runs(self) -> int:
-        """How many runs this engine is executing now."""
-        return len(self._runners)
+        """How many runs this engine owns now (running, queued to start, or parked)."""
+        return len(self._runners) + len(self._queued) + len(self._parked)
+
+    @property
+    def backlog(self) -> Backlog:
+        """How many owned runs are running, queued to start, and parked."""
+        return Backlog(len(self._runners), len(self._queued), len(self._parked))
 
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """Supervise runners until cancelled; re-raises the first system fault of any runner."""
         try:
             async with anyio.create_task_group() as group:
                 self._group = group
+                group.start_soon(self._dispatch, name="slots for parked runs")
                 task_status.started()
                 await anyio.sleep_forever()
         except BaseExceptionGroup as errors:
             raise first_error(errors) from errors
         finally:
             self._group = None
+            # Queued and parked runs are interrupted too: nothing was running for them.
+            for run_id in [*self._queued, *self._parked]:
+                event = self._finished.pop(run_id, None)
+                if event is not None:
+                    event.set()
+            self._queued.clear()
+            self._parked.clear()
+            self._starting = 0
 
     @property
     def running(self) -> bool:
@@ -97,8 +139,8 @@ class Engine:
         return self._group is not None and not self._group.cancel_scope.cancel_called
 
     def owns(self, run_id: str) -> bool:
-        """Whether this engine is executing ``run_id`` now."""
-        return run_id in self._runners
+        """Whether this engine is executing ``run_id`` now (running, queued or parked)."""
+        return run_id in self._runners or run_id in self._queued or run_id in self._parked
 
     def submit(self, run_id: str, snapshot: RunSnapshot | None = None) -> None:
         """Start executing a committed run (no-op if this engine already executes it).
@@ -114,11 +156,59 @@ class Engine:
             if self.standby:
                 return  # the leader executes it: it hears of the run (SPEC §14)
             raise ExecutionStopped("this process is not executing runs now")
-        if run_id in self._runners:
+        if self.owns(run_id):
             return
-        runner = self._new_runner(run_id, snapshot)
+        if not self._recovering and self._starting < self._startup_concurrency and not self._queued:
+            self._admit(run_id, snapshot)
+        else:
+            # A backlog: the id waits its turn (past a few, the runner that starts it reads it).
+            self._queued[run_id] = snapshot if len(self._queued) < _PARKED_SNAPSHOTS else None
+
+    def _admit(self, run_id: str, snapshot: RunSnapshot | None) -> None:
+        self._starting += 1
+        self._start(run_id, snapshot, on_started=self._admitted_started)
+
+    def _admitted_started(self) -> None:
+        self._starting -= 1
+        self._admit_queued()
+
+    def _admit_queued(self) -> None:
+        while self._queued and self._starting < self._startup_concurrency and self.running:
+            run_id = next(iter(self._queued))
+            snapshot = self._queued.pop(run_id)
+            self._admit(run_id, snapshot)
+
+    def _start(
+        self,
+        run_id: str,
+        snapshot: RunSnapshot | None = None,
+        *,
+        slot: object | None = None,
+        resumed: bool = False,
+        on_started: Callable[[], None] | None = None,
+    ) -> RunRunner:
+        assert self._group is not None
+        runner = self._new_runner(
+            run_id, snapshot, park=True, slot=slot, resumed=resumed, on_started=on_started
+        )
         self._runners[run_id] = runner
         self._group.start_soon(self._supervise, runner, name=f"run {run_id}")
+        return runner
+
+    async def _dispatch(self) -> None:
+        """Give each free attempt slot to the first parked run, in order (FIFO fairness)."""
+        while True:
+            while not self._parked:
+                self._parked_changed = anyio.Event()
+                await self._parked_changed.wait()
+            token = object()
+            await self.limiter.acquire_on_behalf_of(token)
+            if not self._parked:  # resumed meanwhile (a cancel request): give it back
+                self.limiter.release_on_behalf_of(token)
+                continue
+            run_id = next(iter(self._parked))
+            snapshot = self._parked.pop(run_id)
+            self._start(run_id, snapshot, slot=token, resumed=True)
 
     def committed(self, commit: RunCommit) -> None:
         """A commit of any writer succeeded: wake the run's followers, and claims if it queued.
@@ -137,6 +227,10 @@ class Engine:
         runner = self._runners.get(run_id)
         if runner is not None:
             runner.notify()
+        elif run_id in self._parked and self.running:
+            # Changed by someone else (a cancel request): its runner reads it again now.
+            self._parked.pop(run_id)
+            self._start(run_id, resumed=True)
 
     async def recover(self, page_size: int = 500) -> int:
         """Hand every non-terminal run to the engine, reading them page by page.
@@ -147,20 +241,32 @@ class Engine:
         resumed, for resumable actions — and
         this waits for those commits, so no attempt reads as running once recovery returned.
         They are few (at most what was executing), however long the backlog. Then every other
-        non-terminal run, without waiting. Returns how many runs were handed over.
+        non-terminal run, without waiting: each is queued as its id, and their runners start
+        (``startup_concurrency`` at a time) once every run is handed over. Returns how many
+        runs were handed over.
         """
         leftovers = list(await self.store.runs_with_running_attempts(self.local_actions))
         for run_id in leftovers:
-            self.submit(run_id)
+            if self.running and not self.owns(run_id):
+                self._start(run_id)  # not queued: recovery waits for their first commits
+            elif not self.running:
+                self.submit(run_id)  # raises ExecutionStopped (or leaves it to the leader)
         for run_id in leftovers:
             runner = self._runners.get(run_id)
             if runner is not None:
                 await runner.started.wait()
         handed = 0
-        async for page in self._unfinished(page_size):
-            for run_id in page:
-                self.submit(run_id)
-            handed += len(page)
+        # Only ids until every run is handed over: the runners start once this returned, 8 at a
+        # time, instead of sharing the loop with the listing (ADR 0017).
+        self._recovering = True
+        try:
+            async for page in self._unfinished(page_size):
+                for run_id in page:
+                    self.submit(run_id)
+                handed += len(page)
+        finally:
+            self._recovering = False
+            self._admit_queued()
         return handed
 
     async def adopt_unowned(self, page_size: int = 500) -> int:
@@ -173,7 +279,7 @@ class Engine:
         adopted = 0
         async for page in self._unfinished(page_size):
             for run_id in page:
-                if run_id not in self._runners and self.running:
+                if not self.owns(run_id) and self.running:
                     self.submit(run_id)
                     adopted += 1
         return adopted
@@ -190,7 +296,7 @@ class Engine:
 
     async def wait_finished(self, run_id: str) -> None:
         """Wait until the runner of ``run_id`` (submitted to this engine) has finished."""
-        if run_id not in self._runners:
+        if not self.owns(run_id):
             return
         await self._finished.setdefault(run_id, anyio.Event()).wait()
 
@@ -198,7 +304,16 @@ class Engine:
         """Execute one run in the caller's task until it is terminal (local mode, tests)."""
         return await self._new_runner(run_id).run()
 
-    def _new_runner(self, run_id: str, snapshot: RunSnapshot | None = None) -> RunRunner:
+    def _new_runner(
+        self,
+        run_id: str,
+        snapshot: RunSnapshot | None = None,
+        *,
+        park: bool = False,
+        slot: object | None = None,
+        resumed: bool = False,
+        on_started: Callable[[], None] | None = None,
+    ) -> RunRunner:
         return RunRunner(
             run_id,
             store=self.store,
@@ -212,13 +327,26 @@ class Engine:
             committed=self.committed,
             telemetry=self.telemetry,
             snapshot=snapshot,
+            park=park,
+            slot=slot,
+            resumed=resumed,
+            on_started=on_started,
         )
 
+    def _park(self, run_id: str, snapshot: RunSnapshot) -> None:
+        self._parked[run_id] = snapshot if len(self._parked) < _PARKED_SNAPSHOTS else None
+        self._parked_changed.set()
+
     async def _supervise(self, runner: RunRunner, **_: Any) -> None:
+        parked: RunSnapshot | None = None
         try:
             await runner.run()
+            parked = runner.parked if self.running else None
         finally:
             self._runners.pop(runner.run_id, None)
-            event = self._finished.pop(runner.run_id, None)
-            if event is not None:
-                event.set()
+            if parked is not None:
+                self._park(runner.run_id, parked)
+            else:
+                event = self._finished.pop(runner.run_id, None)
+                if event is not None:
+                    event.set()

@@ -95,9 +95,19 @@ class RunRunner:
         committed: Callable[[RunCommit], None] | None = None,
         telemetry: Telemetry = NO_TELEMETRY,
         snapshot: RunSnapshot | None = None,
+        park: bool = False,
+        slot: object | None = None,
+        resumed: bool = False,
+        on_started: Callable[[], None] | None = None,
     ) -> None:
         self.run_id = run_id
         self._snapshot = snapshot
+        self._park = park
+        self._grant = slot
+        self._resumed = resumed
+        self._on_started = on_started
+        self.parked: RunSnapshot | None = None
+        """Set when the runner stopped because the run only waits for a slot (``park``)."""
         self._store = store
         self._executor = executor
         self._clock = clock
@@ -143,6 +153,7 @@ class RunRunner:
             for token in self._slots.values():
                 self._limiter.release_on_behalf_of(token)
             self._slots.clear()
+            self._release_grant()
             self._send.close()
             self._receive.close()
         return final
@@ -161,6 +172,13 @@ class RunRunner:
             self._started = True
             self._startup.release()
             self.started.set()
+            if self._on_started is not None:
+                self._on_started()
+
+    def _release_grant(self) -> None:
+        if self._grant is not None:
+            self._limiter.release_on_behalf_of(self._grant)
+            self._grant = None
 
     async def _drive(self, tg: TaskGroup) -> RunSnapshot:
         # A run handed over by its creator comes with its state as created: no read back.
@@ -173,7 +191,8 @@ class RunRunner:
 
     async def _plan_loop(self, tg: TaskGroup, snapshot: RunSnapshot) -> RunSnapshot:
         workflow = await self._definitions.get(snapshot.run.workflow_id, snapshot.run.version)
-        recovering = snapshot.run.status is not RunStatus.PENDING
+        # A run resumed after it waited for a slot without a runner was not taken over.
+        recovering = snapshot.run.status is not RunStatus.PENDING and not self._resumed
         outcomes: list[Observation] = []
         refresh = False
         while True:
@@ -186,6 +205,7 @@ class RunRunner:
             if self._take_free_slots(decided.wanted_slots):
                 # Tasks that can start at once start in this commit, not in one of their own.
                 decided = self._plan(workflow, snapshot, outcomes, recovering)
+            self._release_grant()  # the slot granted to a resumed run, if it no longer wants it
             if decided.commit is not None:
                 try:
                     await self._store.commit(decided.commit)
@@ -204,6 +224,11 @@ class RunRunner:
                 local = _LocalAttempt()
                 self._attempts[(launch.request.task_key, launch.request.attempt)] = local
                 tg.start_soon(self._attempt, launch, token, local)
+            if self._may_park(decided):
+                # Nothing to do but wait for a slot: the engine keeps the run's id in its queue
+                # and resumes it with a slot, instead of this runner waiting (SPEC §15 memory).
+                self.parked = snapshot
+                return snapshot
             for key in decided.wanted_slots:
                 if key not in self._slot_waiters and key not in self._slots:
                     scope = anyio.CancelScope()
@@ -226,6 +251,25 @@ class RunRunner:
                     self._attempts.pop(message.key, None)
                 elif isinstance(message, _Refresh):
                     refresh = True
+
+    def _may_park(self, decided: Plan) -> bool:
+        """Whether the run only waits for slots: nothing executes, runs remotely, or is timed."""
+        after = decided.after
+        return (
+            self._park
+            and bool(decided.wanted_slots)
+            and not decided.finished
+            and not decided.launches
+            and decided.wake_at is None
+            and self._timer is None
+            and not self._attempts
+            and not self._slots
+            and not self._slot_waiters
+            and not after.live_attempts
+            and not after.approvals
+            and not after.run.cancel_requested
+            and self._receive.statistics().current_buffer_used == 0
+        )
 
     def _plan(
         self,
@@ -255,6 +299,11 @@ class RunRunner:
         taken = False
         for key in keys:
             if key in self._slots or key in self._slot_waiters:
+                continue
+            if self._grant is not None:  # the slot the engine resumed this run with
+                token, self._grant = self._grant, None
+                self._slots[key] = token
+                taken = True
                 continue
             token = object()
             try:
@@ -343,4 +392,6 @@ class RunRunner:
         with scope:
             await self._clock.sleep_until(wake_at)
             self._timer_at = None
+            if self._timer is scope:
+                self._timer = None  # fired: a later plan may park the run (nothing is timed)
             self._send.send_nowait(_Wake())
