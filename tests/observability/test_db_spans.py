@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import psycopg
 import pytest
+from opentelemetry import trace
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-from opentelemetry.trace import SpanKind
+from opentelemetry.trace import SpanKind, StatusCode
 
 from workload_api.telemetry import Metrics, ServiceTelemetry
 from workload_domain.errors import WorkflowNotFound
@@ -45,3 +47,28 @@ async def test_without_tracing_the_pool_uses_psycopgs_cursor(database_url: str) 
     store = PostgresStore(database_url, max_size=1, telemetry=ServiceTelemetry(Metrics()))
     async with store, store._db.pool.connection() as conn:
         assert type(conn.cursor()).__name__ == "AsyncCursor"
+
+
+async def test_a_failing_statement_marks_its_span_and_is_never_current(
+    database_url: str, tracer_provider: TracerProvider, spans: InMemorySpanExporter
+) -> None:
+    telemetry = ServiceTelemetry(Metrics(), tracer_provider)
+    async with PostgresStore(database_url, max_size=1, telemetry=telemetry) as store:
+        tracer = tracer_provider.get_tracer("test")
+        with tracer.start_as_current_span("request") as request:
+            async with store._db.pool.connection() as conn:
+                with telemetry.statement("divide", "SELECT 1/0") as span:
+                    # Not the current span: the request stays the parent of what follows.
+                    assert trace.get_current_span() is request
+                    assert span is not request
+                with pytest.raises(psycopg.errors.DivisionByZero):
+                    await conn.execute("SELECT 1/0")
+    failed = [s for s in spans.get_finished_spans() if s.name == "SELECT"]
+    assert len(failed) == 1
+    assert failed[0].status.status_code is StatusCode.ERROR
+    assert dict(failed[0].attributes or {})["error.type"] == "DivisionByZero"
+    assert failed[0].parent is not None
+    assert failed[0].parent.span_id == request.get_span_context().span_id
+    divide = [s for s in spans.get_finished_spans() if s.name == "divide"]
+    assert len(divide) == 1
+    assert divide[0].status.status_code is StatusCode.UNSET
