@@ -4,7 +4,8 @@ The ``openai`` package (a third of a second), Jinja2 and the console's templates
 OpenTelemetry SDK are imported on first use: the OpenAI-compatible adapter when an endpoint is
 configured, the templates at the first console page, the SDK when tracing is on. Each case runs
 in a fresh interpreter (this one has imported everything already), with no ``WORKLOAD_*`` or
-``OTEL_*`` variable but those it sets.
+``OTEL_*`` variable but those it sets. The CLI's side (``workload serve``'s own modules) is
+``tests/cli/test_startup_imports.py``.
 """
 
 from __future__ import annotations
@@ -19,7 +20,6 @@ DEFERRED = ("openai", "workload_model_openai", "jinja2", "opentelemetry.sdk")
 _SERVE = """
 import json, sys
 import anyio, httpx
-import workload_cli.main, workload_cli._server  # what `workload serve` imports
 from workload_api.container import Container, use_memory_store
 from workload_api.settings import Settings
 
