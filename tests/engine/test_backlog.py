@@ -14,11 +14,12 @@ import anyio
 import pytest
 
 from tests.engine.harness import Harness, mock, workflow
-from workload_domain.model import ExecutorRequest, ExecutorResult
+from workload_domain.model import ExecutorRequest, ExecutorResult, RunSnapshot
 from workload_domain.ports import Executor
 from workload_domain.statuses import RunStatus
 from workload_engine.clock import FakeClock, wait_until_idle
 from workload_engine.mock_executor import MockExecutor
+from workload_engine.runner import RunRunner
 from workload_engine.runs import request_cancel
 
 pytestmark = pytest.mark.anyio
@@ -124,6 +125,45 @@ async def test_a_parked_run_can_be_canceled_while_it_waits() -> None:
     view = await h.view(canceled)
     assert view.status == "canceled"
     assert view.attempts["a"] == []
+
+
+async def test_a_cancel_heard_while_a_runner_parks_is_not_lost(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The window between a runner choosing to park and its engine parking the run."""
+    h, order = harness(slots=1)
+    first, canceled = [await h.create(SLOW) for _ in range(2)]
+    original = RunRunner.run
+    told: list[str] = []
+
+    async def run_then_told(runner: RunRunner) -> RunSnapshot:
+        final = await original(runner)
+        if runner.run_id == canceled and runner.parked is not None and not told:
+            # Still the engine's runner for the run: what a cancel request does now.
+            told.append(canceled)
+            assert (await request_cancel(h.store, h.clock, canceled)).run.status is (
+                RunStatus.CANCELED
+            )
+            h.engine.notify(canceled)
+        return final
+
+    monkeypatch.setattr(RunRunner, "run", run_then_told)
+    async with anyio.create_task_group() as tg:
+        await tg.start(h.engine.run)
+        h.engine.submit(first)
+        await wait_until_idle()
+        h.engine.submit(canceled)
+        with anyio.fail_after(5):
+            await h.engine.wait_finished(canceled)  # the slot is still taken by the first run
+        assert told == [canceled]
+        assert not h.engine.owns(canceled)
+        assert h.engine.backlog.parked == 0
+        tg.start_soon(h.clock.autojump)
+        with anyio.fail_after(10):
+            await h.engine.wait_finished(first)
+        tg.cancel_scope.cancel()
+    assert order.started == [first]
+    assert (await h.view(canceled)).status == "canceled"
 
 
 async def test_a_parked_run_with_a_retry_timer_and_a_slot_waiter_converge() -> None:

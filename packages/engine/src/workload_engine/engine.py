@@ -247,7 +247,10 @@ class Engine:
         """
         leftovers = list(await self.store.runs_with_running_attempts(self.local_actions))
         for run_id in leftovers:
-            if self.running and not self.owns(run_id):
+            if self.running and run_id in self._queued:
+                # Queued already (a replica announced it before recovery): not left waiting.
+                self._start(run_id, self._queued.pop(run_id))
+            elif self.running and not self.owns(run_id):
                 self._start(run_id)  # not queued: recovery waits for their first commits
             elif not self.running:
                 self.submit(run_id)  # raises ExecutionStopped (or leaves it to the leader)
@@ -344,7 +347,10 @@ class Engine:
             parked = runner.parked if self.running else None
         finally:
             self._runners.pop(runner.run_id, None)
-            if parked is not None:
+            if parked is not None and runner.stale:
+                # Changed (a cancel request) while it was parking: read it again now.
+                self._start(runner.run_id, resumed=True)
+            elif parked is not None:
                 self._park(runner.run_id, parked)
             else:
                 event = self._finished.pop(runner.run_id, None)

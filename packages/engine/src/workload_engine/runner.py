@@ -108,6 +108,8 @@ class RunRunner:
         self._on_started = on_started
         self.parked: RunSnapshot | None = None
         """Set when the runner stopped because the run only waits for a slot (``park``)."""
+        self.stale = False
+        """Told of a change after it chose to park: the parked snapshot is not to be used."""
         self._store = store
         self._executor = executor
         self._clock = clock
@@ -132,6 +134,10 @@ class RunRunner:
 
     def notify(self) -> None:
         """Tell the runner that someone else changed the run (e.g. a cancel request)."""
+        if self.parked is not None:
+            # It chose to park and is leaving: its engine starts the run again instead.
+            self.stale = True
+            return
         # A runner that already finished has nothing left to refresh.
         with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
             self._send.send_nowait(_Refresh())
