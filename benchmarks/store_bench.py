@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import statistics
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
@@ -19,7 +18,7 @@ from typing import Any
 
 import psycopg
 
-from benchmarks.common import database, emit, knob
+from benchmarks.common import database, emit, knob, throughput_stats
 from workload_domain.compiler import compile_definition
 from workload_domain.events import EventType
 from workload_domain.ids import uuid7
@@ -75,15 +74,7 @@ async def measure(workers: int, op: Callable[[int, int], Awaitable[None]]) -> di
 
     began = time.perf_counter()
     await asyncio.gather(*(worker(w) for w in range(workers)))
-    elapsed = time.perf_counter() - began
-    cuts = statistics.quantiles(latencies, n=100)
-    return {
-        "ops": len(latencies),
-        "throughput_per_s": round(len(latencies) / elapsed, 1),
-        "p50_ms": round(cuts[49] * 1000, 3),
-        "p95_ms": round(cuts[94] * 1000, 3),
-        "p99_ms": round(cuts[98] * 1000, 3),
-    }
+    return throughput_stats(latencies, time.perf_counter() - began)
 
 
 async def bench(url: str) -> dict[str, Any]:

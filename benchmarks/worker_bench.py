@@ -16,7 +16,6 @@ import asyncio
 import itertools
 import os
 import signal
-import statistics
 import subprocess
 import sys
 import threading
@@ -27,7 +26,7 @@ from typing import Any
 import httpx
 import psycopg
 
-from benchmarks.common import commit_baseline, database, emit, knob
+from benchmarks.common import commit_baseline, database, emit, knob, percentiles_ms
 from workload_api import eventloop
 from workload_api.container import Container
 from workload_api.settings import Settings
@@ -144,13 +143,8 @@ def _latency(url: str, database_url: str, client: httpx.Client) -> dict[str, Any
     finally:
         _stop(started)
     latencies = sorted(float(r[0]) for r in rows)
-    cuts = statistics.quantiles(latencies, n=100)
-    return {
-        "runs": len(latencies),
-        "queued_to_claimed_p50_ms": round(cuts[49] * 1000, 3),
-        "queued_to_claimed_p95_ms": round(cuts[94] * 1000, 3),
-        "queued_to_claimed_p99_ms": round(cuts[98] * 1000, 3),
-    }
+    cuts = percentiles_ms(latencies)
+    return {"runs": len(latencies), **{f"queued_to_claimed_{k}": v for k, v in cuts.items()}}
 
 
 def run(database_url: str) -> dict[str, Any]:
