@@ -70,7 +70,9 @@ SLOW: dict[str, Any] = {
             "key": "flaky",
             "action": "mock",
             "input": {"fail_first": 1},
-            "retry": {"max_attempts": 2, "initial_backoff_seconds": 0.2},
+            # `runs watch` polls: the retry wait must outlast the watch's start on a busy CI
+            # machine (0.2 s did not), so that it sees the task waiting.
+            "retry": {"max_attempts": 2, "initial_backoff_seconds": 2},
         },
         {"key": "long", "action": "mock", "depends_on": ["flaky"], "input": {"sleep_ms": 60000}},
     ],
