@@ -105,9 +105,11 @@ def _lock(settings: Settings) -> PostgresCoordinatorLock:
     )
 
 
-def _notifications(settings: Settings) -> PostgresNotifications | None:
+def _notifications(settings: Settings, store: PostgresStore) -> PostgresNotifications | None:
     """What other replicas announce: only a replica (``--standby``) has other replicas."""
-    return PostgresNotifications(_database_url(settings)) if settings.standby else None
+    if not settings.standby:
+        return None
+    return PostgresNotifications(_database_url(settings), sent_here=store.sent_here)
 
 
 class Container(containers.DeclarativeContainer):
@@ -123,7 +125,7 @@ class Container(containers.DeclarativeContainer):
     )
     store = providers.Singleton(_store, settings=settings, clock=clock, telemetry=telemetry)
     lock = providers.Singleton(_lock, settings=settings)
-    notifications = providers.Singleton(_notifications, settings=settings)
+    notifications = providers.Singleton(_notifications, settings=settings, store=store)
     work_signal = providers.Singleton(WorkSignal)
     step_signal = providers.Singleton(StepSignal)
     mock_executor = providers.Singleton(MockExecutor, clock=clock)

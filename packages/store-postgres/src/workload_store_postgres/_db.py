@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import math
 import select
+import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
 from contextlib import asynccontextmanager, contextmanager
 from datetime import datetime
@@ -126,6 +127,8 @@ class Database:
         """Whether writes notify other replicas (``LISTEN/NOTIFY``, SPEC §14)."""
         self.on_fenced: Callable[[], None] | None = None
         self._open_timeout = pool_timeout_seconds
+        self._sessions: weakref.WeakValueDictionary[int, Conn] = weakref.WeakValueDictionary()
+        """This pool's connections by backend pid (a closed one drops out once discarded)."""
         # Statements are spans only while spans are recorded: psycopg's own cursor otherwise.
         traced = {"cursor_factory": traced_cursor(telemetry)} if telemetry.tracing else {}
         self.pool: AsyncConnectionPool[Conn] = AsyncConnectionPool(
@@ -133,6 +136,7 @@ class Database:
             min_size=min_size,
             max_size=max_size,
             open=False,
+            configure=self._register,
             check=_still_alive,
             timeout=pool_timeout_seconds,
             name="workload-store",
@@ -149,6 +153,15 @@ class Database:
                 **traced,
             },
         )
+
+    async def _register(self, conn: Conn) -> None:
+        """Remember a new pooled connection's backend: what it notifies is this process's."""
+        self._sessions[conn.info.backend_pid] = conn
+
+    def is_own_session(self, pid: int) -> bool:
+        """Whether ``pid`` is the backend of one of this pool's open connections."""
+        conn = self._sessions.get(pid)
+        return conn is not None and not conn.closed
 
     async def open(self) -> None:
         """Open the pool, waiting for its first connections."""

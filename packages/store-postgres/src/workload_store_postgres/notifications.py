@@ -5,7 +5,9 @@ With several ``workload serve --standby`` processes on one database, the store o
 its API (``workload_runs``, payload the run id), queued remote work (``workload_work``) and tool
 calls ended by a worker or the reaper (``workload_steps``, payload ``run/attempt/task``).
 :class:`PostgresNotifications` listens on a dedicated connection (``LISTEN`` needs a session of
-its own, never a pooled one) and hands each notification to its handler. Notifications are
+its own, never a pooled one) and hands each notification to its handler, except those its own
+process sent (``sent_here``: the store's :meth:`~workload_store_postgres.store.PostgresStore.
+sent_here`, by the sending backend's pid), which it has already told itself. Notifications are
 wake-ups, not the source of truth: a listener that loses its connection reconnects, and the
 leader's periodic sweep adopts any run a lost notification did not announce.
 """
@@ -13,6 +15,7 @@ leader's periodic sweep adopts any run a lost notification did not announce.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 
 import anyio
 import psycopg
@@ -32,9 +35,16 @@ _RETRY_SECONDS = (0.2, 0.5, 1.0, 2.0)
 class PostgresNotifications:
     """Listens for other replicas' notifications until cancelled (see the module docstring)."""
 
-    def __init__(self, url: str, *, connect_timeout: float = 5) -> None:
+    def __init__(
+        self,
+        url: str,
+        *,
+        connect_timeout: float = 5,
+        sent_here: Callable[[int], bool] | None = None,
+    ) -> None:
         self._url = url
         self._connect_timeout = connect_timeout
+        self._sent_here = sent_here
         self.listening = anyio.Event()
         """Set once the first ``LISTEN`` is in place (tests wait for it)."""
 
@@ -61,8 +71,10 @@ class PostgresNotifications:
             for channel in CHANNELS:
                 await conn.execute(f"LISTEN {channel}")  # a constant: never input
             self.listening.set()
+            sent_here = self._sent_here
             async for notice in conn.notifies():
-                _dispatch(handlers, notice.channel, notice.payload)
+                if sent_here is None or not sent_here(notice.pid):
+                    _dispatch(handlers, notice.channel, notice.payload)
 
 
 def _dispatch(handlers: Handlers, channel: str, payload: str) -> None:

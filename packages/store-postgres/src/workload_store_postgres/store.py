@@ -121,6 +121,16 @@ class PostgresStore(Workflows, Runs, Reads, Workers, Journal, Approvals, Drafts,
         """
         self._db.announce = enabled
 
+    def sent_here(self, backend_pid: int) -> bool:
+        """Whether a notification from ``backend_pid`` was sent by this store's own pool.
+
+        A replica announces what it writes so that the others hear it; it has already told
+        itself (the engine, its streams and waiting claims), so hearing its own echo again
+        would only make a runner read its run once more and put a parked run at the back of
+        the queue.
+        """
+        return self._db.is_own_session(backend_pid)
+
     async def close(self) -> None:
         """Close every connection of the pool."""
         await self._db.close()
