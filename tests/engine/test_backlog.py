@@ -257,3 +257,41 @@ async def test_recovery_of_a_large_backlog_queues_ids_and_finishes_every_run_onc
         assert view.status == "succeeded"
         assert view.attempt_statuses("a") == ["succeeded"]
     assert await h.store.list_unfinished_runs(None, 10) == []
+
+
+async def test_recovery_waits_for_leftover_runs_a_replica_had_already_queued() -> None:
+    """A leftover run (its attempt left running by a stop) that an announcement queued before
+    recovery listed it is started by recovery, which waits for its first commit: once recovery
+    returned, no attempt the stop left reads as running."""
+    h, _ = harness(slots=40)
+    runs = [await h.create(workflow(mock("a", sleep_ms=1000))) for _ in range(40)]
+    async with anyio.create_task_group() as tg:
+        await tg.start(h.engine.run)
+        for run_id in runs:
+            h.engine.submit(run_id)
+        await wait_until_idle()
+        tg.cancel_scope.cancel()  # a stop: every attempt is left running
+    for run_id in runs:
+        assert (await h.view(run_id)).attempt_statuses("a") == ["running"]
+
+    restarted, order = harness(slots=40, restart=h)
+    async with anyio.create_task_group() as tg:
+        await tg.start(restarted.engine.run)
+        # Announced by a replica and heard before recovery lists them, newest first: the 8
+        # admitted at once are the runs recovery lists last, and the others wait as queued ids.
+        for run_id in reversed(runs):
+            restarted.engine.submit(run_id)
+        assert restarted.engine.backlog.queued == 32
+        assert await restarted.engine.recover() == 0  # every run was handed over already
+        for run_id in runs:
+            assert (await h.view(run_id)).attempt_statuses("a") == ["interrupted"], run_id
+        tg.start_soon(h.clock.autojump)
+        with anyio.fail_after(30):
+            for run_id in runs:
+                await restarted.engine.wait_finished(run_id)
+        tg.cancel_scope.cancel()
+    assert order.started == []  # one attempt each (SPEC §4): the interrupted one counts
+    for run_id in runs:
+        view = await h.view(run_id)
+        assert view.status == "failed"
+        assert view.attempt_statuses("a") == ["interrupted"]
