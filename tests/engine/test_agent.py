@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import replace
-from typing import Any
+from typing import Any, cast
 
 import anyio
 import anyio.lowlevel
@@ -20,9 +20,12 @@ from workload_domain.agent.journal import StepKind, StepRecord, StepStatus, Usag
 from workload_domain.agent.llm import Model, ModelRequest, ModelResponse, Models
 from workload_domain.approvals import ApprovalRecord, ApprovalStatus, Decision, arguments_digest
 from workload_domain.errors import StoreUnavailable
+from workload_domain.events import EventType
 from workload_domain.jsonvalues import JsonObject
 from workload_domain.leases import token_digest
+from workload_domain.model import RunCommit
 from workload_domain.ports import Store
+from workload_domain.telemetry import NO_TELEMETRY, Telemetry
 from workload_domain.workers import Claim
 from workload_engine.agent import AgentExecutor
 from workload_engine.approvals import ApprovalDecisions
@@ -643,6 +646,47 @@ async def test_cancel_cancels_pending_approvals() -> None:
     approval = await only_approval(h, run_id)
     assert approval.status is ApprovalStatus.CANCELED
     assert "approval.canceled" in view.event_types()
+
+
+class RecordingTelemetry:
+    """No telemetry, except that it keeps every commit the engine is told of."""
+
+    def __init__(self) -> None:
+        self.commits: list[RunCommit] = []
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(NO_TELEMETRY, name)
+
+    def committed(self, commit: RunCommit) -> None:
+        self.commits.append(commit)
+
+
+async def test_a_decision_commit_reaches_the_engine_once() -> None:
+    """Every commit passes through ``Engine.committed`` once (the telemetry counts from it)."""
+    h, _ = harness()
+    telemetry = RecordingTelemetry()
+    h.engine.telemetry = cast(Telemetry, telemetry)
+    run_id = await h.create(wf(agent(tools=[guarded()], script=[call("deploy"), say("x")])))
+    decisions = ApprovalDecisions(h.store, h.engine)
+    async with anyio.create_task_group() as tg:
+        await tg.start(h.engine.run)
+        h.engine.submit(run_id)
+        await run_until(h, run_id, "waiting_approval")
+        approval = await only_approval(h, run_id)
+        await decisions.decide(
+            approval.approval_id,
+            Decision.APPROVE,
+            approval.arguments_digest,
+            decided_by="operator:abc",
+        )
+        await h.engine.wait_finished(run_id)
+        tg.cancel_scope.cancel()
+    decided = [
+        c for c in telemetry.commits if any(e.type is EventType.APPROVAL_APPROVED for e in c.events)
+    ]
+    assert len(decided) == 1
+    assert (await h.view(run_id)).status == "succeeded"
+    assert any(EventType.RUN_SUCCEEDED in {e.type for e in c.events} for c in telemetry.commits)
 
 
 async def test_time_waiting_for_approval_counts_toward_no_timeout() -> None:

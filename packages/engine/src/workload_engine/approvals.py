@@ -123,4 +123,6 @@ class ApprovalDecisions:
             return None
         # The runner launches the paused attempt again (it reads the decision).
         self._engine.notify(approval.run_id)
+        if replayed is None:
+            self._engine.committed(commit)  # every commit passes there once (the telemetry)
         return decided if replayed is None else replayed
