@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import itertools
+from collections.abc import AsyncIterator, Callable
 
 import anyio
+import psycopg
 import pytest
 
 from tests.store_postgres.test_store_postgres import T0, WORKFLOW, new_run
+from tests.waiting import await_until
 from workload_domain.idempotency import IdempotencyClaim, IdempotencyRecord, Outcome
 from workload_domain.model import VersionRecord, WorkflowRecord
 from workload_domain.ports import NotifyHandlers
-from workload_store_postgres.notifications import PostgresNotifications
+from workload_store_postgres.notifications import APPLICATION_NAME, PostgresNotifications
 from workload_store_postgres.store import PostgresStore
 
 pytestmark = pytest.mark.anyio
@@ -67,7 +70,7 @@ async def test_a_replica_hears_the_others_runs_but_not_its_own(
     database_url: str, replicas: tuple[PostgresStore, PostgresStore]
 ) -> None:
     first, second = replicas
-    own = PostgresNotifications(database_url, sent_here=first.sent_here)
+    own = PostgresNotifications(database_url, senders=first)
     everything = PostgresNotifications(database_url)
     heard_by_first, heard_by_all = Heard(), Heard()
     async with anyio.create_task_group() as tg:
@@ -89,24 +92,72 @@ async def test_a_replica_hears_the_others_runs_but_not_its_own(
     assert heard_by_first.runs == [theirs]  # …and the first replica did not hear its own echo
 
 
-async def test_a_closed_connections_backend_is_no_longer_this_stores(
-    replicas: tuple[PostgresStore, PostgresStore],
+async def _until(condition: Callable[[], bool], message: str) -> None:
+    async def check() -> bool:
+        return condition()
+
+    await await_until(check, within=10, message=message)
+
+
+def _terminate(database_url: str, where: str, value: object) -> int:
+    """Terminate the backends matching ``where`` (a fixed SQL condition); how many."""
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        rows = conn.execute(
+            f"SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE {where}", (value,)
+        ).fetchall()
+    return len(rows)
+
+
+async def test_a_backend_counts_as_ours_only_while_its_connection_lives(
+    database_url: str, replicas: tuple[PostgresStore, PostgresStore]
 ) -> None:
     first, second = replicas
-    pids: set[int] = set()
-    async with anyio.create_task_group() as tg:
-        for _ in range(3):  # more than one pooled connection at once
-
-            async def backend() -> None:
-                async with first._db.pool.connection() as conn:
-                    pids.add(conn.info.backend_pid)
-                    await conn.execute("SELECT pg_sleep(0.05)")
-
-            tg.start_soon(backend)
-    assert pids
-    assert all(first.sent_here(pid) for pid in pids)
-    assert not any(second.sent_here(pid) for pid in pids)  # another pool's backends
+    async with first._db.pool.connection() as one, first._db.pool.connection() as other:
+        pids = (one.info.backend_pid, other.info.backend_pid)
+    assert pids[0] != pids[1]
+    assert first.sent_here(pids[0])
+    assert first.sent_here(pids[1])
+    assert not second.sent_here(pids[0])  # another pool's
+    assert not second.sent_here(pids[1])
     assert not first.sent_here(0)
 
+    # A terminated backend's pid may be given to another backend: it is no longer ours, even
+    # before the pool notices that its idle connection died.
+    assert _terminate(database_url, "pid = %s", pids[0]) == 1
+    await _until(lambda: not first.sent_here(pids[0]), "a dead backend's pid still counts")
+    assert first.sent_here(pids[1])
+
+    first.forget_senders()
+    assert not first.sent_here(pids[1])
     await first.close()
-    assert not any(first.sent_here(pid) for pid in pids)
+    assert not first.sent_here(pids[1])
+
+
+async def test_a_listener_that_reconnects_forgets_the_senders_it_knew(
+    database_url: str, replicas: tuple[PostgresStore, PostgresStore]
+) -> None:
+    first, second = replicas
+    async with first._db.pool.connection() as conn:
+        pid = conn.info.backend_pid
+    listener = PostgresNotifications(database_url, senders=first)
+    heard = Heard()
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(listener.run, heard.handlers())
+        with anyio.fail_after(10):
+            await listener.listening.wait()
+        assert first.sent_here(pid)
+        # Its server went away (here: its session only): every connection made before may be
+        # half-open to a server that is gone, so none counts as ours any more.
+        assert _terminate(database_url, "application_name = %s", APPLICATION_NAME) == 1
+        await _until(lambda: not first.sent_here(pid), "the listener did not forget")
+        # Listening again (after its back-off): another replica's run is heard.
+        created = itertools.count()
+
+        async def heard_a_new_run() -> bool:
+            theirs = await _create(second, f"after-reconnect-{next(created)}")
+            with anyio.move_on_after(0.2):
+                await heard.until(theirs)
+            return theirs in heard.runs
+
+        await await_until(heard_a_new_run, within=10, message="not listening again")
+        tg.cancel_scope.cancel()

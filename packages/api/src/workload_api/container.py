@@ -109,7 +109,7 @@ def _notifications(settings: Settings, store: PostgresStore) -> PostgresNotifica
     """What other replicas announce: only a replica (``--standby``) has other replicas."""
     if not settings.standby:
         return None
-    return PostgresNotifications(_database_url(settings), sent_here=store.sent_here)
+    return PostgresNotifications(_database_url(settings), senders=store)
 
 
 class Container(containers.DeclarativeContainer):

@@ -102,6 +102,42 @@ def translate_errors(constraints: Constraints | None = None) -> Iterator[None]:
         raise StoreIntegrityError(str(exc)) from exc
 
 
+class Sessions:
+    """A pool's live connections by backend pid: a ``NOTIFY`` from one of them is our own.
+
+    A pid names a backend only while it lives, and PostgreSQL gives a dead one's pid to a new
+    backend (another replica's, perhaps) — so a pid counts as ours only while its connection
+    looks alive: open, not broken, and with nothing to read on its socket (a backend that went
+    away, terminated or with its server, has written its error and closed the socket). The map
+    holds connections weakly: one the pool discarded drops out. A listener that had to
+    reconnect (its server restarted, or another took over) calls :meth:`forget`, since every
+    connection made before may be half-open to a server that is gone; connections made after
+    are remembered as they are made. A connection not remembered only means hearing its echo,
+    as a replica did before it knew its own.
+    """
+
+    def __init__(self) -> None:
+        self._by_pid: weakref.WeakValueDictionary[int, Conn] = weakref.WeakValueDictionary()
+
+    def add(self, conn: Conn) -> None:
+        """Remember a new connection's backend."""
+        self._by_pid[conn.info.backend_pid] = conn
+
+    def alive(self, pid: int) -> bool:
+        """Whether ``pid`` is the backend of one of these connections, alive as far as known."""
+        conn = self._by_pid.get(pid)
+        if conn is None or conn.closed or conn.broken:
+            return False
+        readable, _, _ = select.select([conn.pgconn.socket], [], [], 0)
+        # Readable: the backend went away — or a result is arriving on a connection in use,
+        # whose echo is then heard (harmless).
+        return not readable
+
+    def forget(self) -> None:
+        """Forget every connection remembered so far."""
+        self._by_pid.clear()
+
+
 class Database:
     """A psycopg async pool with UTC sessions, a statement timeout, and dict rows."""
 
@@ -127,8 +163,8 @@ class Database:
         """Whether writes notify other replicas (``LISTEN/NOTIFY``, SPEC §14)."""
         self.on_fenced: Callable[[], None] | None = None
         self._open_timeout = pool_timeout_seconds
-        self._sessions: weakref.WeakValueDictionary[int, Conn] = weakref.WeakValueDictionary()
-        """This pool's connections by backend pid (a closed one drops out once discarded)."""
+        self.sessions = Sessions()
+        """This pool's connections by backend pid: what they notify is this process's own."""
         # Statements are spans only while spans are recorded: psycopg's own cursor otherwise.
         traced = {"cursor_factory": traced_cursor(telemetry)} if telemetry.tracing else {}
         self.pool: AsyncConnectionPool[Conn] = AsyncConnectionPool(
@@ -136,7 +172,7 @@ class Database:
             min_size=min_size,
             max_size=max_size,
             open=False,
-            configure=self._register,
+            configure=self._configure,
             check=_still_alive,
             timeout=pool_timeout_seconds,
             name="workload-store",
@@ -154,14 +190,9 @@ class Database:
             },
         )
 
-    async def _register(self, conn: Conn) -> None:
-        """Remember a new pooled connection's backend: what it notifies is this process's."""
-        self._sessions[conn.info.backend_pid] = conn
-
-    def is_own_session(self, pid: int) -> bool:
-        """Whether ``pid`` is the backend of one of this pool's open connections."""
-        conn = self._sessions.get(pid)
-        return conn is not None and not conn.closed
+    async def _configure(self, conn: Conn) -> None:
+        """A new pooled connection: remember its backend (see :class:`Sessions`)."""
+        self.sessions.add(conn)
 
     async def open(self) -> None:
         """Open the pool, waiting for its first connections."""

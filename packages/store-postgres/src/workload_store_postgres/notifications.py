@@ -6,8 +6,8 @@ its API (``workload_runs``, payload the run id), queued remote work (``workload_
 calls ended by a worker or the reaper (``workload_steps``, payload ``run/attempt/task``).
 :class:`PostgresNotifications` listens on a dedicated connection (``LISTEN`` needs a session of
 its own, never a pooled one) and hands each notification to its handler, except those its own
-process sent (``sent_here``: the store's :meth:`~workload_store_postgres.store.PostgresStore.
-sent_here`, by the sending backend's pid), which it has already told itself. Notifications are
+process sent (``senders``: the store, which knows its connections' backend pids), which it has
+already told itself. Notifications are
 wake-ups, not the source of truth: a listener that loses its connection reconnects, and the
 leader's periodic sweep adopts any run a lost notification did not announce.
 """
@@ -15,7 +15,7 @@ leader's periodic sweep adopts any run a lost notification did not announce.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from typing import Protocol
 
 import anyio
 import psycopg
@@ -32,6 +32,18 @@ APPLICATION_NAME = "workload-listener"
 _RETRY_SECONDS = (0.2, 0.5, 1.0, 2.0)
 
 
+class Senders(Protocol):
+    """Which backends are this process's own: the store's pool (``PostgresStore``)."""
+
+    def sent_here(self, backend_pid: int) -> bool:
+        """Whether a notification from this backend pid is this process's own."""
+        ...
+
+    def forget_senders(self) -> None:
+        """Count no connection made so far as this process's own."""
+        ...
+
+
 class PostgresNotifications:
     """Listens for other replicas' notifications until cancelled (see the module docstring)."""
 
@@ -40,11 +52,11 @@ class PostgresNotifications:
         url: str,
         *,
         connect_timeout: float = 5,
-        sent_here: Callable[[int], bool] | None = None,
+        senders: Senders | None = None,
     ) -> None:
         self._url = url
         self._connect_timeout = connect_timeout
-        self._sent_here = sent_here
+        self._senders = senders
         self.listening = anyio.Event()
         """Set once the first ``LISTEN`` is in place (tests wait for it)."""
 
@@ -58,6 +70,10 @@ class PostgresNotifications:
                 delay = _RETRY_SECONDS[min(failures, len(_RETRY_SECONDS) - 1)]
                 failures += 1
                 _log.warning("the notification listener reconnects in %ss: %s", delay, exc)
+                if self._senders is not None:
+                    # The server may have restarted or changed: a pid of a connection made
+                    # before may now be another backend's (see ``Sessions``).
+                    self._senders.forget_senders()
                 await anyio.sleep(delay)
 
     async def _listen(self, handlers: Handlers) -> None:
@@ -71,9 +87,9 @@ class PostgresNotifications:
             for channel in CHANNELS:
                 await conn.execute(f"LISTEN {channel}")  # a constant: never input
             self.listening.set()
-            sent_here = self._sent_here
+            senders = self._senders
             async for notice in conn.notifies():
-                if sent_here is None or not sent_here(notice.pid):
+                if senders is None or not senders.sent_here(notice.pid):
                     _dispatch(handlers, notice.channel, notice.payload)
 
 

@@ -127,9 +127,13 @@ class PostgresStore(Workflows, Runs, Reads, Workers, Journal, Approvals, Drafts,
         A replica announces what it writes so that the others hear it; it has already told
         itself (the engine, its streams and waiting claims), so hearing its own echo again
         would only make a runner read its run once more and put a parked run at the back of
-        the queue.
+        the queue. See :class:`~workload_store_postgres._db.Sessions` for when a pid counts.
         """
-        return self._db.is_own_session(backend_pid)
+        return self._db.sessions.alive(backend_pid)
+
+    def forget_senders(self) -> None:
+        """Count no connection made so far as this store's (a listener had to reconnect)."""
+        self._db.sessions.forget()
 
     async def close(self) -> None:
         """Close every connection of the pool."""
