@@ -2,7 +2,7 @@
 
 The pool's connections use :func:`traced_cursor`'s class only while spans are recorded, so a
 service without tracing executes statements through psycopg's own cursor, at no cost. A span is
-named after the statement's named query (``insert_run``, ``claim_attempts``); its text carries
+named after the statement's named query (``create_run``, ``claim_attempts``); its text carries
 placeholders only, never values.
 """
 

@@ -41,15 +41,6 @@ WHERE workflow_id = %(workflow_id)s AND version > %(after)s
 ORDER BY version
 LIMIT %(limit)s
 
--- name: insert_run
-INSERT INTO workflow_runs
-    (run_id, workflow_id, version, status, revision, last_sequence, input, cancel_requested,
-     created_at, updated_at, started_at, finished_at, traceparent)
-VALUES (%(run_id)s, %(workflow_id)s, %(version)s, %(status)s, %(revision)s, %(last_sequence)s,
-        %(input)s, %(cancel_requested)s, %(created_at)s, %(updated_at)s, %(started_at)s,
-        %(finished_at)s, %(traceparent)s)
-RETURNING CASE WHEN %(announce)s THEN pg_notify('workload_runs', run_id::text) END AS notified
-
 -- name: create_run
 -- A new run in one statement (one transaction, one round trip): the run row, its tasks, its
 -- first events and the idempotency record (none when the outcome parameters are null) — or
@@ -125,7 +116,8 @@ WITH run AS (
         started_at timestamptz, finished_at timestamptz, output jsonb, error jsonb)
     WHERE t.run_id = run.run_id AND t.task_key = n.task_key
 ), attempts AS (
-    -- A commit never writes a lease back (see upsert_attempt).
+    -- A commit never writes a lease back: claims and heartbeats change those columns without
+    -- a new revision, so the stored ones are newer than any snapshot's.
     INSERT INTO attempts (run_id, task_key, attempt, status, started_at, finished_at, output,
                           error, attempt_id, action, queue, heartbeat_timeout_seconds,
                           timeout_seconds, schedule_deadline, report_hash, paused_at,
@@ -149,52 +141,6 @@ WITH run AS (
         data jsonb, epoch bigint)
 )
 SELECT last_sequence, notified FROM run
-
--- name: insert_task
-INSERT INTO task_runs
-    (run_id, task_key, position, status, depends_on, attempt_count, max_attempts,
-     next_attempt_at, started_at, finished_at, output, error)
-VALUES (%(run_id)s, %(task_key)s, %(position)s, %(status)s, %(depends_on)s, %(attempt_count)s,
-        %(max_attempts)s, %(next_attempt_at)s, %(started_at)s, %(finished_at)s, %(output)s,
-        %(error)s)
-
--- name: insert_event
-INSERT INTO state_events (run_id, sequence, type, occurred_at, task_key, attempt, data, epoch)
-VALUES (%(run_id)s, %(sequence)s, %(type)s, %(occurred_at)s, %(task_key)s, %(attempt)s,
-        %(data)s, %(epoch)s)
-
--- name: update_run
--- The revision condition is the whole concurrency control of a run: zero rows means stale.
-UPDATE workflow_runs
-SET status = %(status)s, revision = %(revision)s, last_sequence = last_sequence + %(events)s,
-    cancel_requested = %(cancel_requested)s, updated_at = %(updated_at)s,
-    started_at = %(started_at)s, finished_at = %(finished_at)s
-WHERE run_id = %(run_id)s AND revision = %(expected_revision)s
-  AND (%(epoch)s::bigint IS NULL OR workload_fence(%(epoch)s))
-RETURNING last_sequence,
-          CASE WHEN %(announce)s THEN pg_notify('workload_runs', run_id::text) END AS notified
-
--- name: update_task
-UPDATE task_runs
-SET status = %(status)s, attempt_count = %(attempt_count)s, next_attempt_at = %(next_attempt_at)s,
-    started_at = %(started_at)s, finished_at = %(finished_at)s, output = %(output)s,
-    error = %(error)s
-WHERE run_id = %(run_id)s AND task_key = %(task_key)s
-
--- name: upsert_attempt
--- A commit never writes a lease back: claims and heartbeats change those columns without a
--- new revision, so the stored ones are newer than any snapshot's.
-INSERT INTO attempts (run_id, task_key, attempt, status, started_at, finished_at, output, error,
-                      attempt_id, action, queue, heartbeat_timeout_seconds, timeout_seconds,
-                      schedule_deadline, report_hash, paused_at, paused_seconds)
-VALUES (%(run_id)s, %(task_key)s, %(attempt)s, %(status)s, %(started_at)s, %(finished_at)s,
-        %(output)s, %(error)s, %(attempt_id)s, %(action)s, %(queue)s,
-        %(heartbeat_timeout_seconds)s, %(timeout_seconds)s, %(schedule_deadline)s,
-        %(report_hash)s, %(paused_at)s, %(paused_seconds)s)
-ON CONFLICT (run_id, task_key, attempt) DO UPDATE
-SET status = excluded.status, finished_at = excluded.finished_at, output = excluded.output,
-    error = excluded.error, report_hash = excluded.report_hash, paused_at = excluded.paused_at,
-    paused_seconds = excluded.paused_seconds
 
 -- name: ensure_queues
 -- Remote work was queued: record its queues, and wake claims waiting on other replicas.
