@@ -583,10 +583,25 @@ async def test_an_approved_tool_call_runs_once_with_exactly_its_arguments() -> N
     )
 
 
+class RecordingTelemetry:
+    """No telemetry, except that it keeps every commit the engine is told of."""
+
+    def __init__(self) -> None:
+        self.commits: list[RunCommit] = []
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(NO_TELEMETRY, name)
+
+    def committed(self, commit: RunCommit) -> None:
+        self.commits.append(commit)
+
+
 @pytest.mark.parametrize("how", ["reject", "expire"])
 async def test_a_rejected_or_expired_call_is_answered_to_the_model(how: str) -> None:
 
     h, _ = harness()
+    telemetry = RecordingTelemetry()  # every commit passes through Engine.committed once
+    h.engine.telemetry = cast(Telemetry, telemetry)
     run_id = await h.create(
         wf(
             agent(
@@ -625,6 +640,10 @@ async def test_a_rejected_or_expired_call_is_answered_to_the_model(how: str) -> 
     else:
         assert error.startswith("expired:")
         assert "approval.expired" in view.event_types()
+    decision = EventType.APPROVAL_REJECTED if how == "reject" else EventType.APPROVAL_EXPIRED
+    told = [c for c in telemetry.commits if any(e.type is decision for e in c.events)]
+    assert len(told) == 1  # the decision's commit, as every other writer's
+    assert any(EventType.RUN_SUCCEEDED in {e.type for e in c.events} for c in telemetry.commits)
     model_saw = (await steps(h, run_id))[2].request["messages"][1]["content"]
     assert "rejected" in model_saw or "expired" in model_saw
 
@@ -646,47 +665,6 @@ async def test_cancel_cancels_pending_approvals() -> None:
     approval = await only_approval(h, run_id)
     assert approval.status is ApprovalStatus.CANCELED
     assert "approval.canceled" in view.event_types()
-
-
-class RecordingTelemetry:
-    """No telemetry, except that it keeps every commit the engine is told of."""
-
-    def __init__(self) -> None:
-        self.commits: list[RunCommit] = []
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(NO_TELEMETRY, name)
-
-    def committed(self, commit: RunCommit) -> None:
-        self.commits.append(commit)
-
-
-async def test_a_decision_commit_reaches_the_engine_once() -> None:
-    """Every commit passes through ``Engine.committed`` once (the telemetry counts from it)."""
-    h, _ = harness()
-    telemetry = RecordingTelemetry()
-    h.engine.telemetry = cast(Telemetry, telemetry)
-    run_id = await h.create(wf(agent(tools=[guarded()], script=[call("deploy"), say("x")])))
-    decisions = ApprovalDecisions(h.store, h.engine)
-    async with anyio.create_task_group() as tg:
-        await tg.start(h.engine.run)
-        h.engine.submit(run_id)
-        await run_until(h, run_id, "waiting_approval")
-        approval = await only_approval(h, run_id)
-        await decisions.decide(
-            approval.approval_id,
-            Decision.APPROVE,
-            approval.arguments_digest,
-            decided_by="operator:abc",
-        )
-        await h.engine.wait_finished(run_id)
-        tg.cancel_scope.cancel()
-    decided = [
-        c for c in telemetry.commits if any(e.type is EventType.APPROVAL_APPROVED for e in c.events)
-    ]
-    assert len(decided) == 1
-    assert (await h.view(run_id)).status == "succeeded"
-    assert any(EventType.RUN_SUCCEEDED in {e.type for e in c.events} for c in telemetry.commits)
 
 
 async def test_time_waiting_for_approval_counts_toward_no_timeout() -> None:
