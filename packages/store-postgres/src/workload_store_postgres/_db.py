@@ -69,11 +69,16 @@ async def _still_alive(conn: Conn) -> None:
     """
     if conn.closed or conn.broken:
         raise psycopg.OperationalError("the connection is closed")
-    readable, _, _ = select.select([conn.pgconn.socket], [], [], 0)
-    if readable:
+    if _written_to(conn):
         # Closed, so that the pool discards it rather than taking it back as good.
         await conn.close()
         raise psycopg.OperationalError("the server wrote to an idle connection: it is gone")
+
+
+def _written_to(conn: Conn) -> bool:
+    """Whether the connection's socket has something to read (a non-blocking poll)."""
+    readable, _, _ = select.select([conn.pgconn.socket], [], [], 0)
+    return bool(readable)
 
 
 class IdempotencyRace(Exception):
@@ -128,10 +133,9 @@ class Sessions:
         conn = self._by_pid.get(pid)
         if conn is None or conn.closed or conn.broken:
             return False
-        readable, _, _ = select.select([conn.pgconn.socket], [], [], 0)
-        # Readable: the backend went away — or a result is arriving on a connection in use,
-        # whose echo is then heard (harmless).
-        return not readable
+        # Written to: the backend went away (as for ``_still_alive``) — or a result is arriving
+        # on a connection in use, whose echo is then heard (harmless).
+        return not _written_to(conn)
 
     def forget(self) -> None:
         """Forget every connection remembered so far."""
