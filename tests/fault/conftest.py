@@ -124,12 +124,20 @@ class PgCluster:
         wait_until(self._accepts, timeout=30, message="PostgreSQL does not accept connections")
 
     def freeze(self) -> None:
-        """SIGSTOP the postmaster and every backend: a database that stops answering."""
+        """SIGSTOP the postmaster and every backend: a database that stops answering.
+
+        The postmaster first, so that no backend is forked after the listing; a backend that
+        ended between the listing and its signal (a session closing) has nothing to freeze.
+        """
         postmaster = int((self.pgdata / "postmaster.pid").read_text().split()[0])
-        pids = [postmaster, *_descendants(postmaster)]
-        for pid in pids:
-            os.kill(pid, signal.SIGSTOP)
-        self.frozen.extend(pids)
+        os.kill(postmaster, signal.SIGSTOP)
+        self.frozen.append(postmaster)
+        for pid in _descendants(postmaster):
+            try:
+                os.kill(pid, signal.SIGSTOP)
+            except ProcessLookupError:
+                continue
+            self.frozen.append(pid)
 
     def thaw(self) -> None:
         """SIGCONT whatever :meth:`freeze` stopped."""
