@@ -325,6 +325,22 @@ async def test_tool_calls_past_their_deadlines_are_due(store: Store, clock: Fake
     assert tool_call_lease_lost(found, tokens[0], clock.now()) is LeaseLostReason.EXPIRED
     clock.advance(20)  # the queued one waited past its schedule-to-start time
     assert [s.sequence for s in await store.due_tool_calls(clock.now(), 10)] == [2]
+    # Until the reaper fails it, no claim may take it (SPEC §10).
+    assert await store.claim(claim()[0], clock.now()) == []
+
+
+async def test_a_tool_call_is_claimable_until_its_schedule_deadline(
+    store: Store, clock: FakeClock
+) -> None:
+    run_id = await agent_run(store, clock)
+    assert await store.begin_step(tool_step(run_id, 1, clock, schedule=5)) is not None
+    clock.advance(0.001)
+    later = await store.begin_step(tool_step(run_id, 2, clock, schedule=5))
+    assert later is not None
+    clock.advance(4.999)  # exactly at the first one's deadline: too late for it
+    request, _ = claim(n=2)
+    (item,) = await store.claim(request, clock.now())
+    assert (item.kind, item.attempt_id) == ("tool_call", later.step_id)
 
 
 async def test_a_tasks_steps_page_by_attempt_and_sequence(store: Store, clock: FakeClock) -> None:

@@ -189,6 +189,21 @@ async def test_due_attempts_cover_every_deadline(store: Store, clock: FakeClock)
     assert len(await store.due_attempts(clock.now(), 2)) == 2
 
 
+async def test_no_claim_takes_an_attempt_past_its_schedule_to_start_deadline(
+    store: Store, clock: FakeClock
+) -> None:
+    # The lease reaper fails it (schedule_to_start_timed_out); a claim before it must not win.
+    late = await queued_run(store, clock, remote(schedule_to_start_timeout_seconds=3))
+    clock.advance(1)
+    timely = await queued_run(store, clock, remote(schedule_to_start_timeout_seconds=3))
+    clock.advance(2)  # the first one's deadline is now; the second's is a second away
+    (item,) = await store.claim(claim(n=2)[0], clock.now())
+    assert item.run_id == timely
+    (still,) = (await store.load_run(late)).live_attempts
+    assert (still.status, still.worker_id) == (AttemptStatus.QUEUED, None)
+    assert await store.due_attempts(clock.now(), 10) == [(late, "r", 1)]
+
+
 async def test_workers_and_queues_are_listed(store: Store, clock: FakeClock) -> None:
     assert (await store.page_workers(None, 10)).items == ()
     assert await store.queue_stats() == []

@@ -24,6 +24,7 @@ __all__ = [
     "ClaimedAttempt",
     "QueueStats",
     "WorkerRecord",
+    "still_claimable",
     "worker_status",
 ]
 
@@ -118,3 +119,17 @@ class Activity:
 def worker_status(worker: WorkerRecord, now: datetime) -> str:
     """``active`` or ``gone`` (see :data:`WORKER_ACTIVE_WINDOW`)."""
     return "active" if now - worker.last_seen_at <= WORKER_ACTIVE_WINDOW else "gone"
+
+
+def still_claimable(
+    now: datetime, schedule_deadline: datetime | None, deadline: datetime | None = None
+) -> bool:
+    """Whether queued work may still be handed to a worker at ``now``.
+
+    Not once its ``schedule_to_start_timeout_seconds`` has run out (SPEC §10: it fails
+    ``schedule_to_start_timed_out``), nor, for an agent's tool call, once its attempt's deadline
+    has passed: the lease reaper ends such work, and a claim in between must not take it.
+    """
+    if schedule_deadline is not None and schedule_deadline <= now:
+        return False
+    return deadline is None or deadline > now

@@ -22,7 +22,7 @@ from workload_domain.errors import StoreIntegrityError, TaskNotFound
 from workload_domain.jsonvalues import JsonObject
 from workload_domain.leases import LeasedToolCall
 from workload_domain.statuses import AttemptStatus
-from workload_domain.workers import Claim, ClaimedAttempt
+from workload_domain.workers import Claim, ClaimedAttempt, still_claimable
 from workload_engine._memory_state import MemoryState, copied
 
 __all__ = ["MemoryJournal"]
@@ -163,14 +163,17 @@ class MemoryJournal(MemoryState):
         ]
         return copied([step for _, _, step in sorted(due, key=lambda d: d[:2])[:limit]])
 
-    def _queued_tool_calls(self, claim: Claim) -> list[tuple[datetime, str]]:
-        """(ready time, step id) of the queued tool calls matching ``claim``, oldest first."""
+    def _queued_tool_calls(self, claim: Claim, now: datetime) -> list[tuple[datetime, str]]:
+        """(ready time, step id) of the claimable tool calls matching ``claim``, oldest first."""
         queues, actions = set(claim.queues), set(claim.actions)
         return sorted(
             (step.started_at, step.step_id)
             for journal in self._journals.values()
             for step in journal.values()
-            if step.queued and step.queue in queues and step.action in actions
+            if step.queued
+            and step.queue in queues
+            and step.action in actions
+            and still_claimable(now, step.schedule_deadline, step.deadline)
         )[: len(claim.token_digests)]
 
     def _lease_tool_call(

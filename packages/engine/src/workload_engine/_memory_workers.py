@@ -23,7 +23,14 @@ from workload_domain.jsonvalues import JsonObject
 from workload_domain.leases import LeasedAttempt
 from workload_domain.model import AttemptRecord, EventRecord
 from workload_domain.statuses import AttemptStatus
-from workload_domain.workers import Activity, Claim, ClaimedAttempt, QueueStats, WorkerRecord
+from workload_domain.workers import (
+    Activity,
+    Claim,
+    ClaimedAttempt,
+    QueueStats,
+    WorkerRecord,
+    still_claimable,
+)
 from workload_engine._memory_journal import MemoryJournal
 from workload_engine._memory_state import RunData, copied
 
@@ -45,10 +52,13 @@ class MemoryWorkers(MemoryJournal):
             (a.started_at, run_id, a.task_key, a.attempt)
             for run_id, data in self._runs.items()
             for a in data.attempts.values()
-            if a.status is AttemptStatus.QUEUED and a.queue in queues and a.action in actions
+            if a.status is AttemptStatus.QUEUED
+            and a.queue in queues
+            and a.action in actions
+            and still_claimable(now, a.schedule_deadline)
         )[: len(claim.token_digests)]
         work = sorted(
-            [(at, 0, step_id, "", "", 0) for at, step_id in self._queued_tool_calls(claim)]
+            [(at, 0, step_id, "", "", 0) for at, step_id in self._queued_tool_calls(claim, now)]
             + [(at, 1, "", run_id, key, number) for at, run_id, key, number in tasks]
         )[: len(claim.token_digests)]
         self._seen(claim, now)

@@ -312,11 +312,14 @@ SELECT secret FROM service_secrets WHERE name = %(name)s
 -- by ready time (SPEC §10; on a tie the tool call first, its agent is waiting): each kind's
 -- oldest candidates are locked, then the oldest of both are taken, the n-th getting the n-th
 -- token. Task attempts: one commit per run (revision + 1, one attempt.started per attempt).
+-- Work whose schedule-to-start deadline (or a tool call's attempt deadline) has passed is not
+-- handed out: the lease reaper fails it (SPEC §10), and a claim in between must not win.
 WITH tool_picked AS (
     SELECT s.run_id, s.task_key, s.attempt, s.sequence, s.started_at, s.step_id
     FROM agent_steps s
     WHERE s.status = 'running' AND s.queue IS NOT NULL AND s.worker_id IS NULL
       AND s.queue = ANY(%(queues)s) AND s.action = ANY(%(actions)s) AND s.deadline > %(now)s
+      AND (s.schedule_deadline IS NULL OR s.schedule_deadline > %(now)s)
     ORDER BY s.started_at, s.step_id
     LIMIT %(limit)s
     FOR UPDATE OF s SKIP LOCKED
@@ -324,6 +327,7 @@ WITH tool_picked AS (
     SELECT a.run_id, a.task_key, a.attempt, a.started_at
     FROM attempts a JOIN workflow_runs r ON r.run_id = a.run_id
     WHERE a.status = 'queued' AND a.queue = ANY(%(queues)s) AND a.action = ANY(%(actions)s)
+      AND (a.schedule_deadline IS NULL OR a.schedule_deadline > %(now)s)
     ORDER BY a.started_at, a.run_id, a.task_key, a.attempt
     LIMIT %(limit)s
     FOR UPDATE OF a, r SKIP LOCKED
