@@ -128,6 +128,9 @@ def test_four_bad_answers_make_an_invalid_draft_that_cannot_be_approved(
     live_api: LiveApi,
 ) -> None:
     script = [{"content": "I cannot do that"}, turn({"id": "x"}), turn(INVALID), turn([1, 2])]
+    # A fifth turn is accepted (SPEC §11 does not limit the script) and never read: at most 4
+    # model calls, so the valid definition it holds never becomes the draft.
+    script.append(turn(VALID))
     draft = generated(live_api, create_draft(live_api, script)["draft_id"])
     assert draft["status"] == "invalid"
     assert draft["definition"] is None

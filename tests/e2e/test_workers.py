@@ -345,6 +345,8 @@ def test_concurrent_duplicate_reports_record_one_outcome(live_api: LiveApi) -> N
     ("token", "attempt_id"),
     [
         pytest.param("not-the-token", None, id="wrong-token"),
+        pytest.param("", None, id="empty-token"),
+        pytest.param("t" * 300, None, id="overlong-token"),
         pytest.param(None, "00000000-0000-4000-8000-000000000000", id="unknown-attempt"),
         pytest.param(None, "not-a-uuid", id="malformed-attempt-id"),
     ],
@@ -355,7 +357,7 @@ def test_foreign_reports_are_refused_as_unknown(
     create(live_api, {"id": "foreign", "tasks": [remote()]})
     run_id = start(live_api, "foreign")
     item = claim_one(live_api)
-    forged = {**item, "lease_token": token or item["lease_token"]}
+    forged = {**item, "lease_token": item["lease_token"] if token is None else token}
     forged["attempt_id"] = attempt_id or item["attempt_id"]
     for kind, body in (
         ("heartbeat", {}),

@@ -11,7 +11,7 @@ from typing import Annotated, Any, Generic, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
 
-from workload_domain.agent.spec import MODEL_PATTERN
+from workload_domain.agent.spec import MAX_SCRIPT_TURNS, MODEL_PATTERN
 from workload_domain.definition import MAX_ACTION_LENGTH, QUEUE_PATTERN, WORKFLOW_ID_PATTERN
 from workload_domain.events import EventType
 from workload_domain.statuses import AttemptStatus, RunStatus, TaskStatus
@@ -48,6 +48,10 @@ __all__ = [
 T = TypeVar("T")
 JsonObject = dict[str, Any]
 DEFINITION_MARKER = "x-workload-definition"
+_FENCING_NOTE = (
+    "the claim's lease_token; any other string (empty, too long, another attempt's) is "
+    "answered 409 lease_lost, reason unknown (SPEC §10)"
+)
 DefinitionDocument = Annotated[
     dict[str, Any], WithJsonSchema({"type": "object", DEFINITION_MARKER: True})
 ]
@@ -237,7 +241,9 @@ class CreateDraftRequest(BaseModel):
     workflow_id: str | None = Field(default=None, pattern=WORKFLOW_ID_PATTERN)
     model: str = Field(default="mock", pattern=MODEL_PATTERN)
     script: list[JsonObject] | None = Field(
-        default=None, max_length=4, description='mock model only: turns {"content": "…"}'
+        default=None,
+        max_length=MAX_SCRIPT_TURNS,
+        description='mock model only: turns {"content": "…"} (the runtime reads at most 4)',
     )
 
 
@@ -327,7 +333,7 @@ class ClaimResponse(_Out):
 class HeartbeatRequest(_In):
     """A worker keeps its lease (and may report progress)."""
 
-    lease_token: str = Field(min_length=1, max_length=256)
+    lease_token: str = Field(description=_FENCING_NOTE)
     progress: JsonObject | None = None
 
 
@@ -340,7 +346,7 @@ class Lease(_Out):
 class CompleteRequest(_In):
     """A worker reports success with the attempt's output."""
 
-    lease_token: str = Field(min_length=1, max_length=256)
+    lease_token: str = Field(description=_FENCING_NOTE)
     output: JsonObject
 
 
@@ -355,7 +361,7 @@ class ErrorIn(_In):
 class FailRequest(_In):
     """A worker reports failure."""
 
-    lease_token: str = Field(min_length=1, max_length=256)
+    lease_token: str = Field(description=_FENCING_NOTE)
     error: ErrorIn
 
 
