@@ -19,7 +19,7 @@ from tests.engine.harness import Harness, RunView, mock
 from workload_domain.agent.journal import StepKind, StepRecord, StepStatus, Usage
 from workload_domain.agent.llm import Model, ModelRequest, ModelResponse, Models
 from workload_domain.approvals import ApprovalRecord, ApprovalStatus, Decision, arguments_digest
-from workload_domain.errors import StoreUnavailable
+from workload_domain.errors import ApprovalDecided, StoreUnavailable
 from workload_domain.events import EventType
 from workload_domain.jsonvalues import JsonObject
 from workload_domain.leases import token_digest
@@ -596,7 +596,7 @@ class RecordingTelemetry:
         self.commits.append(commit)
 
 
-@pytest.mark.parametrize("how", ["reject", "expire"])
+@pytest.mark.parametrize("how", ["reject", "expire", "approve-too-late"])
 async def test_a_rejected_or_expired_call_is_answered_to_the_model(how: str) -> None:
 
     h, _ = harness()
@@ -624,10 +624,20 @@ async def test_a_rejected_or_expired_call_is_answered_to_the_model(how: str) -> 
                 decided_by="operator:abc",
                 comment="not on a Friday",
             )
-        else:
+        elif how == "expire":
             assert await decisions.expire_due() == 0
             h.clock.advance(61)
             assert await decisions.expire_due() == 1
+        else:  # approved after expires_at, before the reaper's next pass: too late
+            h.clock.advance(60)
+            with pytest.raises(ApprovalDecided, match="already expired"):
+                await decisions.decide(
+                    approval.approval_id,
+                    Decision.APPROVE,
+                    approval.arguments_digest,
+                    decided_by="operator:abc",
+                )
+            assert await decisions.expire_due() == 0  # the decision expired it already
         await h.engine.wait_finished(run_id)
         tg.cancel_scope.cancel()
     view = await h.view(run_id)

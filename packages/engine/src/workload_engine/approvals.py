@@ -60,7 +60,8 @@ class ApprovalDecisions:
 
         Raises:
             ApprovalNotFound: no such approval.
-            ApprovalDecided: it is no longer pending.
+            ApprovalDecided: it is no longer pending, or its ``expires_at`` has passed (then
+                it is expired by this call, as the reaper would have).
             ApprovalChanged: ``digest`` is not its arguments' digest.
         """
         status = (
@@ -72,6 +73,12 @@ class ApprovalDecisions:
                 raise ApprovalNotFound(approval_id)
             if approval.status is not ApprovalStatus.PENDING:
                 raise ApprovalDecided(approval_id, approval.status.value)
+            if approval.expires_at <= self._clock.now():
+                # Its time ran out before this decision: it is expired, whether or not the
+                # reaper got to it yet (SPEC §11) — expire it now, and refuse the decision.
+                if await self._commit(approval, ApprovalStatus.EXPIRED, None, None, None):
+                    raise ApprovalDecided(approval_id, ApprovalStatus.EXPIRED.value)
+                continue  # the run changed meanwhile: read the approval again
             if digest != approval.arguments_digest:
                 raise ApprovalChanged(approval_id)
             decided = await self._commit(approval, status, decided_by, comment, save_with)
