@@ -1,5 +1,6 @@
 """High availability through real processes (SPEC §14): two ``workload serve --standby`` on one
-database, a leader killed or frozen, fenced epochs, workers claiming through both replicas.
+database, a leader killed or frozen, fenced epochs, workers claiming through both replicas, and a
+plain leader (no ``--standby``) hearing a standby replica's writes.
 
 Each service is a real process; the database is a real PostgreSQL. Times are measured and
 printed (a benchmark's job), never asserted against a wall clock.
@@ -18,6 +19,7 @@ from tests.fault.conftest import (
     FAST_REAPER,
     LOCK_CHECK_INTERVAL,
     VIEWER_TOKEN,
+    WORKER_TOKEN,
     PgCluster,
     Service,
     Services,
@@ -25,6 +27,7 @@ from tests.fault.conftest import (
     create_workflow,
     get_run,
     list_attempts,
+    post,
     start_run,
     wait_for_run,
 )
@@ -193,3 +196,57 @@ def test_without_standby_a_second_coordinator_still_exits_3(
     assert second.wait_exit(30) == 3
     assert (role(first) or {}).get("role") == "leader"
     assert DATABASE in database_url
+
+
+def test_a_leader_without_standby_hears_what_a_standby_replica_writes(
+    services: Services, database_url: str
+) -> None:
+    # SPEC §14: the first process is a plain `workload serve` (§7), the replica `--standby`.
+    leader = services.start(database_url, env=FAST_REAPER)
+    leader.wait_ready()
+    standby = services.start(database_url, env=STANDBY)
+    standby.wait_ready()
+    assert (role(leader) or {}).get("role") == "leader"
+    assert (role(standby) or {}).get("role") == "standby"
+    create_workflow(
+        standby,
+        {"id": "long", "tasks": [{"key": "a", "action": "mock", "input": {"sleep_ms": 600000}}]},
+    )
+    create_workflow(
+        standby,
+        {
+            "id": "handoff",
+            "tasks": [
+                {"key": "r", "action": "hold"},
+                {"key": "s", "action": "mock", "depends_on": ["r"]},
+            ],
+        },
+    )
+
+    # A cancel through the standby reaches the leader's runner of that run.
+    long_run = start_run(standby, "long")
+    wait_until(
+        lambda: [a["status"] for a in list_attempts(leader, long_run, "a")] == ["running"],
+        timeout=30,
+        message="the leader never started the run created through the standby",
+    )
+    canceled = post(standby.operator, f"/api/v1/runs/{long_run}/cancel")
+    assert canceled.status_code == 202, canceled.text
+    assert wait_for_run(standby, long_run)["status"] == "canceled"
+    assert [a["status"] for a in list_attempts(leader, long_run, "a")] == ["canceled"]
+
+    # A worker's report through the standby lets the leader run what it made ready.
+    handoff = start_run(leader, "handoff")
+    worker = standby.client(WORKER_TOKEN)
+    body = {"queues": ["default"], "actions": ["hold"], "wait_seconds": 10}
+    claimed = worker.post("/api/v1/workers/w1/claim", json=body, timeout=30)
+    assert claimed.status_code == 200, claimed.text
+    (item,) = claimed.json()["attempts"]
+    report = {"lease_token": item["lease_token"], "output": {"done": True}}
+    completed = worker.post(f"/api/v1/attempts/{item['attempt_id']}/complete", json=report)
+    assert completed.status_code == 200, completed.text
+    assert wait_for_run(standby, handoff)["status"] == "succeeded"
+    assert [a["status"] for a in list_attempts(leader, handoff, "s")] == ["succeeded"]
+    # All along, the leader led: nothing waited for a takeover.
+    assert (role(leader) or {}).get("role") == "leader"
+    assert (role(standby) or {}).get("role") == "standby"

@@ -24,6 +24,11 @@ def _ignore(*_: object) -> None:
     return None
 
 
+def announcing(store: PostgresStore) -> bool:
+    """Whether ``store`` announces now (a call: each assertion reads it afresh)."""
+    return store.announcing
+
+
 class Heard:
     """The run ids a listener was handed, and an event per expected one."""
 
@@ -161,3 +166,73 @@ async def test_a_listener_that_reconnects_forgets_the_senders_it_knew(
 
         await await_until(heard_a_new_run, within=10, message="not listening again")
         tg.cancel_scope.cancel()
+
+
+async def test_a_plain_leader_starts_announcing_once_it_hears_a_replica(
+    database_url: str,
+) -> None:
+    # A leader started without --standby announces nothing while alone (SPEC §14).
+    async with (
+        PostgresStore(database_url, max_size=2) as leader,
+        PostgresStore(database_url, max_size=2) as replica,
+    ):
+        await leader.create_workflow(
+            WorkflowRecord("wf", 1, "", T0, T0),
+            VersionRecord("wf", 1, WORKFLOW.definition_hash, 3, T0, WORKFLOW.document()),
+        )
+        replica.announce(True)
+        listener = PostgresNotifications(
+            database_url, senders=leader, on_replica=lambda: leader.announce(True)
+        )
+        observer = PostgresNotifications(database_url)  # hears everything, in commit order
+        heard_by_leader, heard_by_observer = Heard(), Heard()
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(listener.run, heard_by_leader.handlers())
+            tg.start_soon(observer.run, heard_by_observer.handlers())
+            with anyio.fail_after(10):
+                await listener.listening.wait()
+                await observer.listening.wait()
+            alone = await _create(leader, "alone")
+            assert not announcing(leader)
+            marker = await _create(replica, "marker")
+            await heard_by_leader.until(marker)
+            assert announcing(leader)  # it heard another process
+            together = await _create(leader, "together")
+            await heard_by_observer.until(together)
+            tg.cancel_scope.cancel()
+        # Notifications arrive in commit order: had "alone" been announced, it came first.
+        assert heard_by_observer.runs == [marker, together]
+        assert alone not in heard_by_leader.runs
+
+
+async def test_a_standby_says_it_is_there_and_never_hears_itself(database_url: str) -> None:
+    async with PostgresStore(database_url, max_size=2) as quiet:
+        heard_itself: list[None] = []
+        heard_by_quiet: list[None] = []
+        present = PostgresNotifications(
+            database_url,
+            present=True,
+            presence_seconds=0.05,
+            on_replica=lambda: heard_itself.append(None),
+        )
+
+        def replica_heard() -> None:
+            heard_by_quiet.append(None)
+            quiet.announce(True)
+
+        listener = PostgresNotifications(database_url, senders=quiet, on_replica=replica_heard)
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(listener.run, Heard().handlers())
+            with anyio.fail_after(10):
+                await listener.listening.wait()
+            assert not quiet.announcing
+            tg.start_soon(present.run, Heard().handlers())
+
+            async def heard_three_times() -> bool | None:
+                await anyio.sleep(0.01)
+                return len(heard_by_quiet) >= 3 or None
+
+            await await_until(heard_three_times, message="the presence was not heard, again")
+            tg.cancel_scope.cancel()
+        assert quiet.announcing
+        assert heard_itself == []  # its own NOTIFY, on its own connection, is left out

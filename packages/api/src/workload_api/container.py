@@ -105,11 +105,20 @@ def _lock(settings: Settings) -> PostgresCoordinatorLock:
     )
 
 
-def _notifications(settings: Settings, store: PostgresStore) -> PostgresNotifications | None:
-    """What other replicas announce: only a replica (``--standby``) has other replicas."""
-    if not settings.standby:
-        return None
-    return PostgresNotifications(_database_url(settings), senders=store)
+def _notifications(settings: Settings, store: PostgresStore) -> PostgresNotifications:
+    """What other replicas announce (SPEC §14).
+
+    Every process listens: a leader started without ``--standby`` may still have ``--standby``
+    replicas, whose API writes (runs, cancels, worker reports) it must hear. It announces its
+    own writes from the moment it hears one of them (a standby says it is there as it starts);
+    a standby announces from the start.
+    """
+    return PostgresNotifications(
+        _database_url(settings),
+        senders=store,
+        present=settings.standby,
+        on_replica=lambda: store.announce(True),
+    )
 
 
 class Container(containers.DeclarativeContainer):

@@ -113,7 +113,7 @@ class Service:
         self.models = models
         """The model adapters: their connections close with the store's."""
         self.notifications = notifications
-        """What the other replicas announce (SPEC §14), when there may be any."""
+        """What the other replicas announce (SPEC §14); every PostgreSQL-backed process listens."""
         self.standby = standby
         """Serve while another process leads, and take over when it goes (``--standby``)."""
         self._telemetry = telemetry

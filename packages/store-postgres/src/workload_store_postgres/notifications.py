@@ -1,9 +1,13 @@
 """``LISTEN/NOTIFY`` between replicas (SPEC §14): what one process writes, the others hear.
 
-With several ``workload serve --standby`` processes on one database, the store of each announces
+With several ``workload serve`` processes on one database, the store of each replica announces
 (:meth:`~workload_store_postgres.store.PostgresStore.announce`) new runs and runs changed through
 its API (``workload_runs``, payload the run id), queued remote work (``workload_work``) and tool
 calls ended by a worker or the reaper (``workload_steps``, payload ``run/attempt/task``).
+A ``--standby`` process announces from the start, and its listener also says it is there
+(``workload_replicas``) when it connects and every :data:`PRESENCE_SECONDS`. Every process
+listens, a leader started without ``--standby`` too: it announces nothing while it is alone (a
+notification costs at commit) and from the moment it hears another process (``on_replica``).
 :class:`PostgresNotifications` listens on a dedicated connection (``LISTEN`` needs a session of
 its own, never a pooled one) and hands each notification to its handler, except those its own
 process sent (``senders``: the store, which knows its connections' backend pids), which it has
@@ -15,6 +19,7 @@ leader's periodic sweep adopts any run a lost notification did not announce.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Protocol
 
 import anyio
@@ -22,12 +27,16 @@ import psycopg
 
 from workload_domain.ports import NotifyHandlers as Handlers
 
-__all__ = ["CHANNELS", "PostgresNotifications"]
+__all__ = ["CHANNELS", "PRESENCE_SECONDS", "PostgresNotifications"]
 
 _log = logging.getLogger("workload.notifications")
 
 RUNS, WORK, STEPS = "workload_runs", "workload_work", "workload_steps"
-CHANNELS = (RUNS, WORK, STEPS)
+REPLICAS = "workload_replicas"
+CHANNELS = (RUNS, WORK, STEPS, REPLICAS)
+PRESENCE_SECONDS = 2.0
+"""How often a ``--standby`` replica's listener says it is there (to a leader that would
+otherwise announce nothing)."""
 APPLICATION_NAME = "workload-listener"
 _RETRY_SECONDS = (0.2, 0.5, 1.0, 2.0)
 
@@ -53,10 +62,18 @@ class PostgresNotifications:
         *,
         connect_timeout: float = 5,
         senders: Senders | None = None,
+        present: bool = False,
+        on_replica: Callable[[], None] | None = None,
+        presence_seconds: float = PRESENCE_SECONDS,
     ) -> None:
         self._url = url
         self._connect_timeout = connect_timeout
         self._senders = senders
+        self._present = present
+        """Say this replica is there: when listening starts, and every ``presence_seconds``."""
+        self._on_replica = on_replica
+        """Told whenever another process is heard (any notification but this process's own)."""
+        self._presence_seconds = presence_seconds
         self.listening = anyio.Event()
         """Set once the first ``LISTEN`` is in place (tests wait for it)."""
 
@@ -86,10 +103,19 @@ class PostgresNotifications:
         async with conn:
             for channel in CHANNELS:
                 await conn.execute(f"LISTEN {channel}")  # a constant: never input
-            self.listening.set()
+            own = conn.info.backend_pid
             senders = self._senders
-            async for notice in conn.notifies():
-                if senders is None or not senders.sent_here(notice.pid):
+            while True:
+                if self._present:
+                    await conn.execute(f"NOTIFY {REPLICAS}")  # a constant: never input
+                self.listening.set()
+                # Notifications that arrive between two passes wait in psycopg's backlog.
+                wait = self._presence_seconds if self._present else None
+                async for notice in conn.notifies(timeout=wait):
+                    if notice.pid == own or (senders is not None and senders.sent_here(notice.pid)):
+                        continue
+                    if self._on_replica is not None:
+                        self._on_replica()
                     _dispatch(handlers, notice.channel, notice.payload)
 
 

@@ -121,6 +121,11 @@ class PostgresStore(Workflows, Runs, Reads, Workers, Journal, Approvals, Drafts,
         """
         self._db.announce = enabled
 
+    @property
+    def announcing(self) -> bool:
+        """Whether this store notifies other replicas of what they must hear (see ``announce``)."""
+        return self._db.announce
+
     def sent_here(self, backend_pid: int) -> bool:
         """Whether a notification from ``backend_pid`` was sent by this store's own pool.
 
