@@ -253,10 +253,14 @@ async def test_a_stale_commit_is_rejected_and_the_runner_reconciles() -> None:
 
     assert Spying.conflicts == 1
     view = await h.view(run_id)
-    # The stale commit changed nothing; the re-read saw the request and converged.
+    # The stale commit changed nothing; the re-read saw the request and converged: the cancel,
+    # committed while a was running, cancels it (SPEC §4) — its late success is not recorded,
+    # so no run ends canceled with every task succeeded.
     assert view.snapshot.run.revision == before.revision + 1
     assert view.status == "canceled"
-    assert view.task_statuses() == {"a": "succeeded", "b": "canceled"}
+    assert view.task_statuses() == {"a": "canceled", "b": "canceled"}
+    assert view.attempt_statuses("a") == ["canceled"]
+    assert "attempt.succeeded" not in view.event_types()
     assert [e.sequence for e in view.events] == list(range(1, len(view.events) + 1))
 
 

@@ -185,6 +185,13 @@ def plan(
             )
             _after_failure(draft, workflow, key[0], INTERRUPTED_ERROR, now)
 
+    if draft.run.cancel_requested:
+        # The cancel was committed while these attempts were live: it cancels them (SPEC §4),
+        # and an outcome that reached the runner after it is not recorded — as a remote
+        # attempt's late report is refused (409 ``lease_lost``, reason ``canceled``).
+        _cancel_everything(draft)
+        return _plan(draft, workflow, slots, launches=(), wanted=())
+
     for outcome in outcomes:
         if outcome.key not in draft.live:
             continue
@@ -192,10 +199,6 @@ def plan(
             _await_approvals(draft, outcome)
         else:
             _apply_outcome(draft, workflow, outcome)
-
-    if draft.run.cancel_requested:
-        _cancel_everything(draft)
-        return _plan(draft, workflow, slots, launches=(), wanted=())
 
     if draft.run.status is RunStatus.PENDING:
         draft.set_run(RunStatus.RUNNING, started_at=now)
