@@ -44,6 +44,22 @@ def test_an_unknown_log_level_is_a_configuration_error(tmp_path: Path) -> None:
     assert "Traceback" not in done.stderr
 
 
+@pytest.mark.parametrize("url", ["notaurl", "host=x port"], ids=["word", "half-pair"])
+def test_a_malformed_database_url_is_a_configuration_error(tmp_path: Path, url: str) -> None:
+    # SPEC §7: 2 for usage or configuration; 5 is for a database that is down.
+    done = subprocess.run(
+        [_workload(), "serve", "--database-url", url, "--port", str(_free_port())],
+        env=_runtime_env(tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 2, done.stderr
+    assert "not a PostgreSQL connection URL" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
 @pytest.mark.postgres  # the embedded PostgreSQL of `workload serve`
 def test_embedded_serve_refuses_an_unknown_migration_with_exit_4(tmp_path: Path) -> None:
     env = _runtime_env(tmp_path)

@@ -8,6 +8,8 @@ from typing import Annotated
 from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from workload_store_postgres.urls import check_database_url
+
 __all__ = ["Settings"]
 
 _LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
@@ -73,6 +75,12 @@ class Settings(BaseSettings):
         if workers & others:
             raise ValueError("a worker token must not also be a viewer or operator token")
         return self
+
+    @field_validator("database_url")
+    @classmethod
+    def _parseable_url(cls, value: str | None) -> str | None:
+        # A malformed URL is a configuration error (exit 2), not a database outage (exit 5).
+        return check_database_url(value) if value else value
 
     @field_validator("log_level")
     @classmethod

@@ -12,6 +12,7 @@ from workload_store_postgres.migrations import (
     migration_status,
 )
 from workload_store_postgres.store import PostgresStore
+from workload_store_postgres.urls import check_database_url
 
 __all__ = [
     "COORDINATOR_LOCK_KEY",
@@ -22,6 +23,7 @@ __all__ = [
     "PostgresStore",
     "SchemaBehind",
     "UnknownMigration",
+    "check_database_url",
     "check_schema",
     "migrate_up",
     "migration_status",
