@@ -295,6 +295,29 @@ async def test_max_seconds_refuses_the_next_step_once_passed() -> None:
     assert view.status == "succeeded"
 
 
+async def test_max_seconds_refuses_the_next_call_of_a_turn_once_passed() -> None:
+    h, _ = harness()
+    three = {
+        "tool_calls": [
+            {"name": "t", "arguments": {"sleep_ms": 1500}},
+            {"name": "t", "arguments": {}},
+            {"name": "t", "arguments": {}},
+        ]
+    }
+    view = await h.run(
+        wf(agent(tools=[tool("t")], script=[three, say("x")], budget={"max_seconds": 1}))
+    )
+    assert error_of(view) == ("budget_exceeded", False)
+    error = view.tasks["a"].error
+    assert error is not None
+    assert error.message == "budget exceeded: max_seconds (1) has passed"
+    # The first call (begun in time) ran; the 2nd and 3rd were refused, never made.
+    journal = await steps(h, view.snapshot.run.run_id)
+    assert [s.kind for s in journal] == [StepKind.MODEL_CALL, StepKind.TOOL_CALL]
+    assert journal[1].status is StepStatus.SUCCEEDED
+    assert view.tasks["a"].usage.tool_calls == 1
+
+
 async def test_a_model_that_never_stops_ends_on_its_budget() -> None:
     h, _ = harness()
     view = await h.run(
@@ -706,3 +729,138 @@ async def test_time_waiting_for_approval_counts_toward_no_timeout() -> None:
     assert view.status == "succeeded", view.tasks["a"].error
     (attempt,) = view.attempts["a"]
     assert attempt.paused_seconds == 3600
+
+
+def search_and_deploy() -> JsonObject:
+    """An agent whose one turn calls a remote tool and a tool that requires approval."""
+    both = {
+        "tool_calls": [
+            {"name": "search", "arguments": {"q": "x"}},
+            {"name": "deploy", "arguments": {"output": {"deployed": True}}},
+        ]
+    }
+    return wf(agent(tools=[tool("search", "search"), guarded()], script=[both, say("done")]))
+
+
+async def test_approvals_wait_for_the_remote_calls_of_the_same_turn() -> None:
+
+    h, executor = harness()
+    run_id = await h.create(search_and_deploy())
+    decisions = ApprovalDecisions(h.store, h.engine)
+    async with anyio.create_task_group() as tg:
+        await tg.start(h.engine.run)
+        h.engine.submit(run_id)
+        item, token = await worker_claims(h.store, h.clock)
+        assert item.tool == "search"
+        h.clock.advance(5)  # the worker takes 5 s: the attempt stays running meanwhile
+        leased = await h.store.find_tool_call(item.attempt_id)
+        assert leased is not None
+        reported = replace(
+            leased.step,
+            status=StepStatus.SUCCEEDED,
+            response={"output": {"hits": 3}},
+            finished_at=h.clock.now(),
+        )
+        assert await h.store.finish_step(reported, token_digest=token_digest(token)) is not None
+        executor.step_signal.notify((run_id, "a", 1))
+        await run_until(h, run_id, "waiting_approval")
+        approval = await only_approval(h, run_id)
+        # Asked once the remote call had ended, not while a worker was still running it.
+        assert approval.requested_at == reported.finished_at
+        await decisions.decide(
+            approval.approval_id, Decision.APPROVE, approval.arguments_digest, decided_by="op"
+        )
+        await h.engine.wait_finished(run_id)
+        tg.cancel_scope.cancel()
+    view = await h.view(run_id)
+    assert view.status == "succeeded", view.tasks["a"].error
+    waiting = [
+        e
+        for e in view.events
+        if e.type in (EventType.APPROVAL_REQUESTED, EventType.TASK_WAITING_APPROVAL)
+    ]
+    assert len(waiting) == 2
+    finished = reported.finished_at
+    assert finished is not None
+    assert all(e.occurred_at >= finished for e in waiting)
+    journal = await steps(h, run_id)
+    assert [(s.request.get("tool"), s.status) for s in journal[1:3]] == [
+        ("search", StepStatus.SUCCEEDED),
+        ("deploy", StepStatus.SUCCEEDED),
+    ]
+    assert journal[1].response == {"output": {"hits": 3}}
+    (attempt,) = view.attempts["a"]
+    assert attempt.paused_seconds == 0  # approved at once: only waiting for the person pauses
+
+
+async def test_cancel_while_a_remote_call_runs_before_an_approval_is_asked() -> None:
+
+    h, _ = harness()
+    run_id = await h.create(search_and_deploy())
+    async with anyio.create_task_group() as tg:
+        await tg.start(h.engine.run)
+        h.engine.submit(run_id)
+        await worker_claims(h.store, h.clock)
+        view = await h.view(run_id)
+        assert (view.status, view.tasks["a"].status.value) == ("running", "running")
+        await request_cancel(h.store, h.clock, run_id, local_actions=h.engine.local_actions)
+        h.engine.notify(run_id)
+        await h.engine.wait_finished(run_id)
+        tg.cancel_scope.cancel()
+    view = await h.view(run_id)
+    assert view.status == "canceled"
+    assert view.attempt_statuses("a") == ["canceled"]
+    search = (await steps(h, run_id))[1]
+    assert (search.status, search.lease_end) == (StepStatus.FAILED, "canceled")
+    assert not (await h.store.page_approvals(None, None, 10)).items
+    assert "approval.requested" not in view.event_types()
+
+
+async def test_a_restart_while_the_remote_call_runs_asks_for_the_approval_after_it() -> None:
+
+    h, _ = harness()
+    run_id = await h.create(search_and_deploy())
+    async with anyio.create_task_group() as tg:
+        await tg.start(h.engine.run)
+        h.engine.submit(run_id)
+        item, token = await worker_claims(h.store, h.clock)
+        tg.cancel_scope.cancel()  # the coordinator stops; the worker goes on
+    stopped = await h.view(run_id)
+    assert (stopped.status, stopped.attempt_statuses("a")) == ("running", ["running"])
+    assert not (await h.store.page_approvals(None, None, 10)).items
+
+    h2, executor2 = harness(h.store, h.clock)
+    decisions = ApprovalDecisions(h2.store, h2.engine)
+    async with anyio.create_task_group() as tg:
+        await tg.start(h2.engine.run)
+        h2.engine.submit(run_id)
+        h.clock.advance(5)
+        leased = await h.store.find_tool_call(item.attempt_id)
+        assert leased is not None  # its lease survived the restart
+        reported = replace(
+            leased.step,
+            status=StepStatus.SUCCEEDED,
+            response={"output": {"hits": 3}},
+            finished_at=h.clock.now(),
+        )
+        assert await h.store.finish_step(reported, token_digest=token_digest(token)) is not None
+        executor2.step_signal.notify((run_id, "a", 1))
+        await run_until(h2, run_id, "waiting_approval")
+        approval = await only_approval(h2, run_id)
+        assert approval.requested_at == reported.finished_at
+        await decisions.decide(
+            approval.approval_id, Decision.APPROVE, approval.arguments_digest, decided_by="op"
+        )
+        await h2.engine.wait_finished(run_id)
+        tg.cancel_scope.cancel()
+    view = await h2.view(run_id)
+    assert view.status == "succeeded", view.tasks["a"].error
+    assert view.attempt_statuses("a") == ["succeeded"]  # resumed, not interrupted
+    journal = await steps(h2, run_id)
+    assert [(s.kind, s.status) for s in journal] == [
+        (StepKind.MODEL_CALL, StepStatus.SUCCEEDED),
+        (StepKind.TOOL_CALL, StepStatus.SUCCEEDED),
+        (StepKind.TOOL_CALL, StepStatus.SUCCEEDED),
+        (StepKind.MODEL_CALL, StepStatus.SUCCEEDED),
+    ]
+    assert journal[2].response == {"output": {"deployed": True}}

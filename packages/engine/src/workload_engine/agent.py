@@ -18,7 +18,7 @@ end (a worker's report, or the lease reaper), woken by :class:`StepSignal`.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Protocol
 
 import anyio
@@ -33,6 +33,7 @@ from workload_domain.agent.loop import (
     PendingTool,
     decide,
     final_output,
+    out_of_time,
     sanitized,
     tool_error,
     tool_output,
@@ -116,9 +117,7 @@ class AgentExecutor:
         started = request.started_at or self._clock.now()
         while True:
             steps = await self._journal.list_steps(*key)
-            # Time spent waiting for approvals does not count (SPEC §11).
-            elapsed = (self._clock.now() - started).total_seconds() - request.paused_seconds
-            move = decide(spec, prompt, steps, elapsed_seconds=elapsed)
+            move = decide(spec, prompt, steps, elapsed_seconds=self._elapsed(request, started))
             if isinstance(move, Fail):
                 return ExecutorFailure(move.error)
             if isinstance(move, Finish):
@@ -131,7 +130,7 @@ class AgentExecutor:
                 if not await self._call_model(model, key, move, existing):
                     return _GONE
                 continue
-            done = await self._call_tools(request, key, move)
+            done = await self._call_tools(request, key, move, spec, started)
             if isinstance(done, ExecutorSuspended):
                 return done
             if not done:
@@ -177,18 +176,40 @@ class AgentExecutor:
                 call.usage(input_tokens=tokens.input_tokens, output_tokens=tokens.output_tokens)
         return await self._journal.finish_step(ended) is not None
 
+    def _elapsed(self, request: ExecutorRequest, started: datetime) -> float:
+        """Seconds since the attempt started, for ``max_seconds``.
+
+        Time spent waiting for approvals does not count (SPEC §11).
+        """
+        return (self._clock.now() - started).total_seconds() - request.paused_seconds
+
     async def _call_tools(
-        self, request: ExecutorRequest, key: StepKey, move: CallTools
+        self,
+        request: ExecutorRequest,
+        key: StepKey,
+        move: CallTools,
+        spec: AgentSpec,
+        started: datetime,
     ) -> bool | ExecutorSuspended:
         """Run, answer or wait for the pending calls; suspend on approvals still undecided.
 
         A call whose tool requires approval runs only once a person approved exactly its
         arguments (SPEC §11); rejected or expired, the model is told so. Calls that need no
-        decision proceed meanwhile.
+        decision proceed meanwhile, and the attempt suspends only once the remote ones have
+        ended: it stays ``running`` while a worker runs one of its calls. The approvals are then
+        asked by the next decision (with the time they are really asked, and the budgets
+        checked again).
+
+        ``max_seconds`` is checked again before each call not yet begun, since time passes
+        while the earlier calls of the batch run: once it has passed, no new step begins; the
+        calls already begun are waited for, and the next decision refuses the rest.
         """
         remote: list[int] = []
         asked: list[ApprovalRecord] = []
         for pending in move.calls:
+            late = out_of_time(spec, self._elapsed(request, started))
+            if pending.step is None and late is not None:
+                break  # the next decision fails the attempt budget_exceeded
             refusal = pending.refusal
             if pending.step is None and refusal is None and _needs_approval(pending):
                 verdict = await self._approval(request, key, pending)
@@ -212,11 +233,13 @@ class AgentExecutor:
                 span.finished(ended.status.value, (ended.response or {}).get("code"))
             if await self._journal.finish_step(ended) is None:
                 return False
-        if asked:
-            return ExecutorSuspended(tuple(asked))
         if remote:
+            # Even with approvals asked: the attempt is running while its calls run.
             await self._wait_for(key, remote)
-        return True
+            return True  # decide again: it asks for the approvals still undecided
+        if asked and out_of_time(spec, self._elapsed(request, started)) is None:
+            return ExecutorSuspended(tuple(asked))
+        return True  # past max_seconds, nobody is asked to approve a call that will be refused
 
     async def _approval(
         self, request: ExecutorRequest, key: StepKey, pending: PendingTool

@@ -43,6 +43,7 @@ __all__ = [
     "decide",
     "final_output",
     "journal_usage",
+    "out_of_time",
     "sanitized",
     "tool_error",
     "tool_output",
@@ -191,6 +192,7 @@ def decide(
             results=results,
             next_sequence=next_sequence,
             usage=usage,
+            elapsed_seconds=elapsed_seconds,
         )
         if isinstance(pending, Fail):
             return pending
@@ -203,8 +205,9 @@ def decide(
         return Finish(answer.content, usage)
 
     budget = spec.budget
-    if elapsed_seconds >= budget.max_seconds:
-        return _refused(f"max_seconds ({budget.max_seconds:g}) has passed")
+    late = out_of_time(spec, elapsed_seconds)
+    if late is not None:
+        return late
     if usage.model_calls >= budget.max_model_calls:
         return _refused(f"max_model_calls ({budget.max_model_calls}) reached")
     if budget.max_input_tokens is not None and usage.input_tokens >= budget.max_input_tokens:
@@ -235,7 +238,14 @@ def _pending(
     results: Mapping[tuple[int, int], StepRecord],
     next_sequence: int,
     usage: Usage,
+    elapsed_seconds: float,
 ) -> tuple[PendingTool, ...] | Fail:
+    """The calls of ``answer`` still without a result; a new one is refused by the budgets.
+
+    A call already begun (a running step, resumed) is never refused. A call not yet begun is
+    refused once ``max_seconds`` has passed or ``max_tool_calls`` is reached: the attempt fails
+    at once, or, when calls before it are pending, once they have ended (the next decision).
+    """
     pending: list[PendingTool] = []
     made = usage.tool_calls
     for index, call in enumerate(answer.tool_calls):
@@ -249,15 +259,31 @@ def _pending(
                 PendingTool(model_sequence, index, call, tool, step, step.sequence, refusal)
             )
             continue
-        if made >= spec.budget.max_tool_calls:
+        refused = out_of_time(spec, elapsed_seconds)
+        if refused is None and made >= spec.budget.max_tool_calls:
+            refused = _refused(f"max_tool_calls ({spec.budget.max_tool_calls}) reached")
+        if refused is not None:
             if pending:
                 break  # run those first; the next decision refuses this one
-            return _refused(f"max_tool_calls ({spec.budget.max_tool_calls}) reached")
+            return refused
         made += 1
         refusal = _refusal(tool, call)
         pending.append(PendingTool(model_sequence, index, call, tool, None, next_sequence, refusal))
         next_sequence += 1
     return tuple(pending)
+
+
+def out_of_time(spec: AgentSpec, elapsed_seconds: float) -> Fail | None:
+    """The refusal of any new step once ``max_seconds`` has passed (None: there is time left).
+
+    ``elapsed_seconds`` counts from the attempt's start, without the time it spent in
+    ``waiting_approval``. The runtime asks again before each new step of a batch of tool calls,
+    since time passes while the earlier calls of the batch run.
+    """
+    limit = spec.budget.max_seconds
+    if elapsed_seconds >= limit:
+        return _refused(f"max_seconds ({limit:g}) has passed")
+    return None
 
 
 def _refusal(tool: ToolSpec | None, call: ToolCall) -> str | None:
