@@ -10,7 +10,9 @@ from __future__ import annotations
 import functools
 import logging
 import re
+import time
 from collections.abc import Awaitable, Callable, Iterator
+from email.utils import parsedate_to_datetime
 from http.cookies import SimpleCookie
 from typing import Any, TypeVar
 
@@ -79,6 +81,14 @@ def session_cookie(response: httpx.Response) -> SimpleCookie:
     raise AssertionError(f"no session cookie in {response.headers.get_list('set-cookie')}")
 
 
+def assert_expires_after(expires: str, seconds: int, before: float, after: float) -> None:
+    """An ``Expires`` attribute says the moment ``Max-Age`` does (``seconds`` after the answer,
+    sent between ``before`` and ``after``; the date has whole seconds)."""
+    assert expires, "no Expires attribute"
+    moment = parsedate_to_datetime(expires).timestamp()
+    assert int(before) + seconds <= moment <= after + seconds, (expires, before, after)
+
+
 # -- sign-in -----------------------------------------------------------------------------------
 
 
@@ -86,14 +96,17 @@ def session_cookie(response: httpx.Response) -> SimpleCookie:
 def test_sign_in_sets_a_signed_httponly_strict_expiring_cookie(live_api: LiveApi) -> None:
     client = live_api.client(None)
     form = client.get("/ui/login")
+    before = time.time()
     answer = client.post(
         "/ui/login", data={"csrf": csrf_of(form.text), "token": OPERATOR_TOKEN, "next": "/ui/runs"}
     )
+    after = time.time()
     assert answer.status_code == 303
     morsel = session_cookie(answer)["workload_session"]
     assert morsel["httponly"] is True
     assert morsel["samesite"].lower() == "strict"
     assert morsel["max-age"] == "28800"
+    assert_expires_after(morsel["expires"], 28800, before, after)
     assert morsel["path"] == "/"
     assert not morsel["secure"], "plain HTTP: a Secure cookie would never come back"
     assert OPERATOR_TOKEN not in answer.headers.get("set-cookie", "")
@@ -353,13 +366,17 @@ def test_static_files_are_served_from_the_package(live_api: LiveApi, name: str) 
 
 
 def test_login_page_sends_the_headers_too(live_api: LiveApi) -> None:
+    before = time.time()
     answer = live_api.anonymous.get("/ui/login")
+    after = time.time()
     assert "frame-ancestors 'none'" in answer.headers["content-security-policy"]
     assert answer.headers["x-frame-options"] == "DENY"
     login = SimpleCookie()
     login.load(answer.headers["set-cookie"])
     assert login["workload_login"]["httponly"] is True
     assert login["workload_login"]["samesite"].lower() == "strict"
+    assert login["workload_login"]["max-age"] == "3600"
+    assert_expires_after(login["workload_login"]["expires"], 3600, before, after)
 
 
 # -- the event stream with the session cookie --------------------------------------------------

@@ -51,6 +51,17 @@ def _unb64(text: str) -> bytes:
     return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
 
 
+def _same(presented: str, expected: str) -> bool:
+    """Whether a MAC a client sent is the expected one, in constant time.
+
+    Compared as bytes: ``hmac.compare_digest`` refuses ``str`` values outside ASCII (a cookie
+    or form field may hold any character), and such a value is simply not the MAC.
+    """
+    return hmac.compare_digest(
+        presented.encode("utf-8", "surrogateescape"), expected.encode("ascii")
+    )
+
+
 class Sessions:
     """Issues and reads session cookies; makes and checks CSRF tokens."""
 
@@ -81,7 +92,8 @@ class Sessions:
 
     async def _mac(self, purpose: str, value: str) -> str:
         key = await self._signing_key()
-        return _b64(hmac.new(key, f"{purpose}|{value}".encode(), hashlib.sha256).digest())
+        message = f"{purpose}|{value}".encode("utf-8", "surrogateescape")
+        return _b64(hmac.new(key, message, hashlib.sha256).digest())
 
     def _now(self) -> int:
         return int(self._clock.now().timestamp())
@@ -98,7 +110,7 @@ class Sessions:
         if not cookie or len(cookie) > _MAX_COOKIE or cookie.count(".") != 1:
             return None
         payload, mac = cookie.split(".")
-        if not hmac.compare_digest(mac, await self._mac("session", payload)):
+        if not _same(mac, await self._mac("session", payload)):
             return None
         try:
             body = json.loads(_unb64(payload))
@@ -118,7 +130,7 @@ class Sessions:
 
     async def check_csrf(self, session: Session, token: str | None) -> bool:
         """Whether ``token`` is the session's CSRF token."""
-        return bool(token) and hmac.compare_digest(str(token), await self.csrf_token(session))
+        return bool(token) and _same(str(token), await self.csrf_token(session))
 
     async def login_token(self, nonce: str) -> str:
         """The CSRF token of a sign-in form, bound to the nonce of its cookie."""
@@ -128,4 +140,4 @@ class Sessions:
         """Whether a sign-in form's token fits its cookie's nonce."""
         if not nonce or not token or len(nonce) > 64:
             return False
-        return hmac.compare_digest(str(token), await self.login_token(nonce))
+        return _same(str(token), await self.login_token(nonce))

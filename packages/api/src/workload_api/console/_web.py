@@ -27,7 +27,8 @@ from workload_api.console._sessions import SESSION_COOKIE, Session, Sessions
 from workload_api.jsonbody import read_limited
 from workload_api.problems import HttpProblem, problem_for
 from workload_api.usecases import UseCases
-from workload_domain.errors import InvalidInput, WorkloadError
+from workload_domain.definition import WORKFLOW_ID_PATTERN
+from workload_domain.errors import InvalidInput, WorkflowNotFound, WorkloadError
 from workload_domain.idempotency import IdempotencyClaim, request_hash
 from workload_domain.ports import Clock
 
@@ -39,6 +40,7 @@ __all__ = ["Console", "NavEntry", "View", "exact_json", "said"]
 _IDEMPOTENCY_KEY = re.compile(r"^[\x21-\x7e]{1,255}$")
 _FORM_TYPE = "application/x-www-form-urlencoded"
 _SAFE_NEXT = re.compile(r"^/ui/[A-Za-z0-9._~/?=&%-]*$")
+_WORKFLOW_ID = re.compile(WORKFLOW_ID_PATTERN)
 
 
 @dataclass(frozen=True, slots=True)
@@ -224,6 +226,7 @@ class Console:
         if not session.principal.role.allows(role):
             request.state.error_code = "forbidden"
             return await self.error(request, 403, "Your role may not do this (operators only).")
+        _check_path(request)
         csrf = await self.sessions.csrf_token(session)
         return await handler(View(request, session, csrf, self, form))
 
@@ -238,19 +241,34 @@ class Console:
         )
 
 
+def _check_path(request: Request) -> None:
+    """A path naming a workflow that cannot exist is not found (404), as in the API.
+
+    The id never reaches the store: PostgreSQL cannot even compare a string holding NUL. Run,
+    task, approval, draft ids and version numbers are checked by the use cases (404 too).
+    """
+    workflow_id = request.path_params.get("workflow_id")
+    if workflow_id is not None and not _WORKFLOW_ID.fullmatch(workflow_id):
+        raise WorkflowNotFound(workflow_id)
+
+
 async def read_form(request: Request) -> dict[str, str]:
-    """A urlencoded form (first value of each field); 415 for another body, 413 over 1 MiB."""
+    """A urlencoded form (first value of each field); 413 over 1 MiB.
+
+    A body of another type (JSON, multipart, text), or one no browser sends for the console's
+    forms (not UTF-8, over 50 fields), is no form of the console's: it has no fields, so no CSRF
+    token, and the request is refused as one without it (403, SPEC §13) — never 415 or 400
+    before the CSRF check.
+    """
     content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
-    body = await read_limited(request)
-    if not body:
-        return {}
     if content_type != _FORM_TYPE:
-        raise HttpProblem(415, "unsupported_media_type", "forms are sent urlencoded")
+        return {}
+    body = await read_limited(request)
     try:
         text = body.decode("utf-8")
         pairs = parse_qsl(text, keep_blank_values=True, max_num_fields=50)
     except (UnicodeDecodeError, ValueError):
-        raise HttpProblem(400, "invalid_argument", "the form could not be read") from None
+        return {}
     form: dict[str, str] = {}
     for name, value in pairs:
         form.setdefault(name, value)

@@ -25,10 +25,12 @@ __all__ = ["routes"]
 def _cookie(
     response: Response, request: Request, console: Console, *, name: str, value: str, max_age: int
 ) -> None:
+    # Expires too (SPEC §13: Max-Age/Expires), the same moment for a client that knows only it.
     response.set_cookie(
         name,
         value,
         max_age=max_age,
+        expires=max_age,
         path="/",
         httponly=True,
         samesite="strict",
