@@ -7,18 +7,30 @@ start-to-close or a schedule-to-start time has passed. :meth:`RemoteAttempts.set
 run and decides again after a revision conflict, so a late fact can never overwrite a newer
 one; then the run's runner (if this process has one) is told, so that it starts what became
 ready and sees the run end.
+
+Settles of one run take turns within the process (:class:`RunLocks`, shared by reports, the
+reaper and agents' remote tool calls): a hundred workers finishing the parallel tasks of one
+run at once would otherwise each commit from the same revision, all but one conflict, and
+every retry re-read the whole run — quadratic work, reports answered after their leases ran
+out. In turn, a settle conflicts only with the run's runner or another replica (§14), which a
+retry absorbs; should every try conflict, :class:`~workload_domain.errors.RunBusy` (503
+``unavailable`` with ``Retry-After``, which a worker retries) — never a revision conflict,
+which a worker's report must not get.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import replace
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Protocol
 
+import anyio
+
 from workload_domain.agent.journal import StepRecord, StepStatus
 from workload_domain.agent.loop import tool_error
-from workload_domain.errors import RevisionConflict
+from workload_domain.errors import RevisionConflict, RunBusy
 from workload_domain.leases import LeaseLostReason
 from workload_domain.model import AttemptRecord, RunSnapshot
 from workload_domain.ports import ExecutionStore, JournalStore, WorkerStore
@@ -36,6 +48,7 @@ __all__ = [
     "Decide",
     "RemoteAttempts",
     "RemoteStore",
+    "RunLocks",
     "Settled",
     "deadline_outcome",
     "tool_call_deadline",
@@ -50,6 +63,41 @@ to refuse, e.g. ``LeaseLost``)."""
 
 class RemoteStore(ExecutionStore, WorkerStore, JournalStore, Protocol):
     """What settling remote attempts (and agents' remote tool calls) needs from the store."""
+
+
+@dataclass(slots=True)
+class _Turns:
+    lock: anyio.Lock = field(default_factory=anyio.Lock)
+    users: int = 0
+
+
+class RunLocks:
+    """One lock per run, for as long as someone holds or waits for it (then it is dropped).
+
+    The waiters of a run are served first come, first served; runs do not wait for each other.
+    """
+
+    def __init__(self) -> None:
+        self._turns: dict[str, _Turns] = {}
+
+    def __len__(self) -> int:
+        """How many runs have a holder or a waiter now."""
+        return len(self._turns)
+
+    @asynccontextmanager
+    async def hold(self, run_id: str) -> AsyncIterator[None]:
+        """Hold ``run_id``'s lock for the ``async with`` body (waiting for its turn first)."""
+        turns = self._turns.get(run_id)
+        if turns is None:
+            turns = self._turns[run_id] = _Turns()
+        turns.users += 1
+        try:
+            async with turns.lock:
+                yield
+        finally:
+            turns.users -= 1
+            if turns.users == 0:
+                del self._turns[run_id]
 
 
 class Settled:
@@ -92,16 +140,26 @@ class RemoteAttempts:
         self._definitions = engine.definitions
         self._clock = engine.clock
         self._local = engine.local_actions
+        self.locks = RunLocks()
 
     async def settle(
         self, run_id: str, task_key: str, attempt: int, decide: Decide
     ) -> Settled | None:
         """Commit what ``decide`` makes of the live attempt; None if it decided nothing.
 
+        Settles of one run take turns (see the module's docstring).
+
         Raises:
             RunNotFound: no such run.
+            RunBusy: every try met a newer revision (nothing written; try again shortly).
             Whatever ``decide`` raises to refuse (nothing is written then).
         """
+        async with self.locks.hold(run_id):
+            return await self._settle(run_id, task_key, attempt, decide)
+
+    async def _settle(
+        self, run_id: str, task_key: str, attempt: int, decide: Decide
+    ) -> Settled | None:
         key = (task_key, attempt)
         for _ in range(_MAX_TRIES):
             snapshot = await self._store.load_run(run_id)
@@ -129,7 +187,7 @@ class RemoteAttempts:
             self._engine.notify(run_id)
             self._engine.committed(decided.commit)
             return Settled(decided.after, ended)
-        raise RevisionConflict(run_id, -1)
+        raise RunBusy(run_id)
 
     async def expire_due(self, limit: int = 200) -> int:
         """Apply every passed lease, start-to-close and schedule-to-start deadline; how many.
@@ -139,7 +197,11 @@ class RemoteAttempts:
         """
         expired = 0
         for run_id, task_key, attempt in await self._store.due_attempts(self._clock.now(), limit):
-            if await self.settle(run_id, task_key, attempt, deadline_outcome) is not None:
+            try:
+                settled = await self.settle(run_id, task_key, attempt, deadline_outcome)
+            except RunBusy:
+                continue  # still due: the next pass tries again
+            if settled is not None:
                 expired += 1
         now = self._clock.now()
         for step in await self._store.due_tool_calls(now, limit):
@@ -155,10 +217,14 @@ class RemoteAttempts:
 
         The end is counted (and its span ended) here, by the one writer whose end was stored:
         a repeated report or a lost race writes nothing and counts nothing (SPEC §12).
+        Not revision-checked (the store fences it by the lease and serializes it on the run's
+        row), it takes its turn with the run's settles all the same, so that many reports on
+        one run wait here rather than each holding a database connection while they queue.
         """
-        done = await self._store.finish_step(
-            ended, token_digest=token_digest, deadline_passed=deadline_passed
-        )
+        async with self.locks.hold(ended.run_id):
+            done = await self._store.finish_step(
+                ended, token_digest=token_digest, deadline_passed=deadline_passed
+            )
         if done is not None:
             self._engine.telemetry.tool_call_ended(done)
             self._engine.step_signal.notify((done.run_id, done.task_key, done.attempt))
