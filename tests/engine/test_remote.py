@@ -14,7 +14,7 @@ import anyio.lowlevel
 import pytest
 
 from tests.engine.harness import Harness
-from workload_domain.errors import RevisionConflict, RunBusy
+from workload_domain.errors import LeaseLost, RevisionConflict, RunBusy
 from workload_domain.idempotency import IdempotencyRecord, Replayed
 from workload_domain.leases import token_digest
 from workload_domain.model import AttemptRecord, RunCommit
@@ -23,7 +23,7 @@ from workload_domain.workers import Claim, ClaimedAttempt
 from workload_engine.clock import FakeClock
 from workload_engine.memory_store import InMemoryStore
 from workload_engine.planner import AttemptOutcome, plan
-from workload_engine.remote import RemoteAttempts, RunLocks
+from workload_engine.remote import Decide, RemoteAttempts, RunLocks
 
 pytestmark = pytest.mark.anyio
 
@@ -82,6 +82,7 @@ async def test_concurrent_settles_of_one_run_all_commit_on_the_first_try() -> No
     n = 40
     run_id, items = await claimed_run(h, n)
     settled: list[Any] = []
+    before = store.commits
 
     async def report(item: ClaimedAttempt) -> None:
         settled.append(await remote.settle(run_id, item.task_key, item.attempt, succeeded))
@@ -92,10 +93,51 @@ async def test_concurrent_settles_of_one_run_all_commit_on_the_first_try() -> No
     assert all(s is not None for s in settled)
     assert len(settled) == n
     assert store.conflicts == 0  # taking turns, no report met another
+    assert store.commits - before < n  # whoever had the turn committed those waiting with it
     assert len(remote.locks) == 0  # nothing is kept for a run nobody settles
     snapshot = await store.load_run(run_id)
     assert snapshot.run.status is RunStatus.SUCCEEDED
     assert {t.status for t in snapshot.tasks} == {TaskStatus.SUCCEEDED}
+
+
+async def test_a_refusal_or_a_duplicate_in_a_turn_leaves_the_others_recorded() -> None:
+    clock = FakeClock()
+    store = ContendedStore(clock)
+    h = Harness(store=store, clock=clock)
+    remote = RemoteAttempts(store, h.engine)
+    run_id, items = await claimed_run(h, 4)
+    refused, duplicated = items[0], items[1]
+
+    def refuse(attempt: AttemptRecord, now: Any) -> AttemptOutcome:
+        raise LeaseLost("unknown", "not this attempt's token")
+
+    answers: dict[int, Any] = {}
+
+    async def report(i: int, item: ClaimedAttempt, decide: Decide) -> None:
+        try:
+            answers[i] = await remote.settle(run_id, item.task_key, item.attempt, decide)
+        except LeaseLost as exc:
+            answers[i] = exc
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(report, 0, refused, refuse)
+        tg.start_soon(report, 1, duplicated, succeeded)
+        tg.start_soon(report, 2, duplicated, succeeded)  # the same report, concurrently
+        tg.start_soon(report, 3, items[2], succeeded)
+        tg.start_soon(report, 4, items[3], succeeded)
+    assert isinstance(answers[0], LeaseLost)
+    # One of the duplicates recorded the outcome; the other found the attempt ended.
+    assert sorted(answers[i] is None for i in (1, 2)) == [False, True]
+    assert answers[3] is not None
+    assert answers[4] is not None
+    tasks = {t.task_key: t.status for t in (await store.load_run(run_id)).tasks}
+    assert tasks == {
+        refused.task_key: TaskStatus.RUNNING,
+        duplicated.task_key: TaskStatus.SUCCEEDED,
+        items[2].task_key: TaskStatus.SUCCEEDED,
+        items[3].task_key: TaskStatus.SUCCEEDED,
+    }
+    assert len(remote.locks) == 0
 
 
 async def test_a_run_stale_on_every_try_is_busy_and_the_reaper_passes_over_it() -> None:
