@@ -341,6 +341,37 @@ def test_concurrent_duplicate_reports_record_one_outcome(live_api: LiveApi) -> N
     assert events(live_api, run_id).count("attempt.succeeded") == 1
 
 
+@pytest.mark.real_http
+def test_concurrent_reports_on_one_run_are_all_recorded(live_api: LiveApi) -> None:
+    # Many workers finishing the parallel tasks of one run at once: every report is recorded
+    # (200), none is answered a revision conflict or left to lose its lease (SPEC §10). Before
+    # reports on one run took turns, some here were answered 409 revision_conflict.
+    n = 100
+    tasks = [remote(f"t{i:02}") for i in range(n)]
+    create(live_api, {"id": "fan", "tasks": tasks})
+    run_id = start(live_api, "fan")
+    items: list[dict[str, Any]] = []
+    while len(items) < n:  # a claim hands out up to 100 at once, as soon as they are queued
+        found = claim(live_api, max_attempts=n - len(items), wait_seconds=10)
+        assert found, "no attempt queued"
+        items += found
+    barrier = threading.Barrier(n)
+
+    def finish(item: dict[str, Any]) -> httpx.Response:
+        barrier.wait(timeout=30)
+        return complete(live_api, item, {"key": item["task_key"]})
+
+    with ThreadPoolExecutor(n) as pool:
+        answers = list(pool.map(finish, items))
+    assert [a.status_code for a in answers] == [200] * n, [
+        a.text for a in answers if a.status_code != 200
+    ]
+    assert live_api.wait_for_run(run_id)["status"] == "succeeded"
+    found = live_api.viewer.get(f"{V1}/runs/{run_id}/tasks", params={"limit": 200}).json()
+    assert {(t["status"], t["attempt_count"]) for t in found["items"]} == {("succeeded", 1)}
+    assert {t["output"]["key"] for t in found["items"]} == {f"t{i:02}" for i in range(n)}
+
+
 @pytest.mark.parametrize(
     ("token", "attempt_id"),
     [

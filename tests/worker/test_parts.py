@@ -6,10 +6,11 @@ import re
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import anyio
 import pytest
 
 from tests.sdk.fakes import CLAIMED
-from workload_sdk import ClaimedAttempt
+from workload_sdk import AsyncClient, ClaimedAttempt
 from workload_worker import (
     Context,
     NonRetryableError,
@@ -18,6 +19,7 @@ from workload_worker import (
     WorkerError,
     default_worker_id,
 )
+from workload_worker import _worker as worker_module
 from workload_worker._backoff import Backoff
 from workload_worker._lease import LeaseClock
 from workload_worker._outcome import Completed, Failed, failure_of, outcome_of
@@ -101,6 +103,27 @@ async def test_serving_needs_an_action_and_a_worker_token(
     with pytest.raises(WorkerConfigError, match="WORKLOAD_WORKER_TOKEN"):
         await worker.serve()
     assert not worker.is_serving
+
+
+@pytest.mark.anyio
+async def test_its_own_client_has_a_connection_for_every_report_and_heartbeat(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Each slot may have a report and a heartbeat in flight, besides the claim: with httpx's
+    # default pool (100) a busy worker's heartbeats would wait behind its reports.
+    made: list[dict[str, Any]] = []
+
+    class Recorded(AsyncClient):
+        def __init__(self, **options: Any) -> None:
+            made.append(options)
+            super().__init__(**options)
+
+    monkeypatch.setattr(worker_module, "AsyncClient", Recorded)
+    worker = Worker(concurrency=150, url="http://127.0.0.1:9", token="worker-token")
+    worker.action("a")(lambda ctx, input: {})
+    with anyio.move_on_after(0.5):  # the refused connection is only retried: stop it
+        await worker.serve()
+    assert [(o["max_connections"], o["max_retries"]) for o in made] == [(301, 0)]
 
 
 def test_errors_form_one_tree() -> None:

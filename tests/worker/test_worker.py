@@ -354,6 +354,26 @@ async def test_a_report_is_repeated_after_connection_errors_and_5xx(
     assert attempt.output == {"ok": True}
 
 
+async def test_a_report_the_server_could_not_record_now_is_sent_again(
+    fake: FakeControlPlane, make_worker: MakeWorker
+) -> None:
+    # 503 unavailable (Retry-After) is what a server answers a report it could not record now;
+    # 409 revision_conflict is what an older one answered a report that met others on its run.
+    # Neither recorded anything and the lease holds: the same report is sent again.
+    worker = make_worker(backoff_initial_seconds=0.02, backoff_max_seconds=0.08)
+    worker.action("ok")(_ok)
+    busy = problem(503, "unavailable")
+    busy.headers["Retry-After"] = "1"
+    fake.script("complete", problem(409, "revision_conflict"), busy)
+    attempt = fake.add("ok")
+    async with serving(worker):
+        await eventually(lambda: fake.recorded(attempt.attempt_id))
+    completes = [r for r in fake.requests if r.url.path.endswith("/complete")]
+    assert len(completes) == 3
+    assert len({r.content for r in completes}) == 1
+    assert attempt.output == {"ok": True}
+
+
 async def test_a_report_answered_lease_lost_is_dropped_not_repeated(
     fake: FakeControlPlane, make_worker: MakeWorker, caplog: pytest.LogCaptureFixture
 ) -> None:

@@ -70,18 +70,27 @@ class HttpProblem(Exception):
 
 
 def problem_for(error: WorkloadError) -> HttpProblem:
-    """The HTTP problem of a domain error (internal details never reach the client)."""
+    """The HTTP problem of a domain error (internal details never reach the client).
+
+    An error that says when to try again (``retry_after``) is answered with ``Retry-After``.
+    """
     status = STATUS_BY_CATEGORY[error.category]
+    headers = {} if error.retry_after is None else {"Retry-After": str(error.retry_after)}
     if status >= 500:
         detail = (
             "the service is unavailable, try again later"
             if status == 503
             else "an internal error occurred; it was logged with this request id"
         )
-        return HttpProblem(status, error.code, detail)
+        return HttpProblem(status, error.code, detail, headers=headers)
     problems = getattr(error, "problems", ())
     return HttpProblem(
-        status, error.code, error.message, problems=problems, extensions=error.extensions()
+        status,
+        error.code,
+        error.message,
+        problems=problems,
+        headers=headers,
+        extensions=error.extensions(),
     )
 
 

@@ -23,6 +23,7 @@ Hierarchy::
     ├── RevisionConflict             category REVISION_CONFLICT (a commit from a stale revision)
     ├── VersionTaken                 category REVISION_CONFLICT (a concurrent new version won)
     ├── PreconditionFailed           category PRECONDITION_FAILED (a stale If-Match)
+    ├── RunBusy                      category UNAVAILABLE, code unavailable (try again shortly)
     ├── IllegalTransition            category INTERNAL (a bug: a status change the rules forbid)
     ├── StoreIntegrityError          category INTERNAL (a bug: a write a constraint refuses)
     └── SystemFault                  category UNAVAILABLE (the store or the lock failed)
@@ -60,6 +61,7 @@ __all__ = [
     "PreconditionFailed",
     "Problem",
     "RevisionConflict",
+    "RunBusy",
     "RunFinished",
     "RunNotFound",
     "StoreIntegrityError",
@@ -117,6 +119,8 @@ class WorkloadError(Exception):
 
     category: ErrorCategory = ErrorCategory.INTERNAL
     code: str = "internal"
+    retry_after: int | None = None
+    """Seconds after which the same request may succeed (HTTP ``Retry-After``); None: unsaid."""
 
     def __init__(self, message: str) -> None:
         super().__init__(message)
@@ -381,6 +385,23 @@ class StoreIntegrityError(WorkloadError):
 
     category = ErrorCategory.INTERNAL
     code = "internal"
+
+
+class RunBusy(WorkloadError):
+    """A run changed under every try of a write to it; nothing was written, try again shortly.
+
+    Not a ``SystemFault``: nothing failed and execution goes on. It is what a worker's report
+    is answered (503 ``unavailable`` with ``Retry-After``, which a worker retries within its
+    lease) instead of a revision conflict, which a report must never get (SPEC §10).
+    """
+
+    category = ErrorCategory.UNAVAILABLE
+    code = "unavailable"
+    retry_after = 1
+
+    def __init__(self, run_id: str) -> None:
+        super().__init__(f"run {run_id!r} changed under every try; nothing was written")
+        self.run_id = run_id
 
 
 class SystemFault(WorkloadError):

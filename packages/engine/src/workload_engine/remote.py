@@ -7,18 +7,31 @@ start-to-close or a schedule-to-start time has passed. :meth:`RemoteAttempts.set
 run and decides again after a revision conflict, so a late fact can never overwrite a newer
 one; then the run's runner (if this process has one) is told, so that it starts what became
 ready and sees the run end.
+
+Settles of one run take turns within the process (:class:`RunLocks`, shared by reports, the
+reaper and agents' remote tool calls), and whoever has the turn commits every report waiting
+for it then, in one commit: a hundred workers finishing the parallel tasks of one run at once
+would otherwise each commit from the same revision, all but one conflict, and every retry
+re-read the whole run — quadratic work, reports answered after their leases ran out. In turn,
+a settle conflicts only with the run's runner or another replica (§14), which a retry absorbs;
+should every try conflict, :class:`~workload_domain.errors.RunBusy` (503 ``unavailable`` with
+``Retry-After``, which a worker retries) — never a revision conflict, which a worker's report
+must not get.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import replace
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Protocol
 
+import anyio
+
 from workload_domain.agent.journal import StepRecord, StepStatus
 from workload_domain.agent.loop import tool_error
-from workload_domain.errors import RevisionConflict
+from workload_domain.errors import RevisionConflict, RunBusy
 from workload_domain.leases import LeaseLostReason
 from workload_domain.model import AttemptRecord, RunSnapshot
 from workload_domain.ports import ExecutionStore, JournalStore, WorkerStore
@@ -36,6 +49,7 @@ __all__ = [
     "Decide",
     "RemoteAttempts",
     "RemoteStore",
+    "RunLocks",
     "Settled",
     "deadline_outcome",
     "tool_call_deadline",
@@ -50,6 +64,60 @@ to refuse, e.g. ``LeaseLost``)."""
 
 class RemoteStore(ExecutionStore, WorkerStore, JournalStore, Protocol):
     """What settling remote attempts (and agents' remote tool calls) needs from the store."""
+
+
+@dataclass(slots=True)
+class _Report:
+    """One settle waiting for its run's turn: what it asks, and (once done) its answer."""
+
+    key: tuple[str, int]
+    decide: Decide
+    done: bool = False
+    settled: Settled | None = None
+    error: Exception | None = None
+
+
+@dataclass(slots=True)
+class _Turns:
+    lock: anyio.Lock = field(default_factory=anyio.Lock)
+    users: int = 0
+    pending: list[_Report] = field(default_factory=list)
+
+
+class RunLocks:
+    """One lock per run, for as long as someone holds or waits for it (then it is dropped).
+
+    The waiters of a run are served first come, first served; runs do not wait for each other.
+    Settles also leave their reports in the run's entry, for whoever has the turn to commit.
+    """
+
+    def __init__(self) -> None:
+        self._turns: dict[str, _Turns] = {}
+
+    def __len__(self) -> int:
+        """How many runs have a holder or a waiter now."""
+        return len(self._turns)
+
+    @asynccontextmanager
+    async def hold(self, run_id: str) -> AsyncIterator[None]:
+        """Hold ``run_id``'s lock for the ``async with`` body (waiting for its turn first)."""
+        with self._joined(run_id) as turns:
+            async with turns.lock:
+                yield
+
+    @contextmanager
+    def _joined(self, run_id: str) -> Iterator[_Turns]:
+        """The run's entry, kept while the ``with`` body runs (a holder or a waiter)."""
+        turns = self._turns.get(run_id)
+        if turns is None:
+            turns = self._turns[run_id] = _Turns()
+        turns.users += 1
+        try:
+            yield turns
+        finally:
+            turns.users -= 1
+            if turns.users == 0:
+                del self._turns[run_id]
 
 
 class Settled:
@@ -92,44 +160,107 @@ class RemoteAttempts:
         self._definitions = engine.definitions
         self._clock = engine.clock
         self._local = engine.local_actions
+        self.locks = RunLocks()
 
     async def settle(
         self, run_id: str, task_key: str, attempt: int, decide: Decide
     ) -> Settled | None:
         """Commit what ``decide`` makes of the live attempt; None if it decided nothing.
 
+        Settles of one run take turns (see the module's docstring): whoever has the turn
+        commits every report that waits for it then, in one commit, each decided on the run as
+        that commit finds it.
+
         Raises:
             RunNotFound: no such run.
+            RunBusy: every try met a newer revision (nothing written; try again shortly).
             Whatever ``decide`` raises to refuse (nothing is written then).
         """
-        key = (task_key, attempt)
+        report = _Report((task_key, attempt), decide)
+        with self.locks._joined(run_id) as turns:
+            turns.pending.append(report)
+            try:
+                async with turns.lock:
+                    # Whoever holds the turn settles every report waiting then (its own too).
+                    while not report.done:
+                        await self._settle_pending(run_id, turns)
+            finally:
+                if report in turns.pending:  # given up before its turn (cancelled)
+                    turns.pending.remove(report)
+        if report.error is not None:
+            raise report.error
+        return report.settled
+
+    async def _settle_pending(self, run_id: str, turns: _Turns) -> None:
+        """Settle the reports waiting on ``run_id`` in one commit (one per attempt at a time)."""
+        batch: list[_Report] = []
+        keys: set[tuple[str, int]] = set()
+        for report in turns.pending:
+            if report.key not in keys:  # a concurrent duplicate waits for the next commit
+                keys.add(report.key)
+                batch.append(report)
+        for report in batch:
+            turns.pending.remove(report)
+        try:
+            await self._settle_batch(run_id, batch)
+        except Exception as exc:  # the store failed, or no such run: every report hears it
+            for report in batch:
+                if not report.done:
+                    report.done, report.error = True, exc
+        finally:
+            # Cancelled mid-way (its client left): the rest are settled by whoever is next.
+            turns.pending[:0] = [r for r in batch if not r.done]
+
+    async def _settle_batch(self, run_id: str, batch: list[_Report]) -> None:
         for _ in range(_MAX_TRIES):
             snapshot = await self._store.load_run(run_id)
             live = {(a.task_key, a.attempt): a for a in snapshot.live_attempts}
-            current = live.get(key)
-            if current is None:
-                return None
             now = self._clock.now()
-            outcome = decide(current, now)
-            if outcome is None:
-                return None
-            workflow = await self._definitions.get(snapshot.run.workflow_id, snapshot.run.version)
-            decided = plan(
-                snapshot, workflow, now=now, outcomes=[outcome], local_actions=self._local
-            )
-            if decided.commit is None:  # pragma: no cover - an ended attempt is always a change
-                return None
-            announced = replace(decided.commit, announce=True)  # the leader's runner hears
-            try:
-                await self._store.commit(announced)
-            except RevisionConflict:
-                continue
-            ended = next(a for a in decided.commit.attempts if (a.task_key, a.attempt) == key)
+            answers: list[tuple[_Report, Exception | None]] = []  # decided nothing, or refused
+            outcomes: list[AttemptOutcome] = []
+            deciding: list[_Report] = []
+            for report in batch:
+                current = live.get(report.key)
+                try:
+                    outcome = None if current is None else report.decide(current, now)
+                except Exception as exc:  # decide refuses (LeaseLost): to that report only
+                    answers.append((report, exc))
+                    continue
+                if outcome is None:
+                    answers.append((report, None))
+                else:
+                    outcomes.append(outcome)
+                    deciding.append(report)
+            committed = None
+            if outcomes:
+                workflow = await self._definitions.get(
+                    snapshot.run.workflow_id, snapshot.run.version
+                )
+                decided = plan(
+                    snapshot, workflow, now=now, outcomes=outcomes, local_actions=self._local
+                )
+                committed = decided.commit
+                if committed is not None:  # an ended attempt is always a change
+                    announced = replace(committed, announce=True)  # the leader's runner hears
+                    try:
+                        await self._store.commit(announced)
+                    except RevisionConflict:
+                        continue  # decide every report again, on the newer revision
+            # Answered only as of a revision that held: a stale read decides nothing.
+            for report, error in answers:
+                report.done, report.error = True, error
+            if committed is None:
+                for report in deciding:  # pragma: no cover - see above
+                    report.done = True
+                return
+            ended = {(a.task_key, a.attempt): a for a in committed.attempts}
+            for report in deciding:
+                report.done, report.settled = True, Settled(decided.after, ended[report.key])
             # The run's runner (if this process has one) starts what became ready, or ends.
             self._engine.notify(run_id)
-            self._engine.committed(decided.commit)
-            return Settled(decided.after, ended)
-        raise RevisionConflict(run_id, -1)
+            self._engine.committed(committed)
+            return
+        raise RunBusy(run_id)
 
     async def expire_due(self, limit: int = 200) -> int:
         """Apply every passed lease, start-to-close and schedule-to-start deadline; how many.
@@ -139,7 +270,11 @@ class RemoteAttempts:
         """
         expired = 0
         for run_id, task_key, attempt in await self._store.due_attempts(self._clock.now(), limit):
-            if await self.settle(run_id, task_key, attempt, deadline_outcome) is not None:
+            try:
+                settled = await self.settle(run_id, task_key, attempt, deadline_outcome)
+            except RunBusy:
+                continue  # still due: the next pass tries again
+            if settled is not None:
                 expired += 1
         now = self._clock.now()
         for step in await self._store.due_tool_calls(now, limit):
@@ -155,10 +290,14 @@ class RemoteAttempts:
 
         The end is counted (and its span ended) here, by the one writer whose end was stored:
         a repeated report or a lost race writes nothing and counts nothing (SPEC §12).
+        Not revision-checked (the store fences it by the lease and serializes it on the run's
+        row), it takes its turn with the run's settles all the same, so that many reports on
+        one run wait here rather than each holding a database connection while they queue.
         """
-        done = await self._store.finish_step(
-            ended, token_digest=token_digest, deadline_passed=deadline_passed
-        )
+        async with self.locks.hold(ended.run_id):
+            done = await self._store.finish_step(
+                ended, token_digest=token_digest, deadline_passed=deadline_passed
+            )
         if done is not None:
             self._engine.telemetry.tool_call_ended(done)
             self._engine.step_signal.notify((done.run_id, done.task_key, done.attempt))

@@ -41,6 +41,8 @@ class Client:
             or a 502/503/504 (with a small exponential backoff). Writes are never retried.
         transport: An httpx transport to send through instead of the network (e.g.
             :class:`httpx.MockTransport` in tests).
+        max_connections: How many connections may be open at once (each kept alive); None
+            for httpx's default (100). A request beyond them waits for one to be free.
 
     Example:
         >>> with Client(token="...") as client:  # doctest: +SKIP
@@ -66,6 +68,7 @@ class Client:
         timeout: float | httpx.Timeout | None = DEFAULT_TIMEOUT,
         max_retries: int = DEFAULT_MAX_RETRIES,
         transport: httpx.BaseTransport | None = None,
+        max_connections: int | None = None,
     ) -> None:
         self._options = ClientOptions.resolve(
             base_url=base_url, token=token, timeout=timeout, max_retries=max_retries
@@ -75,6 +78,7 @@ class Client:
             headers=self._options.headers(),
             timeout=self._options.timeout,
             transport=transport,
+            limits=_limits(max_connections),
         )
         sender = SyncSender(self._http, self._options.max_retries)
         self._sender = sender
@@ -149,6 +153,8 @@ class AsyncClient:
         max_retries: How many times a *read* is retried after a transient failure. Writes are
             never retried.
         transport: An async httpx transport (e.g. :class:`httpx.MockTransport`).
+        max_connections: How many connections may be open at once (each kept alive); None
+            for httpx's default (100). A request beyond them waits for one to be free.
 
     Example:
         >>> async with AsyncClient(token="...") as client:  # doctest: +SKIP
@@ -174,6 +180,7 @@ class AsyncClient:
         timeout: float | httpx.Timeout | None = DEFAULT_TIMEOUT,
         max_retries: int = DEFAULT_MAX_RETRIES,
         transport: httpx.AsyncBaseTransport | None = None,
+        max_connections: int | None = None,
     ) -> None:
         self._options = ClientOptions.resolve(
             base_url=base_url, token=token, timeout=timeout, max_retries=max_retries
@@ -183,6 +190,7 @@ class AsyncClient:
             headers=self._options.headers(),
             timeout=self._options.timeout,
             transport=transport,
+            limits=_limits(max_connections),
         )
         sender = AsyncSender(self._http, self._options.max_retries)
         self._sender = sender
@@ -240,3 +248,12 @@ class AsyncClient:
 
     def __repr__(self) -> str:
         return f"AsyncClient(base_url={self.base_url!r})"
+
+
+def _limits(max_connections: int | None) -> httpx.Limits:
+    """The connection pool's limits: httpx's defaults, or ``max_connections`` all kept alive."""
+    if max_connections is None:
+        return httpx.Limits(max_connections=100, max_keepalive_connections=20)
+    if max_connections < 1:
+        raise ValueError("max_connections must be at least 1")
+    return httpx.Limits(max_connections=max_connections, max_keepalive_connections=max_connections)

@@ -4,7 +4,9 @@
 when the lease is lost, or when the worker's grace period ends) and the heartbeats that keep the
 lease alive until the outcome is recorded. A result that comes after the lease was lost or the
 attempt timed out is dropped: the server would refuse it (409 ``lease_lost``) and another
-attempt may already be running.
+attempt may already be running. A report that was not recorded — no answer, a 5xx (503
+``unavailable`` is how a server says "not now, again shortly"), or a 409 ``revision_conflict``
+from an older server — is sent again with backoff while the lease, still heartbeated, holds.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from workload_sdk import (
     APIResponseValidationError,
     AsyncClient,
     ClaimedAttempt,
+    Conflict,
     InvalidRequest,
     LeaseLost,
     PayloadTooLarge,
@@ -52,6 +55,7 @@ ABANDON_REPORT_SECONDS = 5.0
 """How long a worker that is being torn down tries to report an attempt it gives up."""
 _MIN_BEAT_SPACING = 0.25  # at most this many heartbeats a second asked by Context.heartbeat()
 _TRANSIENT = (APIConnectionError, ServerError, APIResponseValidationError)
+_REVISION_CONFLICT = "revision_conflict"
 _KINDS = frozenset({"task", "tool_call"})
 
 # Why the worker stopped waiting for a handler (Context.cancel_reason).
@@ -336,7 +340,7 @@ class AttemptRunner:
                 self._pending = outcome
                 continue
             left = self._clock.expires - anyio.current_time()
-            if not isinstance(error, _TRANSIENT) or left <= 0:
+            if not _transient(error) or left <= 0:
                 why = "the lease ran out" if left <= 0 else "the server refused it"
                 logger.error("%s: not reported, %s: %s", self.label, why, error)
                 return
@@ -356,3 +360,15 @@ class AttemptRunner:
         error = await self._send(self._pending or shutdown_failure())
         if error is not None:
             logger.warning("%s: could not report while stopping: %s", self.label, error)
+
+
+def _transient(error: WorkloadError) -> bool:
+    """Whether a report that failed with ``error`` may be sent again (it is idempotent).
+
+    Connection errors and 5xx (503 ``unavailable`` is what a server answers a report it could
+    not record now) — and 409 ``revision_conflict``, which an older server answered a report
+    that met concurrent reports on its run: nothing was recorded, the lease still holds.
+    """
+    if isinstance(error, _TRANSIENT):
+        return True
+    return isinstance(error, Conflict) and error.code == _REVISION_CONFLICT

@@ -223,7 +223,14 @@ class Worker:
                 client = self.client
                 if client is None:
                     # The worker retries on its own terms: the client sends each call once.
-                    client = AsyncClient(base_url=self.url, token=token, max_retries=0)
+                    # Every slot may have a report and a heartbeat in flight, besides the
+                    # claim: a heartbeat never waits for a connection behind reports.
+                    client = AsyncClient(
+                        base_url=self.url,
+                        token=token,
+                        max_retries=0,
+                        max_connections=2 * self.concurrency + 1,
+                    )
                     await stack.enter_async_context(client)
                 await self._serve(client, serving, handle_signals)
         finally:
