@@ -6,12 +6,14 @@ In-process on the in-memory store, and again through real HTTP on PostgreSQL (``
 from __future__ import annotations
 
 import itertools
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import httpx
 import pytest
 
-from tests.plugins.live_api import ROTATED_OPERATOR_TOKEN, LiveApi
+from tests.plugins.live_api import OPERATOR_TOKEN, ROTATED_OPERATOR_TOKEN, LiveApi
 from tests.waiting import wait_until
 
 pytestmark = pytest.mark.real_http
@@ -199,6 +201,38 @@ def test_a_run_with_a_diamond_retries_and_a_timeout(live_api: LiveApi) -> None:
     assert events[0]["type"] == "run.created"
     assert events[-1]["type"] == "run.failed"
     assert final["revision"] >= 2
+
+
+def test_concurrent_new_versions_all_succeed_with_consecutive_numbers(live_api: LiveApi) -> None:
+    """SPEC §6: each new version is 201 with the next number, however many arrive at once.
+
+    Concurrent creators queue on the workflow (no ``revision_conflict``, no retries to run out
+    of): 30 at once get 30 distinct, consecutive versions, each stored as answered.
+    """
+    op, viewer = live_api.operator, live_api.viewer
+    created = post(
+        op, "/api/v1/workflows", {"id": "busy", "tasks": [{"key": "a", "action": "mock"}]}
+    )
+    assert created.status_code == 201, created.text
+    n = 30
+    clients = [live_api.client(OPERATOR_TOKEN) for _ in range(n)]
+    start = threading.Barrier(n)
+
+    def new_version(i: int) -> httpx.Response:
+        body = {"description": f"v-{i}", "tasks": [{"key": f"t{i}", "action": "mock"}]}
+        start.wait(timeout=30)
+        return post(clients[i], "/api/v1/workflows/busy/versions", body)
+
+    with ThreadPoolExecutor(max_workers=n) as pool:
+        answers = list(pool.map(new_version, range(n)))
+    assert [a.status_code for a in answers] == [201] * n, [a.text for a in answers]
+    numbers = sorted(a.json()["version"] for a in answers)
+    assert numbers == list(range(2, n + 2))
+    for i, answer in enumerate(answers):  # each answer is the version stored under its number
+        body = answer.json()
+        assert body["definition"]["tasks"][0]["key"] == f"t{i}"
+        assert viewer.get(f"/api/v1/workflows/busy/versions/{body['version']}").json() == body
+    assert viewer.get("/api/v1/workflows/busy").json()["latest_version"] == n + 1
 
 
 def test_versions_are_immutable_for_runs(live_api: LiveApi) -> None:
