@@ -8,6 +8,7 @@ from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
+import anyio
 import pytest
 
 from tests.engine.harness import Harness, mock, workflow
@@ -20,17 +21,23 @@ from workload_domain.errors import (
     StoreIntegrityError,
     TaskNotFound,
     VersionNotFound,
-    VersionTaken,
     WorkflowExists,
     WorkflowNotFound,
 )
 from workload_domain.events import EventType
-from workload_domain.idempotency import IdempotencyClaim, IdempotencyRecord, Outcome, Replayed
+from workload_domain.idempotency import (
+    IdempotencyClaim,
+    IdempotencyRecord,
+    Outcome,
+    PendingRecord,
+    Replayed,
+)
 from workload_domain.ids import attempt_id
 from workload_domain.model import (
     AttemptRecord,
     EventRecord,
     NewRun,
+    NewVersion,
     RunCommit,
     RunRecord,
     VersionRecord,
@@ -77,13 +84,9 @@ async def test_workflows_and_versions(store: Store, clock: FakeClock) -> None:
     clock.advance(1)
     definition = compile_definition(workflow(mock("y"), workflow_id="wf")).document()
     definition["description"] = "second"
-    v2_record = VersionRecord("wf", 2, "sha256:" + "b" * 64, 1, clock.now(), definition)
-    v2 = await store.create_version(v2_record, "second")
-    assert v2 == v2_record
-    with pytest.raises(VersionTaken):  # another writer took version 2 first: nothing written
-        await store.create_version(replace(v2_record, definition_hash="sha256:" + "c" * 64), "x")
-    with pytest.raises(VersionTaken):  # a gap is not the next version either
-        await store.create_version(replace(v2_record, version=4), "x")
+    new_v2 = NewVersion("wf", "sha256:" + "b" * 64, 1, clock.now(), definition, "second")
+    v2 = await store.create_version(new_v2)
+    assert v2 == VersionRecord("wf", 2, "sha256:" + "b" * 64, 1, clock.now(), definition)
     got = await store.get_workflow("wf")
     assert (got.latest_version, got.description, got.updated_at) == (2, "second", clock.now())
     assert (await store.get_version("wf", 1)).definition == v1.definition
@@ -95,7 +98,73 @@ async def test_workflows_and_versions(store: Store, clock: FakeClock) -> None:
     with pytest.raises(WorkflowNotFound):
         await store.get_workflow("nope")
     with pytest.raises(WorkflowNotFound):
-        await store.create_version(replace(v2_record, workflow_id="nope", version=1), "")
+        await store.create_version(replace(new_v2, workflow_id="nope"))
+    assert (await store.get_workflow("wf")).latest_version == 2
+
+
+def new_version(clock: FakeClock, workflow_id: str, key: str) -> NewVersion:
+    compiled = compile_definition(workflow(mock(key), workflow_id=workflow_id))
+    document = compiled.document()
+    return NewVersion(
+        workflow_id, compiled.definition_hash, 1, clock.now(), document, f"with {key}"
+    )
+
+
+def render_version(version: VersionRecord) -> Outcome:
+    return Outcome(201, {"version": version.version, "hash": version.definition_hash})
+
+
+async def test_concurrent_new_versions_queue_and_none_fails(store: Store, clock: FakeClock) -> None:
+    """Many new versions of one workflow at once: each gets its own next number (SPEC §6)."""
+    await create_workflow(store, clock)
+    n = 30
+    written: dict[str, VersionRecord | Replayed] = {}
+
+    async def add(i: int) -> None:
+        pending = PendingRecord(claim(f"v{i}", f"h{i}"), render_version)
+        written[f"t{i}"] = await store.create_version(new_version(clock, "wf", f"t{i}"), pending)
+
+    async with anyio.create_task_group() as group:
+        for i in range(n):
+            group.start_soon(add, i)
+    versions = {key: v for key, v in written.items() if isinstance(v, VersionRecord)}
+    assert len(versions) == n  # none failed, none was a replay
+    assert sorted(v.version for v in versions.values()) == list(range(2, n + 2))
+    for key, version in versions.items():  # each stored as returned, under its own number
+        stored = await store.get_version("wf", version.version)
+        assert stored == version
+        assert stored.definition["tasks"][0]["key"] == key
+    assert (await store.get_workflow("wf")).latest_version == n + 1
+    # Each key's record was rendered from its own numbered version, in its transaction.
+    for i in range(n):
+        number = versions[f"t{i}"].version
+        again = await store.create_version(
+            new_version(clock, "wf", f"t{i}"),
+            PendingRecord(claim(f"v{i}", f"h{i}"), render_version),
+        )
+        assert isinstance(again, Replayed)
+        assert again.outcome.body["version"] == number
+    assert (await store.get_workflow("wf")).latest_version == n + 1  # replays wrote nothing
+
+
+async def test_a_new_version_replays_and_refuses_a_reused_key(
+    store: Store, clock: FakeClock
+) -> None:
+    await create_workflow(store, clock)
+    first = await store.create_version(
+        new_version(clock, "wf", "a"), PendingRecord(claim("nv"), render_version)
+    )
+    assert isinstance(first, VersionRecord)
+    assert first.version == 2
+    again = await store.create_version(
+        new_version(clock, "wf", "a"), PendingRecord(claim("nv"), render_version)
+    )
+    assert again == Replayed(Outcome(201, {"version": 2, "hash": first.definition_hash}))
+    with pytest.raises(IdempotencyKeyReused):
+        await store.create_version(
+            new_version(clock, "wf", "b"), PendingRecord(claim("nv", "other"), render_version)
+        )
+    assert (await store.get_workflow("wf")).latest_version == 2
 
 
 async def test_engine_runs_identically_on_the_store(store: Store, clock: FakeClock) -> None:

@@ -345,3 +345,24 @@ def test_hash_is_sha256_of_canonical_document(raw: dict[str, Any]) -> None:
     document = compiled.document()
     assert compiled.definition_hash == expected_hash(document)
     assert compile_definition(document).definition_hash == compiled.definition_hash
+
+
+@pytest.mark.parametrize(
+    ("written", "stored"),
+    [
+        (1e20, 100000000000000000000),
+        (-1e16, -10000000000000000),
+        (1.2345678901234568e20, 123456789012345680000),
+        (-0.0, 0.0),
+        ([1e300, {"z": -0.0}], [int("1" + "0" * 300), {"z": 0.0}]),
+    ],
+)
+def test_numbers_are_hashed_in_the_form_jsonb_stores(written: Any, stored: Any) -> None:
+    """SPEC §3: the hash is of the definition every read returns, and JSONB's ``numeric`` has
+    no exponent and no negative zero: ``1e20`` is stored (and read back) as an integer."""
+    raw = {"id": "n", "tasks": [{"key": "a", "action": "x", "input": {"v": written}}]}
+    compiled = compile_definition(raw)
+    assert compiled.document()["tasks"][0]["input"]["v"] == stored
+    as_stored = {"id": "n", "tasks": [{"key": "a", "action": "x", "input": {"v": stored}}]}
+    assert hash_of(as_stored) == compiled.definition_hash
+    assert compiled.definition_hash == expected_hash(compiled.document())

@@ -7,12 +7,15 @@ import math
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
 
+from tests.json_values import json_values
 from workload_domain.errors import Problem
 from workload_domain.jsonvalues import (
     MAX_JSON_DEPTH,
     canonical_json,
     json_problems,
+    jsonb_value,
     pointer,
     sha256_tag,
 )
@@ -252,3 +255,77 @@ def test_every_problem_is_reported() -> None:
         Problem("/b" + "/0" * 63, "nesting is deeper than 64 levels"),
         Problem("/c", "object is not a JSON value"),
     ]
+
+
+# --- jsonb_value ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        (1e20, "100000000000000000000"),
+        (-1e16, "-10000000000000000"),
+        (1.2345678901234568e20, "123456789012345680000"),  # the decimal its repr names
+        (1e22, "10000000000000000000000"),
+        (-0.0, "0.0"),
+        (0.0, "0.0"),
+        (5.0, "5.0"),
+        (9999999999999998.0, "9999999999999998.0"),  # no exponent: JSONB keeps it as it is
+        (1e-7, "1e-07"),  # JSONB writes 0.0000001, which parses back to this very float
+        (5e-324, "5e-324"),
+        (0.30000000000000004, "0.30000000000000004"),
+        (2**64 + 1, "18446744073709551617"),
+        (-(2**70), "-1180591620717411303424"),
+        (True, "true"),
+        (None, "null"),
+        ("1e20", '"1e20"'),
+        (
+            {"a": [1e20, {"b": -0.0}], "c": (1.5,)},
+            '{"a":[100000000000000000000,{"b":0.0}],"c":[1.5]}',
+        ),
+    ],
+)
+def test_jsonb_value_is_the_form_jsonb_gives_back(value: Any, expected: str) -> None:
+    assert canonical_json(jsonb_value(value)).decode() == expected
+
+
+def test_jsonb_value_copies() -> None:
+    value = {"a": [1.5, {"b": 1}]}
+    normalized = jsonb_value(value)
+    assert normalized == value
+    normalized["a"][1]["b"] = 2
+    assert value == {"a": [1.5, {"b": 1}]}
+
+
+def _numbers_of(value: Any) -> list[Any]:
+    if isinstance(value, dict):
+        return [n for child in value.values() for n in _numbers_of(child)]
+    if isinstance(value, list | tuple):
+        return [n for child in value for n in _numbers_of(child)]
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return [value]
+    return []
+
+
+@settings(max_examples=300, deadline=None, derandomize=True)
+@given(value=json_values)
+def test_jsonb_value_keeps_every_number_and_is_its_own_form(value: Any) -> None:
+    normalized = jsonb_value(value)
+    assert jsonb_value(normalized) == normalized
+    assert canonical_json(jsonb_value(normalized)) == canonical_json(normalized)
+    # Each number is the same number: an integer stands for the float it came from exactly
+    # (read back as a float, it is that float), and integers are untouched.
+    for before, after in zip(_numbers_of(value), _numbers_of(normalized), strict=True):
+        if isinstance(before, float):
+            assert float(after) == before
+            assert isinstance(after, float) or "e+" in repr(before)
+        else:
+            assert after == before
+            assert type(after) is type(before)
+    # No float left that JSONB would give back otherwise: none written with a positive
+    # exponent (JSONB returns an integer), no negative zero (JSONB returns 0.0).
+    for number in _numbers_of(normalized):
+        if isinstance(number, float):
+            assert "e+" not in repr(number)
+            assert math.copysign(1.0, number) > 0 or number != 0
+    assert json_problems(normalized) == json_problems(value) == []

@@ -5,13 +5,17 @@ In-process on the in-memory store, and again through real HTTP on PostgreSQL (``
 
 from __future__ import annotations
 
+import hashlib
 import itertools
+import json
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import httpx
 import pytest
 
-from tests.plugins.live_api import ROTATED_OPERATOR_TOKEN, LiveApi
+from tests.plugins.live_api import OPERATOR_TOKEN, ROTATED_OPERATOR_TOKEN, LiveApi
 from tests.waiting import wait_until
 
 pytestmark = pytest.mark.real_http
@@ -199,6 +203,118 @@ def test_a_run_with_a_diamond_retries_and_a_timeout(live_api: LiveApi) -> None:
     assert events[0]["type"] == "run.created"
     assert events[-1]["type"] == "run.failed"
     assert final["revision"] >= 2
+
+
+def test_concurrent_new_versions_all_succeed_with_consecutive_numbers(live_api: LiveApi) -> None:
+    """SPEC §6: each new version is 201 with the next number, however many arrive at once.
+
+    Concurrent creators queue on the workflow (no ``revision_conflict``, no retries to run out
+    of): 30 at once get 30 distinct, consecutive versions, each stored as answered.
+    """
+    op, viewer = live_api.operator, live_api.viewer
+    created = post(
+        op, "/api/v1/workflows", {"id": "busy", "tasks": [{"key": "a", "action": "mock"}]}
+    )
+    assert created.status_code == 201, created.text
+    n = 30
+    clients = [live_api.client(OPERATOR_TOKEN) for _ in range(n)]
+    start = threading.Barrier(n)
+
+    def new_version(i: int) -> httpx.Response:
+        body = {"description": f"v-{i}", "tasks": [{"key": f"t{i}", "action": "mock"}]}
+        start.wait(timeout=30)
+        return post(clients[i], "/api/v1/workflows/busy/versions", body)
+
+    with ThreadPoolExecutor(max_workers=n) as pool:
+        answers = list(pool.map(new_version, range(n)))
+    assert [a.status_code for a in answers] == [201] * n, [a.text for a in answers]
+    numbers = sorted(a.json()["version"] for a in answers)
+    assert numbers == list(range(2, n + 2))
+    for i, answer in enumerate(answers):  # each answer is the version stored under its number
+        body = answer.json()
+        assert body["definition"]["tasks"][0]["key"] == f"t{i}"
+        assert viewer.get(f"/api/v1/workflows/busy/versions/{body['version']}").json() == body
+    assert viewer.get("/api/v1/workflows/busy").json()["latest_version"] == n + 1
+
+
+AWKWARD_NUMBERS = (
+    '{"big": 1e20, "exact": 1.2345678901234568E+20, "max": 1.7976931348623157e308,'
+    ' "neg_big": -1e16, "below": 9007199254740993.0, "small": 1e-7, "tiny": 5e-324,'
+    ' "neg_zero": -0.0, "zero": 0.0, "five": 5.0, "third": 0.30000000000000004,'
+    ' "wide": 18446744073709551617, "neg_wide": -1180591620717411303424,'
+    ' "nested": [1e300, {"x": -0.0, "y": [1E22, -1e-300]}]}'
+)
+"""A JSON object of numbers PostgreSQL's JSONB does not give back as Python parsed them."""
+
+
+def canonical(value: Any) -> str:
+    """SPEC §3's canonical JSON: sorted keys, no spaces, UTF-8."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def as_floats(value: Any) -> Any:
+    """``value`` with every number read as a float: ``1e20`` and ``100000000000000000000`` agree."""
+    return json.loads(canonical(value), parse_int=float)
+
+
+def test_hashes_and_inputs_survive_storage_for_awkward_numbers(live_api: LiveApi) -> None:
+    """SPEC §3: ``definition_hash`` is the hash of the definition every later GET returns.
+
+    Numbers that JSONB stores differently from how Python parsed them (``1e20`` comes back as
+    an integer, ``-0.0`` as ``0.0``) are normalized to that form before hashing, so the 201
+    body, its replay, each GET and the hash agree; a run's input likewise (202 body and GETs).
+    """
+    op, viewer = live_api.operator, live_api.viewer
+    numbers = json.loads(AWKWARD_NUMBERS)
+
+    def send(path: str, text: str, key: str) -> httpx.Response:
+        headers = {"Idempotency-Key": key, "Content-Type": "application/json"}
+        return op.post(path, content=text.encode(), headers=headers)
+
+    definition = (
+        '{"id": "numbers", "tasks": [{"key": "a", "action": "mock", "input": '
+        f'{{"output": {AWKWARD_NUMBERS}}}}}]}}'
+    )
+    created = send("/api/v1/workflows", definition, "awkward-1")
+    assert created.status_code == 201, created.text
+    body = created.json()
+    digest = "sha256:" + hashlib.sha256(canonical(body["definition"]).encode()).hexdigest()
+    assert body["definition_hash"] == digest
+    task_input = body["definition"]["tasks"][0]["input"]["output"]
+    assert as_floats(task_input) == as_floats(numbers)  # the same numbers, written out
+    assert canonical(task_input["big"]) == "100000000000000000000"
+    assert canonical(task_input["neg_zero"]) == "0.0"
+    replay = send("/api/v1/workflows", definition, "awkward-1")
+    assert replay.headers["idempotent-replayed"] == "true"
+    assert canonical(replay.json()) == canonical(body)
+    got = viewer.get("/api/v1/workflows/numbers/versions/1").json()
+    assert canonical(got) == canonical(body)
+    assert canonical(got["definition"]) == canonical(body["definition"])
+
+    unnamed = definition.replace('"id": "numbers", ', "")
+    v2 = send("/api/v1/workflows/numbers/versions", unnamed, "v2")
+    assert v2.status_code == 201, v2.text
+    assert v2.json()["definition_hash"] == digest  # the same normalized definition
+    got2 = viewer.get("/api/v1/workflows/numbers/versions/2").json()
+    assert canonical(got2) == canonical(v2.json())
+
+    started = send(
+        "/api/v1/workflows/numbers/versions/1/runs", f'{{"input": {AWKWARD_NUMBERS}}}', "run"
+    )
+    assert started.status_code == 202, started.text
+    run = started.json()
+    assert as_floats(run["input"]) == as_floats(numbers)
+    again = send(
+        "/api/v1/workflows/numbers/versions/1/runs", f'{{"input": {AWKWARD_NUMBERS}}}', "run"
+    )
+    assert canonical(again.json()) == canonical(run)
+    fetched = viewer.get(f"/api/v1/runs/{run['run_id']}").json()
+    assert canonical(fetched["input"]) == canonical(run["input"])
+    finished = live_api.wait_for_run(run["run_id"])
+    assert finished["status"] == "succeeded"
+    assert canonical(finished["input"]) == canonical(run["input"])
+    tasks = viewer.get(f"/api/v1/runs/{run['run_id']}/tasks").json()["items"]
+    assert canonical(tasks[0]["output"]) == canonical(task_input)  # the mock's output, stored
 
 
 def test_versions_are_immutable_for_runs(live_api: LiveApi) -> None:

@@ -24,6 +24,7 @@ from workload_domain.jsonvalues import (
     JsonObject,
     canonical_json,
     json_problems,
+    jsonb_value,
     pointer,
     sha256_tag,
 )
@@ -330,6 +331,9 @@ def _build(model: WorkflowDefinition) -> CompiledWorkflow:
                 task[field] = _normalize_number(task[field])
         for field in _RETRY_NUMBER_FIELDS:
             task["retry"][field] = _normalize_number(task["retry"][field])
+    # Numbers in the form JSONB gives back (1e+20 → 100000000000000000000, -0.0 → 0.0): the
+    # hash is of the definition every later read returns.
+    document = jsonb_value(document)
     canonical = canonical_json(document)
     normalized = WorkflowDefinition.model_validate(document)
 

@@ -2,18 +2,21 @@
 
 A write that carries an :class:`IdempotencyRecord` saves it in the same transaction as the write.
 The record holds data only: the claim and the :class:`Outcome` the caller rendered *before* the
-write. If the key was already used for the same request (same operation and request hash), the
-store writes nothing and returns :class:`Replayed` with the original outcome — a normal result,
-not an error; for a different request it raises
-:class:`~workload_domain.errors.IdempotencyKeyReused`. Concurrent duplicates race on the record's
-primary key: exactly one transaction commits, the others return the winner's outcome.
+write. A write whose outcome shows what the write itself decides (a new version's number) carries
+a :class:`PendingRecord` instead, which the store renders in its transaction. If the key was
+already used for the same request (same operation and request hash), the store writes nothing
+and returns :class:`Replayed` with the original outcome — a normal result, not an error; for a
+different request it raises :class:`~workload_domain.errors.IdempotencyKeyReused`. Concurrent
+duplicates race on the record's primary key: exactly one transaction commits, the others return
+the winner's outcome.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from workload_domain.errors import IdempotencyKeyReused
 from workload_domain.jsonvalues import JsonObject, canonical_json, sha256_tag
@@ -23,10 +26,13 @@ __all__ = [
     "IdempotencyClaim",
     "IdempotencyRecord",
     "Outcome",
+    "PendingRecord",
     "Replayed",
     "request_hash",
     "same_request",
 ]
+
+T = TypeVar("T")
 
 IDEMPOTENCY_RETENTION = timedelta(hours=24)
 """Records are kept at least this long, then purged."""
@@ -56,6 +62,23 @@ class IdempotencyRecord:
 
     claim: IdempotencyClaim
     outcome: Outcome
+
+
+@dataclass(frozen=True, slots=True)
+class PendingRecord(Generic[T]):
+    """An idempotency record whose outcome shows what the write itself decides.
+
+    A new version's number is given by the store inside its transaction, so its outcome cannot
+    be rendered before the write: the store renders it (``render``, pure) from what it wrote,
+    and saves the :class:`IdempotencyRecord` in the same transaction, as for any other record.
+    """
+
+    claim: IdempotencyClaim
+    render: Callable[[T], Outcome]
+
+    def record(self, written: T) -> IdempotencyRecord:
+        """The record to save with ``written``."""
+        return IdempotencyRecord(self.claim, self.render(written))
 
 
 @dataclass(frozen=True, slots=True)

@@ -2,7 +2,10 @@ r"""JSON values: canonical encoding, JSON Pointers, and the checks PostgreSQL JS
 
 The domain accepts JSON objects from callers (task inputs, run inputs, executor outputs). They are
 stored as JSONB, which cannot hold ``\\u0000`` and has no NaN or Infinity, so every such value is
-checked here before anything is written.
+checked here before anything is written. JSONB also gives some numbers back in another form
+(``1e+20`` as ``100000000000000000000``, ``-0.0`` as ``0.0``): :func:`jsonb_value` puts a value in
+the form JSONB gives back, so that what is hashed and answered before storage is what every
+later read returns.
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ import hashlib
 import json
 import math
 from collections.abc import Iterable, Mapping
+from decimal import Decimal
 from typing import Any
 
 from workload_domain.errors import Problem
@@ -20,6 +24,7 @@ __all__ = [
     "JsonObject",
     "canonical_json",
     "json_problems",
+    "jsonb_value",
     "pointer",
     "sha256_tag",
     "storable",
@@ -106,6 +111,38 @@ def _string_problem(text: str) -> str | None:
         except UnicodeEncodeError:
             return "must be valid Unicode (no lone surrogates)"
     return None
+
+
+def jsonb_value(value: Any) -> Any:
+    """``value`` as PostgreSQL's JSONB gives it back: the one form to hash, answer and store.
+
+    JSONB keeps a number as ``numeric``, which has no exponent and no negative zero. So a float
+    whose shortest repr has a positive exponent (``abs(x) >= 1e16``: always an integer) comes back
+    as an integer, and ``-0.0`` as ``0.0``: such a float becomes that integer (the decimal its
+    repr names, which is what JSONB stores: ``1e+20`` → ``100000000000000000000``, equal to it)
+    or ``0.0``. Every other value comes back as it is: other floats (``1e-07`` is stored as
+    ``0.0000001``, which parses to the same float), integers of any size, strings, booleans and
+    null. The result is a copy; it is its own ``jsonb_value`` and survives JSONB unchanged, so
+    its canonical JSON (and a hash of it) is the same before and after storage.
+
+    ``value`` must be a checked JSON value (:func:`json_problems`): its nesting is bounded.
+    """
+    if isinstance(value, float):
+        return _jsonb_float(value)
+    if isinstance(value, Mapping):
+        return {key: jsonb_value(child) for key, child in value.items()}
+    if isinstance(value, list | tuple):
+        return [jsonb_value(child) for child in value]
+    return value
+
+
+def _jsonb_float(value: float) -> float | int:
+    if value == 0:
+        return 0.0  # -0.0 too: numeric has no negative zero
+    text = repr(value)
+    if "e+" in text:  # 1e+20: numeric writes it out, and reads back as an integer
+        return int(Decimal(text))
+    return value
 
 
 _REPLACEMENT = "\ufffd"

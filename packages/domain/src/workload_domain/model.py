@@ -27,6 +27,7 @@ __all__ = [
     "ExecutorSuccess",
     "ExecutorSuspended",
     "NewRun",
+    "NewVersion",
     "RunCommit",
     "RunRecord",
     "RunSnapshot",
@@ -77,6 +78,34 @@ class VersionRecord:
     task_count: int
     created_at: datetime
     definition: JsonObject
+
+
+@dataclass(frozen=True, slots=True)
+class NewVersion:
+    """A version to add to an existing workflow: the store gives it the next number.
+
+    Its number is not the caller's to pick: concurrent new versions of one workflow queue in
+    the store and each takes ``latest + 1`` in turn (:meth:`numbered`), so none of them fails.
+    """
+
+    workflow_id: str
+    definition_hash: str
+    task_count: int
+    created_at: datetime
+    definition: JsonObject
+    description: str
+    """The workflow's description from now on (the definition's)."""
+
+    def numbered(self, version: int) -> VersionRecord:
+        """This version under the number the store gave it."""
+        return VersionRecord(
+            self.workflow_id,
+            version,
+            self.definition_hash,
+            self.task_count,
+            self.created_at,
+            self.definition,
+        )
 
 
 @dataclass(frozen=True, slots=True)

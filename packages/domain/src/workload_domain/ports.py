@@ -16,7 +16,13 @@ from workload_domain.agent.journal import StepRecord
 from workload_domain.approvals import ApprovalRecord, ApprovalStatus
 from workload_domain.cursors import Page
 from workload_domain.drafts import DraftRecord
-from workload_domain.idempotency import IdempotencyClaim, IdempotencyRecord, Outcome, Replayed
+from workload_domain.idempotency import (
+    IdempotencyClaim,
+    IdempotencyRecord,
+    Outcome,
+    PendingRecord,
+    Replayed,
+)
 from workload_domain.jsonvalues import JsonObject
 from workload_domain.leases import LeasedAttempt, LeasedToolCall
 from workload_domain.model import (
@@ -25,6 +31,7 @@ from workload_domain.model import (
     ExecutorRequest,
     ExecutorResult,
     NewRun,
+    NewVersion,
     RunCommit,
     RunRecord,
     RunSnapshot,
@@ -147,16 +154,17 @@ class WorkflowStore(Protocol):
 
     async def create_version(
         self,
-        version: VersionRecord,
-        description: str,
-        idempotency: IdempotencyRecord | None = None,
+        version: NewVersion,
+        idempotency: PendingRecord[VersionRecord] | None = None,
     ) -> VersionRecord | Replayed:
-        """Add ``version`` as the workflow's next one and set its description.
+        """Add ``version`` as the workflow's next one (``latest + 1``) and set its description.
+
+        Concurrent new versions of one workflow queue (the workflow's row lock): each gets its
+        own consecutive number and none fails for the others. The idempotency record is
+        rendered from the numbered version and saved in the same transaction.
 
         Raises:
             WorkflowNotFound: there is no such workflow.
-            VersionTaken: ``version.version`` is not ``latest + 1`` (another version was
-                created meanwhile); nothing was written.
         """
         ...
 

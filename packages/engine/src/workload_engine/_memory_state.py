@@ -8,7 +8,7 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from workload_domain.agent.journal import StepRecord, StepStatus, Usage
 from workload_domain.agent.loop import tool_error
@@ -20,6 +20,7 @@ from workload_domain.idempotency import (
     IdempotencyClaim,
     IdempotencyRecord,
     Outcome,
+    PendingRecord,
     Replayed,
     same_request,
 )
@@ -160,7 +161,7 @@ class MemoryState:
         data.tasks[task_key] = replace(task, usage=task.usage + usage)
         data.run = replace(data.run, usage=data.run.usage + usage)
 
-    def _replayed(self, record: IdempotencyRecord | None) -> Replayed | None:
+    def _replayed(self, record: IdempotencyRecord | PendingRecord[Any] | None) -> Replayed | None:
         if record is None:
             return None
         claim = record.claim

@@ -21,7 +21,6 @@ from workload_domain.errors import (
     RevisionConflict,
     StoreIntegrityError,
     VersionNotFound,
-    VersionTaken,
     WorkflowExists,
     WorkflowNotFound,
 )
@@ -29,11 +28,13 @@ from workload_domain.idempotency import (
     IdempotencyClaim,
     IdempotencyRecord,
     Outcome,
+    PendingRecord,
     Replayed,
     same_request,
 )
 from workload_domain.model import (
     NewRun,
+    NewVersion,
     RunCommit,
     RunRecord,
     RunSnapshot,
@@ -103,28 +104,26 @@ class InMemoryStore(MemoryReads, MemoryWorkers, MemoryApprovals, MemoryDrafts):
 
     async def create_version(
         self,
-        version: VersionRecord,
-        description: str,
-        idempotency: IdempotencyRecord | None = None,
+        version: NewVersion,
+        idempotency: PendingRecord[VersionRecord] | None = None,
     ) -> VersionRecord | Replayed:
-        """Add ``version`` as the workflow's next one, if it still is the next one."""
+        """Add ``version`` as the workflow's next one (no ``await`` between read and write)."""
         await anyio.lowlevel.checkpoint()
         if (replayed := self._replayed(idempotency)) is not None:
             return replayed
         workflow = self._workflows.get(version.workflow_id)
         if workflow is None:
             raise WorkflowNotFound(version.workflow_id)
-        if version.version != workflow.latest_version + 1:
-            raise VersionTaken(version.workflow_id, version.version)
+        numbered = version.numbered(workflow.latest_version + 1)
         self._workflows[version.workflow_id] = replace(
             workflow,
-            latest_version=version.version,
+            latest_version=numbered.version,
             updated_at=version.created_at,
-            description=description,
+            description=version.description,
         )
-        self._versions[(version.workflow_id, version.version)] = copied(version)
-        self._remember(idempotency)
-        return copied(version)
+        self._versions[(version.workflow_id, numbered.version)] = copied(numbered)
+        self._remember(None if idempotency is None else idempotency.record(numbered))
+        return copied(numbered)
 
     async def get_workflow(self, workflow_id: str) -> WorkflowRecord:
         """Return a workflow."""

@@ -37,6 +37,7 @@ from workload_domain.idempotency import (
     IdempotencyClaim,
     IdempotencyRecord,
     Outcome,
+    PendingRecord,
     Replayed,
     same_request,
 )
@@ -233,11 +234,12 @@ class Database:
     async def write(
         self,
         work: Callable[[Conn], Awaitable[T]],
-        record: IdempotencyRecord | None,
+        record: IdempotencyRecord | PendingRecord[T] | None,
         constraints: Constraints | None = None,
     ) -> T | Replayed:
         """Run ``work`` in one transaction with the idempotency record, if any.
 
+        A :class:`PendingRecord` is rendered from what ``work`` returned, in the transaction.
         The key is looked up first: the same request replays its outcome and writes nothing.
         When a concurrent duplicate commits first — it wins the race on the record's key, or on
         the resource's own key (two creations of one workflow) — this transaction rolls back
@@ -250,7 +252,9 @@ class Database:
                     if stored is not None:
                         return Replayed(stored)
                 result = await work(conn)
-                if record is not None:
+                if isinstance(record, PendingRecord):
+                    await insert_outcome(conn, record.record(result), self.clock.now())
+                elif record is not None:
                     await insert_outcome(conn, record, self.clock.now())
                 return result
         except WorkloadError as error:
@@ -289,7 +293,9 @@ class Database:
         return Replayed(_outcome_of(row, record.claim))
 
     async def _lost_race(
-        self, record: IdempotencyRecord | None, error: WorkloadError | IdempotencyRace
+        self,
+        record: IdempotencyRecord | PendingRecord[Any] | None,
+        error: WorkloadError | IdempotencyRace,
     ) -> Replayed:
         """After a write failed: the winner's outcome if a concurrent duplicate won, else raise.
 
@@ -309,7 +315,7 @@ class Database:
             raise error
         return Replayed(stored)
 
-    async def _winner(self, record: IdempotencyRecord) -> Outcome | None:
+    async def _winner(self, record: IdempotencyRecord | PendingRecord[Any]) -> Outcome | None:
         async with self.single() as conn:
             return await stored_outcome(conn, record.claim)
 

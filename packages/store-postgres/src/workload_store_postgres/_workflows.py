@@ -6,9 +6,9 @@ from typing import Any
 
 from workload_domain import listings
 from workload_domain.cursors import Page, Position, from_micros, to_micros
-from workload_domain.errors import VersionNotFound, VersionTaken, WorkflowExists, WorkflowNotFound
-from workload_domain.idempotency import IdempotencyRecord, Replayed
-from workload_domain.model import VersionRecord, WorkflowRecord
+from workload_domain.errors import VersionNotFound, WorkflowExists, WorkflowNotFound
+from workload_domain.idempotency import IdempotencyRecord, PendingRecord, Replayed
+from workload_domain.model import NewVersion, VersionRecord, WorkflowRecord
 from workload_store_postgres import _rows
 from workload_store_postgres._db import Conn, one, rows
 from workload_store_postgres._part import StorePart
@@ -43,32 +43,26 @@ class Workflows(StorePart):
 
     async def create_version(
         self,
-        version: VersionRecord,
-        description: str,
-        idempotency: IdempotencyRecord | None = None,
+        version: NewVersion,
+        idempotency: PendingRecord[VersionRecord] | None = None,
     ) -> VersionRecord | Replayed:
-        """Add the next version; the workflow's row lock serializes concurrent ones."""
-        workflow_id, number = version.workflow_id, version.version
+        """Add the next version: concurrent ones queue on the workflow's row lock, none fails."""
+        workflow_id = version.workflow_id
 
         async def work(conn: Conn) -> VersionRecord:
             params = {
                 "workflow_id": workflow_id,
-                "version": number,
                 "created_at": version.created_at,
-                "description": description,
+                "description": version.description,
             }
-            if await one(conn, "bump_workflow", params) is None:
-                if await one(conn, "get_workflow", {"workflow_id": workflow_id}) is None:
-                    raise WorkflowNotFound(workflow_id)
-                raise VersionTaken(workflow_id, number)
-            await conn.execute(query("insert_version"), _rows.version_params(version))
-            return version
+            row = await one(conn, "next_version", params)
+            if row is None:
+                raise WorkflowNotFound(workflow_id)
+            numbered = version.numbered(row["latest_version"])
+            await conn.execute(query("insert_version"), _rows.version_params(numbered))
+            return numbered
 
-        return await self._db.write(
-            work,
-            idempotency,
-            {"workflow_versions_pkey": lambda: VersionTaken(workflow_id, number)},
-        )
+        return await self._db.write(work, idempotency)
 
     async def get_workflow(self, workflow_id: str) -> WorkflowRecord:
         """Return a workflow."""

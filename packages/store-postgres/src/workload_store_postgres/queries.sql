@@ -11,9 +11,20 @@ INSERT INTO workflow_versions
 VALUES (%(workflow_id)s, %(version)s, %(definition_hash)s, %(task_count)s, %(definition)s,
         %(created_at)s)
 
+-- name: next_version
+-- The workflow's next version number. The UPDATE locks the workflow's row: concurrent new
+-- versions queue on it, and each (READ COMMITTED re-reads the row once the lock is granted)
+-- takes the number after the one committed before it. No row: there is no such workflow.
+UPDATE workflows
+SET latest_version = latest_version + 1, updated_at = %(created_at)s,
+    description = %(description)s
+WHERE workflow_id = %(workflow_id)s
+RETURNING latest_version
+
 -- name: bump_workflow
--- Only if the new version is the next one: concurrent new versions serialize on the row lock,
--- and the loser finds zero rows (it re-reads and tries again with the next number).
+-- Only if the new version is the next one (a draft's approval, SPEC §11): concurrent new
+-- versions serialize on the row lock, and the loser finds zero rows (it re-reads and tries again
+-- with the next number).
 UPDATE workflows
 SET latest_version = %(version)s, updated_at = %(created_at)s, description = %(description)s
 WHERE workflow_id = %(workflow_id)s AND latest_version = %(version)s - 1

@@ -20,7 +20,7 @@ from workload_domain.definition import TASK_KEY_PATTERN
 from workload_domain.errors import ExecutionStopped, InvalidArgument, TaskNotFound
 from workload_domain.idempotency import IdempotencyClaim, IdempotencyRecord, Outcome, Replayed
 from workload_domain.ids import uuid7
-from workload_domain.jsonvalues import JsonObject, json_problems
+from workload_domain.jsonvalues import JsonObject, json_problems, jsonb_value
 from workload_domain.ports import Clock, Store
 from workload_domain.statuses import RunStatus
 from workload_domain.telemetry import NO_TELEMETRY, Telemetry
@@ -219,4 +219,6 @@ def _run_input(body: JsonObject | None) -> JsonObject:
     problems = tuple(json_problems(request.input, ("input",)))
     if problems:
         raise InvalidArgument("the run input cannot be stored", problems)
-    return request.input
+    # In the form JSONB gives back: the 202 body and every later read show the same input.
+    result: JsonObject = jsonb_value(request.input)
+    return result

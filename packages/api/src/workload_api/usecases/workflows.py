@@ -7,17 +7,20 @@ from datetime import datetime
 from workload_api import resources
 from workload_api.usecases._result import Result
 from workload_domain.compiler import CompiledWorkflow, compile_definition
-from workload_domain.errors import VersionNotFound, VersionTaken
-from workload_domain.idempotency import IdempotencyClaim, IdempotencyRecord, Outcome, Replayed
+from workload_domain.errors import VersionNotFound
+from workload_domain.idempotency import (
+    IdempotencyClaim,
+    IdempotencyRecord,
+    Outcome,
+    PendingRecord,
+    Replayed,
+)
 from workload_domain.jsonvalues import JsonObject
-from workload_domain.model import VersionRecord, WorkflowRecord
+from workload_domain.model import NewVersion, VersionRecord, WorkflowRecord
 from workload_domain.ports import Clock, WorkflowStore
 from workload_engine.definitions import DefinitionCache
 
 __all__ = ["WorkflowUseCases"]
-
-_MAX_VERSION_TRIES = 20
-"""Concurrent new versions of one workflow each take the next number; a loser re-reads."""
 
 
 class WorkflowUseCases:
@@ -36,7 +39,7 @@ class WorkflowUseCases:
         workflow = WorkflowRecord(
             compiled.workflow_id, 1, compiled.definition.description, now, now
         )
-        outcome = Outcome(201, resources.version(version))
+        outcome = _outcome(version)
         written = await self._store.create_workflow(
             workflow, version, IdempotencyRecord(claim, outcome)
         )
@@ -46,20 +49,22 @@ class WorkflowUseCases:
         self, workflow_id: str, body: JsonObject, claim: IdempotencyClaim
     ) -> Result:
         """Compile the definition and add it as the workflow's next version."""
-        workflow = await self._store.get_workflow(workflow_id)  # 404 before 400
+        await self._store.get_workflow(workflow_id)  # 404 before 400
         compiled = compile_definition(body, workflow_id=workflow_id)
-        for _ in range(_MAX_VERSION_TRIES):
-            version = _version(compiled, workflow.latest_version + 1, self._clock.now())
-            outcome = Outcome(201, resources.version(version))
-            try:
-                written = await self._store.create_version(
-                    version, compiled.definition.description, IdempotencyRecord(claim, outcome)
-                )
-            except VersionTaken:
-                workflow = await self._store.get_workflow(workflow_id)
-                continue
-            return self._created(written, compiled, outcome)
-        raise VersionTaken(workflow_id, workflow.latest_version + 1)
+        version = NewVersion(
+            compiled.workflow_id,
+            compiled.definition_hash,
+            len(compiled.tasks),
+            self._clock.now(),
+            compiled.document(),
+            compiled.definition.description,
+        )
+        # The store numbers the version (concurrent ones queue) and renders its outcome.
+        written = await self._store.create_version(version, PendingRecord(claim, _outcome))
+        if isinstance(written, Replayed):
+            return Result.replay(written)
+        self._definitions.put(written.version, compiled)
+        return Result.of(_outcome(written))
 
     def _created(
         self, written: VersionRecord | Replayed, compiled: CompiledWorkflow, outcome: Outcome
@@ -88,6 +93,10 @@ class WorkflowUseCases:
             await self._store.get_workflow(workflow_id)
             raise VersionNotFound(workflow_id, version)
         return resources.version(await self._store.get_version(workflow_id, version))
+
+
+def _outcome(version: VersionRecord) -> Outcome:
+    return Outcome(201, resources.version(version))
 
 
 def _version(compiled: CompiledWorkflow, number: int, now: datetime) -> VersionRecord:
