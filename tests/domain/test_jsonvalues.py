@@ -18,6 +18,7 @@ from workload_domain.jsonvalues import (
     jsonb_value,
     pointer,
     sha256_tag,
+    storable,
 )
 
 # --- canonical_json ---------------------------------------------------------------------------
@@ -329,3 +330,14 @@ def test_jsonb_value_keeps_every_number_and_is_its_own_form(value: Any) -> None:
             assert "e+" not in repr(number)
             assert math.copysign(1.0, number) > 0 or number != 0
     assert json_problems(normalized) == json_problems(value) == []
+
+
+def test_storable_model_output_takes_the_form_jsonb_gives_back() -> None:
+    # A model's tool-call arguments are digested before storage (an approval's
+    # arguments_digest): the digest must be that of the arguments every read returns.
+    arguments = {"big": 1e20, "zero": -0.0, "small": 1e-7, "bad": math.nan, "text": "a\u0000"}
+    cleaned = storable(arguments)
+    assert cleaned == {"big": 10**20, "zero": 0.0, "small": 1e-7, "bad": None, "text": "a\ufffd"}
+    assert type(cleaned["big"]) is int
+    assert storable(cleaned) == cleaned
+    assert canonical_json(jsonb_value(cleaned)) == canonical_json(cleaned)

@@ -372,6 +372,23 @@ def test_concurrent_reports_on_one_run_are_all_recorded(live_api: LiveApi) -> No
     assert {t["output"]["key"] for t in found["items"]} == {f"t{i:02}" for i in range(n)}
 
 
+@pytest.mark.real_http
+def test_a_completed_output_reads_back_as_it_was_answered(live_api: LiveApi) -> None:
+    # JSONB gives 1e+20 back as 100000000000000000000: the answer already has that form.
+    create(live_api, {"id": "numbers", "tasks": [remote()]})
+    run_id = start(live_api, "numbers")
+    item = claim_one(live_api)
+    answered = complete(live_api, item, {"big": 1e20, "zero": -0.0, "small": 1e-7})
+    assert answered.status_code == 200, answered.text
+    assert answered.json()["output"] == {"big": 10**20, "zero": 0.0, "small": 1e-7}
+    assert '"big":100000000000000000000' in answered.text.replace(" ", "")
+    assert live_api.wait_for_run(run_id)["status"] == "succeeded"
+    (attempt,) = task_attempts(live_api, run_id, "r")
+    assert attempt["output"] == answered.json()["output"]
+    again = complete(live_api, item, {"big": 1e20, "zero": -0.0, "small": 1e-7})
+    assert (again.status_code, again.text) == (200, answered.text)  # the same 200 again
+
+
 @pytest.mark.parametrize(
     ("token", "attempt_id"),
     [

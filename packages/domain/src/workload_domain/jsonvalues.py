@@ -152,15 +152,17 @@ def storable(value: Any, *, max_depth: int = MAX_JSON_DEPTH) -> Any:
     """A copy of a JSON value that JSONB can hold, for values nobody validated (model output).
 
     NUL characters and lone surrogates become U+FFFD, non-finite numbers become null, and
-    anything nested deeper than ``max_depth`` becomes the string ``"…"``. Valid values are
-    returned unchanged (equal, not necessarily the same object).
+    anything nested deeper than ``max_depth`` becomes the string ``"…"``. Numbers take the form
+    JSONB gives back (:func:`jsonb_value`), so that a digest of a model's tool-call arguments
+    is the digest of the arguments every read returns. Other valid values are returned
+    unchanged (equal, not necessarily the same object).
     """
     if max_depth < 0:
         return "…"
     if isinstance(value, str):
         return _clean(value)
     if isinstance(value, float):
-        return value if math.isfinite(value) else None
+        return _jsonb_float(value) if math.isfinite(value) else None
     if value is None or isinstance(value, bool | int):
         return value
     if isinstance(value, Mapping):

@@ -20,7 +20,7 @@ from workload_domain.agent.journal import StepStatus
 from workload_domain.agent.loop import tool_error, tool_output
 from workload_domain.errors import LeaseLost, TooLarge
 from workload_domain.idempotency import request_hash
-from workload_domain.jsonvalues import JsonObject, canonical_json
+from workload_domain.jsonvalues import JsonObject, canonical_json, jsonb_value
 from workload_domain.leases import (
     LeasedAttempt,
     LeasedToolCall,
@@ -132,6 +132,8 @@ class WorkerUseCases:
         """Record the attempt's success with its output."""
         request = parse(schemas.CompleteRequest, body)
         storable(request.output, "output")
+        # In the form JSONB reads back (1e+20 as an integer): the answer is what GETs show.
+        output = jsonb_value(request.output)
 
         def outcome(attempt: AttemptRecord, report: str) -> AttemptOutcome:
             return AttemptOutcome(
@@ -139,11 +141,11 @@ class WorkerUseCases:
                 attempt.attempt,
                 AttemptStatus.SUCCEEDED,
                 self._clock.now(),
-                output=request.output,
+                output=output,
                 report_hash=report,
             )
 
-        ended = (StepStatus.SUCCEEDED, tool_output(request.output))
+        ended = (StepStatus.SUCCEEDED, tool_output(output))
         return await self._report(
             attempt_id, "complete", request.lease_token, body, outcome, ended=ended
         )
