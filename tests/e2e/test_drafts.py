@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import itertools
 import json
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
@@ -102,6 +103,30 @@ def test_a_second_answer_that_compiles_makes_a_ready_draft_with_the_first_ones_p
     assert workflow["latest_version"] == 1  # no second version
     rejected = live_api.operator.post(f"{V1}/drafts/{draft['draft_id']}/reject", headers=idem())
     assert (rejected.status_code, rejected.json()["code"]) == (409, "draft_not_ready")
+
+
+@pytest.mark.real_http
+def test_concurrent_approvals_into_one_workflow_all_become_versions(live_api: LiveApi) -> None:
+    first = generated(live_api, create_draft(live_api, [turn(VALID)])["draft_id"])
+    assert approve(live_api, first["draft_id"], first["definition_hash"]).status_code == 200
+    drafts = []
+    for n in range(20):
+        changed = {**VALID, "description": f"variant {n}"}
+        draft = create_draft(live_api, [turn(changed)], workflow_id="nightly-report")
+        drafts.append(generated(live_api, draft["draft_id"]))
+    assert {d["status"] for d in drafts} == {"ready"}
+    with ThreadPoolExecutor(len(drafts)) as pool:
+        answers = list(
+            pool.map(lambda d: approve(live_api, d["draft_id"], d["definition_hash"]), drafts)
+        )
+    assert [a.status_code for a in answers] == [200] * len(drafts), [a.text for a in answers]
+    assert sorted(a.json()["version"] for a in answers) == list(range(2, 2 + len(drafts)))
+    for answer in answers:  # each version is the definition its draft was approved with
+        version = answer.json()["version"]
+        stored = live_api.viewer.get(f"{V1}/workflows/nightly-report/versions/{version}").json()
+        assert stored["definition_hash"] == answer.json()["definition_hash"]
+    workflow = live_api.viewer.get(f"{V1}/workflows/nightly-report").json()
+    assert workflow["latest_version"] == 1 + len(drafts)
 
 
 def test_a_draft_for_an_existing_workflow_becomes_its_next_version(live_api: LiveApi) -> None:

@@ -488,13 +488,14 @@ class DraftStore(Protocol):
         """Make a ready draft a version, atomically.
 
         With ``workflow`` (a new one): it and its version 1; else ``version`` as the next
-        version of an existing workflow.
+        version of an existing workflow, numbered by the store (``version.version`` is ignored:
+        concurrent new versions queue, each taking the next number).
 
         An approved draft with this hash is returned as it is (no second version).
 
         Raises:
             DraftNotFound · DraftChanged (another hash) · DraftNotReady (not ready) ·
-            WorkflowExists · WorkflowNotFound · VersionTaken (a concurrent version won).
+            WorkflowExists · WorkflowNotFound.
         """
         ...
 

@@ -14,7 +14,6 @@ from workload_domain.drafts import DraftRecord, DraftStatus, approvable, rejecta
 from workload_domain.errors import (
     DraftNotFound,
     StoreIntegrityError,
-    VersionTaken,
     WorkflowExists,
     WorkflowNotFound,
 )
@@ -94,7 +93,6 @@ class MemoryDrafts(MemoryState):
         if not approvable(draft, definition_hash):
             self._remember(idempotency)
             return copied(draft)
-        key = (version.workflow_id, version.version)
         if workflow is not None:
             if workflow.workflow_id in self._workflows:
                 raise WorkflowExists(workflow.workflow_id)
@@ -103,15 +101,15 @@ class MemoryDrafts(MemoryState):
             current = self._workflows.get(version.workflow_id)
             if current is None:
                 raise WorkflowNotFound(version.workflow_id)
-            if version.version != current.latest_version + 1:
-                raise VersionTaken(*key)
+            # The store numbers it: the next version, whatever was created meanwhile.
+            version = replace(version, version=current.latest_version + 1)
             self._workflows[version.workflow_id] = replace(
                 current,
                 latest_version=version.version,
                 updated_at=version.created_at,
                 description=str(version.definition.get("description", "")),
             )
-        self._versions[key] = copied(version)
+        self._versions[(version.workflow_id, version.version)] = copied(version)
         approved = replace(
             draft,
             status=DraftStatus.APPROVED,

@@ -145,24 +145,23 @@ class Drafts(StorePart):
             draft = await _locked(conn, draft_id)
             if not approvable(draft, definition_hash):
                 return draft
+            numbered = version
             if workflow is not None:
                 await conn.execute(query("insert_workflow"), _rows.workflow_params(workflow))
             else:
+                # The store numbers it, under the workflow row's lock (as POST …/versions):
+                # concurrent new versions queue instead of conflicting.
                 params = {
                     "workflow_id": version.workflow_id,
-                    "version": version.version,
                     "created_at": version.created_at,
                     "description": version.definition.get("description", ""),
                 }
-                if await one(conn, "bump_workflow", params) is None:
-                    if (
-                        await one(conn, "get_workflow", {"workflow_id": version.workflow_id})
-                        is None
-                    ):
-                        raise WorkflowNotFound(version.workflow_id)
-                    raise VersionTaken(version.workflow_id, version.version)
-            await conn.execute(query("insert_version"), _rows.version_params(version))
-            return await _settle(conn, draft, DraftStatus.APPROVED, now, version)
+                row = await one(conn, "next_version", params)
+                if row is None:
+                    raise WorkflowNotFound(version.workflow_id)
+                numbered = replace(version, version=row["latest_version"])
+            await conn.execute(query("insert_version"), _rows.version_params(numbered))
+            return await _settle(conn, draft, DraftStatus.APPROVED, now, numbered)
 
         return await self._db.write(
             work,

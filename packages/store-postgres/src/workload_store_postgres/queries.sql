@@ -21,15 +21,6 @@ SET latest_version = latest_version + 1, updated_at = %(created_at)s,
 WHERE workflow_id = %(workflow_id)s
 RETURNING latest_version
 
--- name: bump_workflow
--- Only if the new version is the next one (a draft's approval, SPEC §11): concurrent new
--- versions serialize on the row lock, and the loser finds zero rows (it re-reads and tries again
--- with the next number).
-UPDATE workflows
-SET latest_version = %(version)s, updated_at = %(created_at)s, description = %(description)s
-WHERE workflow_id = %(workflow_id)s AND latest_version = %(version)s - 1
-RETURNING latest_version
-
 -- name: get_workflow
 SELECT workflow_id, latest_version, description, created_at, updated_at
 FROM workflows WHERE workflow_id = %(workflow_id)s
