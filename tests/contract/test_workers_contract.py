@@ -12,13 +12,13 @@ import pytest
 from tests.engine.harness import Harness
 from workload_domain.compiler import compile_definition
 from workload_domain.events import EventType
-from workload_domain.leases import token_digest
+from workload_domain.leases import LeaseLostReason, lease_lost, token_digest
 from workload_domain.model import EventRecord, RunCommit
 from workload_domain.ports import Store
 from workload_domain.statuses import AttemptStatus, RunStatus
 from workload_domain.workers import Claim
 from workload_engine.clock import FakeClock
-from workload_engine.planner import AttemptOutcome, plan
+from workload_engine.planner import AttemptOutcome, cancel_commit, plan
 
 pytestmark = pytest.mark.anyio
 _tokens = itertools.count()
@@ -202,6 +202,41 @@ async def test_no_claim_takes_an_attempt_past_its_schedule_to_start_deadline(
     (still,) = (await store.load_run(late)).live_attempts
     assert (still.status, still.worker_id) == (AttemptStatus.QUEUED, None)
     assert await store.due_attempts(clock.now(), 10) == [(late, "r", 1)]
+
+
+async def test_a_cancel_ends_remote_attempts_at_once_while_local_ones_stop(
+    store: Store, clock: FakeClock
+) -> None:
+    # SPEC §10: remote attempts are canceled at once, even while the runner still has to stop
+    # a local attempt of the same run; their workers' reports are refused (409 canceled).
+    local = {"key": "m", "action": "mock", "input": {"sleep_ms": 60000}}
+    definition = {"id": "wf", "tasks": [remote(), local]}
+    run_id = await Harness(store=store, clock=clock).create(definition)
+    snapshot = await store.load_run(run_id)
+    # The runner's plan: the remote attempt queued, the local one started (it has a slot).
+    decided = plan(
+        snapshot, compile_definition(definition), now=clock.now(), slots=["m"], executing=()
+    )
+    assert decided.commit is not None
+    await store.commit(decided.commit)
+    request, tokens = claim()
+    (item,) = await store.claim(request, clock.now())
+    before = await store.load_run(run_id)
+    assert {(a.task_key, a.status) for a in before.live_attempts} == {
+        ("r", AttemptStatus.RUNNING),
+        ("m", AttemptStatus.RUNNING),
+    }
+    commit, _ = cancel_commit(before, now=clock.now())
+    await store.commit(commit)
+    after = await store.load_run(run_id)
+    assert after.run.cancel_requested
+    assert after.run.status is RunStatus.RUNNING  # the runner converges it once m stops
+    assert [(a.task_key, a.status) for a in after.live_attempts] == [("m", AttemptStatus.RUNNING)]
+    assert {t.task_key: t.status.value for t in after.tasks} == {"r": "canceled", "m": "running"}
+    found = await store.find_attempt(item.attempt_id)
+    assert found is not None
+    assert found.attempt.status is AttemptStatus.CANCELED
+    assert lease_lost(found, tokens[0], clock.now()) is LeaseLostReason.CANCELED
 
 
 async def test_workers_and_queues_are_listed(store: Store, clock: FakeClock) -> None:

@@ -321,8 +321,9 @@ def cancel_commit(
 ) -> tuple[RunCommit, RunSnapshot]:
     """The commit that records a cancel request on a run that is not terminal.
 
-    Remote attempts are canceled in the same commit (SPEC §10: the run converges without
-    waiting for their workers, which learn it at their next report). A run with no local
+    Remote attempts are canceled in the same commit, with their tasks, even while local ones
+    still run (SPEC §10: the run converges without waiting for their workers, which learn it
+    at their next report or heartbeat: 409, reason ``canceled``). A run with no local
     attempt executing — a ``pending`` run, or one whose live attempts are all remote — is
     canceled at once; otherwise the request is recorded and the runner, once it has stopped
     its local attempts, converges the run to ``canceled``. Returns the commit and the run's
@@ -333,6 +334,15 @@ def cancel_commit(
     draft.emit(EventType.RUN_CANCEL_REQUESTED)
     if not any(a.action in local_actions for a in draft.live.values()):
         _cancel_everything(draft)
+    else:
+        # Local attempts are the runner's to stop; remote ones end now all the same, so that
+        # their workers' reports and heartbeats are refused (409, reason canceled) at once.
+        remote = [k for k, a in draft.live.items() if a.action not in local_actions]
+        for key in sorted(remote, key=lambda k: draft.positions[k[0]]):
+            draft.end_attempt(key, AttemptStatus.CANCELED, now)
+            draft.emit(EventType.ATTEMPT_CANCELED, key[0], key[1])
+            draft.set_task(key[0], TaskStatus.CANCELED, finished_at=now, next_attempt_at=None)
+            draft.emit(EventType.TASK_CANCELED, key[0])
     commit, after = draft.result()
     assert commit is not None  # the request itself is always a change
     return replace(commit, announce=True), after

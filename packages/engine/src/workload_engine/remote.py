@@ -66,7 +66,7 @@ class RemoteStore(ExecutionStore, WorkerStore, JournalStore, Protocol):
     """What settling remote attempts (and agents' remote tool calls) needs from the store."""
 
 
-@dataclass(slots=True)
+@dataclass(eq=False, slots=True)
 class _Report:
     """One settle waiting for its run's turn: what it asks, and (once done) its answer."""
 
@@ -242,9 +242,20 @@ class RemoteAttempts:
                 committed = decided.commit
                 if committed is not None:  # an ended attempt is always a change
                     announced = replace(committed, announce=True)  # the leader's runner hears
-                    try:
-                        await self._store.commit(announced)
-                    except RevisionConflict:
+                    # Shielded: a holder whose client leaves mid-commit still tells the runner
+                    # and the telemetry of a commit that landed (its echo is not heard here).
+                    with anyio.CancelScope(shield=True):
+                        try:
+                            await self._store.commit(announced)
+                        except RevisionConflict:
+                            landed = False
+                        else:
+                            landed = True
+                            # The run's runner (if this process has one) starts what became
+                            # ready, or ends.
+                            self._engine.notify(run_id)
+                            self._engine.committed(committed)
+                    if not landed:
                         continue  # decide every report again, on the newer revision
             # Answered only as of a revision that held: a stale read decides nothing.
             for report, error in answers:
@@ -256,9 +267,6 @@ class RemoteAttempts:
             ended = {(a.task_key, a.attempt): a for a in committed.attempts}
             for report in deciding:
                 report.done, report.settled = True, Settled(decided.after, ended[report.key])
-            # The run's runner (if this process has one) starts what became ready, or ends.
-            self._engine.notify(run_id)
-            self._engine.committed(committed)
             return
         raise RunBusy(run_id)
 

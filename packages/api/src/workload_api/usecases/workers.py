@@ -208,6 +208,9 @@ class WorkerUseCases:
             leased.run_id, attempt.task_key, attempt.attempt, decide
         )
         if settled is not None:
+            if settled.attempt.status is AttemptStatus.CANCELED:
+                # The run's cancel, committed first, ended the attempt instead (SPEC §10).
+                raise _lost(LeaseLostReason.CANCELED)
             return resources.attempt(settled.attempt)
         # The attempt ended meanwhile: the same report (a concurrent duplicate) is answered as
         # the first one was; anything else lost.

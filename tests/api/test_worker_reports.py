@@ -1,0 +1,46 @@
+"""A worker's report on a run whose cancel was committed first is refused (SPEC §10 fencing).
+
+Since a cancel ends remote attempts in its own commit, a report can only meet such a run when
+an older server recorded the cancel alone (it left the remote attempts to the runner): the
+report's outcome is then not recorded, and the worker is told 409 ``lease_lost``, ``canceled``
+— never 200 with an attempt it did not end that way.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.engine.harness import Harness
+from tests.engine.test_remote import claimed_run
+from workload_api.usecases.workers import WorkerUseCases
+from workload_domain.errors import LeaseLost
+from workload_domain.events import EventType
+from workload_domain.statuses import AttemptStatus
+from workload_engine._draft import Draft
+from workload_engine.remote import RemoteAttempts
+from workload_engine.signals import WorkSignal
+
+pytestmark = pytest.mark.anyio
+
+
+async def test_a_report_after_a_recorded_cancel_is_refused_as_canceled() -> None:
+    h = Harness()
+    run_id, (item,) = await claimed_run(h, 1)
+    # An older server's cancel: the request recorded, the remote attempt left running.
+    draft = Draft(await h.store.load_run(run_id), h.clock.now())
+    draft.set_run(cancel_requested=True)
+    draft.emit(EventType.RUN_CANCEL_REQUESTED)
+    commit, _ = draft.result()
+    assert commit is not None
+    await h.store.commit(commit)
+    workers = WorkerUseCases(
+        h.store, remote=RemoteAttempts(h.store, h.engine), signal=WorkSignal(), clock=h.clock
+    )
+    body = {"lease_token": "token-0", "output": {"done": True}}
+    with pytest.raises(LeaseLost) as refused:
+        await workers.complete(item.attempt_id, body)
+    assert refused.value.reason == "canceled"
+    found = await h.store.find_attempt(item.attempt_id)
+    assert found is not None
+    assert found.attempt.status is AttemptStatus.CANCELED  # the run converged, output dropped
+    assert found.attempt.output is None
