@@ -698,3 +698,20 @@ def test_status_shows_the_service_on_one_screen(cli: Cli, live_api: LiveApi) -> 
 def test_status_needs_a_token(cli: Cli) -> None:
     result = cli("status", env={"WORKLOAD_TOKEN": None})
     assert result.exit_code != 0
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("runs", "show", "r\udcff"),  # a non-UTF-8 argument, as the shell hands it over
+        ("runs", "list", "--workflow", "a\udcff"),
+        ("runs", "show", "x", "--token", "tok\u00e9"),  # a header must be ASCII
+    ],
+    ids=["path", "query", "token"],
+)
+def test_text_that_cannot_be_sent_is_a_usage_error(cli: Cli, args: tuple[str, ...]) -> None:
+    # SPEC §8: a usage error (exit 2) with a message, never a traceback (exit 1).
+    result = cli(*args)
+    assert result.exit_code == ExitCode.USAGE, result.output
+    assert "cannot be sent" in result.stderr
+    assert "Traceback" not in result.output

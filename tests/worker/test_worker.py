@@ -556,3 +556,45 @@ async def test_logs_go_to_the_workload_worker_logger(
     assert f"attempt {attempt.attempt_id} (ok run-1/{attempt.task_key}#1): completed" in caplog.text
     assert attempt.lease_token is not None
     assert all(attempt.lease_token not in record.getMessage() for record in caplog.records)
+
+
+# A file name read with surrogateescape: not UTF-8, so not sendable as it is.
+_UNSENDABLE = b"caf\xe9.txt".decode("utf-8", "surrogateescape")
+
+
+async def test_text_that_cannot_be_sent_never_stops_the_worker(
+    fake: FakeControlPlane, make_worker: MakeWorker
+) -> None:
+    worker = make_worker(concurrency=4)
+
+    @worker.action("output")
+    async def bad_output(ctx: Context, input: dict[str, Any]) -> dict[str, Any]:
+        return {"file": _UNSENDABLE}
+
+    @worker.action("raise")
+    async def bad_message(ctx: Context, input: dict[str, Any]) -> dict[str, Any]:
+        raise NonRetryableError(f"cannot read {_UNSENDABLE}: a\x00b", code="bad_input")
+
+    @worker.action("progress")
+    def bad_progress(ctx: Context, input: dict[str, Any]) -> dict[str, Any]:
+        ctx.heartbeat({"at": _UNSENDABLE, _UNSENDABLE: [1.5, float("inf")], "n": {1, 2}})
+        wait_until(lambda: fake.beats_of(ctx.attempt_id), message="progress sent")
+        return {"ok": True}
+
+    output = fake.add("output")
+    message = fake.add("raise")
+    progress = fake.add("progress", heartbeat_timeout=60)
+    async with serving(worker):
+        await eventually(lambda: all(fake.recorded(a.attempt_id) for a in (output, message)))
+        await eventually(lambda: fake.recorded(progress.attempt_id))
+        later = fake.add("output")  # the worker still serves
+        await eventually(lambda: fake.recorded(later.attempt_id))
+    assert (output.status, output.error and output.error["code"]) == ("failed", "invalid_output")
+    assert message.status == "failed"
+    assert message.error == {
+        "code": "bad_input",
+        "message": "cannot read caf\ufffd.txt: a\ufffdb",
+        "retryable": False,
+    }
+    assert progress.status == "succeeded"
+    assert progress.progress == {"at": "caf\ufffd.txt", "caf\ufffd.txt": [1.5, None], "n": "{1, 2}"}

@@ -145,6 +145,15 @@ def session(
     except UsageError as exc:
         out.say(f"error: {exc}", style="red")
         raise typer.Exit(ExitCode.USAGE) from None
+    except UnicodeError as exc:
+        # An argument or a file that is not UTF-8 (the shell passes bytes as surrogates), or a
+        # token that is not ASCII: a usage error, not a traceback.
+        out.say(
+            f"error: text that cannot be sent ({exc}): arguments and files must be UTF-8, "
+            "tokens ASCII",
+            style="red",
+        )
+        raise typer.Exit(ExitCode.USAGE) from None
     except KeyboardInterrupt:
         out.say("interrupted")
         raise typer.Exit(ExitCode.INTERRUPTED) from None

@@ -41,6 +41,7 @@ from workload_worker._outcome import (
     Completed,
     Failed,
     Outcome,
+    clean_json,
     failure_of,
     outcome_of,
     shutdown_failure,
@@ -233,6 +234,7 @@ class AttemptRunner:
         if self._finished:
             return
         if progress is not None:
+            progress = clean_json(progress)  # sendable whatever the handler put in it
             with self._lock:
                 self._progress = progress
         self._loop.call(self._wake_up)
@@ -275,6 +277,16 @@ class AttemptRunner:
             except PayloadTooLarge:
                 logger.warning("%s: progress over the server's limit (64 KiB) dropped", self.label)
                 retry_at = anyio.current_time()
+                continue
+            except InvalidRequest as exc:
+                if progress is not None:
+                    # The server refused this progress (400): drop it, keep the lease.
+                    logger.warning("%s: progress refused (%s), dropped", self.label, exc)
+                    retry_at = anyio.current_time()
+                    continue
+                delay = min(backoff.next_delay(), clock.interval)
+                logger.warning("%s: heartbeat failed (%s); again in %.1f s", self.label, exc, delay)
+                retry_at = anyio.current_time() + delay
                 continue
             except WorkloadError as exc:
                 self._keep_progress(progress)

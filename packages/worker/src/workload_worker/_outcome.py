@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass
+from typing import Any
 
 from workload_worker._context import JsonObject
 from workload_worker.errors import NonRetryableError
@@ -16,6 +18,7 @@ __all__ = [
     "Completed",
     "Failed",
     "Outcome",
+    "clean_json",
     "failure_of",
     "outcome_of",
     "shutdown_failure",
@@ -50,7 +53,48 @@ Outcome = Completed | Failed
 
 
 def _bounded(text: str, limit: int) -> str:
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+    return clean_text(text if len(text) <= limit else text[: limit - 1] + "…")
+
+
+_REPLACEMENT = "\ufffd"
+_MAX_DEPTH = 64
+
+
+def clean_text(text: str) -> str:
+    """``text`` as the server can store it: NUL and lone surrogates become U+FFFD.
+
+    A file name read with ``surrogateescape``, or an exception quoting raw bytes, would
+    otherwise make the report unsendable (not UTF-8) or refused (PostgreSQL holds no NUL).
+    """
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        pass
+    else:
+        if "\x00" not in text:
+            return text
+    return "".join(_REPLACEMENT if c == "\x00" or "\ud800" <= c <= "\udfff" else c for c in text)
+
+
+def clean_json(value: Any, depth: int = _MAX_DEPTH) -> Any:
+    """A copy of ``value`` the server can store (for progress, which is shown, not used).
+
+    Strings and keys as :func:`clean_text`; non-finite numbers become null, values JSON has no
+    form for their ``str``, and anything nested deeper than 64 levels ``"…"``.
+    """
+    if depth < 0:
+        return "…"
+    if isinstance(value, str):
+        return clean_text(value)
+    if value is None or isinstance(value, bool | int):
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {clean_text(str(k)): clean_json(v, depth - 1) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [clean_json(v, depth - 1) for v in value]
+    return clean_text(str(value))
 
 
 def outcome_of(result: object) -> Outcome:
@@ -63,8 +107,9 @@ def outcome_of(result: object) -> Outcome:
             retryable=False,
         )
     try:
-        json.dumps(result, allow_nan=False)
-    except (TypeError, ValueError) as exc:
+        # UTF-8 too: a lone surrogate (a file name read with surrogateescape) cannot be sent.
+        json.dumps(result, allow_nan=False, ensure_ascii=False).encode("utf-8")
+    except (TypeError, ValueError) as exc:  # UnicodeEncodeError is a ValueError
         return Failed(
             INVALID_OUTPUT,
             _bounded(f"the handler's output is not JSON: {exc}", MAX_MESSAGE_CHARS),
