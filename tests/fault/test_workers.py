@@ -6,7 +6,10 @@ kill workers and the service, and replay a dead worker's report with its own lea
 
 from __future__ import annotations
 
+import os
 import signal
+import subprocess
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -25,6 +28,7 @@ from tests.fault.conftest import (
     post,
     start_run,
     wait_for_run,
+    workload_executable,
 )
 from tests.waiting import wait_until
 
@@ -155,3 +159,51 @@ def test_four_workers_claim_every_attempt_exactly_once(
     assert started == [
         {"queue": "default", "queued": 0, "running": 0, "oldest_queued_age_seconds": None}
     ]
+
+
+STUCK_WORKER = """
+import time
+from pathlib import Path
+
+from workload_worker import Worker
+
+worker = Worker(worker_id="stuck", grace_seconds=1, wait_seconds=1)
+
+
+@worker.action("stuck")
+def stuck(ctx, input):
+    Path("started").write_text(ctx.attempt_id)
+    time.sleep(600)  # a sync handler that never looks at ctx.cancelled
+    return {}
+"""
+
+
+def test_sigterm_stops_the_worker_even_if_a_sync_handler_never_returns(
+    services: Services, database_url: str, tmp_path: Path
+) -> None:
+    # SPEC §10: on SIGTERM the worker stops claiming, gives its handlers their grace period,
+    # reports the rest worker_shutdown, and exits — a thread it cannot stop must not keep it.
+    service = services.start(database_url, env=FAST_REAPER)
+    service.wait_ready()
+    create_workflow(service, {"id": "stuck", "tasks": [{"key": "s", "action": "stuck"}]})
+    run_id = start_run(service, "stuck")
+    (tmp_path / "stuck_worker.py").write_text(STUCK_WORKER, encoding="utf-8")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("WORKLOAD_")}
+    env["PYTHONPATH"] = str(tmp_path)
+    command = [str(workload_executable()), "worker", "stuck_worker:worker"]
+    command += ["--url", service.base_url, "--token", WORKER_TOKEN]
+    with (tmp_path / "worker.log").open("wb") as log:
+        process = subprocess.Popen(command, cwd=tmp_path, env=env, stdout=log, stderr=log)
+    try:
+        wait_until((tmp_path / "started").exists, timeout=30, message="not started")
+        process.send_signal(signal.SIGTERM)
+        code = process.wait(timeout=60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait(10)
+    output = (tmp_path / "worker.log").read_text(errors="replace")
+    assert code == 0, output
+    (attempt,) = list_attempts(service, run_id, "s")
+    assert attempt["error"]["code"] == "worker_shutdown", attempt
+    assert "Traceback" not in output

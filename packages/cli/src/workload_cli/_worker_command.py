@@ -225,3 +225,22 @@ def worker(
                 found.run()
         except WorkerConfigError as exc:
             raise UsageError(str(exc)) from None
+    if client is None and found.handlers_left_running:  # the process is the worker's own
+        _leave_abandoned_handlers()
+
+
+def _leave_abandoned_handlers() -> None:
+    """Exit now: a sync handler that ignored its cancellation still runs in a thread.
+
+    The worker has stopped — its grace period passed, the attempt was reported
+    ``worker_shutdown`` — but the interpreter would wait for that thread before exiting,
+    for as long as the handler runs (a ``time.sleep`` cannot be interrupted). The process
+    exits 0 as a stopped worker does (SPEC §10), after flushing its logs and output.
+    """
+    logging.getLogger("workload.cli").warning(
+        "a handler ignored its cancellation and still runs: exiting without waiting for it"
+    )
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)

@@ -48,12 +48,15 @@ from workload_worker._outcome import (
 )
 from workload_worker._tracing import HandlerSpan, handler_span
 
-__all__ = ["ABANDON_REPORT_SECONDS", "Action", "AttemptRunner"]
+__all__ = ["ABANDON_REPORT_SECONDS", "SYNC_HANDLER_THREADS", "Action", "AttemptRunner"]
 
 logger = logging.getLogger("workload.worker")
 
 ABANDON_REPORT_SECONDS = 5.0
 """How long a worker that is being torn down tries to report an attempt it gives up."""
+SYNC_HANDLER_THREADS: set[int] = set()
+"""The threads running a sync handler now, in this process (a stopped worker's are the ones
+that ignored their cancellation: see ``Worker.handlers_left_running``)."""
 _MIN_BEAT_SPACING = 0.25  # at most this many heartbeats a second asked by Context.heartbeat()
 _TRANSIENT = (APIConnectionError, ServerError, APIResponseValidationError)
 _REVISION_CONFLICT = "revision_conflict"
@@ -209,8 +212,18 @@ class AttemptRunner:
             return await action.handler(self.context, data)
         # A thread cannot be cancelled: on cancellation the worker stops waiting for it and the
         # handler learns it through context.cancelled.
+        context = self.context
+
+        def in_thread() -> object:
+            ident = threading.get_ident()
+            SYNC_HANDLER_THREADS.add(ident)
+            try:
+                return action.handler(context, data)
+            finally:
+                SYNC_HANDLER_THREADS.discard(ident)
+
         return await anyio.to_thread.run_sync(
-            action.handler, self.context, data, abandon_on_cancel=True, limiter=self._limiter
+            in_thread, abandon_on_cancel=True, limiter=self._limiter
         )
 
     def _interrupt(self, reason: str) -> None:

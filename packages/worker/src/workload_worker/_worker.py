@@ -26,7 +26,7 @@ import anyio.abc
 
 from workload_sdk import AsyncClient, ClaimedAttempt, Forbidden, Unauthenticated, WorkloadError
 from workload_sdk.config import WORKER_TOKEN_ENV
-from workload_worker._attempt import Action, AttemptRunner
+from workload_worker._attempt import SYNC_HANDLER_THREADS, Action, AttemptRunner
 from workload_worker._backoff import Backoff
 from workload_worker._context import Context
 from workload_worker._serving import Serving
@@ -184,6 +184,16 @@ class Worker:
         return register
 
     # -- running ------------------------------------------------------------------------------
+
+    @property
+    def handlers_left_running(self) -> int:
+        """How many sync handlers of this process still run in their threads.
+
+        After :meth:`run` returns, these are handlers that ignored their cancellation (a
+        ``time.sleep`` cannot be interrupted): their attempts were reported, but the interpreter
+        waits for their threads before it exits. ``workload worker`` exits without waiting.
+        """
+        return len(SYNC_HANDLER_THREADS)
 
     def run(self) -> None:
         """Serve until SIGTERM or SIGINT (Ctrl-C), then stop gracefully; blocks.
