@@ -30,15 +30,20 @@ def _free_port() -> int:
         return int(probe.getsockname()[1])
 
 
-def test_an_unknown_log_level_is_a_configuration_error(tmp_path: Path) -> None:
-    done = subprocess.run(
-        [_workload(), "serve", "--log-level", "bogus", "--port", str(_free_port())],
+def _serve(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """``workload serve`` with ``args`` on a free port, until it exits."""
+    return subprocess.run(
+        [_workload(), "serve", *args, "--port", str(_free_port())],
         env=_runtime_env(tmp_path),
         capture_output=True,
         text=True,
         timeout=60,
         check=False,
     )
+
+
+def test_an_unknown_log_level_is_a_configuration_error(tmp_path: Path) -> None:
+    done = _serve(tmp_path, "--log-level", "bogus")
     assert done.returncode == 2, done.stderr
     assert "log level" in done.stderr
     assert "Traceback" not in done.stderr
@@ -47,14 +52,7 @@ def test_an_unknown_log_level_is_a_configuration_error(tmp_path: Path) -> None:
 @pytest.mark.parametrize("url", ["notaurl", "host=x port"], ids=["word", "half-pair"])
 def test_a_malformed_database_url_is_a_configuration_error(tmp_path: Path, url: str) -> None:
     # SPEC §7: 2 for usage or configuration; 5 is for a database that is down.
-    done = subprocess.run(
-        [_workload(), "serve", "--database-url", url, "--port", str(_free_port())],
-        env=_runtime_env(tmp_path),
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    done = _serve(tmp_path, "--database-url", url)
     assert done.returncode == 2, done.stderr
     assert "not a PostgreSQL connection URL" in done.stderr
     assert "Traceback" not in done.stderr

@@ -742,6 +742,23 @@ def search_and_deploy() -> JsonObject:
     return wf(agent(tools=[tool("search", "search"), guarded()], script=[both, say("done")]))
 
 
+async def worker_reports(
+    h: Harness, attempt_id: str, token: str, executor: AgentExecutor
+) -> StepRecord:
+    """The worker holding a remote tool call reports its success now; the loop is woken."""
+    leased = await h.store.find_tool_call(attempt_id)
+    assert leased is not None
+    reported = replace(
+        leased.step,
+        status=StepStatus.SUCCEEDED,
+        response={"output": {"hits": 3}},
+        finished_at=h.clock.now(),
+    )
+    assert await h.store.finish_step(reported, token_digest=token_digest(token)) is not None
+    executor.step_signal.notify((leased.step.run_id, leased.step.task_key, leased.step.attempt))
+    return reported
+
+
 async def test_approvals_wait_for_the_remote_calls_of_the_same_turn() -> None:
 
     h, executor = harness()
@@ -753,16 +770,7 @@ async def test_approvals_wait_for_the_remote_calls_of_the_same_turn() -> None:
         item, token = await worker_claims(h.store, h.clock)
         assert item.tool == "search"
         h.clock.advance(5)  # the worker takes 5 s: the attempt stays running meanwhile
-        leased = await h.store.find_tool_call(item.attempt_id)
-        assert leased is not None
-        reported = replace(
-            leased.step,
-            status=StepStatus.SUCCEEDED,
-            response={"output": {"hits": 3}},
-            finished_at=h.clock.now(),
-        )
-        assert await h.store.finish_step(reported, token_digest=token_digest(token)) is not None
-        executor.step_signal.notify((run_id, "a", 1))
+        reported = await worker_reports(h, item.attempt_id, token, executor)
         await run_until(h, run_id, "waiting_approval")
         approval = await only_approval(h, run_id)
         # Asked once the remote call had ended, not while a worker was still running it.
@@ -835,16 +843,8 @@ async def test_a_restart_while_the_remote_call_runs_asks_for_the_approval_after_
         await tg.start(h2.engine.run)
         h2.engine.submit(run_id)
         h.clock.advance(5)
-        leased = await h.store.find_tool_call(item.attempt_id)
-        assert leased is not None  # its lease survived the restart
-        reported = replace(
-            leased.step,
-            status=StepStatus.SUCCEEDED,
-            response={"output": {"hits": 3}},
-            finished_at=h.clock.now(),
-        )
-        assert await h.store.finish_step(reported, token_digest=token_digest(token)) is not None
-        executor2.step_signal.notify((run_id, "a", 1))
+        # Its lease survived the restart: the worker's report is taken.
+        reported = await worker_reports(h, item.attempt_id, token, executor2)
         await run_until(h2, run_id, "waiting_approval")
         approval = await only_approval(h2, run_id)
         assert approval.requested_at == reported.finished_at
