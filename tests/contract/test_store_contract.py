@@ -181,8 +181,8 @@ async def test_engine_runs_identically_on_the_store(store: Store, clock: FakeClo
     error = view.attempts["b"][0].error
     assert error is not None
     assert error.code == "mock_failure"
-    counts = await store.task_counts([view.snapshot.run.run_id, "not-a-run"])
-    assert counts == {view.snapshot.run.run_id: {"succeeded": 4}}
+    listed = await store.page_runs(None, None, None, 10)
+    assert list(listed.items) == [(view.snapshot.run, {"succeeded": 4})]
     run, own_counts = await store.get_run_with_counts(view.snapshot.run.run_id)
     assert (run, own_counts) == (view.snapshot.run, {"succeeded": 4})
     assert await store.list_unfinished_runs(None, 10) == []
@@ -335,10 +335,11 @@ async def test_keyset_pages_return_every_row_once_in_order(store: Store, clock: 
         )
         clock.advance(0.5)
     runs, pages = await collect(lambda c, n: store.page_runs(None, None, c, n), 2)
-    assert [r.run_id for r in runs] == run_ids
+    assert [r.run_id for r, _ in runs] == run_ids
+    assert all(counts == {"pending": 5} for _, counts in runs)
     assert pages == 4
     only_wf0, _ = await collect(lambda c, n: store.page_runs("wf-0", RunStatus.PENDING, c, n), 2)
-    assert [r.run_id for r in only_wf0] == run_ids[0::2]
+    assert [r.run_id for r, _ in only_wf0] == run_ids[0::2]
     assert (await store.page_runs("wf-0", RunStatus.SUCCEEDED, None, 10)).items == ()
 
     tasks, pages = await collect(lambda c, n: store.page_tasks(run_ids[0], c, n), 2)

@@ -196,7 +196,7 @@ async def test_pagination_returns_every_row_once_under_concurrent_inserts(
     pages = 0
     while True:
         page = await store.page_runs(None, None, cursor, 2)
-        seen.extend(r.run_id for r in page.items)
+        seen.extend(r.run_id for r, _ in page.items)
         pages += 1
         # Meanwhile, rows keep arriving, before and after the reader's position.
         await store.create_run(new_run(at=T0 + timedelta(seconds=100 + pages)))

@@ -20,7 +20,7 @@ from workload_domain.errors import InvalidCursor
 from workload_domain.model import (
     AttemptRecord,
     EventRecord,
-    RunRecord,
+    RunWithCounts,
     TaskRecord,
     VersionRecord,
     WorkflowRecord,
@@ -96,16 +96,17 @@ def _workflow(w: WorkflowRecord) -> Position:
     return (to_micros(w.created_at), w.workflow_id)
 
 
-def _run(r: RunRecord) -> Position:
-    return (to_micros(r.created_at), r.run_id)
+def _run(item: RunWithCounts) -> Position:
+    run = item[0]
+    return (to_micros(run.created_at), run.run_id)
 
 
 WORKFLOWS: Listing[WorkflowRecord] = Listing("workflows", _workflow, (int, str))
 """Workflows in ``(created_at, workflow_id)`` order."""
 VERSIONS: Listing[VersionRecord] = Listing("versions", lambda v: (v.version,), (int,))
 """A workflow's versions by number."""
-RUNS: Listing[RunRecord] = Listing("runs", _run, (int, str))
-"""Runs in ``(created_at, run_id)`` order."""
+RUNS: Listing[RunWithCounts] = Listing("runs", _run, (int, str))
+"""Runs, each with its task counts, in ``(created_at, run_id)`` order."""
 TASKS: Listing[TaskRecord] = Listing("tasks", lambda t: (t.position,), (int,))
 """A run's tasks in definition order."""
 ATTEMPTS: Listing[AttemptRecord] = Listing("attempts", lambda a: (a.attempt,), (int,))

@@ -6,7 +6,7 @@ atomically, conditioned on the run's expected revision.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -31,6 +31,7 @@ __all__ = [
     "RunCommit",
     "RunRecord",
     "RunSnapshot",
+    "RunWithCounts",
     "TaskError",
     "TaskRecord",
     "VersionRecord",
@@ -128,6 +129,11 @@ class RunRecord:
     traceparent: str | None = None
     """The W3C trace context of the request that created the run (SPEC §12), or None: the
     run's span continues it, and workers receive it with the run's attempts."""
+
+
+RunWithCounts = tuple[RunRecord, Mapping[str, int]]
+"""A run row and how many of its tasks are in each status (absent: none), read together: the
+counts are those of the run's revision the row shows."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -35,6 +35,7 @@ from workload_domain.model import (
     RunCommit,
     RunRecord,
     RunSnapshot,
+    RunWithCounts,
     TaskRecord,
     VersionRecord,
     WorkflowRecord,
@@ -253,16 +254,12 @@ class RunReads(Protocol):
         """Return the run row; ``RunNotFound`` if absent."""
         ...
 
-    async def get_run_with_counts(self, run_id: str) -> tuple[RunRecord, Mapping[str, int]]:
+    async def get_run_with_counts(self, run_id: str) -> RunWithCounts:
         """The run row and its task counts by status, in one read; ``RunNotFound``."""
         ...
 
     async def get_task(self, run_id: str, task_key: str) -> TaskRecord:
         """Return one task; ``RunNotFound`` / ``TaskNotFound``."""
-        ...
-
-    async def task_counts(self, run_ids: Sequence[str]) -> Mapping[str, Mapping[str, int]]:
-        """For each run id, how many of its tasks are in each status (absent: zero)."""
         ...
 
     async def list_tasks(self, run_id: str) -> Sequence[TaskRecord]:
@@ -299,8 +296,11 @@ class RunReads(Protocol):
         status: RunStatus | None,
         cursor: str | None,
         limit: int,
-    ) -> Page[RunRecord]:
-        """Runs in ``(created_at, run_id)`` order, optionally filtered."""
+    ) -> Page[RunWithCounts]:
+        """Runs in ``(created_at, run_id)`` order, optionally filtered, with their task counts.
+
+        Each run's counts are read with its row, in one read: they agree with its status.
+        """
         ...
 
     async def page_tasks(self, run_id: str, cursor: str | None, limit: int) -> Page[TaskRecord]:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import TypeVar
 
 import anyio
@@ -15,12 +15,13 @@ from workload_domain.model import (
     AttemptRecord,
     EventRecord,
     RunRecord,
+    RunWithCounts,
     TaskRecord,
     VersionRecord,
     WorkflowRecord,
 )
 from workload_domain.statuses import RunStatus
-from workload_engine._memory_state import MemoryState, copied
+from workload_engine._memory_state import MemoryState, RunData, copied
 
 __all__ = ["MemoryReads"]
 
@@ -69,11 +70,10 @@ class MemoryReads(MemoryState):
         events = self._run(run_id).events[max(after_sequence, 0) :]
         return copied(events if limit is None else events[:limit])
 
-    async def get_run_with_counts(self, run_id: str) -> tuple[RunRecord, Mapping[str, int]]:
+    async def get_run_with_counts(self, run_id: str) -> RunWithCounts:
         """The run row and its task counts by status."""
         await anyio.lowlevel.checkpoint()
-        data = self._run(run_id)
-        return copied(data.run), dict(Counter(t.status.value for t in data.tasks.values()))
+        return _with_counts(self._run(run_id))
 
     async def get_task(self, run_id: str, task_key: str) -> TaskRecord:
         """Return one task of a run."""
@@ -83,15 +83,6 @@ class MemoryReads(MemoryState):
             return copied(data.tasks[task_key])
         except KeyError:
             raise TaskNotFound(run_id, task_key) from None
-
-    async def task_counts(self, run_ids: Sequence[str]) -> Mapping[str, Mapping[str, int]]:
-        """Per run, the number of tasks in each status."""
-        await anyio.lowlevel.checkpoint()
-        return {
-            run_id: dict(Counter(t.status.value for t in self._runs[run_id].tasks.values()))
-            for run_id in run_ids
-            if run_id in self._runs
-        }
 
     # -- pages: the shared pagination over rows held in memory --------------------------------
 
@@ -125,13 +116,13 @@ class MemoryReads(MemoryState):
         status: RunStatus | None,
         cursor: str | None,
         limit: int,
-    ) -> Page[RunRecord]:
-        """Runs in (created_at, run_id) order, optionally filtered."""
+    ) -> Page[RunWithCounts]:
+        """Runs in (created_at, run_id) order, optionally filtered, with their task counts."""
 
-        async def rows() -> Sequence[RunRecord]:
+        async def rows() -> Sequence[RunWithCounts]:
             return sorted(
                 (
-                    d.run
+                    _with_counts(d)
                     for d in self._runs.values()
                     if (workflow_id is None or d.run.workflow_id == workflow_id)
                     and (status is None or d.run.status is status)
@@ -184,3 +175,7 @@ class MemoryReads(MemoryState):
         return await listings.paginate(
             self._codec, listing, scope=scope, cursor=cursor, limit=limit, fetch=fetch
         )
+
+
+def _with_counts(data: RunData) -> RunWithCounts:
+    return copied(data.run), dict(Counter(t.status.value for t in data.tasks.values()))

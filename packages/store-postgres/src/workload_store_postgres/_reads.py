@@ -9,7 +9,13 @@ from typing import Any, TypeVar
 from workload_domain import listings
 from workload_domain.cursors import Page, Position, from_micros
 from workload_domain.errors import RunNotFound
-from workload_domain.model import AttemptRecord, EventRecord, RunRecord, TaskRecord
+from workload_domain.model import (
+    AttemptRecord,
+    EventRecord,
+    RunRecord,
+    RunWithCounts,
+    TaskRecord,
+)
 from workload_domain.statuses import RunStatus
 from workload_store_postgres import _rows
 from workload_store_postgres._db import Row, one
@@ -30,6 +36,11 @@ _RUNS_QUERY = {
 }
 
 
+def _run_with_counts(row: Row) -> RunWithCounts:
+    counts = {str(k): int(v) for k, v in row.pop("task_counts").items()}
+    return _rows.run(row), counts
+
+
 def _run_without_sequence(row: Row) -> RunRecord:
     row.pop("last_sequence", None)
     return _rows.run(row)
@@ -42,14 +53,9 @@ class Reads(StorePart):
         """Return the run row."""
         return await self._one_of_run("get_run", run_id, _run_without_sequence)
 
-    async def get_run_with_counts(self, run_id: str) -> tuple[RunRecord, Mapping[str, int]]:
+    async def get_run_with_counts(self, run_id: str) -> RunWithCounts:
         """The run row and its task counts by status, in one statement."""
-
-        def convert(row: Row) -> tuple[RunRecord, Mapping[str, int]]:
-            counts = {str(k): int(v) for k, v in row.pop("task_counts").items()}
-            return _rows.run(row), counts
-
-        return await self._one_of_run("get_run_with_counts", run_id, convert)
+        return await self._one_of_run("get_run_with_counts", run_id, _run_with_counts)
 
     async def get_task(self, run_id: str, task_key: str) -> TaskRecord:
         """Return one task of a run."""
@@ -57,16 +63,6 @@ class Reads(StorePart):
         async with self._db.single() as conn:
             row = await require_task(conn, uid, run_id, task_key)
         return _rows.task(row)
-
-    async def task_counts(self, run_ids: Sequence[str]) -> Mapping[str, Mapping[str, int]]:
-        """Per run, the number of tasks in each status."""
-        uuids = [u for u in (_rows.maybe_uuid(r) for r in run_ids) if u is not None]
-        if not uuids:
-            return {}
-        counts: dict[str, dict[str, int]] = {}
-        for row in await self._read("task_counts", {"run_ids": uuids}, dict):
-            counts.setdefault(str(row["run_id"]), {})[row["status"]] = row["count"]
-        return counts
 
     async def list_tasks(self, run_id: str) -> Sequence[TaskRecord]:
         """Return the run's tasks in definition order."""
@@ -101,12 +97,15 @@ class Reads(StorePart):
         status: RunStatus | None,
         cursor: str | None,
         limit: int,
-    ) -> Page[RunRecord]:
-        """Runs in (created_at, run_id) order, optionally filtered by workflow and status."""
+    ) -> Page[RunWithCounts]:
+        """Runs in (created_at, run_id) order, optionally filtered by workflow and status.
+
+        Each row carries its task counts, from the same statement (one snapshot).
+        """
         name = _RUNS_QUERY[(workflow_id is not None, status is not None)]
         status_value = status.value if status else None
 
-        async def fetch(after: Position | None, n: int) -> list[RunRecord]:
+        async def fetch(after: Position | None, n: int) -> list[RunWithCounts]:
             params: dict[str, Any] = {
                 "after_at": from_micros(int(after[0])) if after else _MIN_TIME,
                 "after_id": _rows.run_uuid(str(after[1])) if after else _NIL_UUID,
@@ -114,7 +113,7 @@ class Reads(StorePart):
                 "status": status_value,
                 "limit": n,
             }
-            return await self._read(name, params, _rows.run)
+            return await self._read(name, params, _run_with_counts)
 
         scope = {"workflow_id": workflow_id, "status": status_value}
         return await self._paginate(listings.RUNS, scope, cursor, limit, fetch)

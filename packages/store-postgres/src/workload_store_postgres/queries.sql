@@ -224,8 +224,11 @@ LIMIT %(limit)s
 -- Served by workflow_runs_keyset.
 SELECT run_id, workflow_id, version, status, revision, input, cancel_requested, created_at,
        updated_at, started_at, finished_at, model_calls, tool_calls, input_tokens,
-       output_tokens
-FROM workflow_runs
+       output_tokens,
+       (SELECT coalesce(jsonb_object_agg(status, n), '{}'::jsonb)
+        FROM (SELECT status, count(*) AS n FROM task_runs t
+              WHERE t.run_id = r.run_id GROUP BY status) AS counts) AS task_counts
+FROM workflow_runs r
 WHERE (created_at, run_id) > (%(after_at)s, %(after_id)s)
 ORDER BY created_at, run_id
 LIMIT %(limit)s
@@ -234,8 +237,11 @@ LIMIT %(limit)s
 -- Served by workflow_runs_by_workflow.
 SELECT run_id, workflow_id, version, status, revision, input, cancel_requested, created_at,
        updated_at, started_at, finished_at, model_calls, tool_calls, input_tokens,
-       output_tokens
-FROM workflow_runs
+       output_tokens,
+       (SELECT coalesce(jsonb_object_agg(status, n), '{}'::jsonb)
+        FROM (SELECT status, count(*) AS n FROM task_runs t
+              WHERE t.run_id = r.run_id GROUP BY status) AS counts) AS task_counts
+FROM workflow_runs r
 WHERE workflow_id = %(workflow_id)s AND (created_at, run_id) > (%(after_at)s, %(after_id)s)
 ORDER BY created_at, run_id
 LIMIT %(limit)s
@@ -244,8 +250,11 @@ LIMIT %(limit)s
 -- Served by workflow_runs_by_status.
 SELECT run_id, workflow_id, version, status, revision, input, cancel_requested, created_at,
        updated_at, started_at, finished_at, model_calls, tool_calls, input_tokens,
-       output_tokens
-FROM workflow_runs
+       output_tokens,
+       (SELECT coalesce(jsonb_object_agg(status, n), '{}'::jsonb)
+        FROM (SELECT status, count(*) AS n FROM task_runs t
+              WHERE t.run_id = r.run_id GROUP BY status) AS counts) AS task_counts
+FROM workflow_runs r
 WHERE status = %(status)s AND (created_at, run_id) > (%(after_at)s, %(after_id)s)
 ORDER BY created_at, run_id
 LIMIT %(limit)s
@@ -254,17 +263,15 @@ LIMIT %(limit)s
 -- Served by workflow_runs_by_workflow (status filtered on the way).
 SELECT run_id, workflow_id, version, status, revision, input, cancel_requested, created_at,
        updated_at, started_at, finished_at, model_calls, tool_calls, input_tokens,
-       output_tokens
-FROM workflow_runs
+       output_tokens,
+       (SELECT coalesce(jsonb_object_agg(status, n), '{}'::jsonb)
+        FROM (SELECT status, count(*) AS n FROM task_runs t
+              WHERE t.run_id = r.run_id GROUP BY status) AS counts) AS task_counts
+FROM workflow_runs r
 WHERE workflow_id = %(workflow_id)s AND status = %(status)s
   AND (created_at, run_id) > (%(after_at)s, %(after_id)s)
 ORDER BY created_at, run_id
 LIMIT %(limit)s
-
--- name: task_counts
-SELECT run_id, status, count(*) FROM task_runs
-WHERE run_id = ANY(%(run_ids)s)
-GROUP BY run_id, status
 
 -- name: unfinished_runs
 SELECT run_id FROM workflow_runs

@@ -133,8 +133,7 @@ class RunUseCases:
     ) -> JsonObject:
         """A page of runs, optionally filtered."""
         found = await self._store.page_runs(workflow_id, status, cursor, limit)
-        counts = await self._store.task_counts([r.run_id for r in found.items])
-        return resources.page(found, lambda r: resources.run(r, counts.get(r.run_id, {})))
+        return resources.page(found, lambda item: resources.run(*item))
 
     async def active_counts(self, workflow_id: str | None) -> dict[str, int]:
         """How many unfinished runs are in each unfinished status (zeros included)."""
