@@ -358,9 +358,16 @@ def test_cancel_running_converges_and_revisions_guard_cancel(live_api: LiveApi) 
     problem(
         post(op, f"/api/v1/runs/{run_id}/cancel", **{"If-Match": stale}), 412, "precondition_failed"
     )
+    # A list (RFC 9110 §13.1.1) matches if one of its strong tags does: a weak one never does.
+    for listed in (f"{stale}, W/{etag}", f'W/{etag}, "x", {stale}', f", {stale} ,,"):
+        problem(
+            post(op, f"/api/v1/runs/{run_id}/cancel", **{"If-Match": listed}),
+            412,
+            "precondition_failed",
+        )
     assert viewer.get(f"/api/v1/runs/{run_id}").json()["revision"] == current.json()["revision"]
 
-    accepted = post(op, f"/api/v1/runs/{run_id}/cancel", **{"If-Match": etag})
+    accepted = post(op, f"/api/v1/runs/{run_id}/cancel", **{"If-Match": f'{stale}, "x",{etag}'})
     assert accepted.status_code == 202, accepted.text
     assert accepted.json()["cancel_requested"] is True
     final = live_api.wait_for_run(run_id)

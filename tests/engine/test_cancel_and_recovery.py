@@ -119,6 +119,19 @@ async def test_cancel_with_a_stale_revision_is_a_failed_precondition() -> None:
     assert result.run.status is RunStatus.CANCELED
 
 
+async def test_cancel_given_several_revisions_needs_the_run_at_one_of_them() -> None:
+    h = Harness()
+    run_id = await h.create(CHAIN)
+    before = await h.store.get_run(run_id)
+    others = {before.revision - 1, before.revision + 1}
+    with pytest.raises(PreconditionFailed) as refused:
+        await request_cancel(h.store, h.clock, run_id, if_revision=others)
+    assert f"not {before.revision - 1} or {before.revision + 1}" in str(refused.value)
+    assert await h.store.get_run(run_id) == before
+    result = await request_cancel(h.store, h.clock, run_id, if_revision={*others, before.revision})
+    assert result.run.status is RunStatus.CANCELED
+
+
 async def test_interruption_writes_nothing_as_canceled_and_resume_completes() -> None:
     h = Harness()
     run_id = await h.create(CHAIN)

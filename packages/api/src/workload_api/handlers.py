@@ -39,7 +39,8 @@ _WORKFLOW_ID = re.compile(WORKFLOW_ID_PATTERN)
 _WORKER_ID = re.compile(WORKER_ID_PATTERN)
 _DIGITS = re.compile(r"^[0-9]{1,9}$")
 _VERSION = re.compile(r"^[1-9][0-9]{0,8}$")  # one spelling per version: no sign, no leading 0
-# If-Match compares strongly (RFC 9110 §13.1.1): a weak tag never matches.
+# One element of an If-Match list. It compares strongly (RFC 9110 §13.1.1): a weak tag never
+# matches. (Our tags are digits: splitting the list on commas cannot cut one.)
 _ETAG = re.compile(r'^\s*"([0-9]{1,18})"\s*$')
 
 
@@ -215,14 +216,21 @@ async def get_run(call: Call) -> Response:
     return JSONResponse(body, headers={"ETag": f'"{revision}"'})
 
 
-def _if_match(call: Call) -> int | None:
+def _if_match(call: Call) -> frozenset[int] | None:
+    """The revisions an ``If-Match`` list names (RFC 9110 §13.1.1), or None for none or ``*``.
+
+    A list matches when any of its strong tags does; a weak tag or an element that is no ETag of
+    ours matches nothing. A list that names no revision at all fails at once.
+    """
     raw = call.request.headers.get("if-match")
     if raw is None or raw.strip() == "*":
         return None
-    match = _ETAG.fullmatch(raw)
-    if match is None:
+    revisions = frozenset(
+        int(match[1]) for match in map(_ETAG.fullmatch, raw.split(",")) if match is not None
+    )
+    if not revisions:
         raise HttpProblem(412, "precondition_failed", "If-Match names no revision of this run")
-    return int(match[1])
+    return revisions
 
 
 async def cancel_run(call: Call) -> Response:
@@ -231,8 +239,8 @@ async def cancel_run(call: Call) -> Response:
     if body:
         raise HttpProblem(400, "invalid_argument", "cancel takes no body fields")
     claim = call.claim("cancel_run", {})
-    if_revision = _if_match(call)
-    return respond(await call.usecases.runs.cancel(run_id, if_revision, claim))
+    if_revisions = _if_match(call)
+    return respond(await call.usecases.runs.cancel(run_id, if_revisions, claim))
 
 
 async def list_tasks(call: Call) -> Response:

@@ -86,7 +86,10 @@ _IF_MATCH = {
     "name": "If-Match",
     "in": "header",
     "required": False,
-    "description": 'the ETag of GET run ("<revision>"): cancel only if the run is unchanged',
+    "description": (
+        'the ETag of GET run ("<revision>"), or a list of them, or "*": cancel only if the run'
+        " is unchanged (at one of the listed revisions); weak tags never match"
+    ),
     "schema": {"type": "string"},
 }
 

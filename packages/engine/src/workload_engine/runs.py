@@ -117,7 +117,7 @@ async def request_cancel(
     clock: Clock,
     run_id: str,
     *,
-    if_revision: int | None = None,
+    if_revision: int | Collection[int] | None = None,
     local_actions: Collection[str] = ...,
 ) -> CancelResult: ...
 
@@ -128,7 +128,7 @@ async def request_cancel(
     clock: Clock,
     run_id: str,
     *,
-    if_revision: int | None = None,
+    if_revision: int | Collection[int] | None = None,
     save_with: SaveWith,
     local_actions: Collection[str] = ...,
 ) -> CancelResult | Replayed: ...
@@ -139,7 +139,7 @@ async def request_cancel(
     clock: Clock,
     run_id: str,
     *,
-    if_revision: int | None = None,
+    if_revision: int | Collection[int] | None = None,
     save_with: SaveWith | None = None,
     local_actions: Collection[str] = frozenset({"mock"}),
 ) -> CancelResult | Replayed:
@@ -153,15 +153,16 @@ async def request_cancel(
     Raises:
         RunNotFound: no such run.
         RunFinished: the run succeeded or failed.
-        PreconditionFailed: ``if_revision`` is not the run's current revision.
+        PreconditionFailed: the run's current revision is not ``if_revision`` (or not one of
+            them, given several: an ``If-Match`` list).
         IdempotencyKeyReused: the key of ``save_with``'s record was used for another request.
     """
     for _ in range(_MAX_CANCEL_TRIES):
         snapshot = await store.load_run(run_id)
         run = snapshot.run
-        if if_revision is not None and run.revision != if_revision:
+        if if_revision is not None and not _at(run.revision, if_revision):
             raise PreconditionFailed(
-                f"run {run_id!r} is at revision {run.revision}, not {if_revision}"
+                f"run {run_id!r} is at revision {run.revision}, not {_spelled(if_revision)}"
             )
         if run.status is RunStatus.CANCELED or run.cancel_requested:
             # Nothing to write but the outcome, which a retry with the same key must replay.
@@ -183,3 +184,13 @@ async def request_cancel(
             continue
         return result if replayed is None else replayed
     raise RevisionConflict(run_id, -1)
+
+
+def _at(revision: int, expected: int | Collection[int]) -> bool:
+    return revision == expected if isinstance(expected, int) else revision in expected
+
+
+def _spelled(expected: int | Collection[int]) -> str:
+    if isinstance(expected, int):
+        return str(expected)
+    return " or ".join(str(r) for r in sorted(expected))

@@ -11,7 +11,7 @@ import contextlib
 import re
 import secrets
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 
 from workload_api import resources, schemas
 from workload_api.usecases._bodies import parse
@@ -96,7 +96,9 @@ class RunUseCases:
             with contextlib.suppress(ExecutionStopped):
                 self._engine.submit(run_id)
 
-    async def cancel(self, run_id: str, if_revision: int | None, claim: IdempotencyClaim) -> Result:
+    async def cancel(
+        self, run_id: str, if_revisions: Collection[int] | None, claim: IdempotencyClaim
+    ) -> Result:
         """Record a cancel request: 200 if the run was already canceled, else 202."""
         # A retry replays even when its preconditions no longer hold (a cancel retried with an
         # ETag its own first attempt made stale): look the key up before anything else.
@@ -113,7 +115,7 @@ class RunUseCases:
             self._store,
             self._clock,
             run_id,
-            if_revision=if_revision,
+            if_revision=if_revisions,
             save_with=save_with,
             local_actions=self._engine.local_actions,
         )
