@@ -13,7 +13,9 @@ import pytest
 
 from tests.engine.harness import Harness, mock, workflow
 from workload_domain.compiler import compile_definition
+from workload_domain.drafts import DraftRecord, DraftStatus
 from workload_domain.errors import (
+    DraftChanged,
     IdempotencyKeyReused,
     InvalidCursor,
     RevisionConflict,
@@ -510,3 +512,75 @@ async def test_runs_with_running_attempts(store: Store, clock: FakeClock) -> Non
     assert await store.runs_with_running_attempts({"mock"}) == [run_id]
     # Only the actions asked for: a remote attempt keeps its lease across a restart.
     assert await store.runs_with_running_attempts({"agent"}) == []
+
+
+async def _ready_draft(store: Store, clock: FakeClock, draft_id: str) -> DraftRecord:
+    compiled = compile_definition(workflow(mock("x"), workflow_id=f"wf-{draft_id[-4:]}"))
+    now = clock.now()
+    generating = DraftRecord(draft_id, DraftStatus.GENERATING, "p", "mock", "op", now, now)
+    assert not isinstance(await store.create_draft(generating), Replayed)
+    ready = replace(
+        generating,
+        status=DraftStatus.READY,
+        workflow_id=compiled.workflow_id,
+        definition=compiled.document(),
+        definition_hash=compiled.definition_hash,
+    )
+    assert await store.finish_draft(ready)
+    return ready
+
+
+def render_draft(draft: DraftRecord) -> Outcome:
+    return Outcome(200, {"draft_id": draft.draft_id, "status": draft.status.value})
+
+
+async def test_a_drafts_decision_and_its_idempotency_record_are_one_write(
+    store: Store, clock: FakeClock
+) -> None:
+    approved_id, rejected_id = (f"0190a0b0-c0d0-7000-8000-00000000000{i}" for i in (1, 2))
+    draft = await _ready_draft(store, clock, approved_id)
+    assert draft.definition_hash is not None
+    version = VersionRecord(
+        draft.workflow_id or "", 1, draft.definition_hash, 1, clock.now(), draft.definition or {}
+    )
+    workflow_record = WorkflowRecord(version.workflow_id, 1, "", clock.now(), clock.now())
+
+    async def approve(record: PendingRecord[DraftRecord], hash_: str) -> DraftRecord | Replayed:
+        return await store.approve_draft(
+            approved_id,
+            hash_,
+            version,
+            workflow=workflow_record,
+            now=clock.now(),
+            idempotency=record,
+        )
+
+    # A refused decision saves no record.
+    with pytest.raises(DraftChanged):
+        await approve(PendingRecord(claim("refused", "h0"), render_draft), "sha256:" + "0" * 64)
+    assert await store.find_outcome(claim("refused", "h0")) is None
+    # The decision saves its rendered outcome with it.
+    approved = await approve(PendingRecord(claim("ok", "h1"), render_draft), draft.definition_hash)
+    assert isinstance(approved, DraftRecord)
+    assert approved.status is DraftStatus.APPROVED
+    assert await store.find_outcome(claim("ok", "h1")) == render_draft(approved)
+    again = await approve(PendingRecord(claim("ok", "h1"), render_draft), draft.definition_hash)
+    assert again == Replayed(render_draft(approved))
+    with pytest.raises(IdempotencyKeyReused):
+        await approve(PendingRecord(claim("ok", "other"), render_draft), draft.definition_hash)
+    # A second approval with another key: the draft as it is, and its own record.
+    same = await approve(PendingRecord(claim("ok2", "h2"), render_draft), draft.definition_hash)
+    assert same == approved
+    assert await store.find_outcome(claim("ok2", "h2")) == render_draft(approved)
+
+    await _ready_draft(store, clock, rejected_id)
+    rejected = await store.reject_draft(
+        rejected_id, clock.now(), PendingRecord(claim("no", "h3"), render_draft)
+    )
+    assert isinstance(rejected, DraftRecord)
+    assert rejected.status is DraftStatus.REJECTED
+    assert await store.find_outcome(claim("no", "h3")) == render_draft(rejected)
+    replayed = await store.reject_draft(
+        rejected_id, clock.now(), PendingRecord(claim("no", "h3"), render_draft)
+    )
+    assert replayed == Replayed(render_draft(rejected))

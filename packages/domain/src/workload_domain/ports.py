@@ -483,7 +483,7 @@ class DraftStore(Protocol):
         *,
         workflow: WorkflowRecord | None,
         now: datetime,
-        idempotency: IdempotencyRecord | None = None,
+        idempotency: PendingRecord[DraftRecord] | None = None,
     ) -> DraftRecord | Replayed:
         """Make a ready draft a version, atomically.
 
@@ -500,7 +500,10 @@ class DraftStore(Protocol):
         ...
 
     async def reject_draft(
-        self, draft_id: str, now: datetime, idempotency: IdempotencyRecord | None = None
+        self,
+        draft_id: str,
+        now: datetime,
+        idempotency: PendingRecord[DraftRecord] | None = None,
     ) -> DraftRecord | Replayed:
         """Reject a ready or invalid draft (a rejected one is returned as it is).
 

@@ -17,7 +17,7 @@ from workload_domain.errors import (
     WorkflowExists,
     WorkflowNotFound,
 )
-from workload_domain.idempotency import IdempotencyRecord, Replayed
+from workload_domain.idempotency import IdempotencyRecord, PendingRecord, Replayed
 from workload_domain.model import VersionRecord, WorkflowRecord
 from workload_engine._memory_state import MemoryState, copied, is_canonical_uuid
 
@@ -81,7 +81,7 @@ class MemoryDrafts(MemoryState):
         *,
         workflow: WorkflowRecord | None,
         now: datetime,
-        idempotency: IdempotencyRecord | None = None,
+        idempotency: PendingRecord[DraftRecord] | None = None,
     ) -> DraftRecord | Replayed:
         """Make a ready draft a version, atomically (see ``DraftStore``)."""
         await anyio.lowlevel.checkpoint()
@@ -91,7 +91,7 @@ class MemoryDrafts(MemoryState):
         if draft is None:
             raise DraftNotFound(draft_id)
         if not approvable(draft, definition_hash):
-            self._remember(idempotency)
+            self._remember(None if idempotency is None else idempotency.record(draft))
             return copied(draft)
         if workflow is not None:
             if workflow.workflow_id in self._workflows:
@@ -118,11 +118,14 @@ class MemoryDrafts(MemoryState):
             updated_at=now,
         )
         self._drafts[draft_id] = approved
-        self._remember(idempotency)
+        self._remember(None if idempotency is None else idempotency.record(approved))
         return copied(approved)
 
     async def reject_draft(
-        self, draft_id: str, now: datetime, idempotency: IdempotencyRecord | None = None
+        self,
+        draft_id: str,
+        now: datetime,
+        idempotency: PendingRecord[DraftRecord] | None = None,
     ) -> DraftRecord | Replayed:
         """Reject a ready or invalid draft (see ``DraftStore``)."""
         await anyio.lowlevel.checkpoint()
@@ -134,5 +137,5 @@ class MemoryDrafts(MemoryState):
         if rejectable(draft):
             draft = replace(draft, status=DraftStatus.REJECTED, updated_at=now)
             self._drafts[draft_id] = draft
-        self._remember(idempotency)
+        self._remember(None if idempotency is None else idempotency.record(draft))
         return copied(draft)

@@ -27,7 +27,7 @@ from workload_domain.errors import (
     WorkflowExists,
     WorkflowNotFound,
 )
-from workload_domain.idempotency import IdempotencyRecord, Replayed
+from workload_domain.idempotency import IdempotencyRecord, PendingRecord, Replayed
 from workload_domain.model import VersionRecord, WorkflowRecord
 from workload_store_postgres import _rows
 from workload_store_postgres._db import Conn, Row, one
@@ -137,7 +137,7 @@ class Drafts(StorePart):
         *,
         workflow: WorkflowRecord | None,
         now: datetime,
-        idempotency: IdempotencyRecord | None = None,
+        idempotency: PendingRecord[DraftRecord] | None = None,
     ) -> DraftRecord | Replayed:
         """Make a ready draft a version, atomically (see ``DraftStore``)."""
 
@@ -175,7 +175,10 @@ class Drafts(StorePart):
         )
 
     async def reject_draft(
-        self, draft_id: str, now: datetime, idempotency: IdempotencyRecord | None = None
+        self,
+        draft_id: str,
+        now: datetime,
+        idempotency: PendingRecord[DraftRecord] | None = None,
     ) -> DraftRecord | Replayed:
         """Reject a ready or invalid draft (see ``DraftStore``)."""
 

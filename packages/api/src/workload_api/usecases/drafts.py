@@ -23,7 +23,13 @@ from workload_domain.errors import (
     WorkflowExists,
     WorkflowNotFound,
 )
-from workload_domain.idempotency import IdempotencyClaim, IdempotencyRecord, Outcome, Replayed
+from workload_domain.idempotency import (
+    IdempotencyClaim,
+    IdempotencyRecord,
+    Outcome,
+    PendingRecord,
+    Replayed,
+)
 from workload_domain.ids import uuid7
 from workload_domain.jsonvalues import JsonObject
 from workload_domain.model import VersionRecord, WorkflowRecord
@@ -115,12 +121,12 @@ class DraftUseCases:
                     version,
                     workflow=workflow,
                     now=self._clock.now(),
+                    idempotency=PendingRecord(claim, _decided),
                 )
             except (VersionTaken, WorkflowExists):
                 continue  # another version or workflow was created meanwhile: look again
-            # Approving an approved draft with its hash returns it: a retry whose first try
-            # approved (and lost its answer) gets the same 200, record or not.
-            return await self._answer(claim, approved)
+            # Approving an approved draft with its hash returns it (its record saved with it).
+            return _answer(approved)
         raise VersionTaken(draft_id, -1)
 
     async def reject(
@@ -133,15 +139,10 @@ class DraftUseCases:
         if stored is not None:
             return Result.of(stored, replayed=True)
         await self._find(draft_id)
-        rejected = await self._store.reject_draft(draft_id, self._clock.now())
-        return await self._answer(claim, rejected)
-
-    async def _answer(self, claim: IdempotencyClaim, draft: DraftRecord | Replayed) -> Result:
-        if isinstance(draft, Replayed):  # pragma: no cover - no record is given to the store
-            return Result.replay(draft)
-        outcome = Outcome(200, resources.draft(draft))
-        replayed = await self._store.save_outcome(IdempotencyRecord(claim, outcome))
-        return Result.replay(replayed) if replayed is not None else Result.of(outcome)
+        now = self._clock.now()
+        return _answer(
+            await self._store.reject_draft(draft_id, now, PendingRecord(claim, _decided))
+        )
 
     async def _find(self, draft_id: str) -> DraftRecord:
         draft = await self._store.find_draft(draft_id)
@@ -172,3 +173,14 @@ class DraftUseCases:
             definition=definition,
         )
         return version, workflow
+
+
+def _decided(draft: DraftRecord) -> Outcome:
+    """The outcome of an approval or a rejection, saved with it."""
+    return Outcome(200, resources.draft(draft))
+
+
+def _answer(written: DraftRecord | Replayed) -> Result:
+    if isinstance(written, Replayed):  # a concurrent duplicate with the same key won
+        return Result.replay(written)
+    return Result.of(_decided(written))
