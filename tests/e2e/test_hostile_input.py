@@ -1370,6 +1370,28 @@ PATH_SEGMENTS = table(
     ),
 )
 
+# An id holding an escaped "/" names nothing: the server decodes the path before routing, and
+# must not let such an id reach the route its decoded path spells (a write above all).
+ENCODED_SLASHES = table(
+    *(
+        pytest.param(Probe(method, path, 404, frozenset({"not_found"}), json=body), id=label)
+        for label, method, path, body in (
+            ("get-versions", "GET", f"{V1}/workflows/seed%2Fversions", None),
+            ("get-version-lower", "GET", f"{V1}/workflows/seed%2fversions%2f1", None),
+            ("get-tasks", "GET", f"{V1}/runs/{{run_id}}%2Ftasks", None),
+            ("get-task", "GET", f"{V1}/runs/{{run_id}}/tasks/a%2Fattempts", None),
+            (
+                "post-version",
+                "POST",
+                f"{V1}/workflows/seed%2Fversions",
+                {"tasks": [{"key": "a", "action": "mock"}]},
+            ),
+            ("post-run", "POST", f"{V1}/workflows/seed%2Fversions%2F1%2Fruns", None),
+            ("post-cancel", "POST", f"{V1}/runs/{{run_id}}%2Fcancel", None),
+        )
+    ),
+)
+
 # Under a run that does not exist, any task key is the run's 404 (as a version path under a
 # missing workflow is workflow_not_found, SPEC §6), whatever the key looks like.
 MISSING_RUN_KEYS = {
@@ -1508,6 +1530,11 @@ def test_hostile_path_segment(live_api: LiveApi, probe: Probe) -> None:
 
 @pytest.mark.parametrize("probe", MISSING_RUN_TASKS)
 def test_task_key_under_a_missing_run(live_api: LiveApi, probe: Probe) -> None:
+    check_probe(live_api, probe)
+
+
+@pytest.mark.parametrize("probe", ENCODED_SLASHES)
+def test_an_escaped_slash_reaches_no_other_route(live_api: LiveApi, probe: Probe) -> None:
     check_probe(live_api, probe)
 
 

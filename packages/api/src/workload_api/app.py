@@ -17,7 +17,7 @@ from workload_api.auth import Authenticator, Principal, Role
 from workload_api.console import Console, SecurityHeaders
 from workload_api.console import routes as console_routes
 from workload_api.console._sessions import SESSION_COOKIE
-from workload_api.context import RequestContext
+from workload_api.context import OneSegmentIds, RequestContext
 from workload_api.lifecycle import Readiness
 from workload_api.openapi import openapi_document
 from workload_api.operations import OPERATIONS, Call, Operation
@@ -156,7 +156,11 @@ def create_app(
         return problem_response(problem, _request_id(request))
 
     # The span and the metrics outside: the access log line is written inside the span.
-    middleware = [Middleware(RequestContext), Middleware(SecurityHeaders)]
+    middleware = [
+        Middleware(RequestContext),
+        Middleware(SecurityHeaders),
+        Middleware(OneSegmentIds),
+    ]
     if isinstance(telemetry, ServiceTelemetry):
         middleware.insert(0, Middleware(HttpTelemetry, telemetry=telemetry))
     app = Starlette(

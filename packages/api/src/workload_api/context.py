@@ -24,6 +24,7 @@ __all__ = [
     "ACCESS_LOGGER",
     "CLIENT_CLOSED_REQUEST",
     "JsonFormatter",
+    "OneSegmentIds",
     "RequestContext",
     "configure_logging",
 ]
@@ -159,6 +160,31 @@ class RequestContext:
                     }
                 },
             )
+
+
+class OneSegmentIds:
+    """ASGI middleware: a path with an encoded ``/`` (``%2F``) names no resource (404).
+
+    The server decodes the path before routing, so ``/workflows/a%2Fversions`` — an id holding a
+    ``/``, escaped as a client must — would reach ``/workflows/a/versions``: another resource.
+    No id of ours may hold a ``/`` (workflow ids, task keys and worker ids exclude it; run,
+    attempt, approval and draft ids are UUIDs), so such a path is no resource's.
+    """
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Answer 404 for a path with an encoded slash; pass anything else on."""
+        raw = scope.get("raw_path") if scope["type"] == "http" else None
+        if raw is not None and b"%2f" in raw.lower():
+            state = scope.setdefault("state", {})
+            state["error_code"] = "not_found"
+            problem = HttpProblem(404, "not_found", "no such resource")
+            request_id = str(state.get("request_id", ""))
+            await problem_response(problem, request_id)(scope, receive, send)
+            return
+        await self.app(scope, receive, send)
 
 
 def _request_id(scope: Scope) -> str:
