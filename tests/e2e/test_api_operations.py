@@ -358,6 +358,14 @@ def test_cancel_running_converges_and_revisions_guard_cancel(live_api: LiveApi) 
     problem(
         post(op, f"/api/v1/runs/{run_id}/cancel", **{"If-Match": stale}), 412, "precondition_failed"
     )
+    # Preconditions apply to a run that exists: a missing one is 404 whatever If-Match says.
+    missing = "018f0000-0000-7000-8000-000000000000"
+    for garbage in ("garbage", "", stale, "W/x"):
+        problem(
+            post(op, f"/api/v1/runs/{missing}/cancel", **{"If-Match": garbage}),
+            404,
+            "run_not_found",
+        )
     # A list (RFC 9110 §13.1.1) matches if one of its strong tags does: a weak one never does.
     for listed in (f"{stale}, W/{etag}", f'W/{etag}, "x", {stale}', f", {stale} ,,"):
         problem(

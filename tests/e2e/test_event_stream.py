@@ -219,6 +219,9 @@ def test_a_stream_of_an_unknown_run_is_404(live_api: LiveApi, run_id: str) -> No
         pytest.param({}, {"after": "1.5"}, id="after-not-an-integer"),
         pytest.param({}, {"limit": "5"}, id="unknown-query-parameter"),
         pytest.param({}, [("after", "1"), ("after", "2")], id="after-repeated"),
+        # Last-Event-ID wins over after, but does not make a malformed after acceptable.
+        pytest.param({"Last-Event-ID": "3"}, {"after": "abc"}, id="header-and-after-malformed"),
+        pytest.param({"Last-Event-ID": "3"}, {"after": "-5"}, id="header-and-after-negative"),
     ],
 )
 def test_a_malformed_start_is_400(live_api: LiveApi, headers: dict[str, str], query: Any) -> None:

@@ -18,6 +18,7 @@ from workload_api.console import Console, SecurityHeaders
 from workload_api.console import routes as console_routes
 from workload_api.console._sessions import SESSION_COOKIE
 from workload_api.context import OneSegmentIds, RequestContext
+from workload_api.handlers import check_query_names
 from workload_api.lifecycle import Readiness
 from workload_api.openapi import openapi_document
 from workload_api.operations import OPERATIONS, Call, Operation
@@ -52,10 +53,13 @@ def _endpoint(
                 return authenticator.check(session.principal, op.role)
         return authenticator.authenticate(authorization, op.role)
 
+    accepted = frozenset(param.name for param in op.query)
+
     async def endpoint(request: Request) -> Response:
         request.state.route = op.path
         try:
             principal = await principal_of(request)
+            check_query_names(request.query_params, accepted)
             return await op.handler(Call(request, principal, usecases))
         except HttpProblem as problem:
             request.state.error_code = problem.code

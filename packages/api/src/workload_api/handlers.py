@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import AsyncGenerator, AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Collection, Mapping
 from contextlib import aclosing
 from dataclasses import dataclass
 from typing import Any
 
 import anyio
+from starlette.datastructures import QueryParams
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
@@ -111,9 +112,7 @@ class Call:
         """Validate the query string (only ``limit``, ``cursor`` and ``extra`` are known)."""
         query = self.request.query_params
         known = {"limit", "cursor", *extra}
-        for name in query:
-            if name not in known:
-                raise _bad_query(f"unknown query parameter {quoted(name)}")
+        check_query_names(query, known)
         for name in known:
             if len(query.getlist(name)) > 1:
                 raise _bad_query(f"query parameter {quoted(name)} is repeated")
@@ -124,6 +123,17 @@ class Call:
                 raise _bad_query(f"limit must be an integer from 1 to {MAX_PAGE_LIMIT}")
             limit = int(raw_limit)
         return query.get("cursor"), limit
+
+
+def check_query_names(query: QueryParams, accepted: Collection[str]) -> None:
+    """Refuse a query parameter that is not ``accepted`` (SPEC §6: query strings are validated).
+
+    Every operation's accepted names are those its OpenAPI entry declares (``Operation.query``):
+    a name no operation reads is refused, not ignored.
+    """
+    for name in query:
+        if name not in accepted:
+            raise _bad_query(f"unknown query parameter {quoted(name)}")
 
 
 def _bad_query(detail: str) -> HttpProblem:
@@ -220,17 +230,15 @@ def _if_match(call: Call) -> frozenset[int] | None:
     """The revisions an ``If-Match`` list names (RFC 9110 §13.1.1), or None for none or ``*``.
 
     A list matches when any of its strong tags does; a weak tag or an element that is no ETag of
-    ours matches nothing. A list that names no revision at all fails at once.
+    ours matches nothing. A list that names no revision at all is an empty set: it fails as a
+    precondition (412) once the run is found — a missing run is still 404 (RFC 9110 §13.2.1).
     """
     raw = call.request.headers.get("if-match")
     if raw is None or raw.strip() == "*":
         return None
-    revisions = frozenset(
+    return frozenset(
         int(match[1]) for match in map(_ETAG.fullmatch, raw.split(",")) if match is not None
     )
-    if not revisions:
-        raise HttpProblem(412, "precondition_failed", "If-Match names no revision of this run")
-    return revisions
 
 
 async def cancel_run(call: Call) -> Response:
@@ -278,22 +286,19 @@ _RECONNECT_MS = 3000
 def _stream_start(call: Call) -> int:
     """The sequence a stream starts after: ``Last-Event-ID`` (a resume), else ``after``, else 0."""
     query = call.request.query_params
-    for name in query:
-        if name != "after":
-            raise _bad_query(f"unknown query parameter {quoted(name)}")
+    check_query_names(query, ("after",))
     if len(query.getlist("after")) > 1:
         raise _bad_query("query parameter 'after' is repeated")
+    raw = query.get("after")
+    if raw is not None and not _SEQUENCE.fullmatch(raw):
+        # Checked even when Last-Event-ID wins: a malformed parameter is refused, not ignored.
+        raise _bad_query("after must be an event sequence (an integer of 0 or more)")
     resumed = call.request.headers.get("last-event-id")
     if resumed is not None:
         if not _SEQUENCE.fullmatch(resumed.strip()):
             raise HttpProblem(400, "invalid_argument", "Last-Event-ID must be an event sequence")
         return int(resumed.strip())
-    raw = query.get("after")
-    if raw is None:
-        return 0
-    if not _SEQUENCE.fullmatch(raw):
-        raise _bad_query("after must be an event sequence (an integer of 0 or more)")
-    return int(raw)
+    return 0 if raw is None else int(raw)
 
 
 async def stream_events(call: Call) -> Response:

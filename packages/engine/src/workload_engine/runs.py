@@ -193,4 +193,4 @@ def _at(revision: int, expected: int | Collection[int]) -> bool:
 def _spelled(expected: int | Collection[int]) -> str:
     if isinstance(expected, int):
         return str(expected)
-    return " or ".join(str(r) for r in sorted(expected))
+    return " or ".join(str(r) for r in sorted(expected)) or "a revision the request names"
