@@ -308,10 +308,21 @@ def test_cancel_converges_without_the_worker(live_api: LiveApi) -> None:
 
 
 def test_complete_and_fail_are_idempotent_for_the_same_token_and_body(live_api: LiveApi) -> None:
-    create(live_api, {"id": "twice", "tasks": [remote(), remote("f")]})
+    create(live_api, {"id": "twice", "tasks": [remote(), remote("f"), remote("d")]})
     run_id = start(live_api, "twice")
     first = claim_one(live_api)
     second = claim_one(live_api)
+    third = claim_one(live_api)
+    # A default spelled out is the same report as the default left out.
+    implied = {"error": {"code": "busy", "message": "later"}}
+    spelled = {"error": {"message": "later", "retryable": True, "code": "busy"}}
+    retried = report(live_api, third, "fail", implied)
+    assert retried.status_code == 200, retried.text
+    assert report(live_api, third, "fail", spelled).json() == retried.json()
+    lease_lost(
+        report(live_api, third, "fail", {"error": {**implied["error"], "retryable": False}}),
+        "finished",
+    )
     ok = complete(live_api, first, {"n": 1})
     assert ok.status_code == 200
     again = complete(live_api, first, {"n": 1})

@@ -13,6 +13,7 @@ from dataclasses import replace
 from typing import Any
 
 import anyio
+from pydantic import BaseModel
 
 from workload_api import resources, schemas
 from workload_api.usecases._bodies import parse, storable
@@ -147,7 +148,7 @@ class WorkerUseCases:
 
         ended = (StepStatus.SUCCEEDED, tool_output(output))
         return await self._report(
-            attempt_id, "complete", request.lease_token, body, outcome, ended=ended
+            attempt_id, "complete", request.lease_token, _as_read(request), outcome, ended=ended
         )
 
     async def fail(self, attempt_id: str, body: JsonObject | None) -> JsonObject:
@@ -168,8 +169,9 @@ class WorkerUseCases:
 
         # A tool call's failure goes to the model, which decides what to do next.
         told = tool_error(f"{error.code}: {error.message}", error.code)
+        ended = (StepStatus.FAILED, told)
         return await self._report(
-            attempt_id, "fail", request.lease_token, body, outcome, ended=(StepStatus.FAILED, told)
+            attempt_id, "fail", request.lease_token, _as_read(request), outcome, ended=ended
         )
 
     async def _report(
@@ -276,6 +278,16 @@ async def _first_of(seconds: float, *events: anyio.Event | None) -> None:
             for event in events:
                 if event is not None:
                     tg.start_soon(wait, event)
+
+
+def _as_read(request: BaseModel) -> JsonObject:
+    """A report as it was understood, defaults included: what makes two reports the same.
+
+    ``{"retryable": true}`` spelled out or left to its default is one report (SPEC §10: the
+    same body repeated is answered the same 200 again).
+    """
+    read: JsonObject = request.model_dump(mode="json")
+    return read
 
 
 def _repeated(leased: LeasedAttempt | None, token: str, report: str) -> JsonObject | None:
