@@ -105,6 +105,29 @@ def test_a_second_answer_that_compiles_makes_a_ready_draft_with_the_first_ones_p
     assert (rejected.status_code, rejected.json()["code"]) == (409, "draft_not_ready")
 
 
+def test_an_answer_naming_a_key_twice_is_a_problem_as_in_a_request(live_api: LiveApi) -> None:
+    # POST /workflows refuses such a body (invalid_json); the model's answer goes through the
+    # same parser, so it is a problem told to the model, never "the last one wins".
+    twice = '{"id": "nightly-report", "tasks": [{"key": "a", "action": "mock"}], "id": "other"}'
+    created = create_draft(live_api, [{"content": twice}, turn(VALID)])
+    draft = generated(live_api, created["draft_id"])
+    assert draft["status"] == "ready"
+    assert draft["definition"]["id"] == "nightly-report"
+    assert draft["problems"] == [
+        {
+            "answer": 1,
+            "path": "",
+            "message": "the answer is not strict JSON: duplicate object key 'id'",
+        }
+    ]
+    for bad in ('{"id": "x", "tasks": [], "n": NaN}', '{"id": "x", "n": 1e400, "tasks": []}'):
+        refused = generated(live_api, create_draft(live_api, [{"content": bad}] * 4)["draft_id"])
+        assert refused["status"] == "invalid"
+        assert [p["message"] for p in refused["problems"]] == [
+            "the answer is not a JSON object"
+        ] * 4
+
+
 @pytest.mark.real_http
 def test_concurrent_approvals_into_one_workflow_all_become_versions(live_api: LiveApi) -> None:
     first = generated(live_api, create_draft(live_api, [turn(VALID)])["draft_id"])

@@ -8,36 +8,12 @@ from typing import Any
 from starlette.requests import Request
 
 from workload_api.problems import HttpProblem
-from workload_domain.errors import Problem, quoted
-from workload_domain.jsonvalues import MAX_JSON_DEPTH, json_problems
+from workload_domain.errors import Problem
+from workload_domain.jsonvalues import MAX_JSON_DEPTH, DuplicateKey, json_problems, strict_loads
 
 __all__ = ["MAX_BODY_BYTES", "parse_json", "parse_json_object", "read_json_object", "read_limited"]
 
 MAX_BODY_BYTES = 1024 * 1024
-
-
-class _Duplicate(ValueError):
-    pass
-
-
-def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    result: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in result:
-            raise _Duplicate(f"duplicate object key {quoted(key)}")
-        result[key] = value
-    return result
-
-
-def _no_constants(name: str) -> Any:
-    raise ValueError(f"{name} is not valid JSON")
-
-
-def _finite_float(text: str) -> float:
-    value = float(text)
-    if value in (float("inf"), float("-inf")):  # 1e400 parses to infinity: not storable JSON
-        raise ValueError(f"the number {text[:40]} is out of range")
-    return value
 
 
 async def read_limited(request: Request) -> bytes:
@@ -114,13 +90,8 @@ def parse_json(text: str, *, what: str = "the body") -> Any:
         HttpProblem: 400 ``invalid_json``.
     """
     try:
-        value = json.loads(
-            text,
-            object_pairs_hook=_no_duplicates,
-            parse_constant=_no_constants,
-            parse_float=_finite_float,
-        )
-    except _Duplicate as exc:
+        value = strict_loads(text)
+    except DuplicateKey as exc:
         raise HttpProblem(400, "invalid_json", str(exc)) from None
     except RecursionError:
         raise HttpProblem(400, "invalid_json", f"{what} is nested too deeply") from None

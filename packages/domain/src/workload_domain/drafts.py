@@ -16,7 +16,7 @@ import re
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
@@ -31,7 +31,7 @@ from workload_domain.errors import (
     InvalidDefinition,
     WorkflowIdMismatch,
 )
-from workload_domain.jsonvalues import JsonObject
+from workload_domain.jsonvalues import DuplicateKey, JsonObject, strict_loads
 
 __all__ = [
     "MAX_ANSWERS",
@@ -158,7 +158,9 @@ def read_answer(content: str | None, answer: int, workflow_id: str | None) -> Re
     elif "{" in text and not text.startswith("{"):
         text = text[text.index("{") : text.rindex("}") + 1] if "}" in text else text
     try:
-        raw = json.loads(text, parse_constant=_no_constant)
+        raw = strict_loads(text)
+    except DuplicateKey as exc:  # as POST /workflows refuses it: which value was meant?
+        return problem("", f"the answer is not strict JSON: {exc}")
     except (ValueError, RecursionError):
         return problem("", "the answer is not a JSON object")
     try:
@@ -171,10 +173,6 @@ def read_answer(content: str | None, answer: int, workflow_id: str | None) -> Re
     except WorkflowIdMismatch as exc:
         return problem("/id", exc.message)
     return Reading(compiled, ())
-
-
-def _no_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON")
 
 
 DraftDecision = Literal["approve", "reject"]

@@ -17,10 +17,11 @@ from collections.abc import Iterable, Mapping
 from decimal import Decimal
 from typing import Any
 
-from workload_domain.errors import Problem
+from workload_domain.errors import Problem, quoted
 
 __all__ = [
     "MAX_JSON_DEPTH",
+    "DuplicateKey",
     "JsonObject",
     "canonical_json",
     "json_problems",
@@ -28,6 +29,7 @@ __all__ = [
     "pointer",
     "sha256_tag",
     "storable",
+    "strict_loads",
 ]
 
 JsonObject = dict[str, Any]
@@ -40,6 +42,50 @@ MAX_JSON_DEPTH = 64
 def pointer(parts: Iterable[str | int]) -> str:
     """Return the JSON Pointer (RFC 6901) of a location; the root is ``""``."""
     return "".join("/" + str(p).replace("~", "~0").replace("/", "~1") for p in parts)
+
+
+class DuplicateKey(ValueError):
+    """An object of the text names a key twice (which value was meant cannot be known)."""
+
+
+def strict_loads(text: str | bytes) -> Any:
+    """Parse JSON text strictly: no duplicate keys, no NaN or Infinity, no number out of range.
+
+    The one parser of JSON that reaches a definition or a stored value, whoever wrote it (a
+    request body, a model's answer). Nesting is bounded by Python's recursion limit only:
+    check the value with :func:`json_problems`.
+
+    Raises:
+        DuplicateKey: an object names a key twice.
+        ValueError: anything else that is not strict JSON.
+        RecursionError: nested too deeply to parse.
+    """
+    return json.loads(
+        text,
+        object_pairs_hook=_no_duplicates,
+        parse_constant=_no_constants,
+        parse_float=_finite_float,
+    )
+
+
+def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    result: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in result:
+            raise DuplicateKey(f"duplicate object key {quoted(key)}")
+        result[key] = value
+    return result
+
+
+def _no_constants(name: str) -> Any:
+    raise ValueError(f"{name} is not valid JSON")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if value in (float("inf"), float("-inf")):  # 1e400 parses to infinity: not storable JSON
+        raise ValueError(f"the number {text[:40]} is out of range")
+    return value
 
 
 def canonical_json(value: Any) -> bytes:
