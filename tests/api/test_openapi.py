@@ -622,6 +622,23 @@ def test_idempotency_key_on_every_post(document: dict[str, Any], key: tuple[str,
         admitted = pattern.fullmatch(chr(code) * 3) is not None
         assert admitted == (0x21 <= code <= 0x7E), f"pattern vs character {code:#x}"
     assert pattern.fullmatch("é") is None
+    # A replay says so (SPEC §6): every success answer of a keyed POST declares the header.
+    for status, response in operation["responses"].items():
+        if status.startswith("2"):
+            replayed = response["headers"].get("Idempotent-Replayed")
+            assert replayed is not None, f"{status}: Idempotent-Replayed is not declared"
+            assert replayed["schema"] == {"type": "string", "enum": ["true"]}
+
+
+def test_a_drafts_script_is_documented_as_the_turns_it_accepts(document: dict[str, Any]) -> None:
+    schema = document["components"]["schemas"]["CreateDraftRequest"]["properties"]["script"]
+    (turns,) = [s for s in schema["anyOf"] if s.get("type") == "array"]
+    assert turns["items"] == {
+        "type": "object",
+        "properties": {"content": {"type": "string"}},
+        "required": ["content"],
+        "additionalProperties": False,
+    }
 
 
 @pytest.mark.parametrize("key", OPERATION_KEYS, ids=OPERATION_IDS)

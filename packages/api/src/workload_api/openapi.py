@@ -165,6 +165,15 @@ def _operation(op: Operation, refs: dict[str, str]) -> dict[str, Any]:
             "required": True,
             "schema": {"type": "string", "pattern": '^"[0-9]+"$'},
         }
+    if op.writes:
+        success_headers["Idempotent-Replayed"] = {
+            "description": (
+                "true: this is the stored answer of an earlier request with the same"
+                " Idempotency-Key and the same request (nothing was written again)"
+            ),
+            "required": False,
+            "schema": {"type": "string", "enum": ["true"]},
+        }
     if op.operation_id == "startRun":
         success_headers["Location"] = {
             "description": "/api/v1/runs/{run_id}",

@@ -232,6 +232,25 @@ class Draft(_Out):
     version: int | None = Field(description="once approved: the version it became")
 
 
+# The turns are checked by the use case (each problem at its /script/i); the document says
+# what it accepts: objects with exactly one string "content".
+_SCRIPT_SCHEMA: dict[str, Any] = {
+    "anyOf": [
+        {
+            "type": "array",
+            "maxItems": MAX_SCRIPT_TURNS,
+            "items": {
+                "type": "object",
+                "properties": {"content": {"type": "string"}},
+                "required": ["content"],
+                "additionalProperties": False,
+            },
+        },
+        {"type": "null"},
+    ]
+}
+
+
 class CreateDraftRequest(BaseModel):
     """The body of POST /drafts."""
 
@@ -240,7 +259,7 @@ class CreateDraftRequest(BaseModel):
     prompt: str = Field(min_length=1, max_length=100_000)
     workflow_id: str | None = Field(default=None, pattern=WORKFLOW_ID_PATTERN)
     model: str = Field(default="mock", pattern=MODEL_PATTERN)
-    script: list[JsonObject] | None = Field(
+    script: Annotated[list[JsonObject] | None, WithJsonSchema(_SCRIPT_SCHEMA)] = Field(
         default=None,
         max_length=MAX_SCRIPT_TURNS,
         description='mock model only: turns {"content": "…"} (the runtime reads at most 4)',
