@@ -743,6 +743,20 @@ REJECTED_BODIES = table(
         "unsupported_media_type",
         status=415,
     ),
+    *(
+        body_rejected(
+            f"run-content-encoding-{coding}",
+            "run",
+            Body(
+                content=b'{"input": {}}',
+                content_type="application/json",
+                headers=(("Content-Encoding", coding),),
+            ),
+            "unsupported_media_type",
+            status=415,
+        )
+        for coding in ("gzip", "br", "deflate, gzip", "x-unknown")
+    ),
     body_rejected(
         "run-content-type-missing",
         "run",

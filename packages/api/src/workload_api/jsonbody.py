@@ -57,6 +57,12 @@ async def read_json_object(request: Request, *, optional: bool = False) -> dict[
     body = await read_limited(request)
     if not body and optional:
         return None
+    coding = request.headers.get("content-encoding", "identity").strip().lower()
+    if coding not in ("", "identity"):
+        # RFC 9110 §15.5.16: a content coding we do not decode is refused, never read as JSON.
+        raise HttpProblem(
+            415, "unsupported_media_type", "request bodies must not be content-coded (identity)"
+        )
     if not _is_json_media_type(request.headers.get("content-type")):
         raise HttpProblem(
             415, "unsupported_media_type", "request bodies must be application/json (UTF-8)"
