@@ -16,7 +16,7 @@ from workload_domain.leases import LeaseLostReason, lease_lost, token_digest
 from workload_domain.model import EventRecord, RunCommit
 from workload_domain.ports import Store
 from workload_domain.statuses import AttemptStatus, RunStatus
-from workload_domain.workers import Claim
+from workload_domain.workers import Claim, worker_status
 from workload_engine.clock import FakeClock
 from workload_engine.planner import AttemptOutcome, cancel_commit, plan
 
@@ -303,16 +303,33 @@ async def test_activity_counts_open_runs_and_recent_workers(store: Store, clock:
     assert (await store.activity(clock.now())).runs_active == 0
     await queued_run(store, clock)
     await queued_run(store, clock)
-    await store.claim(claim("early")[0], clock.now())
+    await store.claim(claim("early", queues=("nothing",))[0], clock.now())
+    (held,) = await store.claim(claim("busy")[0], clock.now())
     clock.advance(100)
     await store.claim(claim("late", queues=("nothing",))[0], clock.now())
-    activity = await store.activity(clock.now() - timedelta(seconds=90))
+    window = clock.now() - timedelta(seconds=90)
+    activity = await store.activity(window)
+    # "busy" was seen 100 s ago but holds an attempt (its heartbeats may come less often than
+    # the window): active, as the workers listing says; "early" holds nothing: gone.
     assert (activity.runs_active, activity.workers_active, activity.approvals_pending) == (
         2,
-        1,
+        2,
         0,
     )
-    assert (await store.activity(clock.now() - timedelta(seconds=101))).workers_active == 2
+    assert (await store.activity(clock.now() - timedelta(seconds=101))).workers_active == 3
+    listed = {w.worker_id: w for w in (await store.page_workers(None, 10)).items}
+    statuses = {name: worker_status(w, clock.now()) for name, w in listed.items()}
+    assert statuses == {"early": "gone", "busy": "active", "late": "active"}
+    assert listed["busy"].in_flight == 1
+    # Once its attempt ended, it is gone like any worker not seen within the window.
+    leased = await store.find_attempt(held.attempt_id)
+    assert leased is not None
+    snapshot = await store.load_run(leased.run_id)
+    commit, _ = cancel_commit(snapshot, now=clock.now(), local_actions=())
+    await store.commit(commit)
+    assert (await store.activity(window)).workers_active == 1
+    (busy,) = [w for w in (await store.page_workers(None, 10)).items if w.worker_id == "busy"]
+    assert worker_status(busy, clock.now()) == "gone"
 
 
 async def test_connection_counts_are_by_state(store: Store) -> None:

@@ -455,6 +455,8 @@ class ServiceStatus(_Out):
     role: str = Field(description='"leader" (this process holds the coordinator lock) or "standby"')
     epoch: int | None = Field(description="the coordinator epoch (SPEC §14); null without one")
     runs_active: int = Field(description="runs not yet terminal")
-    workers_active: int = Field(description="workers seen within the last 90 seconds")
+    workers_active: int = Field(
+        description="workers seen within the last 90 seconds, or holding work"
+    )
     approvals_pending: int = Field(description="approvals waiting for a decision")
     queues: list[QueueItem]

@@ -2,8 +2,8 @@
 
 A worker is known by the ``worker_id`` it chooses; the store records the queues and actions of
 its last claim and when it was first and last seen. It is ``active`` while it was seen within
-:data:`WORKER_ACTIVE_WINDOW` (long enough to cover a claim's longest wait and the heartbeats of
-a long attempt), ``gone`` after.
+:data:`WORKER_ACTIVE_WINDOW` (long enough to cover a claim's longest wait) or holds work under
+a lease, ``gone`` after.
 """
 
 from __future__ import annotations
@@ -33,8 +33,9 @@ MAX_CLAIM_ATTEMPTS = 100
 MAX_CLAIM_WAIT_SECONDS = 50
 MAX_PROGRESS_BYTES = 64 * 1024
 WORKER_ACTIVE_WINDOW = timedelta(seconds=90)
-"""A worker seen within this window is ``active``: a claim waits at most 50 s, and a running
-handler heartbeats at least every ⅓ of its lease."""
+"""A worker seen within this window is ``active``: a claim waits at most 50 s. (One holding
+work is active whenever it was seen: its heartbeats come every ⅓ of a lease, which may be
+longer than this.)"""
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,13 +112,20 @@ class Activity:
     runs_active: int
     """Runs not yet terminal (``pending``, ``running``, ``waiting_retry``)."""
     workers_active: int
-    """Workers seen within :data:`WORKER_ACTIVE_WINDOW`."""
+    """Workers seen within :data:`WORKER_ACTIVE_WINDOW`, or holding work (:func:`worker_status`)."""
     approvals_pending: int = 0
     """Approvals waiting for a decision (SPEC §11; none exist before the agent runtime)."""
 
 
 def worker_status(worker: WorkerRecord, now: datetime) -> str:
-    """``active`` or ``gone`` (see :data:`WORKER_ACTIVE_WINDOW`)."""
+    """``active`` or ``gone`` (see :data:`WORKER_ACTIVE_WINDOW`).
+
+    A worker holding work is active however long ago it was seen: it heartbeats every third of
+    its heartbeat timeout, which may be longer than the window, and if it died its leases run
+    out and it holds nothing.
+    """
+    if worker.in_flight > 0:
+        return "active"
     return "active" if now - worker.last_seen_at <= WORKER_ACTIVE_WINDOW else "gone"
 
 

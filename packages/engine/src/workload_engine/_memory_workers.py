@@ -220,15 +220,7 @@ class MemoryWorkers(MemoryJournal):
 
         async def fetch(after: Position | None, n: int) -> Sequence[WorkerRecord]:
             await anyio.lowlevel.checkpoint()
-            in_flight: dict[str, int] = defaultdict(int)
-            for data in self._runs.values():
-                for a in data.attempts.values():
-                    if a.status is AttemptStatus.RUNNING and a.worker_id is not None:
-                        in_flight[a.worker_id] += 1
-            for journal in self._journals.values():
-                for step in journal.values():
-                    if step.status is StepStatus.RUNNING and step.worker_id is not None:
-                        in_flight[step.worker_id] += 1
+            in_flight = self._in_flight()
             workers = [
                 replace(w, in_flight=in_flight[w.worker_id])
                 for _, w in sorted(self._workers.items())
@@ -266,11 +258,29 @@ class MemoryWorkers(MemoryJournal):
         return [QueueStats(q, queued[q], running[q], oldest.get(q)) for q in sorted(self._queues)]
 
     async def activity(self, active_since: datetime) -> Activity:
-        """Runs not yet terminal, and workers seen at or after ``active_since``."""
+        """Runs not yet terminal, and workers seen at or after ``active_since`` or holding work."""
         await anyio.lowlevel.checkpoint()
         runs = sum(1 for data in self._runs.values() if not data.run.status.is_terminal)
-        workers = sum(1 for w in self._workers.values() if w.last_seen_at >= active_since)
+        holding = self._in_flight()
+        workers = sum(
+            1
+            for w in self._workers.values()
+            if w.last_seen_at >= active_since or holding[w.worker_id]
+        )
         return Activity(runs, workers)
+
+    def _in_flight(self) -> defaultdict[str, int]:
+        """How many attempts and tool calls each worker holds now."""
+        in_flight: defaultdict[str, int] = defaultdict(int)
+        for data in self._runs.values():
+            for a in data.attempts.values():
+                if a.status is AttemptStatus.RUNNING and a.worker_id is not None:
+                    in_flight[a.worker_id] += 1
+        for journal in self._journals.values():
+            for step in journal.values():
+                if step.status is StepStatus.RUNNING and step.worker_id is not None:
+                    in_flight[step.worker_id] += 1
+        return in_flight
 
     def connection_counts(self) -> Mapping[str, int]:
         """No connections: the store is in memory."""

@@ -764,11 +764,17 @@ SET status = %(status)s, version = %(version)s, workflow_id = %(workflow_id)s,
 WHERE draft_id = %(draft_id)s
 
 -- name: activity
--- Runs not yet terminal from workflow_runs_unfinished; workers seen lately from
--- workers_last_seen.
+-- Runs not yet terminal from workflow_runs_unfinished; workers seen lately, or holding work
+-- now (attempts_leased, agent_steps_leased), as worker_status says.
 SELECT (SELECT count(*) FROM workflow_runs
         WHERE status IN ('pending', 'running', 'waiting_retry', 'waiting_approval'))::int AS runs_active,
-       (SELECT count(*) FROM workers WHERE last_seen_at >= %(since)s)::int AS workers_active
+       (SELECT count(*) FROM workers w
+        WHERE w.last_seen_at >= %(since)s
+           OR EXISTS (SELECT 1 FROM attempts a
+                      WHERE a.status = 'running' AND a.worker_id = w.worker_id)
+           OR EXISTS (SELECT 1 FROM agent_steps s
+                      WHERE s.status = 'running' AND s.worker_id = w.worker_id))::int
+           AS workers_active
 
 -- name: fence
 -- Whether ``epoch`` is still the current coordinator epoch (after a fenced write wrote nothing).

@@ -107,7 +107,9 @@ class Metrics:
             registry=r,
         )
         self.workers_active = Gauge(
-            "workload_workers_active", "Workers seen within the last 90 seconds.", registry=r
+            "workload_workers_active",
+            "Workers seen within the last 90 seconds or holding work.",
+            registry=r,
         )
         self.leader = Gauge(
             "workload_coordinator_leader",
