@@ -152,9 +152,14 @@ async def test_no_step_begins_outside_a_running_attempt(store: Store, clock: Fak
     assert await store.list_steps("not-a-run", "a", 1) == []
 
 
+@pytest.mark.parametrize(
+    ("ended_as", "told"),
+    [(AttemptStatus.FAILED, "finished"), (AttemptStatus.TIMED_OUT, "timed_out")],
+)
 async def test_a_commit_that_ends_the_attempt_closes_its_running_steps(
-    store: Store, clock: FakeClock
+    store: Store, clock: FakeClock, ended_as: AttemptStatus, told: str
 ) -> None:
+    # A tool call's worker learns at its next report why its attempt ended.
     run_id = await agent_run(store, clock)
     first = await store.begin_step(model_step(run_id, 1, clock))
     assert first is not None
@@ -163,7 +168,7 @@ async def test_a_commit_that_ends_the_attempt_closes_its_running_steps(
     assert await store.begin_step(tool_step(run_id, 3, clock)) is not None
     clock.advance(1)
     snapshot = await store.load_run(run_id)
-    outcome = AttemptOutcome("a", 1, AttemptStatus.FAILED, clock.now())
+    outcome = AttemptOutcome("a", 1, ended_as, clock.now())
     decided = plan(
         snapshot,
         compile_definition({"id": "wf", "tasks": [AGENT]}),
@@ -177,10 +182,10 @@ async def test_a_commit_that_ends_the_attempt_closes_its_running_steps(
     steps = await store.list_steps(run_id, "a", 1)
     assert [(s.status, s.lease_end) for s in steps] == [
         (StepStatus.SUCCEEDED, None),
-        (StepStatus.FAILED, "finished"),
-        (StepStatus.FAILED, "finished"),
+        (StepStatus.FAILED, told),
+        (StepStatus.FAILED, told),
     ]
-    assert steps[1].response == {"error": "the attempt ended (failed)"}
+    assert steps[1].response == {"error": f"the attempt ended ({ended_as.value})"}
     assert steps[2].finished_at == clock.now()
     usage = Usage(model_calls=2, tool_calls=1, input_tokens=5, output_tokens=1)
     assert (await store.get_task(run_id, "a")).usage == usage

@@ -136,11 +136,8 @@ class MemoryState:
         """
         closed: list[StepRecord] = []
         journal = self._journals.get((run_id, attempt.task_key, attempt.attempt), {})
-        reason = (
-            LeaseLostReason.CANCELED
-            if attempt.status is AttemptStatus.CANCELED
-            else LeaseLostReason.FINISHED
-        )
+        # What the tool call's worker is told at its next report: why its attempt ended.
+        reason = _CLOSED_BY.get(attempt.status, LeaseLostReason.FINISHED)
         for sequence, step in list(journal.items()):
             if step.status is StepStatus.RUNNING:
                 ended = replace(
@@ -185,6 +182,12 @@ class MemoryState:
             return self._runs[run_id]
         except KeyError:
             raise RunNotFound(run_id) from None
+
+
+_CLOSED_BY = {
+    AttemptStatus.CANCELED: LeaseLostReason.CANCELED,
+    AttemptStatus.TIMED_OUT: LeaseLostReason.TIMED_OUT,
+}
 
 
 def is_canonical_uuid(value: str) -> bool:

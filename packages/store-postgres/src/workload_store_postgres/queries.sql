@@ -592,13 +592,15 @@ WHERE run_id = %(run_id)s
 
 -- name: close_steps
 -- A commit ended an agent attempt: its running steps end failed (their workers learn it at
--- their next report), and what they count is added to the task and the run. Returns the
+-- their next report: canceled or timed_out with their attempt, else finished), and what they
+-- count is added to the task and the run. Returns the
 -- remote tool calls it closed (their ends are counted once the commit is, SPEC §12).
 WITH closed AS (
     UPDATE agent_steps
     SET status = 'failed', finished_at = %(finished_at)s,
         response = jsonb_build_object('error', 'the attempt ended (' || %(attempt_status)s || ')'),
-        lease_end = CASE WHEN %(attempt_status)s = 'canceled' THEN 'canceled' ELSE 'finished' END
+        lease_end = CASE WHEN %(attempt_status)s IN ('canceled', 'timed_out')
+                         THEN %(attempt_status)s ELSE 'finished' END
     WHERE run_id = %(run_id)s AND task_key = %(task_key)s AND attempt = %(attempt)s
       AND status = 'running'
     RETURNING run_id, task_key, attempt, sequence, kind, status, request, request_hash,
