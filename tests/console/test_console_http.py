@@ -356,7 +356,7 @@ def test_every_page_sends_security_headers_and_no_inline_script(
     assert OPERATOR_TOKEN not in assert_safe_page(answer)
 
 
-@pytest.mark.parametrize("name", ["console.js", "console.css"])
+@pytest.mark.parametrize("name", ["console.js", "console.css", "favicon.png"])
 def test_static_files_are_served_from_the_package(live_api: LiveApi, name: str) -> None:
     answer = live_api.anonymous.get(f"/ui/static/{name}")
     assert answer.status_code == 200
