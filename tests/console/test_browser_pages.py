@@ -1,0 +1,71 @@
+"""The console's pages in a real browser (SPEC §13), beyond the journeys of ``test_browser.py``:
+what a browser review found wrong, each checked where a person meets it.
+
+The service runs over real HTTP and PostgreSQL (``real_http_only``); each test signs in through
+the form. Select these tests with ``-m browser``.
+"""
+
+from __future__ import annotations
+
+import pytest
+from playwright.sync_api import ConsoleMessage, Error, expect
+
+from tests.console.browsing import sign_in
+from tests.console.conftest import OpenPage
+from tests.console.helpers import SLEEPY, V1, create, idem, start
+from tests.plugins.live_api import OPERATOR_TOKEN, LiveApi
+
+pytestmark = [pytest.mark.browser, pytest.mark.real_http_only]
+
+
+def cancel(api: LiveApi, run_id: str) -> None:
+    answer = api.operator.post(f"{V1}/runs/{run_id}/cancel", headers=idem())
+    assert answer.status_code == 202, answer.text
+
+
+def test_no_page_reports_a_console_error_and_workflow_ids_are_validated(
+    live_api: LiveApi, browser: OpenPage
+) -> None:
+    create(live_api, SLEEPY)
+    run_id = start(live_api, "sleepy")
+    page = browser("operator")
+    said: list[str] = []
+
+    def heard(message: ConsoleMessage) -> None:
+        if message.type in ("error", "warning"):
+            said.append(f"{page.url}: {message.type}: {message.text}")
+
+    def failed(error: Error) -> None:
+        said.append(f"{page.url}: uncaught: {error}")
+
+    page.on("console", heard)
+    page.on("pageerror", failed)
+    sign_in(page, live_api, OPERATOR_TOKEN)
+    for path in (
+        "/ui/runs",
+        f"/ui/runs/{run_id}",
+        f"/ui/runs/{run_id}/events",
+        "/ui/approvals",
+        "/ui/workflows",
+        "/ui/workflows/sleepy",
+        "/ui/workflows/sleepy/versions/1",
+        "/ui/drafts",
+        "/ui/workers",
+    ):
+        page.goto(live_api.base_url + path)
+        expect(page.locator("main h1")).to_be_visible()
+        page.wait_for_load_state("load")
+        for field in page.locator("input[pattern]").all():
+            field.fill("BAD ID!")
+            assert field.evaluate("f => f.checkValidity()") is False, f"{path}: BAD ID! is valid"
+            field.fill("a.good_id-1")
+            assert field.evaluate("f => f.checkValidity()") is True, f"{path}: a.good_id-1"
+    # The two forms with a workflow id were among them.
+    page.goto(f"{live_api.base_url}/ui/runs")
+    expect(page.locator("#filter-workflow[pattern]")).to_have_count(1)
+    page.goto(f"{live_api.base_url}/ui/drafts")
+    expect(page.locator("#draft-workflow[pattern]")).to_have_count(1)
+    page.locator("#draft-workflow").fill("BAD ID!")
+    assert page.locator("#draft-workflow").evaluate("f => f.checkValidity()") is False
+    cancel(live_api, run_id)
+    assert said == []
