@@ -7,10 +7,12 @@ the form. Select these tests with ``-m browser``.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from playwright.sync_api import ConsoleMessage, Error, expect
 
-from tests.console.browsing import sign_in
+from tests.console.browsing import shoot, sign_in
 from tests.console.conftest import OpenPage
 from tests.console.helpers import SLEEPY, V1, create, idem, start
 from tests.plugins.live_api import OPERATOR_TOKEN, LiveApi
@@ -21,6 +23,34 @@ pytestmark = [pytest.mark.browser, pytest.mark.real_http_only]
 def cancel(api: LiveApi, run_id: str) -> None:
     answer = api.operator.post(f"{V1}/runs/{run_id}/cancel", headers=idem())
     assert answer.status_code == 202, answer.text
+
+
+def test_the_runs_list_follows_runs_started_after_it_opened(
+    live_api: LiveApi, browser: OpenPage, shots: Path
+) -> None:
+    create(live_api, SLEEPY)
+    page = browser("operator")
+    sign_in(page, live_api, OPERATOR_TOKEN)
+    running = page.locator("#active-counts [data-status=running]")
+    expect(running).to_have_text("0 running")
+    expect(page.locator("#run-rows")).to_contain_text("No runs.")
+    page.evaluate("window.__notReloaded = true")
+
+    # Nothing was unfinished when the page opened: a run started now still shows up.
+    run_id = start(live_api, "sleepy")
+    expect(running).to_have_text("1 running")
+    row = page.locator(f"#run-rows tr[data-run='{run_id}']")
+    expect(row).to_contain_text("running")
+    shoot(page, shots, "runs-live")
+    cancel(live_api, run_id)
+    expect(row).to_contain_text("canceled")
+    expect(running).to_have_text("0 running")
+    # And again, now that nothing is unfinished once more.
+    other = start(live_api, "sleepy")
+    expect(page.locator(f"#run-rows tr[data-run='{other}']")).to_contain_text("running")
+    expect(running).to_have_text("1 running")
+    assert page.evaluate("window.__notReloaded") is True, "the page was reloaded"
+    cancel(live_api, other)
 
 
 def test_no_page_reports_a_console_error_and_workflow_ids_are_validated(

@@ -1,6 +1,7 @@
 // Workload console: keeps pages live. Hand-written, no library, no inline script (the CSP
 // allows only this file). A run's page follows the run's event stream; the runs list re-reads
-// its rows while some run on it is unfinished, a draft's page its state while it is generating.
+// its counts and rows all the time (often while some run is unfinished, less often when none
+// is), a draft's page its state while it is generating.
 "use strict";
 
 (function () {
@@ -84,32 +85,42 @@
   }
 
   // A live fragment (the runs list, a generating draft): re-read from data-url every
-  // data-every ms (when the tab is visible) while its flag ([data-live-flag]) says active.
+  // data-every ms (when the tab is visible) while its flag ([data-live-flag]) says active. One
+  // marked data-always (the runs list: new runs may start at any time) keeps polling when
+  // nothing on it is active, every data-idle-every ms; unchanged HTML is not swapped in.
   function poll(holder) {
     var every = Number(holder.dataset.every || "3000");
+    var idle = Number(holder.dataset.idleEvery || String(every));
+    var always = holder.dataset.always === "true";
+    var last = null;
+    function schedule() {
+      window.setTimeout(tick, holder.dataset.active === "true" ? every : idle);
+    }
     function tick() {
-      if (holder.dataset.active !== "true") { return; }
-      if (document.hidden) { window.setTimeout(tick, every); return; }
+      if (holder.dataset.active !== "true" && !always) { return; }
+      if (document.hidden) { schedule(); return; }
       fetch(holder.dataset.url, { credentials: "same-origin", headers: { Accept: "text/html" } })
         .then(function (response) {
           if (signedOut(response)) { window.location.reload(); return null; }
           return response.ok ? response.text() : null;
         })
         .then(function (html) {
-          if (html === null) { return; }
+          if (html === null || html === last) { return; }
+          last = html;
           swap(holder, html);
           var flag = holder.querySelector("[data-live-flag]");
           holder.dataset.active = flag ? flag.dataset.active : "false";
         })
         .catch(function () { /* try again at the next tick */ })
-        .finally(function () { window.setTimeout(tick, every); });
+        .finally(schedule);
     }
-    window.setTimeout(tick, every);
+    schedule();
   }
 
   document.addEventListener("DOMContentLoaded", function () {
     var live = document.getElementById("live");
     if (live && live.dataset.terminal !== "true") { followRun(live); }
-    document.querySelectorAll("[data-url][data-active=true]").forEach(poll);
+    document.querySelectorAll("[data-url][data-active=true], [data-url][data-always=true]")
+      .forEach(poll);
   });
 })();
