@@ -8,9 +8,10 @@ the form. Select these tests with ``-m browser``.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
-from playwright.sync_api import ConsoleMessage, Error, expect
+from playwright.sync_api import ConsoleMessage, Error, Page, expect
 
 from tests.console.browsing import shoot, sign_in
 from tests.console.conftest import OpenPage
@@ -19,10 +20,33 @@ from tests.plugins.live_api import OPERATOR_TOKEN, LiveApi
 
 pytestmark = [pytest.mark.browser, pytest.mark.real_http_only]
 
+TWO_STEPS: dict[str, Any] = {
+    "id": "two-steps",
+    "tasks": [
+        {"key": "first", "action": "mock", "input": {"output": {"n": 1}}},
+        {
+            "key": "second",
+            "action": "mock",
+            "depends_on": ["first"],
+            "input": {"sleep_ms": 600_000},
+        },
+    ],
+}
+
 
 def cancel(api: LiveApi, run_id: str) -> None:
     answer = api.operator.post(f"{V1}/runs/{run_id}/cancel", headers=idem())
     assert answer.status_code == 202, answer.text
+
+
+def mark_focus(page: Page) -> None:
+    """Remember the focused element, to see when a refresh has replaced it."""
+    page.evaluate("window.__focused = document.activeElement")
+
+
+def wait_for_refresh(page: Page) -> None:
+    """Wait until a live refresh has replaced the element that was focused."""
+    page.wait_for_function("() => !document.body.contains(window.__focused)")
 
 
 def test_the_runs_list_follows_runs_started_after_it_opened(
@@ -51,6 +75,49 @@ def test_the_runs_list_follows_runs_started_after_it_opened(
     expect(running).to_have_text("1 running")
     assert page.evaluate("window.__notReloaded") is True, "the page was reloaded"
     cancel(live_api, other)
+
+
+def test_a_refresh_of_the_runs_list_keeps_the_focus_on_its_link(
+    live_api: LiveApi, browser: OpenPage
+) -> None:
+    create(live_api, SLEEPY)
+    run_id = start(live_api, "sleepy")
+    page = browser("operator")
+    sign_in(page, live_api, OPERATOR_TOKEN)
+    row = page.locator(f"#run-rows tr[data-run='{run_id}']")
+    expect(row).to_contain_text("running")
+    link = row.get_by_role("link", name=run_id)
+    link.focus()
+    mark_focus(page)
+    cancel(live_api, run_id)  # the row changes: the list is refreshed
+    wait_for_refresh(page)
+    expect(row).to_contain_text("canceled")
+    expect(link).to_be_focused()
+    page.keyboard.press("Enter")
+    expect(page).to_have_url(f"{live_api.base_url}/ui/runs/{run_id}")
+
+
+def test_a_refresh_of_a_runs_page_keeps_the_focus_on_its_viewer(
+    live_api: LiveApi, browser: OpenPage
+) -> None:
+    create(live_api, TWO_STEPS)
+    run_id = start(live_api, "two-steps")
+    page = browser("operator")
+    sign_in(page, live_api, OPERATOR_TOKEN)
+    page.goto(f"{live_api.base_url}/ui/runs/{run_id}")
+    expect(page.locator("#tasks tr[data-task=second]")).to_have_attribute("data-status", "running")
+    viewer = page.locator("summary", has_text="Output of first")
+    viewer.focus()
+    page.keyboard.press("Enter")
+    expect(page.locator("#tasks tr[data-task=first] pre")).to_be_visible()
+    mark_focus(page)
+    cancel(live_api, run_id)
+    wait_for_refresh(page)
+    expect(page.locator("#run-status")).to_have_text("canceled")
+    expect(viewer).to_be_focused()
+    expect(page.locator("#tasks tr[data-task=first] pre")).to_be_visible()
+    page.keyboard.press("Enter")  # the same viewer, by keyboard: it closes
+    expect(page.locator("#tasks tr[data-task=first] pre")).to_be_hidden()
 
 
 def test_no_page_reports_a_console_error_and_workflow_ids_are_validated(

@@ -1,7 +1,7 @@
 // Workload console: keeps pages live. Hand-written, no library, no inline script (the CSP
 // allows only this file). A run's page follows the run's event stream; the runs list re-reads
 // its counts and rows all the time (often while some run is unfinished, less often when none
-// is), a draft's page its state while it is generating.
+// is), a draft's page its state while it is generating. A refresh keeps the keyboard focus.
 "use strict";
 
 (function () {
@@ -17,12 +17,49 @@
     return value ? value.replace("T", " ").replace("Z", "").slice(0, 23) + " UTC" : "—";
   }
 
-  // Replace an element's content with fresh server HTML, keeping open <details> open.
+  // What names the focused element inside target so that its equivalent can be found again
+  // in fresh HTML: its id, its <details>' id (a summary), or its link's href and which of the
+  // links with that href it is. Null when the focus is elsewhere.
+  function focusKey(target) {
+    var el = document.activeElement;
+    if (!el || el === document.body || !target.contains(el)) { return null; }
+    if (el.id) { return { id: el.id }; }
+    if (el.tagName === "SUMMARY" && el.parentElement && el.parentElement.id) {
+      return { summaryOf: el.parentElement.id };
+    }
+    var href = el.getAttribute("href");
+    if (href !== null) { return { href: href, index: sameLinks(target, href).indexOf(el) }; }
+    return null;
+  }
+
+  function sameLinks(target, href) {
+    return Array.prototype.filter.call(target.querySelectorAll("a[href]"), function (a) {
+      return a.getAttribute("href") === href;
+    });
+  }
+
+  function refocus(target, key) {
+    var el = null;
+    if (key.id) {
+      el = document.getElementById(key.id);
+    } else if (key.summaryOf) {
+      var details = document.getElementById(key.summaryOf);
+      el = details ? details.querySelector("summary") : null;
+    } else {
+      el = sameLinks(target, key.href)[Math.max(key.index, 0)] || null;
+    }
+    if (el && target.contains(el)) { el.focus({ preventScroll: true }); }
+  }
+
+  // Replace an element's content with fresh server HTML, keeping open <details> open and the
+  // keyboard focus on the equivalent element (a refresh must not throw it back to <body>).
   function swap(target, html) {
     var open = {};
+    var focused = focusKey(target);
     target.querySelectorAll("details[open][id]").forEach(function (d) { open[d.id] = true; });
     target.innerHTML = html;
     target.querySelectorAll("details[id]").forEach(function (d) { if (open[d.id]) { d.open = true; } });
+    if (focused) { refocus(target, focused); }
   }
 
   function signedOut(response) {
