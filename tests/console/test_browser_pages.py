@@ -17,9 +17,24 @@ from tests.console.browsing import shoot, sign_in
 from tests.console.conftest import OpenPage
 from tests.console.helpers import SLEEPY, V1, create, idem, start
 from tests.plugins.live_api import OPERATOR_TOKEN, LiveApi
+from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.browser, pytest.mark.real_http_only]
 
+HOSTILE = "<b>not bold</b> "
+LONG_MESSAGE = HOSTILE + "M" * 3000
+REMOTE: dict[str, Any] = {
+    "id": "remote",
+    "description": "D" * 3000,
+    "tasks": [
+        {
+            "key": "call",
+            "action": "resize",
+            "retry": {"max_attempts": 2, "initial_backoff_seconds": 0.1},
+        }
+    ],
+}
+"""A task no in-process executor runs: the test claims its attempts as a remote worker."""
 TWO_STEPS: dict[str, Any] = {
     "id": "two-steps",
     "tasks": [
@@ -47,6 +62,19 @@ def mark_focus(page: Page) -> None:
 def wait_for_refresh(page: Page) -> None:
     """Wait until a live refresh has replaced the element that was focused."""
     page.wait_for_function("() => !document.body.contains(window.__focused)")
+
+
+def claim(api: LiveApi) -> dict[str, Any]:
+    body = {"queues": ["default"], "actions": ["resize"], "wait_seconds": 5}
+
+    def claimed() -> list[dict[str, Any]]:
+        answer = api.worker.post(f"{V1}/workers/remote-1/claim", json=body, timeout=30)
+        assert answer.status_code == 200, answer.text
+        items: list[dict[str, Any]] = answer.json()["attempts"]
+        return items
+
+    (item,) = wait_until(claimed, message="nothing to claim")
+    return item
 
 
 def test_the_runs_list_follows_runs_started_after_it_opened(
@@ -118,6 +146,50 @@ def test_a_refresh_of_a_runs_page_keeps_the_focus_on_its_viewer(
     expect(page.locator("#tasks tr[data-task=first] pre")).to_be_visible()
     page.keyboard.press("Enter")  # the same viewer, by keyboard: it closes
     expect(page.locator("#tasks tr[data-task=first] pre")).to_be_hidden()
+
+
+def failed_then_succeeded(api: LiveApi) -> str:
+    """A run of REMOTE whose task's first attempt fails (LONG_MESSAGE), its second succeeds."""
+    create(api, REMOTE)
+    run_id = start(api, "remote")
+    first = claim(api)
+    error = {"code": "resize_failed", "message": LONG_MESSAGE, "retryable": True}
+    failed = api.worker.post(
+        f"{V1}/attempts/{first['attempt_id']}/fail",
+        json={"lease_token": first["lease_token"], "error": error},
+    )
+    assert failed.status_code == 200, failed.text
+    second = claim(api)
+    done = api.worker.post(
+        f"{V1}/attempts/{second['attempt_id']}/complete",
+        json={"lease_token": second["lease_token"], "output": {"size": "S" * 3000}},
+    )
+    assert done.status_code == 200, done.text
+    assert api.wait_for_run(run_id)["status"] == "succeeded"
+    return run_id
+
+
+def test_every_failed_attempt_shows_its_error_in_a_viewer(
+    live_api: LiveApi, browser: OpenPage, shots: Path
+) -> None:
+    run_id = failed_then_succeeded(live_api)
+    page = browser("operator")
+    sign_in(page, live_api, OPERATOR_TOKEN)
+    page.goto(f"{live_api.base_url}/ui/runs/{run_id}")
+    expect(page.locator("#run-status")).to_have_text("succeeded")
+    # The task succeeded; its first attempt's error is still there, reached by the keyboard.
+    summary = page.locator("#attempts summary", has_text="Error of call attempt 1")
+    expect(summary).to_contain_text("resize_failed")
+    summary.focus()
+    page.keyboard.press("Enter")
+    facts = page.locator('#attempts tr[data-attempt="call#1"] dl')
+    expect(facts).to_be_visible()
+    expect(facts.locator("dd").nth(0)).to_have_text("resize_failed")
+    expect(facts.locator("dd").nth(1)).to_have_text(LONG_MESSAGE)  # escaped: shown as text
+    expect(facts.locator("dd").nth(2)).to_have_text("yes")
+    expect(page.locator("#attempts b")).to_have_count(0)
+    expect(page.locator('#attempts tr[data-attempt="call#2"] details')).to_have_count(0)
+    shoot(page, shots, "attempt-error")
 
 
 def test_no_page_reports_a_console_error_and_workflow_ids_are_validated(
