@@ -192,6 +192,30 @@ def test_every_failed_attempt_shows_its_error_in_a_viewer(
     shoot(page, shots, "attempt-error")
 
 
+OPEN_ALL = "() => document.querySelectorAll('details').forEach(d => { d.open = true; })"
+
+
+def test_long_unbroken_text_stays_inside_the_page(
+    live_api: LiveApi, browser: OpenPage, shots: Path
+) -> None:
+    run_id = failed_then_succeeded(live_api)
+    page = browser("operator")
+    sign_in(page, live_api, OPERATOR_TOKEN)
+    for name, path in (
+        ("run", f"/ui/runs/{run_id}"),
+        ("events", f"/ui/runs/{run_id}/events"),
+        ("workflows", "/ui/workflows"),
+        ("workflow", "/ui/workflows/remote"),
+        ("version", "/ui/workflows/remote/versions/1"),
+    ):
+        page.goto(live_api.base_url + path)
+        expect(page.locator("main h1")).to_be_visible()
+        page.evaluate(OPEN_ALL)  # every viewer open, the long error and output shown
+        width = page.evaluate("() => document.documentElement.scrollWidth")
+        assert width <= 1280, f"{name} is {width} px wide in a window 1280 px wide"
+        shoot(page, shots, f"long-{name}")
+
+
 def test_no_page_reports_a_console_error_and_workflow_ids_are_validated(
     live_api: LiveApi, browser: OpenPage
 ) -> None:
