@@ -356,7 +356,7 @@ def test_every_page_sends_security_headers_and_no_inline_script(
     assert OPERATOR_TOKEN not in assert_safe_page(answer)
 
 
-@pytest.mark.parametrize("name", ["console.js", "console.css"])
+@pytest.mark.parametrize("name", ["console.js", "console.css", "favicon.png"])
 def test_static_files_are_served_from_the_package(live_api: LiveApi, name: str) -> None:
     answer = live_api.anonymous.get(f"/ui/static/{name}")
     assert answer.status_code == 200
@@ -477,3 +477,20 @@ def test_errors_are_pages_with_the_apis_statuses(
     assert answer.headers["content-type"].startswith("text/html")
     assert text in answer.text
     assert "frame-ancestors 'none'" in answer.headers["content-security-policy"]
+
+
+@pytest.mark.parametrize("path", ["/ui/nowhere", "/ui/runs/x/nowhere", "/ui/static"])
+@pytest.mark.parametrize("signed_in", [True, False], ids=["signed-in", "signed-out"])
+def test_an_unknown_console_address_is_a_404_page(
+    live_api: LiveApi, path: str, signed_in: bool
+) -> None:
+    client = sign_in(live_api, VIEWER_TOKEN) if signed_in else live_api.anonymous
+    answer = client.get(path)
+    assert answer.status_code == 404, answer.text
+    html = assert_safe_page(answer)
+    assert "There is no such page in the console." in html
+    assert ('id="role"' in html) is signed_in
+    # The API's unknown addresses stay problem+json.
+    api = live_api.anonymous.get("/api/v1/nowhere")
+    assert api.status_code == 404
+    assert api.headers["content-type"].startswith("application/problem+json")

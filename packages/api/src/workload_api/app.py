@@ -14,7 +14,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from workload_api.auth import Authenticator, Principal, Role
-from workload_api.console import Console, SecurityHeaders
+from workload_api.console import CONSOLE_PREFIX, Console, SecurityHeaders
 from workload_api.console import routes as console_routes
 from workload_api.console._sessions import SESSION_COOKIE
 from workload_api.context import OneSegmentIds, RequestContext
@@ -154,6 +154,11 @@ def create_app(
             )
         elif exc.status_code == 404:
             problem = HttpProblem(404, "not_found", "no such resource")
+            path = request.url.path
+            if console is not None and path.startswith(CONSOLE_PREFIX + "/"):
+                # A console address a person typed or followed: a page, not problem+json.
+                request.state.error_code = problem.code
+                return await console.error(request, 404, "There is no such page in the console.")
         else:
             problem = HttpProblem(exc.status_code, "invalid_argument", str(exc.detail))
         request.state.error_code = problem.code

@@ -39,6 +39,7 @@ PAGES: tuple[ModuleType, ...] = (signin, runs, approvals, workflows, drafts, wor
 _STATIC = {
     "console.css": "text/css; charset=utf-8",
     "console.js": "text/javascript; charset=utf-8",
+    "favicon.png": "image/png",
 }
 
 

@@ -35,12 +35,15 @@ from workload_domain.ports import Clock
 if TYPE_CHECKING:
     import jinja2
 
-__all__ = ["Console", "NavEntry", "View", "exact_json", "said"]
+__all__ = ["WORKFLOW_ID_INPUT_PATTERN", "Console", "NavEntry", "View", "exact_json", "said"]
 
 _IDEMPOTENCY_KEY = re.compile(r"^[\x21-\x7e]{1,255}$")
 _FORM_TYPE = "application/x-www-form-urlencoded"
 _SAFE_NEXT = re.compile(r"^/ui/[A-Za-z0-9._~/?=&%-]*$")
 _WORKFLOW_ID = re.compile(WORKFLOW_ID_PATTERN)
+WORKFLOW_ID_INPUT_PATTERN = WORKFLOW_ID_PATTERN.strip("^$").replace("-]", r"\-]")
+"""The workflow id pattern for an ``<input pattern>``: browsers compile it with the ``v`` flag,
+where a class's unescaped ``-`` is a syntax error (and the browser then never validates)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,6 +151,7 @@ def _environment() -> jinja2.Environment:
     env.filters["when"] = _when
     env.globals["duration"] = _duration
     env.globals["new_form_key"] = new_form_key
+    env.globals["workflow_id_pattern"] = WORKFLOW_ID_INPUT_PATTERN
     return env
 
 

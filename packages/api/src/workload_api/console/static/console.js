@@ -1,6 +1,7 @@
 // Workload console: keeps pages live. Hand-written, no library, no inline script (the CSP
 // allows only this file). A run's page follows the run's event stream; the runs list re-reads
-// its rows while some run on it is unfinished, a draft's page its state while it is generating.
+// its counts and rows all the time (often while some run is unfinished, less often when none
+// is), a draft's page its state while it is generating. A refresh keeps the keyboard focus.
 "use strict";
 
 (function () {
@@ -16,12 +17,49 @@
     return value ? value.replace("T", " ").replace("Z", "").slice(0, 23) + " UTC" : "—";
   }
 
-  // Replace an element's content with fresh server HTML, keeping open <details> open.
+  // What names the focused element inside target so that its equivalent can be found again
+  // in fresh HTML: its id, its <details>' id (a summary), or its link's href and which of the
+  // links with that href it is. Null when the focus is elsewhere.
+  function focusKey(target) {
+    var el = document.activeElement;
+    if (!el || el === document.body || !target.contains(el)) { return null; }
+    if (el.id) { return { id: el.id }; }
+    if (el.tagName === "SUMMARY" && el.parentElement && el.parentElement.id) {
+      return { summaryOf: el.parentElement.id };
+    }
+    var href = el.getAttribute("href");
+    if (href !== null) { return { href: href, index: sameLinks(target, href).indexOf(el) }; }
+    return null;
+  }
+
+  function sameLinks(target, href) {
+    return Array.prototype.filter.call(target.querySelectorAll("a[href]"), function (a) {
+      return a.getAttribute("href") === href;
+    });
+  }
+
+  function refocus(target, key) {
+    var el = null;
+    if (key.id) {
+      el = document.getElementById(key.id);
+    } else if (key.summaryOf) {
+      var details = document.getElementById(key.summaryOf);
+      el = details ? details.querySelector("summary") : null;
+    } else {
+      el = sameLinks(target, key.href)[Math.max(key.index, 0)] || null;
+    }
+    if (el && target.contains(el)) { el.focus({ preventScroll: true }); }
+  }
+
+  // Replace an element's content with fresh server HTML, keeping open <details> open and the
+  // keyboard focus on the equivalent element (a refresh must not throw it back to <body>).
   function swap(target, html) {
     var open = {};
+    var focused = focusKey(target);
     target.querySelectorAll("details[open][id]").forEach(function (d) { open[d.id] = true; });
     target.innerHTML = html;
     target.querySelectorAll("details[id]").forEach(function (d) { if (open[d.id]) { d.open = true; } });
+    if (focused) { refocus(target, focused); }
   }
 
   function signedOut(response) {
@@ -84,32 +122,42 @@
   }
 
   // A live fragment (the runs list, a generating draft): re-read from data-url every
-  // data-every ms (when the tab is visible) while its flag ([data-live-flag]) says active.
+  // data-every ms (when the tab is visible) while its flag ([data-live-flag]) says active. One
+  // marked data-always (the runs list: new runs may start at any time) keeps polling when
+  // nothing on it is active, every data-idle-every ms; unchanged HTML is not swapped in.
   function poll(holder) {
     var every = Number(holder.dataset.every || "3000");
+    var idle = Number(holder.dataset.idleEvery || String(every));
+    var always = holder.dataset.always === "true";
+    var last = null;
+    function schedule() {
+      window.setTimeout(tick, holder.dataset.active === "true" ? every : idle);
+    }
     function tick() {
-      if (holder.dataset.active !== "true") { return; }
-      if (document.hidden) { window.setTimeout(tick, every); return; }
+      if (holder.dataset.active !== "true" && !always) { return; }
+      if (document.hidden) { schedule(); return; }
       fetch(holder.dataset.url, { credentials: "same-origin", headers: { Accept: "text/html" } })
         .then(function (response) {
           if (signedOut(response)) { window.location.reload(); return null; }
           return response.ok ? response.text() : null;
         })
         .then(function (html) {
-          if (html === null) { return; }
+          if (html === null || html === last) { return; }
+          last = html;
           swap(holder, html);
           var flag = holder.querySelector("[data-live-flag]");
           holder.dataset.active = flag ? flag.dataset.active : "false";
         })
         .catch(function () { /* try again at the next tick */ })
-        .finally(function () { window.setTimeout(tick, every); });
+        .finally(schedule);
     }
-    window.setTimeout(tick, every);
+    schedule();
   }
 
   document.addEventListener("DOMContentLoaded", function () {
     var live = document.getElementById("live");
     if (live && live.dataset.terminal !== "true") { followRun(live); }
-    document.querySelectorAll("[data-url][data-active=true]").forEach(poll);
+    document.querySelectorAll("[data-url][data-active=true], [data-url][data-always=true]")
+      .forEach(poll);
   });
 })();
