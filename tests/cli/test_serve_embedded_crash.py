@@ -134,3 +134,43 @@ def test_a_clean_stop_after_a_killed_serve_stops_the_embedded_database(
     )
     assert not (pgdata / "postmaster.pid").exists()
     assert json.loads((pgdata / ".handle_pids.json").read_text()) == []
+
+
+@pytest.mark.postgres  # the embedded PostgreSQL of `workload serve`
+def test_a_serve_killed_with_its_database_is_followed_by_a_fresh_postmaster(
+    tmp_path: Path, postmasters: list[int]
+) -> None:
+    """A crash that took the postmaster too (a stale ``postmaster.pid``): the next serve starts
+    a new postmaster, and its clean stop stops it."""
+    pgdata = Path(_runtime_env(tmp_path)["WORKLOAD_DATA_DIR"]) / "postgres"
+    crashed = _Serve(tmp_path, "crashed")
+    processes = [crashed]
+    try:
+        crashed.wait_ready()
+        postmaster = _postmaster_pid(pgdata)
+        postmasters.append(postmaster)
+        crashed.process.kill()
+        os.kill(postmaster, signal.SIGKILL)
+        crashed.wait_exit()
+        wait_until(partial(_gone, postmaster), timeout=30, message="the postmaster survived")
+        assert (pgdata / "postmaster.pid").exists()  # stale: nobody removed it
+
+        again = _Serve(tmp_path, "again")
+        processes.append(again)
+        again.wait_ready()
+        fresh = _postmaster_pid(pgdata)
+        postmasters.append(fresh)
+        assert fresh != postmaster
+        again.process.send_signal(signal.SIGTERM)
+        assert again.wait_exit() == 0, again.text()
+    finally:
+        for serve in processes:
+            if serve.process.poll() is None:
+                serve.process.kill()
+                serve.process.wait(timeout=30)
+    wait_until(
+        partial(_gone, fresh),
+        timeout=30,
+        message=lambda: f"the embedded PostgreSQL (pid {fresh}) outlived a clean stop",
+    )
+    assert not (pgdata / "postmaster.pid").exists()
