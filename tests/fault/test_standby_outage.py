@@ -302,3 +302,17 @@ def test_a_standby_outlives_a_postgresql_restart_that_stops_the_leader(
     assert wait_for_run(standby, after)["status"] == "succeeded"
     records = [r["message"] for r in standby.log_records()]
     assert not [m for m in records if m.startswith("fail-stop")], standby.stderr_tail()
+
+
+def test_a_standby_without_postgresql_still_stops_cleanly(
+    services: Services, database_url: str, cut_proxy: CutProxy
+) -> None:
+    leader = services.start(database_url, env=STANDBY)
+    leader.wait_ready()
+    standby = services.start(cut_proxy.url(DATABASE), env=STANDBY)
+    standby.wait_ready()
+    cut_proxy.cut()
+    wait_readyz(standby, 503, {"status": "unavailable", "role": "standby"})
+    standby.signal(signal.SIGTERM)  # SPEC §7: a signal is a clean stop, whatever the database
+    assert standby.wait_exit(timeout=60) == 0, standby.stderr_tail()
+    wait_readyz(leader, 200, {"status": "ready", "role": "leader"})
