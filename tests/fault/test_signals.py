@@ -6,7 +6,8 @@ releases what it took (the lock session, the embedded server). A repeated signal
 service stops (two 10 ms apart; a process group signalled through ``uv run`` delivers it twice)
 changes nothing. The start-up points are reached deterministically: the silent database has
 accepted the service's connection, or a table the step needs is locked by the test and the
-service's query is seen waiting on it.
+service's query is seen waiting on it. ``workload worker`` likewise (SPEC §10: a stopped worker
+exits 0): a signal while the user's module loads, and two 10 ms apart while an idle worker stops.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import contextlib
 import os
 import signal
 import socket
+import subprocess
 import threading
 import time
 from collections.abc import Iterator
@@ -25,13 +27,16 @@ import pytest
 
 from tests.fault.conftest import (
     DATABASE,
+    WORKER_TOKEN,
     PgCluster,
     Service,
     Services,
     create_workflow,
+    free_port,
     lock_backends,
     start_run,
     wait_for_attempt_running,
+    workload_executable,
 )
 from tests.waiting import wait_until
 
@@ -280,3 +285,91 @@ def test_two_signals_10_ms_apart_in_embedded_mode_stop_the_database_and_exit_0(
     assert code == 0, f"exit code {code}, not 0\n{service.stderr_tail()}"
     assert f"stopping on {signum.name}" in messages(service), service.stderr_tail()
     assert_embedded_stopped(data_dir, pid)
+
+
+# -- the worker: `workload worker MODULE:ATTRIBUTE` --------------------------------------------
+
+IMPORTING_MODULE = """
+import time
+from pathlib import Path
+
+from workload_worker import Worker
+
+Path("importing").write_text("")
+time.sleep(600)  # a module that takes its time to load (heavy imports, a model)
+worker = Worker(worker_id="slow-import")
+"""
+IDLE_MODULE = """
+from workload_worker import Worker
+
+worker = Worker(worker_id="idle", wait_seconds=1)
+
+
+@worker.action("nothing")
+def nothing(ctx, input):
+    return {}
+"""
+
+
+@contextlib.contextmanager
+def worker_command(tmp_path: Path, module: str) -> Iterator[tuple[subprocess.Popen[bytes], Path]]:
+    """``workload worker`` on ``module`` (its server: a port nobody listens on); killed after."""
+    (tmp_path / "signal_worker.py").write_text(module, encoding="utf-8")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("WORKLOAD_")}
+    env.update({"PYTHONPATH": str(tmp_path), "PYTHONUNBUFFERED": "1"})
+    command = [str(workload_executable()), "worker", "signal_worker:worker"]
+    command += ["--url", f"http://127.0.0.1:{free_port()}", "--token", WORKER_TOKEN]
+    log = tmp_path / "worker.log"
+    with log.open("wb") as output:
+        process = subprocess.Popen(
+            command, cwd=tmp_path, env=env, stdout=output, stderr=output, stdin=subprocess.DEVNULL
+        )
+    try:
+        yield process, log
+    finally:
+        if process.poll() is None:
+            process.kill()
+        process.wait(10)
+
+
+def assert_worker_exit_0(process: subprocess.Popen[bytes], log: Path) -> str:
+    try:
+        code = process.wait(EXIT_BOUND)
+    except subprocess.TimeoutExpired:
+        raise AssertionError(f"the worker still runs\n{log.read_text(errors='replace')}") from None
+    output = log.read_text(errors="replace")
+    assert code == 0, f"exit code {code}, not 0\n{output}"
+    assert "Traceback" not in output, output
+    return output
+
+
+@SIGNALS
+def test_a_signal_while_the_worker_module_loads_exits_0(
+    tmp_path: Path, signum: signal.Signals
+) -> None:
+    with worker_command(tmp_path, IMPORTING_MODULE) as (process, log):
+        wait_until(
+            (tmp_path / "importing").exists,
+            timeout=30,
+            message=lambda: f"the module never loaded\n{log.read_text(errors='replace')}",
+        )
+        process.send_signal(signum)
+        output = assert_worker_exit_0(process, log)
+    assert f"stopped on {signum.name}" in output, output
+
+
+@SIGNALS
+def test_two_signals_10_ms_apart_stop_an_idle_worker_with_exit_0(
+    tmp_path: Path, signum: signal.Signals
+) -> None:
+    with worker_command(tmp_path, IDLE_MODULE) as (process, log):
+        wait_until(
+            lambda: "worker idle: serving" in log.read_text(errors="replace"),
+            timeout=30,
+            message=lambda: f"the worker never served\n{log.read_text(errors='replace')}",
+        )
+        process.send_signal(signum)
+        time.sleep(0.01)  # the second signal's timing, not an assertion
+        process.send_signal(signum)
+        output = assert_worker_exit_0(process, log)
+    assert f"{signum.name}: stopping" in output, output
