@@ -397,12 +397,15 @@ class Services:
 
     def start(
         self,
-        database_url: str,
+        database_url: str | None,
         *,
         port: int | None = None,
         env: Mapping[str, str] | None = None,
     ) -> Service:
-        """Start ``workload serve --database-url URL --port PORT`` (not waiting for ready)."""
+        """Start ``workload serve --database-url URL --port PORT`` (not waiting for ready).
+
+        With no database URL: embedded mode (give ``WORKLOAD_DATA_DIR`` in ``env``).
+        """
         port = port or free_port()
         index = len(self._started)
         stdout_path = self._directory / f"serve-{index}.stdout"
@@ -414,9 +417,9 @@ class Services:
             "127.0.0.1",
             "--port",
             str(port),
-            "--database-url",
-            database_url,
         ]
+        if database_url is not None:
+            command += ["--database-url", database_url]
         with stdout_path.open("wb") as out, stderr_path.open("wb") as err:
             process = subprocess.Popen(
                 command,

@@ -116,6 +116,40 @@ def test_a_second_signal_stops_at_once(
     assert stops[0] in {"SIGINT again: stopping now", "SIGTERM again: stopping now"}
 
 
+@pytest.mark.usefixtures("safe_signals")
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_the_same_signal_delivered_twice_at_once_keeps_the_grace_period(
+    fake: FakeControlPlane,
+    make_worker: MakeWorker,
+    sig: signal.Signals,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # A process group signalled through `uv run` gets the signal directly and forwarded,
+    # milliseconds apart: one stop, not "again: stop now" (the handlers keep their grace).
+    worker = make_worker(grace_seconds=30)
+    started = threading.Event()
+    release = threading.Event()
+
+    @worker.action("hold")
+    def hold(ctx: Context, input: dict[str, Any]) -> dict[str, Any]:
+        started.set()
+        wait_until(release.is_set, message="released")
+        return {"done": True}
+
+    attempt = fake.add("hold")
+    _send_when(started.is_set, sig)
+    _send_when(lambda: f"{sig.name}: stopping" in caplog.text, sig)
+
+    def release_once_repeated() -> None:
+        wait_until(lambda: "the same stop" in caplog.text, message="the repeat")
+        release.set()
+
+    threading.Thread(target=release_once_repeated, daemon=True).start()
+    worker.run()
+    assert attempt.output == {"done": True}
+    assert "again: stopping now" not in caplog.text
+
+
 def test_run_outside_the_main_thread_is_stopped_by_stop(
     fake: FakeControlPlane, make_worker: MakeWorker
 ) -> None:

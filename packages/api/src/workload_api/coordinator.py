@@ -1,9 +1,13 @@
 """``workload serve``: the service's lifecycle around an HTTP server, and its exit codes (§7).
 
 :class:`Coordinator` enters :meth:`~workload_api.lifecycle.Service.running` (schema, lock,
-store, engine, recovery, background duties) and serves HTTP with uvicorn inside it. SIGTERM and
-SIGINT stop HTTP, then execution is interrupted: exit 0. A fail-stop of the service stops HTTP
-and exits 5. The real-HTTP test fixtures run this same class, on port 0, without signals.
+store, engine, recovery, background duties) and serves HTTP with uvicorn inside it. A stop
+(:meth:`Coordinator.signalled`: SIGTERM or SIGINT) during start-up interrupts it where it is
+(connecting, taking the lock, the recovery scan), releasing what it took; once serving, it stops
+HTTP, then execution is interrupted. Either way: exit 0. A repeated signal is logged and changes
+nothing (the stop is already bounded by the shutdown grace). A fail-stop of the service stops
+HTTP and exits 5. The real-HTTP test fixtures run this same class, on port 0, without signals;
+``workload serve`` hands it the signals it receives (its handlers live as long as the process).
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ import signal
 from collections.abc import Callable
 
 import anyio
+import anyio.abc
 from starlette.types import ASGIApp
 
 from workload_api._http_server import FAIL_STOP_GRACE, HttpServer, guarded_h11, server_config
@@ -67,11 +72,28 @@ class Coordinator:
             )
         )
         self.url: str | None = None
+        self._stopping: signal.Signals | None = None
+        self._starting: anyio.CancelScope | None = None
 
     def stop(self) -> None:
-        """Stop serving (as SIGTERM does)."""
+        """Stop: interrupt start-up where it is, or stop serving (as SIGTERM does)."""
+        if self._starting is not None:
+            self._starting.cancel()
         self.service.stopping()
         self._server.stop()
+
+    def signalled(self, received: signal.Signals) -> None:
+        """A stop signal arrived: stop (once; a repeat is logged and changes nothing).
+
+        Call it in the coordinator's event loop, also before :meth:`run` (start-up is then
+        skipped).
+        """
+        if self._stopping is not None:
+            _log.warning("%s again: already stopping on %s", received.name, self._stopping.name)
+            return
+        self._stopping = received
+        _log.info("stopping on %s", received.name)
+        self.stop()
 
     def _fail_stop(self, reason: str, error: BaseException) -> None:
         # The database or the lock is gone: in-flight requests are not worth waiting for.
@@ -79,23 +101,43 @@ class Coordinator:
 
     async def run(self) -> ExitCode:
         """Start in SPEC §7's order, serve, and return the process exit code."""
+        async with anyio.create_task_group() as signals:
+            if self._handle_signals:
+                # From the first step on: start-up is interruptible too.
+                await signals.start(self._watch_signals)
+            try:
+                code = await self._run()
+            finally:
+                signals.cancel_scope.cancel()
+        return code
+
+    async def _run(self) -> ExitCode:
         bind_failed = False
         try:
-            async with (
-                self.service.running(on_fault=self._fail_stop),
-                anyio.create_task_group() as tg,
-            ):
-                if self._handle_signals:
-                    tg.start_soon(self._watch_signals)
-                tg.start_soon(self._announce_ready)
-                try:
-                    await self._server.serve()
-                except SystemExit:
-                    # uvicorn exits when it cannot listen (address in use, no permission): a
-                    # configuration error, answered with the usage exit code.
-                    _log.error("cannot listen on %s:%s", self._host, self._server.config.port)
-                    bind_failed = True
-                tg.cancel_scope.cancel()
+            with anyio.CancelScope() as starting:  # cancelled by a stop during start-up
+                self._starting = starting
+                if self._stopping is not None:
+                    starting.cancel()
+                async with (
+                    self.service.running(on_fault=self._fail_stop),
+                    anyio.create_task_group() as tg,
+                ):
+                    # Started: from now on a stop is graceful (uvicorn's shutdown, then the
+                    # lifecycle interrupts execution).
+                    self._starting = None
+                    tg.start_soon(self._announce_ready)
+                    try:
+                        await self._server.serve()
+                    except SystemExit:
+                        # uvicorn exits when it cannot listen (address in use, no permission):
+                        # a configuration error, answered with the usage exit code.
+                        _log.error("cannot listen on %s:%s", self._host, self._server.config.port)
+                        bind_failed = True
+                    tg.cancel_scope.cancel()
+            if starting.cancelled_caught:
+                # The lifecycle released what it had taken (lock, store) on its way out.
+                _log.info("stopped during start-up")
+                return ExitCode.OK
         except MigrationError as exc:
             _log.error("refusing to start: %s", exc)
             return ExitCode.SCHEMA
@@ -125,9 +167,12 @@ class Coordinator:
         if self._on_ready is not None:
             self._on_ready(self.url)
 
-    async def _watch_signals(self) -> None:
+    async def _watch_signals(
+        self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
+    ) -> None:
         with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+            task_status.started()
+            # Listens until run() returns: a repeat while stopping must not meet the default
+            # action (death by the signal).
             async for signum in signals:
-                _log.info("stopping on %s", signal.Signals(signum).name)
-                self.stop()
-                return
+                self.signalled(signal.Signals(signum))

@@ -5,9 +5,12 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import signal
 import sys
-from typing import Any
+from collections.abc import Awaitable
+from typing import Any, TypeVar
 
+import anyio
 from pydantic import ValidationError
 
 from workload_api import eventloop
@@ -17,6 +20,7 @@ from workload_api.coordinator import ExitCode
 from workload_api.settings import Settings
 from workload_api.telemetry import TracingConfigError, tracing_exporters
 from workload_cli._embedded import EmbeddedPostgres, dev_credentials
+from workload_cli._stop import Interrupted, StopSignals
 from workload_domain.errors import SystemFault
 from workload_store_postgres.migrations import MigrationError, migration_status
 from workload_store_postgres.migrations import migrate_up as apply_migrations
@@ -24,14 +28,35 @@ from workload_store_postgres.migrations import migrate_up as apply_migrations
 __all__ = ["migrate_status", "migrate_up", "serve"]
 
 _log = logging.getLogger("workload.cli")
+_coordinator_log = logging.getLogger("workload.coordinator")
+T = TypeVar("T")
 
 
 def _say(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
 
-def serve(overrides: dict[str, Any]) -> int:
-    """Run ``workload serve``; return the exit code."""
+def serve(overrides: dict[str, Any], stops: StopSignals | None = None) -> int:
+    """Run ``workload serve``; return the exit code.
+
+    ``stops`` has handled SIGTERM and SIGINT since the command started: a signal interrupts
+    whichever step start-up is in, and every step releases what it took (the embedded
+    PostgreSQL is stopped as on a normal stop); the process exits 0. Without it (an in-process
+    caller), nothing here handles signals.
+    """
+    stops = stops or StopSignals(_coordinator_log)
+    try:
+        return _serve(overrides, stops)
+    except Interrupted as exc:
+        configure_logging(overrides.get("log_level") or "INFO")
+        _coordinator_log.info("stopping on %s", exc.signum.name)
+        _coordinator_log.info("stopped during start-up")
+        return ExitCode.OK
+    finally:
+        stops.closing()
+
+
+def _serve(overrides: dict[str, Any], stops: StopSignals) -> int:
     try:
         settings = Settings(**overrides)
         tracing_exporters()  # the OTEL_* variables (SPEC §12), checked before anything starts
@@ -43,14 +68,17 @@ def serve(overrides: dict[str, Any]) -> int:
         return ExitCode.USAGE
     configure_logging(settings.log_level)
     if settings.database_url:
-        return eventloop.serve(_run(settings))
+        return eventloop.serve(_run(settings, stops))
     # Embedded development mode: a private PostgreSQL in the data directory, migrated here.
     embedded = EmbeddedPostgres.in_data_dir(settings.data_dir)
     _say(f"data directory: {embedded.data_dir}")
     try:
-        url = embedded.start()
+        # Not cut in half: a server started but not yet known to `embedded` would outlive us.
+        with stops.deferred():
+            url = embedded.start()
         try:
-            asyncio.run(apply_migrations(url))
+            if eventloop.run(_interruptible(apply_migrations(url), stops)) is None:
+                return ExitCode.OK
         except MigrationError as exc:
             _say(f"error: {exc}")
             return ExitCode.SCHEMA
@@ -71,15 +99,38 @@ def serve(overrides: dict[str, Any]) -> int:
                 f"  viewer:   {credentials.viewer_token}\n  worker:   {credentials.worker_token}"
             )
         # Development mode talks to a person: say where to go (strict mode logs JSON only).
-        return eventloop.serve(_run(Settings(**{**overrides, **updates}), announce=True))
+        return eventloop.serve(_run(Settings(**{**overrides, **updates}), stops, announce=True))
     finally:
+        stops.closing()  # the embedded server stops as on a normal stop, whatever arrives
         embedded.stop()
 
 
-async def _run(settings: Settings, *, announce: bool = False) -> int:
+async def _interruptible(step: Awaitable[T], stops: StopSignals) -> T | None:
+    """Await ``step``; a stop signal cancels it (and answers None)."""
+    with anyio.CancelScope() as scope:
+
+        def stop(received: signal.Signals) -> None:
+            if not scope.cancel_called:
+                _coordinator_log.info("stopping on %s", received.name)
+                scope.cancel()
+            else:
+                _coordinator_log.warning("%s again: already stopping", received.name)
+
+        with stops.routed(stop):
+            return await step
+    _coordinator_log.info("stopped during start-up")
+    return None
+
+
+async def _run(settings: Settings, stops: StopSignals, *, announce: bool = False) -> int:
     container = Container(settings=settings)
     on_ready = (lambda url: _say(f"serving on {url}")) if announce else None
-    return int(await container.coordinator(on_ready=on_ready).run())
+    coordinator = container.coordinator(on_ready=on_ready, handle_signals=False)
+    try:
+        with stops.routed(coordinator.signalled):
+            return int(await coordinator.run())
+    finally:
+        stops.closing()  # whatever stopped it (a signal, a fault), only clean-up is left
 
 
 def _url(database_url: str | None) -> str | None:

@@ -25,6 +25,7 @@ import typer
 from workload_cli._config import WORKER_TOKEN, ClientConfig, ConfigError, Given, resolve_config
 from workload_cli._options import UrlOption, WorkerTokenOption, closest
 from workload_cli._session import UsageError, session
+from workload_cli._stop import Interrupted, StopSignals
 from workload_sdk import AsyncClient
 from workload_sdk.config import URL_ENV, WORKER_TOKEN_ENV
 
@@ -189,10 +190,40 @@ def worker(
 
     Stops on SIGTERM or Ctrl-C: no more claims, running handlers get the Worker's grace period
     (30 s by default), then are cancelled and reported worker_shutdown. A second signal stops
-    at once.
+    at once. A signal before the worker serves (loading your module) stops it too: exit 0.
     """
     if log_level.upper() not in logging.getLevelNamesMapping():
         raise typer.BadParameter(f"unknown log level {log_level!r}", param_hint="--log-level")
+    # First: a signal while the SDK and the user's module load stops the process, exit 0.
+    # Worker.run() takes over while it runs; this one logs what comes after it.
+    stops = StopSignals(logging.getLogger("workload.worker"))
+    with stops.installed():
+        try:
+            _run_worker(
+                ctx,
+                target,
+                stops,
+                queue=queue,
+                concurrency=concurrency,
+                log_level=log_level,
+                url=url,
+                token=token,
+            )
+        except Interrupted as exc:
+            typer.echo(f"stopped on {exc.signum.name} before the worker served", err=True)
+
+
+def _run_worker(
+    ctx: typer.Context,
+    target: str,
+    stops: StopSignals,
+    *,
+    queue: list[str] | None,
+    concurrency: int | None,
+    log_level: str,
+    url: str | None,
+    token: str | None,
+) -> None:
     from workload_worker import WorkerConfigError  # noqa: PLC0415 - only this command needs it
 
     with session(ctx) as s:
@@ -222,7 +253,10 @@ def worker(
                 "Ctrl-C to stop"
             )
             with _LogTo(log_level):
-                found.run()
+                try:
+                    found.run()
+                finally:
+                    stops.closing()  # the worker has stopped: a signal now stops nothing
         except WorkerConfigError as exc:
             raise UsageError(str(exc)) from None
     if client is None and found.handlers_left_running:  # the process is the worker's own

@@ -9,6 +9,7 @@ server packages, both lazily.
 from __future__ import annotations
 
 import importlib
+import logging
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -27,6 +28,7 @@ from workload_cli._output import OutputFormat
 from workload_cli._runs import runs_app
 from workload_cli._session import output_format
 from workload_cli._status import status
+from workload_cli._stop import Interrupted, StopSignals, own_the_process
 from workload_cli._worker_command import worker
 from workload_cli._workers import queues_app, workers_app
 from workload_cli._workflows import workflows_app
@@ -117,8 +119,8 @@ def serve(
     API and takes over when the leader goes.
     Exit codes: 0 stopped, 2 usage or configuration, 3 another coordinator holds the lock,
     4 schema not migrated, 5 fail-stop (lost lock or database, or a newer leader).
+    SIGTERM or Ctrl-C stops it, in start-up too: exit 0.
     """
-    server = _server_commands()
     overrides = {
         "host": host,
         "port": port,
@@ -127,7 +129,15 @@ def serve(
         "log_level": log_level,
         "standby": standby,
     }
-    code = server.serve({k: v for k, v in overrides.items() if v is not None})
+    # First: a signal during the imports below must stop the process too, not kill it.
+    stops = StopSignals(logging.getLogger("workload.coordinator"))
+    with stops.installed():
+        try:
+            server = _server_commands()
+        except Interrupted as exc:
+            typer.echo(f"stopped on {exc.signum.name} during start-up", err=True)
+            raise typer.Exit(0) from None
+        code = server.serve({k: v for k, v in overrides.items() if v is not None}, stops)
     raise typer.Exit(code)
 
 
@@ -178,4 +188,5 @@ def _server_commands() -> ModuleType:
 
 def main() -> None:
     """Entry point of the ``workload`` script."""
+    own_the_process()
     sys.exit(app())

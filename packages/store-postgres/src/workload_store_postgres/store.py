@@ -18,6 +18,8 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager
 from datetime import UTC, datetime
 
+import anyio
+
 from workload_domain.cursors import CursorCodec
 from workload_domain.ports import Clock, Expiry
 from workload_domain.telemetry import NO_TELEMETRY, Telemetry
@@ -92,16 +94,25 @@ class PostgresStore(Workflows, Runs, Reads, Workers, Journal, Approvals, Drafts,
         self._verify_schema = verify_schema
 
     async def open(self) -> None:
-        """Check the schema (if asked), open the pool and load (or create) the cursor key."""
+        """Check the schema (if asked), open the pool and load (or create) the cursor key.
+
+        Opens all or nothing: when it fails or is cancelled (a stop during start-up), the pool
+        is closed again, or its workers would go on connecting and keep the process alive.
+        """
         if self._verify_schema:
             await check_schema(self._db.url)
-        await self._db.open()
-        async with self._db.tx() as conn:
-            params = {"name": _CURSOR_KEY_ROW, "secret": secrets.token_bytes(32)}
-            await conn.execute(query("ensure_secret"), params)
-            row = await one(conn, "get_secret", {"name": _CURSOR_KEY_ROW})
-            assert row is not None  # inserted or kept above, in this transaction
-            self._codec = CursorCodec(bytes(row["secret"]))
+        try:
+            await self._db.open()
+            async with self._db.tx() as conn:
+                params = {"name": _CURSOR_KEY_ROW, "secret": secrets.token_bytes(32)}
+                await conn.execute(query("ensure_secret"), params)
+                row = await one(conn, "get_secret", {"name": _CURSOR_KEY_ROW})
+                assert row is not None  # inserted or kept above, in this transaction
+                self._codec = CursorCodec(bytes(row["secret"]))
+        except BaseException:
+            with anyio.CancelScope(shield=True):
+                await self._db.close()
+            raise
 
     def fence(self, epoch: int | None, on_fenced: Callable[[], None] | None = None) -> None:
         """Fence this process's execution writes with ``epoch`` (SPEC §14).

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import signal
+
 import anyio
 
 from workload_worker._attempt import AttemptRunner
@@ -21,6 +23,8 @@ class Serving:
         self.hurry = anyio.Event()
         self.deadline = float("inf")
         self.claim_scope: anyio.CancelScope | None = None
+        self.first_signal: tuple[signal.Signals, float] | None = None
+        """The signal that began stopping, and when (the loop's clock)."""
         self._changed = anyio.Event()
 
     def changed(self) -> None:

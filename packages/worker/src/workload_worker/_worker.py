@@ -38,6 +38,7 @@ from workload_worker._settings import (
     default_worker_id,
     non_negative,
 )
+from workload_worker._signals import RunSignals
 from workload_worker.errors import WorkerConfigError
 
 __all__ = ["Handler", "Worker"]
@@ -51,6 +52,8 @@ H = TypeVar("H", bound=Handler)
 MAX_CLAIM = 100  # the API's bound on max_attempts
 SHUTDOWN_REPORT_SECONDS = 10.0
 """After the grace period, how long cancelled attempts get to report ``worker_shutdown``."""
+SAME_SIGNAL_SECONDS = 0.5
+"""A repeat of the first stop signal this soon is the same signal delivered twice."""
 
 
 class Worker:
@@ -114,6 +117,7 @@ class Worker:
         Backoff(backoff_initial_seconds, backoff_max_seconds)  # checks them
         self._backoff = (backoff_initial_seconds, backoff_max_seconds)
         self._serving: Serving | None = None
+        self._run_signals: RunSignals | None = None
 
     def configure(
         self,
@@ -198,15 +202,26 @@ class Worker:
     def run(self) -> None:
         """Serve until SIGTERM or SIGINT (Ctrl-C), then stop gracefully; blocks.
 
-        A second signal stops at once (handlers are cancelled and reported ``worker_shutdown``).
-        Signals are handled only in the main thread; elsewhere use :meth:`stop`.
+        A second signal stops at once (handlers are cancelled and reported ``worker_shutdown``);
+        the first one again within :data:`SAME_SIGNAL_SECONDS` is the same signal delivered
+        twice. Signals are handled only in the main thread, from the call until it returns (one that
+        arrives before the worker serves stops it as soon as it starts; one after it stopped is
+        logged); elsewhere use :meth:`stop`.
 
         Raises:
             WorkerConfigError: nothing to serve, or no token.
         """
-        in_main = threading.current_thread() is threading.main_thread()
-        # The SDK's async client sleeps with asyncio: the worker runs on asyncio.
-        anyio.run(functools.partial(self.serve, handle_signals=in_main), backend="asyncio")
+        if threading.current_thread() is not threading.main_thread():
+            # The SDK's async client sleeps with asyncio: the worker runs on asyncio.
+            anyio.run(self.serve, backend="asyncio")
+            return
+        signals = RunSignals()
+        with signals.installed():
+            self._run_signals = signals
+            try:
+                anyio.run(self.serve, backend="asyncio")
+            finally:
+                self._run_signals = None
 
     async def serve(self, *, handle_signals: bool = False) -> None:
         """Claim and run attempts until :meth:`stop` (or a signal, with ``handle_signals``).
@@ -267,11 +282,15 @@ class Worker:
         )
         limiter = anyio.CapacityLimiter(self.concurrency)
         async with anyio.create_task_group() as outer:
+            routed: contextlib.AbstractContextManager[None] = contextlib.nullcontext()
             if handle_signals:
                 await outer.start(self._watch_signals, serving)
-            async with anyio.create_task_group() as attempts:
-                await self._claim_loop(client, serving, attempts, limiter)
-                await self._drain(serving, attempts)
+            elif self._run_signals is not None:
+                routed = self._run_signals.serving(functools.partial(self._signalled, serving))
+            with routed:
+                async with anyio.create_task_group() as attempts:
+                    await self._claim_loop(client, serving, attempts, limiter)
+                    await self._drain(serving, attempts)
             outer.cancel_scope.cancel()
         logger.info("worker %s: stopped", self.worker_id)
 
@@ -379,17 +398,31 @@ class Worker:
         with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as received:
             task_status.started()
             async for signum in received:
-                name = signal.Signals(signum).name
-                if serving.draining.is_set():
-                    logger.warning("%s again: stopping now", name)
-                    serving.stop(now=True)
-                else:
-                    logger.warning(
-                        "%s: stopping (running handlers get %g s; again to stop now)",
-                        name,
-                        self.grace_seconds,
-                    )
-                    serving.stop(now=False)
+                self._signalled(serving, signal.Signals(signum))
+
+    def _signalled(self, serving: Serving, received: signal.Signals) -> None:
+        """A stop signal (in the loop): the first drains, the next stops now.
+
+        The first signal again within :data:`SAME_SIGNAL_SECONDS` is the same stop delivered
+        twice: a process group signalled through ``uv run`` (Ctrl-C in a terminal, systemd's
+        control-group kill) gets it directly and forwarded. Taken as a second signal, it would
+        cancel every running handler without its grace period.
+        """
+        now = anyio.current_time()
+        first = serving.first_signal
+        if first is not None and first[0] is received and now - first[1] < SAME_SIGNAL_SECONDS:
+            logger.warning("%s again at once: the same stop, delivered twice", received.name)
+        elif serving.draining.is_set():
+            logger.warning("%s again: stopping now", received.name)
+            serving.stop(now=True)
+        else:
+            serving.first_signal = (received, now)
+            logger.warning(
+                "%s: stopping (running handlers get %g s; again to stop now)",
+                received.name,
+                self.grace_seconds,
+            )
+            serving.stop(now=False)
 
     def __repr__(self) -> str:
         return (
