@@ -262,3 +262,69 @@ def test_no_page_reports_a_console_error_and_workflow_ids_are_validated(
     assert page.locator("#draft-workflow").evaluate("f => f.checkValidity()") is False
     cancel(live_api, run_id)
     assert said == []
+
+
+FAN_OUT: dict[str, Any] = {
+    "id": "fan-out",
+    "tasks": [
+        {"key": "gate", "action": "mock", "input": {"sleep_ms": 4000}},
+        *(
+            {"key": f"t{n:02}", "action": "mock", "depends_on": ["gate"], "input": {}}
+            for n in range(60)
+        ),
+    ],
+}
+"""A run whose events mostly come after its page has opened: 60 tasks wait for the gate."""
+
+
+def event_rows(page: Page) -> list[int]:
+    sequences: list[str] = page.locator("#event-log tbody tr").evaluate_all(
+        "rows => rows.map(r => r.dataset.sequence)"
+    )
+    return [int(s) for s in sequences]
+
+
+def last_sequence(api: LiveApi, run_id: str) -> int:
+    """The run's last event, read through the API's pages."""
+    cursor: str | None = None
+    last = 0
+    while True:
+        params = {"limit": "200", **({"cursor": cursor} if cursor else {})}
+        answer = api.operator.get(f"{V1}/runs/{run_id}/events", params=params)
+        assert answer.status_code == 200, answer.text
+        page = answer.json()
+        last = max([last, *(int(e["sequence"]) for e in page["items"])])
+        cursor = page["next_cursor"]
+        if cursor is None:
+            return last
+
+
+def test_the_event_log_keeps_as_many_events_live_as_after_a_reload(
+    live_api: LiveApi, browser: OpenPage
+) -> None:
+    create(live_api, FAN_OUT)
+    run_id = start(live_api, "fan-out")
+    page = browser("operator")
+    sign_in(page, live_api, OPERATOR_TOKEN)
+    page.goto(f"{live_api.base_url}/ui/runs/{run_id}")
+    expect(page.locator("#run-status")).to_have_text("running")
+    assert len(event_rows(page)) < 100, "the run's events should come in live"
+    expect(page.locator("#events-trimmed")).to_be_hidden()
+    page.evaluate("window.__notReloaded = true")
+
+    expect(page.locator("#run-status")).to_have_text("succeeded", timeout=30_000)
+    last = last_sequence(live_api, run_id)
+    assert last > 100, f"the run has {last} events: too few to trim"
+    latest = list(range(last - 99, last + 1))
+    page.wait_for_function(
+        "last => document.querySelector('#event-log tbody tr:last-child')"
+        "?.dataset.sequence === String(last)",
+        arg=last,
+    )
+    assert page.evaluate("window.__notReloaded") is True, "the page was reloaded"
+    assert event_rows(page) == latest, "live, the log keeps the latest 100"
+    expect(page.locator("#events-trimmed")).to_be_visible()
+
+    page.reload()
+    assert event_rows(page) == latest, "after a reload, the same 100"
+    expect(page.locator("#events-trimmed")).to_be_visible()

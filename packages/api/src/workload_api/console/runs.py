@@ -28,7 +28,8 @@ __all__ = ["EVENTS_SHOWN", "PAGE_SIZE", "routes"]
 
 PAGE_SIZE = 25
 EVENTS_SHOWN = 100
-"""Events a run's page starts with (the latest); the history page has all, paged."""
+"""Events a run's page shows (the latest): at load, and kept while it follows the run live
+(console.js drops the oldest rows past it); the history page has all, paged."""
 ATTEMPTS_SHOWN = 500
 STEPS_SHOWN = 100
 """Steps of each agent task on a run's page (the task's steps page has all, paged)."""
@@ -110,6 +111,7 @@ async def _run_context(view: View) -> dict[str, Any]:
         "agents": agents,
         "agent_steps": steps,
         "terminal": run["status"] in TERMINAL,
+        "events_kept": EVENTS_SHOWN,
         "dag": drawn,
         "timeline": timeline(tasks, detail["attempts"], view.console.clock.now()),
         "task_statuses": [s.value for s in TaskStatus],

@@ -5,7 +5,6 @@
 "use strict";
 
 (function () {
-  var MAX_EVENT_ROWS = 300; // the log keeps the latest rows; the history page has all of them
 
   function cell(row, text) {
     var td = document.createElement("td");
@@ -70,6 +69,8 @@
     var runId = live.dataset.runId;
     var after = Number(live.dataset.after || "0");
     var log = document.querySelector("#event-log tbody");
+    // The log keeps as many of the latest rows as the page starts with; the history page has all.
+    var keep = Number(document.getElementById("event-log").dataset.keep || "100");
     var cancelForm = document.getElementById("cancel-form");
     var refreshing = false;
     var again = false;
@@ -101,7 +102,7 @@
       cell(row, event.task_key);
       cell(row, event.attempt);
       log.appendChild(row);
-      while (log.rows.length > MAX_EVENT_ROWS) {
+      while (log.rows.length > keep) {
         log.deleteRow(0);
         document.getElementById("events-trimmed").hidden = false;
       }
