@@ -928,13 +928,44 @@ def test_idempotency_key_with_a_control_character_is_rejected(
         body,
     )
     response = raw_exchange(live_api.base_url, request)
-    # The HTTP server may refuse a control character before the app sees it (a plain 400);
-    # if the app sees it, it is an invalid_argument problem. Either way: 400, nothing written.
-    if response.headers.get("content-type", "").startswith("application/problem+json"):
-        assert_problem(response, 400, "invalid_argument")
-    else:
-        assert response.status_code == 400, response.status_code
+    # Whether the HTTP server refuses a control character before the app sees it or the app
+    # does, the answer is an invalid_argument problem with a request id; nothing is written.
+    assert_problem(response, 400, "invalid_argument")
     assert snapshot(live_api) == before, "the listings changed"
+
+
+READ_HEADERS = b"Host: 127.0.0.1\r\nAuthorization: Bearer " + OPERATOR_TOKEN.encode()
+
+
+@pytest.mark.real_http_only  # raw bytes on a socket
+@pytest.mark.parametrize(
+    "request_bytes",
+    table(
+        pytest.param(b"GET /api/v1/runs/\xff HTTP/1.1\r\n" + READ_HEADERS, id="path-byte-ff"),
+        pytest.param(b"GET /api/v1/runs?status=\xff HTTP/1.1\r\n" + READ_HEADERS, id="query-ff"),
+        pytest.param(
+            b"GET /api/v1/runs HTTP/1.1\r\n" + READ_HEADERS + b"\r\nno colon", id="header"
+        ),
+        pytest.param(
+            b"POST /api/v1/workflows HTTP/1.1\r\n" + READ_HEADERS + b"\r\nContent-Length: -1",
+            id="content-length-negative",
+        ),
+        pytest.param(
+            b"POST /api/v1/workflows HTTP/1.1\r\n" + READ_HEADERS + b"\r\nContent-Length: 1x",
+            id="content-length-not-a-number",
+        ),
+        pytest.param(
+            b"GET /api/v1/runs HTTP/1.1\r\n" + READ_HEADERS + b"\r\nBad Name: x", id="header-name"
+        ),
+        pytest.param(b"GET\r\n" + READ_HEADERS, id="request-line"),
+    ),
+)
+def test_a_request_that_is_not_http_is_a_problem(live_api: LiveApi, request_bytes: bytes) -> None:
+    """The HTTP server refuses these before the app: still a problem with a request id."""
+    response = raw_exchange(live_api.base_url, request_bytes + b"\r\n\r\n")
+    assert_problem(response, 400, "invalid_argument")
+    assert response.headers.get("connection") == "close"
+    assert_status(live_api.viewer.get(f"{V1}/runs"), 200)  # the server serves on
 
 
 def test_idempotency_key_of_255_visible_characters_is_accepted_and_replayed(

@@ -8,7 +8,10 @@
   connection, for one that sends nothing). uvicorn alone closes only *idle keep-alive*
   connections; a client sending headers at one byte a second would hold its connection forever.
   The timer stops once the headers are complete, so long-polls and event streams, which wait
-  after their request, are not affected.
+  after their request, are not affected. A request that is not valid HTTP/1.1 (a raw byte
+  outside ASCII in its target, a malformed header, a negative ``Content-Length``) is answered
+  as every other 400: a problem with a request id, logged in the access log (uvicorn's own
+  answer is a bare text with neither).
 """
 
 from __future__ import annotations
@@ -16,12 +19,17 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Iterator
 from typing import Any
 
 import h11
 import uvicorn
 from uvicorn.protocols.http.h11_impl import H11Protocol
+
+from workload_api.context import log_request, new_request_id
+from workload_api.problems import HttpProblem, problem_response
+from workload_api.telemetry import UNMATCHED_ROUTE
 
 __all__ = ["FAIL_STOP_GRACE", "HttpServer", "guarded_h11"]
 
@@ -69,6 +77,38 @@ def guarded_h11(header_timeout: float) -> type[H11Protocol]:
             super().data_received(data)
             if self.conn.their_state is not h11.IDLE:
                 self._disarm()  # the headers are complete
+
+        def send_400_response(self, msg: str) -> None:
+            """The request is not valid HTTP/1.1: a problem, then the connection is closed."""
+            if self.conn.our_state not in (h11.IDLE, h11.SEND_RESPONSE):
+                # A response had begun (the body broke the protocol): nothing more can be said;
+                # the request's own access-log line is the app's.
+                self.transport.close()
+                return
+            started = time.perf_counter()
+            request_id = new_request_id()
+            problem = HttpProblem(400, "invalid_argument", "the request is not valid HTTP/1.1")
+            answer = problem_response(problem, request_id)
+            headers = [
+                *answer.raw_headers,
+                (b"x-request-id", request_id.encode()),
+                (b"connection", b"close"),
+            ]
+            for event in (
+                h11.Response(status_code=400, headers=headers, reason=b"Bad Request"),
+                h11.Data(data=bytes(answer.body)),
+                h11.EndOfMessage(),
+            ):
+                self.transport.write(self.conn.send(event) or b"")
+            self.transport.close()
+            log_request(
+                request_id,
+                method="-",  # the request line itself may be what is broken
+                route=UNMATCHED_ROUTE,
+                status=400,
+                seconds=time.perf_counter() - started,
+                error_code="invalid_argument",
+            )
 
         def _arm(self) -> None:
             self._header_timer = self.loop.call_later(header_timeout, self._expire)

@@ -19,6 +19,7 @@ from starlette.requests import ClientDisconnect
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from workload_api.problems import HttpProblem, problem_response
+from workload_api.telemetry import UNMATCHED_ROUTE
 
 __all__ = [
     "ACCESS_LOGGER",
@@ -27,6 +28,8 @@ __all__ = [
     "OneSegmentIds",
     "RequestContext",
     "configure_logging",
+    "log_request",
+    "new_request_id",
 ]
 
 CLIENT_CLOSED_REQUEST = 499
@@ -147,19 +150,44 @@ class RequestContext:
                 await problem_response(problem, request_id)(scope, receive, send_with_id)
         finally:
             state["status"] = status  # what the HTTP metrics count (499 included)
-            _log.info(
-                "request",
-                extra={
-                    "fields": {
-                        "request_id": request_id,
-                        "method": scope["method"],
-                        "route": state.get("route", "<unmatched>"),
-                        "status": status,
-                        "duration_ms": round((time.perf_counter() - started) * 1000, 3),
-                        "error_code": state.get("error_code"),
-                    }
-                },
+            log_request(
+                request_id,
+                method=scope["method"],
+                route=state.get("route", UNMATCHED_ROUTE),
+                status=status,
+                seconds=time.perf_counter() - started,
+                error_code=state.get("error_code"),
             )
+
+
+def log_request(
+    request_id: str,
+    *,
+    method: str,
+    route: str,
+    status: int,
+    seconds: float,
+    error_code: str | None,
+) -> None:
+    """The access log's line of one request (never its body, its query or its tokens)."""
+    _log.info(
+        "request",
+        extra={
+            "fields": {
+                "request_id": request_id,
+                "method": method,
+                "route": route,
+                "status": status,
+                "duration_ms": round(seconds * 1000, 3),
+                "error_code": error_code,
+            }
+        },
+    )
+
+
+def new_request_id() -> str:
+    """A request id for a request that did not send a valid one."""
+    return uuid.uuid4().hex
 
 
 class OneSegmentIds:
@@ -194,4 +222,4 @@ def _request_id(scope: Scope) -> str:
             if _REQUEST_ID.fullmatch(candidate):
                 return candidate
             break
-    return uuid.uuid4().hex
+    return new_request_id()
