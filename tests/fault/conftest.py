@@ -364,6 +364,14 @@ class Service:
         """Send ``signum`` to the process."""
         self.process.send_signal(signum)
 
+    def signal_group(self, signum: int) -> None:
+        """Send ``signum`` to the process's group, as Ctrl-C in a terminal does.
+
+        Only for a process started with ``own_group``: its group is its own and the test's.
+        """
+        assert os.getpgid(self.pid) == self.pid, "not started with own_group"
+        os.killpg(self.pid, signum)
+
     def close(self) -> None:
         """Kill the process if it is still alive; close the clients."""
         for client in self.clients.values():
@@ -401,10 +409,13 @@ class Services:
         *,
         port: int | None = None,
         env: Mapping[str, str] | None = None,
+        own_group: bool = False,
     ) -> Service:
         """Start ``workload serve --database-url URL --port PORT`` (not waiting for ready).
 
         With no database URL: embedded mode (give ``WORKLOAD_DATA_DIR`` in ``env``).
+        ``own_group``: in a session of its own, so that :meth:`Service.signal_group` reaches it
+        and the programs it runs, and nothing else.
         """
         port = port or free_port()
         index = len(self._started)
@@ -427,6 +438,7 @@ class Services:
                 stderr=err,
                 stdin=subprocess.DEVNULL,
                 env=service_environment(self.runtime_dir, env or {}),
+                start_new_session=own_group,
             )
         service = Service(process, port, stdout_path, stderr_path, time.monotonic())
         self._started.append(service)

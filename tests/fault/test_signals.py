@@ -287,6 +287,57 @@ def test_two_signals_10_ms_apart_in_embedded_mode_stop_the_database_and_exit_0(
     assert_embedded_stopped(data_dir, pid)
 
 
+def child_programs(pid: int) -> set[str]:
+    """The names of the programs ``pid`` runs as its children right now."""
+    names: set[str] = set()
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            text = stat.read_text()
+            name = text[text.index("(") + 1 : text.rindex(")")]
+            if int(text[text.rindex(")") + 2 :].split()[1]) == pid:
+                names.add(name)
+    return names
+
+
+@pytest.mark.parametrize(
+    ("signum", "program"),
+    [(signal.SIGINT, "initdb"), (signal.SIGTERM, "initdb"), (signal.SIGINT, "pg_ctl")],
+    ids=["SIGINT-initdb", "SIGTERM-initdb", "SIGINT-pg_ctl"],
+)
+def test_a_signal_to_the_process_group_while_the_embedded_database_starts_exits_0(
+    services: Services, tmp_path: Path, signum: signal.Signals, program: str
+) -> None:
+    """Ctrl-C in a terminal signals the whole group, the programs the start runs included."""
+    data_dir = tmp_path / "data"
+    env = {"WORKLOAD_DATA_DIR": str(data_dir)}
+    if program == "pg_ctl":  # a data directory made already: the start is pg_ctl's alone
+        first = services.start(None, env=env)
+        first.wait_ready(timeout=90)
+        first.signal(signal.SIGTERM)
+        assert first.wait_exit(60) == 0, first.stderr_tail()
+    service = services.start(None, env=env, own_group=True)
+    wait_until(
+        lambda: program in child_programs(service.pid),
+        timeout=90,
+        interval=0.005,
+        message=lambda: f"never ran {program}\n{service.stderr_tail()}",
+    )
+    service.signal_group(signum)
+    code = service.wait_exit(60)
+    assert code == 0, f"exit code {code}, not 0\n{service.stderr_tail()}"
+    assert "Traceback" not in service.stderr(), service.stderr_tail()
+    assert f"stopping on {signum.name}" in service.stderr(), service.stderr_tail()
+    pid = postmaster_pid(data_dir)
+    if pid is not None:
+        assert_embedded_stopped(data_dir, pid)
+
+    # The data directory was not left half made: the next start serves.
+    again = services.start(None, env=env)
+    again.wait_ready(timeout=90)
+    again.signal(signal.SIGTERM)
+    assert again.wait_exit(60) == 0, again.stderr_tail()
+
+
 # -- the worker: `workload worker MODULE:ATTRIBUTE` --------------------------------------------
 
 IMPORTING_MODULE = """

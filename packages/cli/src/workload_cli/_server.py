@@ -6,6 +6,7 @@ import asyncio
 import json
 import logging
 import signal
+import subprocess
 import sys
 from collections.abc import Awaitable
 from typing import Any, TypeVar
@@ -74,11 +75,20 @@ def _serve(overrides: dict[str, Any], stops: StopSignals) -> int:
     _say(f"data directory: {embedded.data_dir}")
     try:
         # Not cut in half: a server started but not yet known to `embedded` would outlive us.
-        with stops.deferred():
-            url = embedded.start()
+        try:
+            with stops.deferred():
+                url = embedded.start()
+        except subprocess.CalledProcessError:
+            if stops.received is None:
+                raise
+            # A signal to the whole process group reached the programs of the database's own
+            # start (initdb's bootstrap backends unblock it): the start failed because of the
+            # stop, and initdb removed what it had made.
+            raise Interrupted(stops.received) from None
         try:
             if eventloop.run(_interruptible(apply_migrations(url), stops)) is None:
                 return ExitCode.OK
+            stops.check()  # a signal in the migrations' last moment, after their scope ended
         except MigrationError as exc:
             _say(f"error: {exc}")
             return ExitCode.SCHEMA
@@ -114,7 +124,8 @@ async def _interruptible(step: Awaitable[T], stops: StopSignals) -> T | None:
                 _coordinator_log.info("stopping on %s", received.name)
                 scope.cancel()
             else:
-                _coordinator_log.warning("%s again: already stopping", received.name)
+                first = (stops.received or received).name
+                _coordinator_log.warning("%s again: already stopping on %s", received.name, first)
 
         with stops.routed(stop):
             return await step

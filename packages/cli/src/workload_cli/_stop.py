@@ -95,7 +95,8 @@ class StopSignals:
         if self._stop is not None:
             self._stop(received)  # the phase tells a repeat from the first
         elif not first:
-            self._log.warning("%s again: already stopping", received.name)
+            first_name = (self.received or received).name
+            self._log.warning("%s again: already stopping on %s", received.name, first_name)
         elif not self._deferring:
             raise Interrupted(received)
 
@@ -106,11 +107,22 @@ class StopSignals:
 
     @contextlib.contextmanager
     def deferred(self) -> Iterator[None]:
-        """A step that a signal must not cut in half: a stop is raised when it ends."""
+        """A step that a signal must not cut in half: a stop is raised when it ends.
+
+        The stop signals are blocked during the step (in the main thread), and the programs it
+        runs inherit that: a signal sent to the whole process group — Ctrl-C in a terminal, a
+        supervisor stopping a control group — waits for the step's end instead of killing its
+        ``initdb`` or ``pg_ctl`` half-way (a data directory half made would refuse every later
+        start). Unblocked, it is handled as any other.
+        """
+        main = threading.current_thread() is threading.main_thread()
+        previous = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS) if main else None
         self._deferring = True
         try:
             yield
         finally:
+            if previous is not None:
+                signal.pthread_sigmask(signal.SIG_SETMASK, previous)  # a pending one runs now
             self._deferring = False
         self.check()
 
@@ -129,6 +141,9 @@ class StopSignals:
             loop.call_soon_threadsafe(stop, received)
 
         self._stop = in_loop
+        if self.received is not None and not self._closing:
+            # A signal came between the previous phase's end and this one: this phase stops.
+            in_loop(self.received)
         try:
             yield
         finally:
