@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import itertools
+import logging
+import socket
 from collections.abc import AsyncIterator, Callable
 
 import anyio
@@ -236,3 +238,63 @@ async def test_a_standby_says_it_is_there_and_never_hears_itself(database_url: s
             tg.cancel_scope.cancel()
         assert quiet.announcing
         assert heard_itself == []  # its own NOTIFY, on its own connection, is left out
+
+
+def _warnings(caplog: pytest.LogCaptureFixture) -> list[logging.LogRecord]:
+    return [
+        r
+        for r in caplog.records
+        if r.name == "workload.notifications" and r.levelno == logging.WARNING
+    ]
+
+
+async def test_a_listener_without_a_server_warns_once_not_at_every_try(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    with socket.socket() as probe:  # a port nothing listens on: each try is refused at once
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    url = f"postgresql://postgres@127.0.0.1:{port}/nowhere"
+    listener = PostgresNotifications(url, retry_seconds=(0.01,), log_every_seconds=3600)
+    caplog.set_level(logging.INFO, logger="workload.notifications")
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(listener.run, Heard().handlers())
+        await _until(lambda: listener.failed_tries >= 20, "the listener stopped trying")
+        tg.cancel_scope.cancel()
+    assert len(_warnings(caplog)) == 1, [r.getMessage() for r in _warnings(caplog)]
+
+
+async def test_a_listener_that_listens_again_says_so_once_and_backs_off_afresh(
+    database_url: str,
+    replicas: tuple[PostgresStore, PostgresStore],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    _, second = replicas
+    listener = PostgresNotifications(database_url, retry_seconds=(0.05, 5.0))
+    heard = Heard()
+    caplog.set_level(logging.INFO, logger="workload.notifications")
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(listener.run, heard.handlers())
+        with anyio.fail_after(10):
+            await listener.listening.wait()
+        created = itertools.count()
+        for _ in range(2):
+            # Each cut is the first failure since it last listened: the short back-off again
+            # (5 s would outlast the wait below), one warning, and one line when it listens.
+            assert _terminate(database_url, "application_name = %s", APPLICATION_NAME) == 1
+
+            async def heard_a_new_run() -> bool:
+                # Until it listens again, a notification is lost: create runs until one is heard.
+                theirs = await _create(second, f"after-cut-{next(created)}")
+                with anyio.move_on_after(0.2):
+                    await heard.until(theirs)
+                return theirs in heard.runs
+
+            await await_until(heard_a_new_run, within=4, message="not listening again")
+            assert listener.failed_tries == 0
+        tg.cancel_scope.cancel()
+    assert len(_warnings(caplog)) == 2, [r.getMessage() for r in _warnings(caplog)]
+    again = [
+        r for r in caplog.records if r.getMessage() == "the notification listener listens again"
+    ]
+    assert len(again) == 2

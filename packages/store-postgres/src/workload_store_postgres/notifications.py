@@ -19,7 +19,7 @@ leader's periodic sweep adopts any run a lost notification did not announce.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Protocol
 
 import anyio
@@ -38,7 +38,10 @@ PRESENCE_SECONDS = 2.0
 """How often a ``--standby`` replica's listener says it is there (to a leader that would
 otherwise announce nothing)."""
 APPLICATION_NAME = "workload-listener"
-_RETRY_SECONDS = (0.2, 0.5, 1.0, 2.0)
+RETRY_SECONDS = (0.2, 0.5, 1.0, 2.0)
+"""The back-off between reconnection tries, the last repeated while the outage lasts."""
+LOG_EVERY_SECONDS = 60.0
+"""While reconnecting fails: a warning at the first failure, then at most this often."""
 
 
 class Senders(Protocol):
@@ -65,6 +68,8 @@ class PostgresNotifications:
         present: bool = False,
         on_replica: Callable[[], None] | None = None,
         presence_seconds: float = PRESENCE_SECONDS,
+        retry_seconds: Sequence[float] = RETRY_SECONDS,
+        log_every_seconds: float = LOG_EVERY_SECONDS,
     ) -> None:
         self._url = url
         self._connect_timeout = connect_timeout
@@ -74,19 +79,27 @@ class PostgresNotifications:
         self._on_replica = on_replica
         """Told whenever another process is heard (any notification but this process's own)."""
         self._presence_seconds = presence_seconds
+        self._retry_seconds = tuple(retry_seconds)
+        self._log_every_seconds = log_every_seconds
+        self._failures = 0
+        """Failed tries since the listener last listened."""
+        self._outage_since = 0.0
+        self._logged_at = 0.0
         self.listening = anyio.Event()
         """Set once the first ``LISTEN`` is in place (tests wait for it)."""
 
+    @property
+    def failed_tries(self) -> int:
+        """Failed tries to connect and listen since the listener last listened."""
+        return self._failures
+
     async def run(self, handlers: Handlers) -> None:
         """Listen, dispatch, and reconnect after a failure; never returns (cancel to stop)."""
-        failures = 0
         while True:
             try:
                 await self._listen(handlers)
             except (psycopg.Error, OSError) as exc:
-                delay = _RETRY_SECONDS[min(failures, len(_RETRY_SECONDS) - 1)]
-                failures += 1
-                _log.warning("the notification listener reconnects in %ss: %s", delay, exc)
+                delay = self._failed(exc)
                 if self._senders is not None:
                     # The server may have restarted or changed: a pid of a connection made
                     # before may now be another backend's (see ``Sessions``).
@@ -108,7 +121,7 @@ class PostgresNotifications:
             while True:
                 if self._present:
                     await conn.execute(f"NOTIFY {REPLICAS}")  # a constant: never input
-                self.listening.set()
+                self._listens()
                 # Notifications that arrive between two passes wait in psycopg's backlog.
                 wait = self._presence_seconds if self._present else None
                 async for notice in conn.notifies(timeout=wait):
@@ -117,6 +130,39 @@ class PostgresNotifications:
                     if self._on_replica is not None:
                         self._on_replica()
                     _dispatch(handlers, notice.channel, notice.payload)
+
+
+    def _failed(self, error: BaseException) -> float:
+        """Count a failed try, log it when due (not at every retry); return the back-off."""
+        now = anyio.current_time()
+        delay = self._retry_seconds[min(self._failures, len(self._retry_seconds) - 1)]
+        self._failures += 1
+        if self._failures == 1:
+            self._outage_since = now
+        if self._failures == 1 or now - self._logged_at >= self._log_every_seconds:
+            self._logged_at = now
+            _log.warning(
+                "the notification listener reconnects in %ss: %s",
+                delay,
+                error,
+                extra={"fields": {"failed_tries": self._failures}},
+            )
+        return delay
+
+    def _listens(self) -> None:
+        """``LISTEN`` is in place: an outage, if there was one, is over (logged once)."""
+        if self._failures:
+            _log.info(
+                "the notification listener listens again",
+                extra={
+                    "fields": {
+                        "failed_tries": self._failures,
+                        "seconds": round(anyio.current_time() - self._outage_since, 3),
+                    }
+                },
+            )
+            self._failures = 0
+        self.listening.set()
 
 
 def _dispatch(handlers: Handlers, channel: str, payload: str) -> None:
