@@ -48,6 +48,8 @@ _log = logging.getLogger("workload.coordinator")
 
 UNAVAILABLE = "unavailable"
 """The readiness of a standby that cannot reach PostgreSQL (it keeps trying)."""
+STOPPING = "stopping"
+"""The readiness of a service that received its stop (it drains, then exits)."""
 OUTAGE_LOG_SECONDS = 60.0
 """While a standby cannot reach PostgreSQL, it says so at the first failed try, then at most
 this often (with how many tries failed), and once more when it reaches it again."""
@@ -259,6 +261,8 @@ class Service:
         outage = _Outage()
         while True:
             await anyio.sleep(self._lock_check_interval)
+            if self._ending():
+                return  # a standby on its way out does not take over (another one may)
             try:
                 if outage.since is not None:
                     # The pool reconnects on its own schedule (with backoff): ready again, and
@@ -273,11 +277,18 @@ class Service:
                 continue
             if outage.ended() and self.readiness.reason == UNAVAILABLE:
                 self.readiness.set(True, "ready")
+            if taken and self._ending():
+                await self.lock.release()  # it stopped while the lock was taken: give it back
+                return
             if taken:
                 _log.info("took over: leading", extra={"fields": {"epoch": self.lock.epoch}})
                 assert self._tasks is not None
                 await self._lead(self._tasks)
                 return
+
+    def _ending(self) -> bool:
+        """The service stops (a signal) or has failed: nothing new is to start."""
+        return self.fault is not None or self.readiness.reason == STOPPING
 
     def _fenced(self) -> None:
         """A write was refused: a newer coordinator epoch leads (fail-stop, exit 5)."""
@@ -304,7 +315,7 @@ class Service:
     def stopping(self) -> None:
         """The service is about to stop: not ready; waiting claims answer, streams end, now."""
         if self.fault is None:
-            self.readiness.set(False, "stopping")
+            self.readiness.set(False, STOPPING)
         self.readiness.leading = False
         self.engine.work_signal.close()
         self.engine.changes.close()
