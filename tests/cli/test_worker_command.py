@@ -369,3 +369,23 @@ def test_the_worker_log_goes_to_stderr_when_nothing_else_logs() -> None:
     assert "hidden" not in done.stderr
     assert "after" in done.stderr  # Python's last-resort handler: the handler was removed
     assert "INFO" not in done.stderr.split("claimed", 1)[1]
+
+
+def test_a_signal_as_the_worker_hands_its_signals_back_is_a_stop(
+    offline_cli: Cli, make_module: Callable[..., WorkerModule]
+) -> None:
+    """Worker.run() puts the command's handler back as it returns: a signal just then reaches
+    the command's handler, which raises ``Interrupted``; the worker has served and stopped."""
+    lines = [
+        "import signal",
+        "from workload_cli._stop import Interrupted",
+        "def run():",
+        "    worker.ran = True",
+        "    raise Interrupted(signal.SIGTERM)",
+        "worker.run = run",
+    ]
+    mod = make_module(body=("\n" + " " * 12).join(lines))  # the template's indentation
+    result = offline_cli("worker", mod.target, "--url", BASE_URL, "--token", WORKER_TOKEN)
+    assert result.exit_code == 0, result.output
+    assert mod.module.worker.ran is True
+    assert "before the worker served" not in result.stderr, result.stderr

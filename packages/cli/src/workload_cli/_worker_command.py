@@ -255,6 +255,11 @@ def _run_worker(
             with _LogTo(log_level):
                 try:
                     found.run()
+                except Interrupted:
+                    # The signal came in the instant between this command's handler and the
+                    # worker's (as run() put ours back): the worker has stopped, or never
+                    # claimed anything. A stop, not an error, and the stopped worker's exit.
+                    logging.getLogger("workload.worker").info("stopped")
                 finally:
                     stops.closing()  # the worker has stopped: a signal now stops nothing
         except WorkerConfigError as exc:
