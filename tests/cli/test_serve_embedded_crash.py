@@ -125,17 +125,26 @@ def test_a_clean_stop_after_a_killed_serve_stops_the_embedded_database(
         again.process.send_signal(signal.SIGTERM)
         assert again.wait_exit() == 0, again.text()
     finally:
-        for serve in processes:
-            if serve.process.poll() is None:
-                serve.process.kill()
-                serve.process.wait(timeout=30)
+        _kill_survivors(processes)
+    _assert_stopped(pgdata, postmaster)
+    assert json.loads((pgdata / ".handle_pids.json").read_text()) == []
+
+
+def _kill_survivors(processes: list[_Serve]) -> None:
+    for serve in processes:
+        if serve.process.poll() is None:
+            serve.process.kill()
+            serve.process.wait(timeout=30)
+
+
+def _assert_stopped(pgdata: Path, postmaster: int) -> None:
+    """The clean stop stopped the embedded PostgreSQL."""
     wait_until(
         partial(_gone, postmaster),
         timeout=30,
         message=lambda: f"the embedded PostgreSQL (pid {postmaster}) outlived a clean stop",
     )
     assert not (pgdata / "postmaster.pid").exists()
-    assert json.loads((pgdata / ".handle_pids.json").read_text()) == []
 
 
 @pytest.mark.postgres  # the embedded PostgreSQL of `workload serve`
@@ -166,16 +175,8 @@ def test_a_serve_killed_with_its_database_is_followed_by_a_fresh_postmaster(
         again.process.send_signal(signal.SIGTERM)
         assert again.wait_exit() == 0, again.text()
     finally:
-        for serve in processes:
-            if serve.process.poll() is None:
-                serve.process.kill()
-                serve.process.wait(timeout=30)
-    wait_until(
-        partial(_gone, fresh),
-        timeout=30,
-        message=lambda: f"the embedded PostgreSQL (pid {fresh}) outlived a clean stop",
-    )
-    assert not (pgdata / "postmaster.pid").exists()
+        _kill_survivors(processes)
+    _assert_stopped(pgdata, fresh)
 
 
 @contextlib.contextmanager

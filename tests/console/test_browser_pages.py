@@ -54,6 +54,14 @@ def cancel(api: LiveApi, run_id: str) -> None:
     assert answer.status_code == 202, answer.text
 
 
+def operator_on_run(live_api: LiveApi, browser: OpenPage, run_id: str) -> Page:
+    """A signed-in operator's page on the run."""
+    page = browser("operator")
+    sign_in(page, live_api, OPERATOR_TOKEN)
+    page.goto(f"{live_api.base_url}/ui/runs/{run_id}")
+    return page
+
+
 def mark_focus(page: Page) -> None:
     """Remember the focused element, to see when a refresh has replaced it."""
     page.evaluate("window.__focused = document.activeElement")
@@ -130,9 +138,7 @@ def test_a_refresh_of_a_runs_page_keeps_the_focus_on_its_viewer(
 ) -> None:
     create(live_api, TWO_STEPS)
     run_id = start(live_api, "two-steps")
-    page = browser("operator")
-    sign_in(page, live_api, OPERATOR_TOKEN)
-    page.goto(f"{live_api.base_url}/ui/runs/{run_id}")
+    page = operator_on_run(live_api, browser, run_id)
     expect(page.locator("#tasks tr[data-task=second]")).to_have_attribute("data-status", "running")
     viewer = page.locator("summary", has_text="Output of first")
     viewer.focus()
@@ -173,9 +179,7 @@ def test_every_failed_attempt_shows_its_error_in_a_viewer(
     live_api: LiveApi, browser: OpenPage, shots: Path
 ) -> None:
     run_id = failed_then_succeeded(live_api)
-    page = browser("operator")
-    sign_in(page, live_api, OPERATOR_TOKEN)
-    page.goto(f"{live_api.base_url}/ui/runs/{run_id}")
+    page = operator_on_run(live_api, browser, run_id)
     expect(page.locator("#run-status")).to_have_text("succeeded")
     # The task succeeded; its first attempt's error is still there, reached by the keyboard.
     summary = page.locator("#attempts summary", has_text="Error of call attempt 1")
@@ -304,9 +308,7 @@ def test_the_event_log_keeps_as_many_events_live_as_after_a_reload(
 ) -> None:
     create(live_api, FAN_OUT)
     run_id = start(live_api, "fan-out")
-    page = browser("operator")
-    sign_in(page, live_api, OPERATOR_TOKEN)
-    page.goto(f"{live_api.base_url}/ui/runs/{run_id}")
+    page = operator_on_run(live_api, browser, run_id)
     expect(page.locator("#run-status")).to_have_text("running")
     assert len(event_rows(page)) < 100, "the run's events should come in live"
     expect(page.locator("#events-trimmed")).to_be_hidden()
