@@ -7,9 +7,12 @@ from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
+import anyio
 import pytest
 
 from tests.engine.harness import Harness
+from tests.engine.test_agent import agent, call, guarded, run_until, say, wf
+from tests.engine.test_agent import harness as agent_harness
 from workload_domain.compiler import compile_definition
 from workload_domain.events import EventType
 from workload_domain.leases import LeaseLostReason, lease_lost, token_digest
@@ -19,6 +22,7 @@ from workload_domain.statuses import AttemptStatus, RunStatus
 from workload_domain.workers import Claim, worker_status
 from workload_engine.clock import FakeClock
 from workload_engine.planner import AttemptOutcome, cancel_commit, plan
+from workload_engine.runs import request_cancel
 
 pytestmark = pytest.mark.anyio
 _tokens = itertools.count()
@@ -330,6 +334,26 @@ async def test_activity_counts_open_runs_and_recent_workers(store: Store, clock:
     assert (await store.activity(window)).workers_active == 1
     (busy,) = [w for w in (await store.page_workers(None, 10)).items if w.worker_id == "busy"]
     assert worker_status(busy, clock.now()) == "gone"
+
+
+async def test_activity_counts_pending_approvals(store: Store, clock: FakeClock) -> None:
+    """SPEC §12's workload_approvals_pending and workload status: approvals not yet decided."""
+    h, _ = agent_harness(store, clock)
+    assert (await store.activity(clock.now())).approvals_pending == 0
+    asks = wf(agent(tools=[guarded()], script=[call("deploy"), say("done")]))
+    first, second = await h.create(asks), await h.create(asks)
+    async with anyio.create_task_group() as tg:
+        await tg.start(h.engine.run)
+        for run_id in (first, second):
+            h.engine.submit(run_id)
+            await run_until(h, run_id, "waiting_approval")
+        assert (await store.activity(clock.now())).approvals_pending == 2
+        await request_cancel(h.store, h.clock, first, local_actions=h.engine.local_actions)
+        h.engine.notify(first)
+        await h.engine.wait_finished(first)
+        # A canceled approval is decided for good: one is left waiting.
+        assert (await store.activity(clock.now())).approvals_pending == 1
+        tg.cancel_scope.cancel()
 
 
 async def test_connection_counts_are_by_state(store: Store) -> None:

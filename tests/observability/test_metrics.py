@@ -14,6 +14,9 @@ from typing import Any
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from tests.console.helpers import create as create_definition
+from tests.console.helpers import deployer, pending_approval
+from tests.console.helpers import start as start_run
 from tests.observability.scrape import Labels, Samples, deltas, parse, scrape
 from tests.plugins.live_api import (
     OPERATOR_TOKEN,
@@ -224,10 +227,31 @@ def test_every_metric_of_the_spec_is_exposed_with_its_type(live_api: LiveApi) ->
     types = {f.name: f.type for f in text_string_to_metric_families(response.text)}
     missing = {n: t for n, t in SPEC_METRICS.items() if types.get(n) != t}
     assert not missing, f"missing or mistyped: {missing}"
-    # Model and approval metrics exist before the agent runtime does: no samples, or zero.
+    # Before any model call or approval: no model samples, and no approval pending.
     samples = parse(response.text)
     assert not [k for k in samples if k[0].startswith("workload_model_")]
     assert samples[("workload_approvals_pending", ())] == 0
+
+
+def test_pending_approvals_are_counted_by_the_gauge_and_the_status(live_api: LiveApi) -> None:
+    """SPEC §12: workload_approvals_pending, and workload status's pending approvals."""
+
+    def pending_now() -> tuple[float, int]:
+        gauge = parse(live_api.viewer.get("/metrics").text)[("workload_approvals_pending", ())]
+        status = live_api.viewer.get(f"{V1}/status").json()["approvals_pending"]
+        return gauge, status
+
+    assert pending_now() == (0, 0)
+    create_definition(live_api, deployer())
+    asked = [pending_approval(live_api, start_run(live_api, "deployer")) for _ in range(2)]
+    assert pending_now() == (2, 2)
+    decided = live_api.operator.post(
+        f"{V1}/approvals/{asked[0]['approval_id']}/decision",
+        json={"decision": "approve", "arguments_digest": asked[0]["arguments_digest"]},
+        headers=idem(),
+    )
+    assert decided.status_code == 200, decided.text
+    assert pending_now() == (1, 1)
 
 
 def test_queue_gauges_show_waiting_work(live_api: LiveApi) -> None:

@@ -113,8 +113,8 @@ class Activity:
     """Runs not yet terminal (``pending``, ``running``, ``waiting_retry``)."""
     workers_active: int
     """Workers seen within :data:`WORKER_ACTIVE_WINDOW`, or holding work (:func:`worker_status`)."""
-    approvals_pending: int = 0
-    """Approvals waiting for a decision (SPEC §11; none exist before the agent runtime)."""
+    approvals_pending: int
+    """Approvals waiting for a decision (SPEC §11)."""
 
 
 def worker_status(worker: WorkerRecord, now: datetime) -> str:

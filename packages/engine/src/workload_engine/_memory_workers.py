@@ -17,6 +17,7 @@ import anyio
 
 from workload_domain import listings
 from workload_domain.agent.journal import StepStatus
+from workload_domain.approvals import ApprovalStatus
 from workload_domain.cursors import Page, Position
 from workload_domain.events import EventType
 from workload_domain.jsonvalues import JsonObject
@@ -258,7 +259,7 @@ class MemoryWorkers(MemoryJournal):
         return [QueueStats(q, queued[q], running[q], oldest.get(q)) for q in sorted(self._queues)]
 
     async def activity(self, active_since: datetime) -> Activity:
-        """Runs not yet terminal, and workers seen at or after ``active_since`` or holding work."""
+        """What is going on: open runs, active workers, approvals waiting for a decision."""
         await anyio.lowlevel.checkpoint()
         runs = sum(1 for data in self._runs.values() if not data.run.status.is_terminal)
         holding = self._in_flight()
@@ -267,7 +268,8 @@ class MemoryWorkers(MemoryJournal):
             for w in self._workers.values()
             if w.last_seen_at >= active_since or holding[w.worker_id]
         )
-        return Activity(runs, workers)
+        pending = sum(1 for a in self._approvals.values() if a.status is ApprovalStatus.PENDING)
+        return Activity(runs, workers, pending)
 
     def _in_flight(self) -> defaultdict[str, int]:
         """How many attempts and tool calls each worker holds now."""

@@ -102,7 +102,7 @@ class Workers(StorePart):
         return await self._read("queue_stats", {}, lambda r: QueueStats(**r))
 
     async def activity(self, active_since: datetime) -> Activity:
-        """Runs not yet terminal, and workers seen at or after ``active_since`` (one query)."""
+        """What is going on: open runs, active workers, pending approvals (one query)."""
         found = await self._read("activity", {"since": active_since}, lambda r: Activity(**r))
         return found[0]
 

@@ -131,7 +131,6 @@ class PostgresNotifications:
                         self._on_replica()
                     _dispatch(handlers, notice.channel, notice.payload)
 
-
     def _failed(self, error: BaseException) -> float:
         """Count a failed try, log it when due (not at every retry); return the back-off."""
         now = anyio.current_time()

@@ -767,7 +767,8 @@ WHERE draft_id = %(draft_id)s
 
 -- name: activity
 -- Runs not yet terminal from workflow_runs_unfinished; workers seen lately, or holding work
--- now (attempts_leased, agent_steps_leased), as worker_status says.
+-- now (attempts_leased, agent_steps_leased), as worker_status says; pending approvals from
+-- approvals_due (the partial index of the pending ones).
 SELECT (SELECT count(*) FROM workflow_runs
         WHERE status IN ('pending', 'running', 'waiting_retry', 'waiting_approval'))::int AS runs_active,
        (SELECT count(*) FROM workers w
@@ -776,7 +777,8 @@ SELECT (SELECT count(*) FROM workflow_runs
                       WHERE a.status = 'running' AND a.worker_id = w.worker_id)
            OR EXISTS (SELECT 1 FROM agent_steps s
                       WHERE s.status = 'running' AND s.worker_id = w.worker_id))::int
-           AS workers_active
+           AS workers_active,
+       (SELECT count(*) FROM approvals WHERE status = 'pending')::int AS approvals_pending
 
 -- name: fence
 -- Whether ``epoch`` is still the current coordinator epoch (after a fenced write wrote nothing).
