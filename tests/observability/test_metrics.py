@@ -15,7 +15,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.console.helpers import create as create_definition
-from tests.console.helpers import deployer, pending_approval
+from tests.console.helpers import create_draft, deployer, generated, pending_approval, script
 from tests.console.helpers import start as start_run
 from tests.observability.scrape import Labels, Samples, deltas, parse, scrape
 from tests.plugins.live_api import (
@@ -382,3 +382,22 @@ def test_metrics_can_be_public(public_metrics_api: LiveApi) -> None:
     response = public_metrics_api.anonymous.get("/metrics")
     assert response.status_code == 200
     assert ("workload_coordinator_leader", ()) in parse(response.text)
+
+
+def test_a_drafts_model_calls_count_as_model_calls(live_api: LiveApi) -> None:
+    """SPEC §12's model metrics count every model call: a draft's too (SPEC §11)."""
+    before = scrape(live_api.viewer)
+    valid = {"id": "nightly", "tasks": [{"key": "fetch", "action": "mock"}]}
+    draft_id = create_draft(live_api, [{"content": "not a definition"}, *script(valid)])
+    draft = generated(live_api, draft_id)
+    assert draft["status"] == "ready", draft
+    usage = draft["usage"]
+    assert usage["model_calls"] == 2
+    changed = deltas(before, scrape(live_api.viewer))
+    assert changed[("workload_model_calls_total", (("outcome", "ok"), ("provider", "mock")))] == 2
+    tokens = {
+        dict(labels)["direction"]: value
+        for (name, labels), value in changed.items()
+        if name == "workload_model_tokens_total"
+    }
+    assert tokens == {"input": usage["input_tokens"], "output": usage["output_tokens"]}

@@ -200,7 +200,9 @@ class Container(containers.DeclarativeContainer):
         StatusUseCases, store=store, clock=clock, readiness=readiness, metrics=metrics
     )
     approvals = providers.Singleton(ApprovalUseCases, store=store, decisions=decisions)
-    draft_writer = providers.Singleton(DraftWriter, store=store, models=models, clock=clock)
+    draft_writer = providers.Singleton(
+        DraftWriter, store=store, models=models, clock=clock, telemetry=telemetry
+    )
     drafts = providers.Singleton(DraftUseCases, store=store, writer=draft_writer, clock=clock)
     usecases = providers.Singleton(
         UseCases,

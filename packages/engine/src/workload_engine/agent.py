@@ -24,7 +24,7 @@ from typing import Protocol
 import anyio
 
 from workload_domain.agent.journal import StepKind, StepRecord, StepStatus
-from workload_domain.agent.llm import MODEL_ERROR, Model, ModelFailure, Models
+from workload_domain.agent.llm import MODEL_ERROR, Model, ModelFailure, Models, provider_of
 from workload_domain.agent.loop import (
     CallModel,
     CallTools,
@@ -154,7 +154,7 @@ class AgentExecutor:
             )
             if step is None:
                 return False
-        provider = move.journaled.get("model", "mock").partition(":")[0] or "mock"
+        provider = provider_of(move.journaled.get("model", "mock"))
         with self._telemetry.model_call(provider=provider, model=move.request.model) as call:
             try:
                 answer = sanitized(await model.complete(move.request), move.sequence)

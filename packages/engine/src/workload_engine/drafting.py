@@ -24,11 +24,14 @@ from anyio.abc import TaskGroup, TaskStatus
 
 from workload_domain.agent.journal import Usage
 from workload_domain.agent.llm import (
+    MODEL_ERROR,
     Message,
     ModelFailure,
     ModelRequest,
     Models,
     Role,
+    provider_model,
+    provider_of,
 )
 from workload_domain.drafts import (
     MAX_ANSWERS,
@@ -40,6 +43,7 @@ from workload_domain.drafts import (
 )
 from workload_domain.jsonvalues import JsonObject, storable
 from workload_domain.ports import Clock, DraftStore, WorkerStore
+from workload_domain.telemetry import NO_TELEMETRY, Telemetry
 
 __all__ = ["BUILT_IN_ACTIONS", "DraftWriter", "DraftWriterStore"]
 
@@ -57,10 +61,17 @@ class DraftWriterStore(DraftStore, WorkerStore, Protocol):
 class DraftWriter:
     """Generates drafts in the background (see the module's docstring)."""
 
-    def __init__(self, store: DraftWriterStore, models: Models, clock: Clock) -> None:
+    def __init__(
+        self,
+        store: DraftWriterStore,
+        models: Models,
+        clock: Clock,
+        telemetry: Telemetry = NO_TELEMETRY,
+    ) -> None:
         self._store = store
         self._models = models
         self._clock = clock
+        self._telemetry = telemetry
         self._group: TaskGroup | None = None
         self._active: set[str] = set()
         self._limiter = anyio.CapacityLimiter(_CONCURRENT)
@@ -111,17 +122,24 @@ class DraftWriter:
             model = self._models.model(draft.model, script=draft.script)
         except ModelFailure as exc:
             return await self._end(draft, None, [_failure(exc, 1)], usage)
-        provider_model = draft.model.partition(":")[2] or draft.model
+        named = provider_model(draft.model)
+        provider = provider_of(draft.model)
         for answer in range(1, MAX_ANSWERS + 1):
-            try:
-                response = await model.complete(ModelRequest(provider_model, tuple(messages)))
-            except ModelFailure as exc:
-                problems.append(_failure(exc, answer))
-                break
-            except Exception as exc:  # an adapter's bug ends the draft, not the service
-                bug = ModelFailure(f"the model adapter failed: {type(exc).__name__}")
-                problems.append(_failure(bug, answer))
-                break
+            # Counted as every model call is (SPEC §12: workload_model_calls_total, tokens).
+            with self._telemetry.model_call(provider=provider, model=named) as call:
+                try:
+                    response = await model.complete(ModelRequest(named, tuple(messages)))
+                except ModelFailure as exc:
+                    call.outcome(exc.code)
+                    problems.append(_failure(exc, answer))
+                    break
+                except Exception as exc:  # an adapter's bug ends the draft, not the service
+                    call.outcome(MODEL_ERROR)
+                    bug = ModelFailure(f"the model adapter failed: {type(exc).__name__}")
+                    problems.append(_failure(bug, answer))
+                    break
+                tokens = response.usage
+                call.usage(input_tokens=tokens.input_tokens, output_tokens=tokens.output_tokens)
             usage = usage + Usage(
                 model_calls=1,
                 input_tokens=max(response.usage.input_tokens, 0),

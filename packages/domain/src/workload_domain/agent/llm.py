@@ -35,10 +35,25 @@ __all__ = [
     "TokenUsage",
     "ToolCall",
     "ToolSchema",
+    "provider_model",
+    "provider_of",
 ]
 
 MODEL_UNAVAILABLE = "model_unavailable"
 MODEL_ERROR = "model_error"
+
+
+def provider_of(model: str) -> str:
+    """The provider of a model name: ``openai`` for ``openai:gpt-4o``, ``mock`` for ``mock``.
+
+    The ``provider`` label of SPEC §12's model metrics.
+    """
+    return model.partition(":")[0] or "mock"
+
+
+def provider_model(model: str) -> str:
+    """The name the provider knows the model by (``gpt-4o`` for ``openai:gpt-4o``)."""
+    return model.partition(":")[2] or model
 
 
 class Role(enum.StrEnum):

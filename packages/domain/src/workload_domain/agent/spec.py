@@ -15,6 +15,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 
+from workload_domain.agent.llm import provider_model
 from workload_domain.agent.validation import SchemaError, compile_schema
 from workload_domain.definition import MAX_ACTION_LENGTH, MAX_TIMEOUT_SECONDS
 from workload_domain.errors import Problem, quoted
@@ -114,7 +115,7 @@ class AgentSpec(BaseModel):
     @property
     def provider_model(self) -> str:
         """The name the provider knows the model by (``gpt-4o`` for ``openai:gpt-4o``)."""
-        return self.model.partition(":")[2] or self.model
+        return provider_model(self.model)
 
     def tool(self, name: str) -> ToolSpec | None:
         """The tool called ``name`` (None: the task does not list it)."""
