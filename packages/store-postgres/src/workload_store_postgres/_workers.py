@@ -3,7 +3,11 @@
 A claim is one statement (``claim_attempts`` in ``queries.sql``): ``FOR UPDATE SKIP LOCKED`` on
 the queued attempts and their runs, so concurrent claimers — in this process or in other API
 processes on the same database — never take the same attempt and never wait on each other or
-on a commit. The store keeps only the digest of each lease token.
+on a commit. Skipping has a price: work whose run a commit holds for a moment (a sibling task's
+report, a heartbeat) is passed over, and that commit queues nothing, so nobody would wake the
+claim again. A claim that found nothing therefore checks whether matching work is queued all
+the same, and if so tries again after a few milliseconds (:data:`LOCKED_RETRY_SECONDS`).
+The store keeps only the digest of each lease token.
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
+import anyio
 from psycopg.types.json import Jsonb
 
 from workload_domain import listings
@@ -23,7 +28,11 @@ from workload_store_postgres import _rows
 from workload_store_postgres._db import Row, one
 from workload_store_postgres._part import StorePart
 
-__all__ = ["Workers"]
+__all__ = ["LOCKED_RETRY_SECONDS", "Workers"]
+
+LOCKED_RETRY_SECONDS = (0.005, 0.01, 0.02, 0.04, 0.08)
+"""The pauses before each new try of a claim that met only locked work (150 ms in all): a
+commit holds its run for milliseconds; work still locked after them waits for the next wake-up."""
 
 
 def _claimed(row: Row) -> ClaimedAttempt:
@@ -49,7 +58,19 @@ class Workers(StorePart):
             "digests": list(claim.token_digests),
             "now": now,
         }
-        return await self._read("claim_attempts", params, _claimed)
+        claimed = await self._read("claim_attempts", params, _claimed)
+        for pause in LOCKED_RETRY_SECONDS:
+            if claimed or not await self._claimable(params):
+                break
+            await anyio.sleep(pause)
+            claimed = await self._read("claim_attempts", params, _claimed)
+        return claimed
+
+    async def _claimable(self, params: Mapping[str, Any]) -> bool:
+        """Whether matching work is queued, held by another transaction or not."""
+        async with self._db.single() as conn:
+            row = await one(conn, "claimable", params)
+        return bool(row and row["claimable"])
 
     async def find_attempt(self, attempt_id: str) -> LeasedAttempt | None:
         """An attempt by id, with its run and its lease token's digest."""

@@ -313,6 +313,19 @@ ON CONFLICT (name) DO NOTHING
 -- name: get_secret
 SELECT secret FROM service_secrets WHERE name = %(name)s
 
+-- name: claimable
+-- Whether work claim_attempts would hand out is queued, locked by another transaction or not:
+-- after a claim that found nothing, true means it met work a commit held for a moment.
+SELECT EXISTS (
+           SELECT 1 FROM attempts a
+           WHERE a.status = 'queued' AND a.queue = ANY(%(queues)s) AND a.action = ANY(%(actions)s)
+             AND (a.schedule_deadline IS NULL OR a.schedule_deadline > %(now)s))
+       OR EXISTS (
+           SELECT 1 FROM agent_steps s
+           WHERE s.status = 'running' AND s.queue IS NOT NULL AND s.worker_id IS NULL
+             AND s.queue = ANY(%(queues)s) AND s.action = ANY(%(actions)s) AND s.deadline > %(now)s
+             AND (s.schedule_deadline IS NULL OR s.schedule_deadline > %(now)s)) AS claimable
+
 -- name: claim_attempts
 -- One statement: pick the oldest matching queued work, skipping rows (attempts or their runs,
 -- agents' tool calls) another transaction holds, so two claimers never take the same work and
