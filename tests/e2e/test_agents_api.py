@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from tests.observability.test_remote_tools import claim_tool_call, report, start_agent, step_of
 from tests.plugins.live_api import LiveApi
 from tests.waiting import wait_until
 
@@ -171,3 +172,31 @@ def test_a_plain_run_has_zero_usage(live_api: LiveApi) -> None:
         "input_tokens": 0,
         "output_tokens": 0,
     }
+
+
+@pytest.mark.parametrize(
+    ("reported", "answered"),
+    [
+        ({"code": "Boom", "message": "bad"}, {"code": "Boom", "message": "bad", "retryable": True}),
+        (
+            {"code": "Boom", "message": "<b>bad</b>", "retryable": False},
+            {"code": "Boom", "message": "<b>bad</b>", "retryable": False},
+        ),
+    ],
+    ids=["retryable-by-default", "as-given"],
+)
+def test_a_remote_tool_calls_failure_is_answered_as_reported(
+    live_api: LiveApi, reported: dict[str, Any], answered: dict[str, Any]
+) -> None:
+    """SPEC §10: fail's ``error`` is ``{code, message, retryable (default true)}``, and the
+    answer is the attempt: a tool call's too (the model is told ``code: message``)."""
+    run_id = start_agent(live_api, "tool-fails")
+    item = claim_tool_call(live_api, "w-fails")
+    failed = report(live_api, item, "fail", {"error": reported})
+    assert failed.status_code == 200, failed.text
+    assert (failed.json()["status"], failed.json()["error"]) == ("failed", answered)
+    again = report(live_api, item, "fail", {"error": reported})
+    assert (again.status_code, again.json()) == (200, failed.json())
+    assert live_api.wait_for_run(run_id)["status"] == "succeeded"
+    told = step_of(live_api, run_id)["response"]["error"]
+    assert told == f"Boom: {reported['message']}"

@@ -123,8 +123,10 @@ def tool_call_report(record: StepRecord) -> JsonObject:
     response = record.response or {}
     error = None
     if record.status is StepStatus.FAILED:
-        code = response.get("code") or "tool_failed"
-        error = {"code": code, "message": str(response.get("error", "")), "retryable": False}
+        error = response.get("failure")  # what the worker reported, as it reported it
+        if not isinstance(error, dict):  # ended otherwise: its lease expired, its agent ended…
+            code = response.get("code") or "tool_failed"
+            error = {"code": code, "message": str(response.get("error", "")), "retryable": False}
     return _dump(
         schemas.ToolCallReport,
         {

@@ -36,6 +36,7 @@ from workload_domain.agent.loop import (
     out_of_time,
     sanitized,
     tool_error,
+    tool_failed,
     tool_output,
 )
 from workload_domain.agent.spec import AGENT_ACTION, AgentSpec, parse_agent
@@ -333,10 +334,7 @@ class AgentExecutor:
             return self._ended(step, StepStatus.SUCCEEDED, tool_output(result.output))
         if not isinstance(result, ExecutorFailure):  # pragma: no cover - mock never suspends
             return self._ended(step, StepStatus.FAILED, tool_error("the tool cannot pause"))
-        error = result.error
-        return self._ended(
-            step, StepStatus.FAILED, tool_error(f"{error.code}: {error.message}", error.code)
-        )
+        return self._ended(step, StepStatus.FAILED, tool_failed(result.error))
 
     async def _wait_for(self, key: StepKey, sequences: list[int]) -> None:
         """Wait until every remote tool call of ``sequences`` has ended."""

@@ -18,7 +18,7 @@ from pydantic import BaseModel
 from workload_api import resources, schemas
 from workload_api.usecases._bodies import parse, storable
 from workload_domain.agent.journal import StepStatus
-from workload_domain.agent.loop import tool_error, tool_output
+from workload_domain.agent.loop import tool_failed, tool_output
 from workload_domain.errors import LeaseLost, TooLarge
 from workload_domain.idempotency import request_hash
 from workload_domain.jsonvalues import JsonObject, canonical_json, jsonb_value
@@ -168,8 +168,7 @@ class WorkerUseCases:
             )
 
         # A tool call's failure goes to the model, which decides what to do next.
-        told = tool_error(f"{error.code}: {error.message}", error.code)
-        ended = (StepStatus.FAILED, told)
+        ended = (StepStatus.FAILED, tool_failed(error))
         return await self._report(
             attempt_id, "fail", request.lease_token, _as_read(request), outcome, ended=ended
         )

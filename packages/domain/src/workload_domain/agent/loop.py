@@ -46,6 +46,7 @@ __all__ = [
     "out_of_time",
     "sanitized",
     "tool_error",
+    "tool_failed",
     "tool_output",
 ]
 
@@ -328,6 +329,15 @@ def tool_output(output: JsonObject) -> JsonObject:
 def tool_error(message: str, code: str | None = None) -> JsonObject:
     """A tool step's response for a call that failed, was refused, rejected or expired."""
     return {"error": message} if code is None else {"error": message, "code": code}
+
+
+def tool_failed(error: TaskError) -> JsonObject:
+    """A tool step's response for a call whose tool failed with ``error``.
+
+    The model is told ``code: message`` (``error``); the error itself is kept as given
+    (``failure``), for the worker's report to be answered with what it reported.
+    """
+    return {**tool_error(f"{error.code}: {error.message}", error.code), "failure": error.to_json()}
 
 
 def _failure(response: JsonObject | None) -> TaskError:
