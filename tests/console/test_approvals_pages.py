@@ -27,7 +27,7 @@ from tests.console.helpers import (
     start,
     steps,
 )
-from tests.plugins.live_api import OPERATOR_TOKEN, LiveApi
+from tests.plugins.live_api import OPERATOR_TOKEN, VIEWER_TOKEN, LiveApi
 
 HOSTILE: dict[str, Any] = {
     "output": {"note": "<script>alert(1)</script>", "env": "caf\u00e9 \u202eevil"}
@@ -226,3 +226,40 @@ def test_a_malformed_decision_is_refused_and_said_so(
     assert "Nothing was decided" in answer.text
     assert text in answer.text
     assert get_approval(live_api, approval["approval_id"])["status"] == "pending"
+
+
+@pytest.mark.real_http
+def test_an_operator_decides_from_the_inbox_and_comes_back_to_it(
+    live_api: LiveApi, operator_browser: httpx.Client
+) -> None:
+    """SPEC §13: "approvals inbox (arguments, approve/reject)" — on the inbox itself."""
+    approve, reject = waiting(live_api, "first"), waiting(live_api, "second")
+    inbox = assert_safe_page(operator_browser.get("/ui/approvals"))
+    paths = [f"/ui/approvals/{a['approval_id']}/decision" for a in (approve, reject)]
+    assert post_forms(inbox) == ["/ui/logout", *paths]
+    assert f'aria-label="Approve deploy ({approve["approval_id"]})">Approve</button>' in inbox
+    assert f'aria-label="Reject deploy ({reject["approval_id"]})">Reject</button>' in inbox
+    forms = inbox.split('class="inline-decision">')[1:]
+    for approval, form, decision in zip(
+        (approve, reject), forms, ("approve", "reject"), strict=True
+    ):
+        body = decide_form(form, decision) | {"csrf": csrf_of(inbox), "back": "inbox"}
+        assert body["arguments_digest"] == approval["arguments_digest"]
+        answer = operator_browser.post(
+            f"/ui/approvals/{approval['approval_id']}/decision", data=body
+        )
+        assert (answer.status_code, answer.headers["location"]) == (303, "/ui/approvals")
+    assert get_approval(live_api, approve["approval_id"])["status"] == "approved"
+    assert get_approval(live_api, reject["approval_id"])["status"] == "rejected"
+    assert live_api.wait_for_run(approve["run_id"])["status"] == "succeeded"
+    after = assert_safe_page(operator_browser.get("/ui/approvals"))
+    assert post_forms(after) == ["/ui/logout"]
+    assert "No pending approvals." in after
+
+
+def test_a_viewer_sees_the_inbox_without_decisions(live_api: LiveApi) -> None:
+    waiting(live_api)
+    viewer = sign_in(live_api, VIEWER_TOKEN)
+    inbox = assert_safe_page(viewer.get("/ui/approvals"))
+    assert post_forms(inbox) == ["/ui/logout"]
+    assert ">Approve</button>" not in inbox

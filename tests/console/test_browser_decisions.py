@@ -270,3 +270,25 @@ def test_a_viewer_sees_no_decision_controls_and_a_forged_decision_is_refused(
     drafts = live_api.viewer.get(f"{V1}/drafts").json()["items"]
     assert [(d["draft_id"], d["status"]) for d in drafts] == [(draft["draft_id"], "ready")]
     assert live_api.viewer.get(f"{V1}/workflows/nightly-report").status_code == 404
+
+
+def test_an_operator_approves_on_the_inbox_itself_by_keyboard(
+    live_api: LiveApi, browser: OpenPage, shots: Path
+) -> None:
+    create(live_api, deployer())
+    run_id = start(live_api, "deployer")
+    approval = pending_approval(live_api, run_id)
+    page = browser("operator")
+    sign_in(page, live_api, OPERATOR_TOKEN)
+    page.goto(f"{live_api.base_url}/ui/approvals")
+    row = page.locator(f"#approvals tr[data-approval='{approval['approval_id']}']")
+    expect(
+        row.get_by_role("button", name=f"Reject deploy ({approval['approval_id']})")
+    ).to_be_visible()
+    shoot(page, shots, "approvals-inbox-decide")
+    tab_to(page, "Approve")
+    page.keyboard.press("Enter")
+    expect(page).to_have_url(f"{live_api.base_url}/ui/approvals")
+    expect(page.get_by_text("No pending approvals.")).to_be_visible()
+    assert approval_of(live_api, approval["approval_id"])["status"] == "approved"
+    assert live_api.wait_for_run(run_id)["status"] == "succeeded"

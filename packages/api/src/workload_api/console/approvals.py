@@ -95,6 +95,8 @@ async def decide(view: View) -> Response:
     except InvalidArgument as error:
         message = f"Nothing was decided: {said(error)}"
         return await _approval_page(view, status=400, message=message, comment=comment)
+    if view.form.get("back") == "inbox":  # decided from the inbox: back to it (a fixed place)
+        return RedirectResponse("/ui/approvals", status_code=303)
     return RedirectResponse(f"/ui/approvals/{approval_id}", status_code=303)
 
 
