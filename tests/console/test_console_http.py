@@ -494,3 +494,22 @@ def test_an_unknown_console_address_is_a_404_page(
     api = live_api.anonymous.get("/api/v1/nowhere")
     assert api.status_code == 404
     assert api.headers["content-type"].startswith("application/problem+json")
+
+
+@pytest.mark.parametrize(
+    ("method", "path"),
+    [("GET", "/ui/logout"), ("PUT", "/ui/runs"), ("DELETE", "/ui/workflows")],
+)
+def test_a_method_a_console_address_does_not_take_is_a_405_page(
+    live_api: LiveApi, method: str, path: str
+) -> None:
+    client = sign_in(live_api, OPERATOR_TOKEN)
+    answer = client.request(method, path)
+    assert answer.status_code == 405, answer.text
+    assert answer.headers["allow"], "the methods it takes"
+    html = assert_safe_page(answer)
+    assert "does not take that request" in html
+    # The API's stay problem+json.
+    api = live_api.operator.delete(f"{V1}/runs")
+    assert api.status_code == 405
+    assert api.headers["content-type"].startswith("application/problem+json")

@@ -145,6 +145,8 @@ def create_app(
 
     async def http_error(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, HTTPException)
+        # A console address a person typed or followed is answered by a page, not problem+json.
+        in_console = console is not None and request.url.path.startswith(CONSOLE_PREFIX + "/")
         if exc.status_code == 405:
             problem = HttpProblem(
                 405,
@@ -152,11 +154,15 @@ def create_app(
                 f"{request.method} is not allowed here",
                 headers=dict(exc.headers or {}),
             )
+            if console is not None and in_console:
+                request.state.error_code = problem.code
+                detail = "This address of the console does not take that request (use its form)."
+                page = await console.error(request, 405, detail)
+                page.headers.update(problem.headers)  # Allow
+                return page
         elif exc.status_code == 404:
             problem = HttpProblem(404, "not_found", "no such resource")
-            path = request.url.path
-            if console is not None and path.startswith(CONSOLE_PREFIX + "/"):
-                # A console address a person typed or followed: a page, not problem+json.
+            if console is not None and in_console:
                 request.state.error_code = problem.code
                 return await console.error(request, 404, "There is no such page in the console.")
         else:
