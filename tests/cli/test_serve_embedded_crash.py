@@ -13,7 +13,6 @@ import json
 import os
 import signal
 import subprocess
-import time
 from collections.abc import Iterator
 from functools import partial
 from pathlib import Path
@@ -197,38 +196,43 @@ def _created(pid: int) -> float:
 
 def test_a_handle_whose_pid_was_reused_or_is_a_zombie_is_forgotten(tmp_path: Path) -> None:
     """After a reboot the handle file's pids may name other processes: not ours to wait for."""
-    pgdata = tmp_path / "postgres"
-    pgdata.mkdir()
-    with _sleeper() as older, _sleeper() as zombie:
-        # Process start times have a clock tick's resolution: let one pass, and some.
-        wait_until(lambda: time.time() > _created(older.pid) + 0.1, message="no time passes")
-        with _sleeper() as reused:
-            _check_forgotten(pgdata, older, reused, zombie)
-
-
-def _check_forgotten(
-    pgdata: Path,
-    older: subprocess.Popen[bytes],
-    reused: subprocess.Popen[bytes],
-    zombie: subprocess.Popen[bytes],
-) -> None:
     from workload_cli._embedded import _forget_dead_handles  # noqa: PLC0415
 
+    pgdata = tmp_path / "postgres"
+    pgdata.mkdir()
     handles = pgdata / ".handle_pids.json"
-    zombie.send_signal(signal.SIGKILL)
-    wait_until(
-        lambda: Path(f"/proc/{zombie.pid}/stat").read_text().split(") ")[1][0] == "Z",
-        message="no zombie",
-    )
-    # The file was last written after `older` started and before `reused` did: `reused`
-    # holds a pid that some earlier process had when it took its handle.
-    handles.write_text(json.dumps([older.pid, reused.pid, zombie.pid]))
-    written = (_created(older.pid) + _created(reused.pid)) / 2
-    assert _created(older.pid) < written < _created(reused.pid), "started too close"
-    os.utime(handles, (written, written))
+    older = 1  # init: started long before the file was written, as a live serve would have
+    with _sleeper() as reused, _sleeper() as zombie:
+        zombie.send_signal(signal.SIGKILL)
+        wait_until(
+            lambda: Path(f"/proc/{zombie.pid}/stat").read_text().split(") ")[1][0] == "Z",
+            message="no zombie",
+        )
+        # The file was last written a minute before `reused` started: `reused` holds a pid
+        # that some earlier process had when it took its handle.
+        handles.write_text(json.dumps([older, reused.pid, zombie.pid]))
+        written = _created(reused.pid) - 60
+        assert _created(older) < written
+        os.utime(handles, (written, written))
 
-    assert _forget_dead_handles(pgdata) == [reused.pid, zombie.pid]
-    assert json.loads(handles.read_text()) == [older.pid]
+        assert _forget_dead_handles(pgdata) == [reused.pid, zombie.pid]
+        assert json.loads(handles.read_text()) == [older]
+
+
+def test_a_handle_written_as_its_process_started_is_kept(tmp_path: Path) -> None:
+    """A process's start time is read off by up to a second (the boot time's rounding): a
+    serve that takes its handle right after it started is not taken for a reused pid."""
+    from workload_cli._embedded import _forget_dead_handles  # noqa: PLC0415
+
+    pgdata = tmp_path / "postgres"
+    pgdata.mkdir()
+    handles = pgdata / ".handle_pids.json"
+    with _sleeper() as serve:
+        handles.write_text(json.dumps([serve.pid]))
+        written = _created(serve.pid) - 1  # as early as the rounding may make it look
+        os.utime(handles, (written, written))
+        assert _forget_dead_handles(pgdata) == []
+        assert json.loads(handles.read_text()) == [serve.pid]
 
 
 def test_development_tokens_are_rewritten_whole_or_not_at_all(

@@ -11,11 +11,18 @@ import anyio
 import psycopg
 import pytest
 
-from tests.contract.test_workers_contract import claim, queued_run
-from workload_engine.clock import FakeClock
+from tests.store_postgres.test_store_postgres import T0, new_run, queue_commit
+from workload_domain.compiler import compile_definition
+from workload_domain.leases import token_digest
+from workload_domain.model import VersionRecord, WorkflowRecord
+from workload_domain.workers import Claim
 from workload_store_postgres.store import PostgresStore
 
 pytestmark = pytest.mark.anyio
+
+
+REMOTE = compile_definition({"id": "remote", "tasks": [{"key": "r", "action": "resize"}]})
+CLAIM = Claim("w1", ("default",), ("resize",), 1, (token_digest("token-1"),))
 
 
 @pytest.fixture
@@ -24,11 +31,23 @@ async def store(database_url: str) -> AsyncIterator[PostgresStore]:
         yield opened
 
 
+async def queued_run(store: PostgresStore) -> str:
+    """A run whose one remote task is queued."""
+    document = REMOTE.document()
+    await store.create_workflow(
+        WorkflowRecord("remote", 1, "", T0, T0),
+        VersionRecord("remote", 1, REMOTE.definition_hash, 1, T0, document),
+    )
+    made = new_run(REMOTE)
+    await store.create_run(made)
+    await store.commit(queue_commit(made, T0))
+    return made.run.run_id
+
+
 async def test_a_claim_that_meets_a_held_run_takes_its_work_once_it_is_let_go(
     database_url: str, store: PostgresStore
 ) -> None:
-    clock = FakeClock()
-    run_id = await queued_run(store, clock)
+    run_id = await queued_run(store)
     released = anyio.Event()
     holding = anyio.Event()
 
@@ -46,13 +65,11 @@ async def test_a_claim_that_meets_a_held_run_takes_its_work_once_it_is_let_go(
     async with anyio.create_task_group() as tg:
         tg.start_soon(hold_the_run)
         await holding.wait()
-        request, _ = claim()
-        claimed = await store.claim(request, clock.now())
+        claimed = await store.claim(CLAIM, T0)
     assert released.is_set()
     assert [c.run_id for c in claimed] == [run_id], "the claim passed over work it met locked"
 
 
 async def test_a_claim_with_nothing_queued_returns_at_once(store: PostgresStore) -> None:
-    request, _ = claim()
     with anyio.fail_after(5):  # a bound on a broken retry loop, not a measure
-        assert await store.claim(request, FakeClock().now()) == []
+        assert await store.claim(CLAIM, T0) == []

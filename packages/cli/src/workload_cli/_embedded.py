@@ -106,6 +106,11 @@ def _forget_dead_handles(pgdata: Path) -> list[int]:
     return dead
 
 
+_START_TIME_SLACK_SECONDS = 2.0
+"""How far a process's start time may read off the wall clock: Linux counts it from the boot
+time, which it gives in whole seconds."""
+
+
 def _may_hold_a_handle(pid: int, written: float) -> bool:
     """Whether ``pid`` is a live process that existed when the handle file was last written."""
     import psutil  # noqa: PLC0415 - with the embedded server's packages
@@ -114,7 +119,7 @@ def _may_hold_a_handle(pid: int, written: float) -> bool:
         process = psutil.Process(pid)
         if process.status() == psutil.STATUS_ZOMBIE:
             return False
-        return process.create_time() <= written
+        return process.create_time() <= written + _START_TIME_SLACK_SECONDS
     except psutil.Error:  # no such process (any more)
         return False
 
