@@ -194,6 +194,7 @@ def _created(pid: int) -> float:
     return psutil.Process(pid).create_time()
 
 
+@pytest.mark.postgres  # the embedded server's packages (pgserver, psutil)
 def test_a_handle_whose_pid_was_reused_or_is_a_zombie_is_forgotten(tmp_path: Path) -> None:
     """After a reboot the handle file's pids may name other processes: not ours to wait for."""
     from workload_cli._embedded import _forget_dead_handles  # noqa: PLC0415
@@ -219,6 +220,7 @@ def test_a_handle_whose_pid_was_reused_or_is_a_zombie_is_forgotten(tmp_path: Pat
         assert json.loads(handles.read_text()) == [older]
 
 
+@pytest.mark.postgres  # the embedded server's packages (pgserver, psutil)
 def test_a_handle_written_as_its_process_started_is_kept(tmp_path: Path) -> None:
     """A process's start time is read off by up to a second (the boot time's rounding): a
     serve that takes its handle right after it started is not taken for a reused pid."""
