@@ -83,6 +83,8 @@ SPEC_OPERATIONS: dict[tuple[str, str], tuple[frozenset[int], str | None]] = {
     ("GET", f"{V}/queues"): (frozenset({200}), VIEWER),
     # SPEC §12: the service at a glance (workload status), and the Prometheus metrics.
     ("GET", f"{V}/status"): (frozenset({200}), VIEWER),
+    # SPEC §16: the live replicas and their shards.
+    ("GET", f"{V}/cluster"): (frozenset({200}), VIEWER),
     ("GET", "/metrics"): (frozenset({200}), VIEWER),  # public with WORKLOAD_METRICS_PUBLIC
     ("GET", f"{V}/openapi.json"): (frozenset({200}), PUBLIC),
     ("GET", "/livez"): (frozenset({200}), PUBLIC),
@@ -137,6 +139,8 @@ ATTEMPT = (
     "claimed_at",
     "lease_expires_at",
     "progress",
+    # SPEC §6, §16
+    "executed_by",
 )
 CLAIM_ITEM = (
     "kind",
@@ -176,6 +180,7 @@ STATUS = (
     "approvals_pending",
     "queues",
 )
+CLUSTER = ("shards_total", "replicas")
 EVENT = ("sequence", "type", "occurred_at", "task_key", "attempt", "data")
 APPROVAL = (
     "approval_id",
@@ -248,6 +253,7 @@ SPEC_RESOURCES: dict[tuple[str, str], tuple[tuple[str, ...], bool]] = {
     ("POST", f"{V}/attempts/{{attempt_id}}/fail"): (ATTEMPT, False),
     ("GET", f"{V}/workers"): (WORKER_RESOURCE, True),
     ("GET", f"{V}/status"): (STATUS, False),
+    ("GET", f"{V}/cluster"): (CLUSTER, False),
 }
 
 MAX_PAGE_LIMIT = 200

@@ -19,6 +19,7 @@ from pydantic import TypeAdapter
 from tests.cli.conftest import Cli
 from tests.plugins.live_api import OPERATOR_TOKEN, VIEWER_TOKEN, LiveApi
 from tests.waiting import wait_until
+from workload_cli._cluster import shard_ranges
 from workload_cli._exit import ExitCode
 from workload_sdk import (
     Attempt,
@@ -693,6 +694,14 @@ def test_status_shows_the_service_on_one_screen(cli: Cli, live_api: LiveApi) -> 
     assert lines[6] == ""
     assert lines[7].split("\t")[:3] == ["QUEUE", "QUEUED", "RUNNING"]
     assert lines[8].split("\t")[:3] == ["gpu", "1", "0"]
+    # SPEC §16: the members executing, a coordinator alone owning every shard.
+    assert lines[9:11] == ["", "REPLICA\tSHARDS"]
+    (member,) = lines[11:]
+    name, shards = member.split("\t")
+    assert shards == "64"
+    assert [(r["replica_id"], r["shards_owned"]) for r in current["replicas"]] == [(name, 64)]
+    assert current["shards_total"] == 64
+    assert current["replica_id"] is None
 
 
 def test_status_needs_a_token(cli: Cli) -> None:
@@ -715,3 +724,37 @@ def test_text_that_cannot_be_sent_is_a_usage_error(cli: Cli, args: tuple[str, ..
     assert result.exit_code == ExitCode.USAGE, result.output
     assert "cannot be sent" in result.stderr
     assert "Traceback" not in result.output
+
+
+# -- workload cluster (SPEC §16) -----------------------------------------------------------------
+
+
+def test_cluster_shows_a_coordinator_alone_owning_every_shard(cli: Cli, live_api: LiveApi) -> None:
+    result = cli("cluster", "--output", "json")
+    assert result.exit_code == 0, result.output
+    current = json.loads(result.stdout)
+    assert current["shards_total"] == 64
+    (member,) = current["replicas"]
+    assert member["shards"] == list(range(64))
+    assert member["started_at"] <= member["last_seen_at"]
+    assert set(member) == {"replica_id", "shards", "started_at", "last_seen_at"}
+
+    plain = cli("cluster", "--output", "plain")
+    assert plain.exit_code == 0, plain.output
+    lines = plain.stdout.splitlines()
+    assert lines[0] == "64 shards, 1 live replica(s)"
+    assert lines[1].split("\t") == ["REPLICA", "SHARDS", "OWNS", "STARTED", "LAST_SEEN"]
+    assert lines[2].split("\t")[:3] == [member["replica_id"], "64", "0-63"]
+
+
+def test_cluster_needs_a_token(cli: Cli) -> None:
+    result = cli("cluster", env={"WORKLOAD_TOKEN": None})
+    assert result.exit_code != 0
+
+
+@pytest.mark.parametrize(
+    ("shards", "text"),
+    [([], ""), ([3], "3"), ([0, 1, 2, 5, 7, 8], "0-2,5,7-8"), ([9, 1, 2], "1-2,9")],
+)
+def test_shard_lists_are_written_as_ranges(shards: list[int], text: str) -> None:
+    assert shard_ranges(shards) == text

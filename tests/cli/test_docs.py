@@ -50,7 +50,8 @@ def run_blocks(
         },
         capture_output=True,
         text=True,
-        timeout=110,
+        # cli.md alone runs ~60 commands, each a Python start-up: ~90 s on a busy 2-core machine.
+        timeout=180,
         check=False,
     )
     transcript = f"stdout:\n{result.stdout}\nstderr:\n{result.stderr}"

@@ -30,16 +30,25 @@ def _free_port() -> int:
         return int(probe.getsockname()[1])
 
 
-def _serve(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    """``workload serve`` with ``args`` on a free port, until it exits."""
+def _workload_run(
+    tmp_path: Path, *args: str, env: dict[str, str] | None = None, timeout: float = 60
+) -> subprocess.CompletedProcess[str]:
+    """``workload ARGS`` in a newcomer's environment (plus ``env``), until it exits."""
     return subprocess.run(
-        [_workload(), "serve", *args, "--port", str(_free_port())],
-        env=_runtime_env(tmp_path),
+        [_workload(), *args],
+        env={**_runtime_env(tmp_path), **(env or {})},
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=timeout,
         check=False,
     )
+
+
+def _serve(
+    tmp_path: Path, *args: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """``workload serve`` with ``args`` on a free port, until it exits."""
+    return _workload_run(tmp_path, "serve", *args, "--port", str(_free_port()), env=env)
 
 
 def test_an_unknown_log_level_is_a_configuration_error(tmp_path: Path) -> None:
@@ -125,3 +134,54 @@ def test_a_tracing_configuration_it_cannot_honour_is_a_usage_error(
     code = _server.serve({"database_url": "postgresql://nobody@127.0.0.1:1/none"})
     assert code == 2
     assert "invalid tracing configuration" in capsys.readouterr().err
+
+
+_NOWHERE = "postgresql://nobody@127.0.0.1:1/none"
+
+
+@pytest.mark.parametrize(
+    ("args", "env", "says"),
+    [
+        (("--replica", "--standby"), {}, "choose one"),
+        (("--replica",), {"WORKLOAD_REPLICA_ID": "a b"}, "replica id"),
+        (("--replica",), {"WORKLOAD_REPLICA_ID": "host:1234"}, "replica id"),
+        (("--replica",), {"WORKLOAD_REPLICA_ID": "x" * 129}, "replica id"),
+        ((), {"WORKLOAD_SHARDS": "0"}, "shards"),
+        ((), {"WORKLOAD_SHARDS": "4097"}, "shards"),
+        ((), {"WORKLOAD_SHARDS": "many"}, "shards"),
+        ((), {"WORKLOAD_SHARD_HANDOFF_SECONDS": "-1"}, "shard_handoff_seconds"),
+    ],
+    ids=[
+        "replica-and-standby",
+        "space",
+        "colon",
+        "too-long",
+        "zero-shards",
+        "too-many-shards",
+        "shards-not-a-number",
+        "negative-handoff",
+    ],
+)
+def test_replica_settings_out_of_bounds_are_configuration_errors(
+    tmp_path: Path, args: tuple[str, ...], env: dict[str, str], says: str
+) -> None:
+    # SPEC §16, §7: refused before anything connects (the URL leads nowhere).
+    done = _serve(tmp_path, *args, "--database-url", _NOWHERE, env=env)
+    assert done.returncode == 2, done.stderr
+    assert says in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+@pytest.mark.postgres
+def test_a_number_of_shards_the_database_was_not_migrated_with_is_refused(
+    tmp_path: Path, database_url: str
+) -> None:
+    # The test database was migrated with the default 64 shards: fixed from then on (§16).
+    env = {"WORKLOAD_SHARDS": "32"}
+    for done in (
+        _workload_run(tmp_path, "migrate", "up", "--database-url", database_url, env=env),
+        _serve(tmp_path, "--database-url", database_url, env=env),
+    ):
+        assert done.returncode == 2, done.stderr
+        assert "has 64 shards" in done.stderr
+        assert "Traceback" not in done.stderr

@@ -11,6 +11,7 @@ from typing import Any
 import anyio
 import pytest
 
+from tests.contract.runs import start_first_attempt
 from tests.engine.harness import Harness, mock, workflow
 from workload_domain.compiler import compile_definition
 from workload_domain.drafts import DraftRecord, DraftStatus
@@ -34,9 +35,7 @@ from workload_domain.idempotency import (
     PendingRecord,
     Replayed,
 )
-from workload_domain.ids import attempt_id
 from workload_domain.model import (
-    AttemptRecord,
     EventRecord,
     NewRun,
     NewVersion,
@@ -46,7 +45,7 @@ from workload_domain.model import (
     WorkflowRecord,
 )
 from workload_domain.ports import Store
-from workload_domain.statuses import AttemptStatus, RunStatus, TaskStatus
+from workload_domain.statuses import RunStatus
 from workload_engine.clock import FakeClock
 
 pytestmark = pytest.mark.anyio
@@ -485,30 +484,7 @@ async def test_runs_with_running_attempts(store: Store, clock: FakeClock) -> Non
     h = Harness(store=store, clock=clock)
     run_id = await h.create(DIAMOND)
     assert await store.runs_with_running_attempts({"mock"}) == []
-    snapshot = await store.load_run(run_id)
-    now = clock.now()
-    task = snapshot.tasks[0]
-    await store.commit(
-        RunCommit(
-            expected_revision=1,
-            run=replace(snapshot.run, revision=2, status=RunStatus.RUNNING, started_at=now),
-            tasks=(replace(task, status=TaskStatus.RUNNING, attempt_count=1, started_at=now),),
-            attempts=(
-                AttemptRecord(
-                    task.task_key,
-                    1,
-                    AttemptStatus.RUNNING,
-                    now,
-                    attempt_id=attempt_id(run_id, task.task_key, 1),
-                    action="mock",
-                ),
-            ),
-            events=(
-                EventRecord(2, EventType.RUN_STARTED, now),
-                EventRecord(3, EventType.ATTEMPT_STARTED, now, task.task_key, 1),
-            ),
-        )
-    )
+    await start_first_attempt(store, clock, run_id)
     assert await store.runs_with_running_attempts({"mock"}) == [run_id]
     # Only the actions asked for: a remote attempt keeps its lease across a restart.
     assert await store.runs_with_running_attempts({"agent"}) == []

@@ -42,6 +42,10 @@ RESOURCES = {
     "QueueStats": "QueueItem",
     # SPEC §12
     "ServiceStatus": "ServiceStatus",
+    # SPEC §16
+    "Cluster": "Cluster",
+    "ClusterMember": "ClusterMember",
+    "ReplicaShare": "ReplicaShare",
 }
 
 

@@ -92,6 +92,8 @@ async def test_status_columns_only_hold_known_statuses(database_url: str) -> Non
         conn.commit()
         with pytest.raises(psycopg.errors.CheckViolation):
             conn.execute(
-                "INSERT INTO workflow_runs VALUES ('00000000-0000-7000-8000-000000000001', 'w', 1,"
-                " 'paused', 1, 1, '{}'::jsonb, false, now(), now(), NULL, NULL)"
+                "INSERT INTO workflow_runs (run_id, workflow_id, version, status, revision,"
+                " last_sequence, input, cancel_requested, created_at, updated_at, started_at,"
+                " finished_at, shard) VALUES ('00000000-0000-7000-8000-000000000001', 'w', 1,"
+                " 'paused', 1, 1, '{}'::jsonb, false, now(), now(), NULL, NULL, 0)"
             )

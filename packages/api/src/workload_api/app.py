@@ -19,10 +19,10 @@ from workload_api.console import routes as console_routes
 from workload_api.console._sessions import SESSION_COOKIE
 from workload_api.context import OneSegmentIds, RequestContext
 from workload_api.handlers import check_query_names
-from workload_api.lifecycle import Readiness
 from workload_api.openapi import openapi_document
 from workload_api.operations import OPERATIONS, Call, Operation
 from workload_api.problems import HttpProblem, problem_for, problem_response
+from workload_api.readiness import Readiness
 from workload_api.telemetry import HttpTelemetry, ServiceTelemetry
 from workload_api.usecases import UseCases
 from workload_domain.errors import WorkloadError
@@ -110,7 +110,13 @@ def create_app(
 
     async def readyz(request: Request) -> Response:
         request.state.route = "/readyz"
-        body = {"role": readiness.role, "epoch": readiness.epoch}
+        body: dict[str, Any] = {"role": readiness.role, "epoch": readiness.epoch}
+        if readiness.replica_id is not None:  # SPEC §16
+            body = {
+                "role": "replica",
+                "replica_id": readiness.replica_id,
+                "shards_owned": readiness.shards_owned,
+            }
         if readiness.ready:
             return JSONResponse({"status": "ready", **body})
         return JSONResponse({"status": readiness.reason, **body}, status_code=503)

@@ -9,8 +9,6 @@ the one lifecycle (:class:`~workload_api.lifecycle.Service`).
 
 from __future__ import annotations
 
-import os
-import socket
 from typing import TYPE_CHECKING
 
 from dependency_injector import containers, providers
@@ -19,7 +17,9 @@ from workload_api.app import create_app
 from workload_api.auth import Authenticator
 from workload_api.console import NAV, Console, Sessions
 from workload_api.coordinator import Coordinator
-from workload_api.lifecycle import Readiness, Service
+from workload_api.lifecycle import Service
+from workload_api.membership import Membership
+from workload_api.readiness import Readiness
 from workload_api.settings import Settings
 from workload_api.telemetry import Metrics, ServiceTelemetry, tracer_provider_from_env
 from workload_api.usecases import (
@@ -49,6 +49,7 @@ from workload_engine.remote import RemoteAttempts
 from workload_engine.signals import StepSignal, WorkSignal
 from workload_store_postgres.lock import PostgresCoordinatorLock
 from workload_store_postgres.notifications import PostgresNotifications
+from workload_store_postgres.shard_leases import PostgresShardLeases
 from workload_store_postgres.store import PostgresStore
 
 if TYPE_CHECKING:
@@ -71,8 +72,10 @@ def _store(settings: Settings, clock: Clock, telemetry: Telemetry) -> PostgresSt
         clock=clock,
         verify_schema=True,
         telemetry=telemetry,
+        expected_shards=settings.shards,
     )
-    store.announce(settings.standby)  # replicas tell each other what they wrote (SPEC §14)
+    # Replicas tell each other what they wrote (SPEC §14, §16).
+    store.announce(settings.standby or settings.replica)
     return store
 
 
@@ -94,14 +97,52 @@ def _openai_models(settings: Settings) -> OpenAIModels | None:
     )
 
 
-def _lock(settings: Settings) -> PostgresCoordinatorLock:
+def _lock(settings: Settings) -> PostgresCoordinatorLock | None:
+    if settings.replica:
+        return None  # a replica joins its cluster instead (SPEC §16)
     return PostgresCoordinatorLock(
         _database_url(settings),
         # A leader renews its lease at every lock check; a standby replaces one whose lease ran
         # out (frozen or partitioned) after three missed checks (SPEC §14).
         lease_seconds=3 * settings.lock_check_interval_seconds,
         take_over_stale=settings.standby,
-        leader=f"{socket.gethostname()}:{os.getpid()}",
+        leader=settings.process_name,
+    )
+
+
+def _shard_leases(settings: Settings) -> PostgresShardLeases | None:
+    """A replica's membership of its cluster (``--replica``, SPEC §16); None otherwise."""
+    if not settings.replica:
+        return None
+    return PostgresShardLeases(
+        _database_url(settings),
+        settings.process_name,
+        # As a leader's: three missed renewals, and another replica may take the shards.
+        lease_seconds=3 * settings.lock_check_interval_seconds,
+    )
+
+
+def _membership(
+    *,
+    settings: Settings,
+    leases: PostgresShardLeases | None,
+    engine: Engine,
+    store: PostgresStore,
+    readiness: Readiness,
+    notifications: PostgresNotifications | None,
+    metrics: Metrics,
+) -> Membership | None:
+    if leases is None:
+        return None
+    return Membership(
+        leases=leases,
+        engine=engine,
+        store=store,
+        readiness=readiness,
+        notifications=notifications,
+        check_interval=settings.lock_check_interval_seconds,
+        handoff_seconds=settings.shard_handoff_seconds,
+        on_takeover=metrics.shard_takeovers.inc,
     )
 
 
@@ -118,6 +159,7 @@ def _notifications(settings: Settings, store: PostgresStore) -> PostgresNotifica
         senders=store,
         present=settings.standby,
         on_replica=lambda: store.announce(True),
+        sharded=settings.replica,
     )
 
 
@@ -134,6 +176,7 @@ class Container(containers.DeclarativeContainer):
     )
     store = providers.Singleton(_store, settings=settings, clock=clock, telemetry=telemetry)
     lock = providers.Singleton(_lock, settings=settings)
+    shard_leases = providers.Singleton(_shard_leases, settings=settings)
     notifications = providers.Singleton(_notifications, settings=settings, store=store)
     work_signal = providers.Singleton(WorkSignal)
     step_signal = providers.Singleton(StepSignal)
@@ -165,6 +208,7 @@ class Container(containers.DeclarativeContainer):
         step_signal=step_signal,
         resumable_actions=executor.provided.resumable,
         telemetry=telemetry,
+        executor_id=settings.provided.process_name,
     )
     remote = providers.Singleton(RemoteAttempts, store=store, engine=engine)
     decisions = providers.Singleton(ApprovalDecisions, store=store, engine=engine)
@@ -196,6 +240,16 @@ class Container(containers.DeclarativeContainer):
         recheck=settings.provided.stream_recheck_seconds,
     )
     readiness = providers.Singleton(Readiness)
+    membership = providers.Singleton(
+        _membership,
+        settings=settings,
+        leases=shard_leases,
+        engine=engine,
+        store=store,
+        readiness=readiness,
+        notifications=notifications,
+        metrics=metrics,
+    )
     status = providers.Singleton(
         StatusUseCases, store=store, clock=clock, readiness=readiness, metrics=metrics
     )
@@ -257,6 +311,8 @@ class Container(containers.DeclarativeContainer):
         lease_check_interval=settings.provided.lease_check_interval_seconds,
         sweep_interval=settings.provided.sweep_interval_seconds,
         telemetry=telemetry,
+        membership=membership,
+        handoff_seconds=settings.provided.shard_handoff_seconds,
     )
     coordinator = providers.Factory(
         Coordinator,
@@ -280,4 +336,5 @@ def use_memory_store(container: Container) -> Container:
     )
     container.lock.override(providers.Object(None))
     container.notifications.override(providers.Object(None))
+    container.shard_leases.override(providers.Object(None))
     return container

@@ -23,8 +23,8 @@ from starlette.types import ASGIApp
 
 from workload_api._http_server import FAIL_STOP_GRACE, HttpServer, guarded_h11, server_config
 from workload_api.lifecycle import CoordinatorBusy, Service
-from workload_domain.errors import SystemFault
-from workload_store_postgres.migrations import MigrationError
+from workload_domain.errors import ModeConflict, SystemFault
+from workload_store_postgres.migrations import MigrationError, ShardsFixed
 
 __all__ = ["Coordinator", "ExitCode"]
 
@@ -141,12 +141,21 @@ class Coordinator:
         except MigrationError as exc:
             _log.error("refusing to start: %s", exc)
             return ExitCode.SCHEMA
+        except ShardsFixed as exc:
+            _log.error("refusing to start: %s", exc)
+            return ExitCode.USAGE
         except CoordinatorBusy as exc:
             _log.error("%s; only one may run", exc)
+            return ExitCode.LOCK_HELD
+        except ModeConflict as exc:
+            _log.error("refusing to start: %s", exc, extra={"fields": {"mode": exc.mode_in_use}})
             return ExitCode.LOCK_HELD
         except SystemFault as exc:
             _log.error("cannot start: %s", exc)
             return ExitCode.FAIL_STOP
+        if isinstance(self.service.fault, ModeConflict):
+            # A standby found replicas on its database when it tried the lock (SPEC §16).
+            return ExitCode.LOCK_HELD
         if self.service.fault is not None:
             return ExitCode.FAIL_STOP
         return ExitCode.USAGE if bind_failed else ExitCode.OK

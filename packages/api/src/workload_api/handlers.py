@@ -455,3 +455,8 @@ async def reject_draft(call: Call) -> Response:
 async def get_status(call: Call) -> Response:
     call.page_args()
     return JSONResponse(await call.usecases.status.status())
+
+
+async def get_cluster(call: Call) -> Response:
+    call.page_args()
+    return JSONResponse(await call.usecases.status.cluster())

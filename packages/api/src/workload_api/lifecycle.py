@@ -1,11 +1,14 @@
-"""The service's one lifecycle, in production and in tests (SPEC §7).
+"""The service's one lifecycle, in production and in tests (SPEC §7, §14, §16).
 
 :meth:`Service.running` is an async context manager. Entering it opens the store (which checks
 the schema), takes the coordinator lock when there is one, starts the engine, hands it every
 unfinished run (the recovery scan) and starts the background duties: the lock check, the
-ownership sweep and the idempotency purge. Readiness turns on; the body runs (uvicorn in
-``workload serve``, a test, a local run). Leaving it interrupts execution (nothing is written as
-canceled) and closes the lock and the store.
+ownership sweep and the idempotency purge. A replica (``--replica``, SPEC §16) joins its cluster
+instead of taking the lock: its :class:`~workload_api.membership.Membership` takes and recovers
+its share of the shards, and the cluster's duties run while it owns shard 0. Readiness turns
+on; the body runs (uvicorn in ``workload serve``, a test, a local run). Leaving it hands a
+replica's shards over, interrupts execution (nothing is written as canceled) and closes the
+lock and the store.
 
 A fault of any background duty or of execution is *fail-stop*: readiness turns off
 (``failed``), execution is interrupted at once, :attr:`Service.fault` records the first fault
@@ -18,6 +21,7 @@ Errors raised on entry::
 
     MigrationError      the schema is behind, ahead or edited (exit 4)
     CoordinatorBusy     another coordinator holds the lock (exit 3)
+    ModeConflict        replicas and a coordinator on one database (exit 3, SPEC §16)
     SystemFault         the database or the lock cannot be reached (exit 5)
 """
 
@@ -26,12 +30,14 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING
 
 import anyio
 import anyio.abc
 import anyio.to_thread
 
 from workload_api._errors import single_errors
+from workload_api.readiness import STOPPING, UNAVAILABLE, Readiness
 from workload_domain.errors import Fenced, StoreUnavailable
 from workload_domain.idempotency import IDEMPOTENCY_RETENTION
 from workload_domain.ports import Clock, CoordinatorLock, Notifications, NotifyHandlers, Store
@@ -42,14 +48,13 @@ from workload_engine.engine import Engine
 from workload_engine.models import ModelRouter
 from workload_engine.remote import RemoteAttempts
 
+if TYPE_CHECKING:
+    from workload_api.membership import Membership
+
 __all__ = ["UNAVAILABLE", "CoordinatorBusy", "Readiness", "Service"]
 
 _log = logging.getLogger("workload.coordinator")
 
-UNAVAILABLE = "unavailable"
-"""The readiness of a standby that cannot reach PostgreSQL (it keeps trying)."""
-STOPPING = "stopping"
-"""The readiness of a service that received its stop (it drains, then exits)."""
 OUTAGE_LOG_SECONDS = 60.0
 """While a standby cannot reach PostgreSQL, it says so at the first failed try, then at most
 this often (with how many tries failed), and once more when it reaches it again."""
@@ -59,31 +64,6 @@ FaultHandler = Callable[[str, BaseException], None]
 
 class CoordinatorBusy(Exception):
     """Another coordinator holds this database's lock (only one may execute)."""
-
-
-class Readiness:
-    """Whether the service is ready and leads; ``/readyz`` answers it (503 before and after).
-
-    ``leading`` is true while this process holds the coordinator lock and executes runs (the
-    ``workload_coordinator_leader`` gauge); ``epoch`` is the coordinator epoch it leads in
-    (None until fenced epochs exist, SPEC §14).
-    """
-
-    def __init__(self, ready: bool = False) -> None:
-        self.ready = ready
-        self.reason = "starting"
-        self.leading = False
-        self.epoch: int | None = None
-
-    @property
-    def role(self) -> str:
-        """``leader`` or ``standby`` (SPEC §12's ``/readyz``)."""
-        return "leader" if self.leading else "standby"
-
-    def set(self, ready: bool, reason: str) -> None:
-        """Turn readiness on or off, with the reason ``/readyz`` shows."""
-        self.ready = ready
-        self.reason = reason
 
 
 class _Outage:
@@ -149,8 +129,12 @@ class Service:
         purge_interval: float = 3600.0,
         recovery_page_size: int = 500,
         telemetry: Telemetry = NO_TELEMETRY,
+        membership: Membership | None = None,
+        handoff_seconds: float = 30.0,
     ) -> None:
         self.store = store
+        self.membership = membership
+        """A replica's membership of its cluster (``--replica``, SPEC §16), or None."""
         self.lock = lock
         self.engine = engine
         self.clock = clock
@@ -174,9 +158,11 @@ class Service:
         self._sweep_interval = sweep_interval
         self._purge_interval = purge_interval
         self._page_size = recovery_page_size
+        self._handoff_bound = handoff_seconds + 10.0
         self._engine_scope: anyio.CancelScope | None = None
         self._tasks: anyio.abc.TaskGroup | None = None
         self._on_fault: FaultHandler | None = None
+        self._duties: anyio.CancelScope | None = None
 
     @asynccontextmanager
     async def running(self, on_fault: FaultHandler | None = None) -> AsyncIterator[None]:
@@ -189,13 +175,19 @@ class Service:
         self._engine_scope = anyio.CancelScope()
         await self.store.open()
         try:
-            leading = await self._acquire()
+            leading = False
+            if self.membership is not None:
+                await self.membership.join()
+            else:
+                leading = await self._acquire()
             try:
                 async with single_errors(), anyio.create_task_group() as tg:
                     self._tasks = tg
                     if self.notifications is not None:
                         tg.start_soon(self._guarded, "the listener failed", self._listen)
-                    if leading:
+                    if self.membership is not None:
+                        await self._replicate(tg, self.membership)
+                    elif leading:
                         await self._lead(tg)
                     else:
                         self.engine.standby = True
@@ -207,12 +199,15 @@ class Service:
                         yield
                     finally:
                         self.stopping()
+                        await self._hand_over()
                         self._engine_scope.cancel()
                         tg.cancel_scope.cancel()
             finally:
-                if self.lock is not None:
-                    with anyio.CancelScope(shield=True):
+                with anyio.CancelScope(shield=True):
+                    if self.lock is not None:
                         await self.lock.release()
+                    if self.membership is not None:
+                        await self.membership.leases.leave()
         finally:
             self.readiness.leading = False
             with anyio.CancelScope(shield=True):
@@ -230,6 +225,10 @@ class Service:
         epoch = None if self.lock is None else self.lock.epoch
         self.store.fence(epoch, self._fenced)
         self.readiness.epoch = epoch
+        # Seen from outside as the one member of its cluster, owning every shard (SPEC §16).
+        total, _ = await self.store.cluster()
+        self.readiness.name, self.readiness.since = self.engine.executor_id, self.clock.now()
+        self.readiness.shards_owned, self.readiness.replicas_live = total, 1
         self.engine.standby = False
         await tg.start(self._run_engine)
         self.readiness.leading = True
@@ -237,18 +236,61 @@ class Service:
             self.recovered = await self.engine.recover(self._page_size)
         except Exception as exc:
             self.fail("the recovery scan failed", exc)
+        await self._start_duties(tg)
+        if self.lock is not None:
+            tg.start_soon(self._guarded, "lost the coordinator lock", self._watch_lock)
+        tg.start_soon(self._guarded, "the ownership sweep failed", self._sweep)
+
+    async def _start_duties(self, tg: anyio.abc.TaskGroup) -> None:
+        """The cluster's duties (one process at a time): drafts, the lease reaper, the purge."""
         if self.drafts is not None:
             await tg.start(self.drafts.run)
             try:
                 await self.drafts.recover()
             except Exception as exc:
                 self.fail("the recovery of drafts failed", exc)
-        if self.lock is not None:
-            tg.start_soon(self._guarded, "lost the coordinator lock", self._watch_lock)
-        tg.start_soon(self._guarded, "the ownership sweep failed", self._sweep)
         if self.remote is not None or self.decisions is not None:
             tg.start_soon(self._guarded, "the lease reaper failed", self._reap)
         tg.start_soon(self._guarded, "the idempotency purge failed", self._purge)
+
+    async def _replicate(self, tg: anyio.abc.TaskGroup, membership: Membership) -> None:
+        """Execute as a replica (SPEC §16): the runs of the shards this replica holds.
+
+        Each write of a shard's runs is fenced by the shard's epoch (the runner's); a refused
+        one is a fail-stop, as a failed renewal of the leases is. The first round of the
+        membership takes this replica's first share of the free shards and recovers them.
+        """
+        self.store.fence(None, self._fenced)
+        self.engine.standby = False
+        membership.on_duties = self._duties_changed
+        await tg.start(self._run_engine)
+        tg.start_soon(self._guarded, "lost its shards", membership.run)
+        tg.start_soon(self._guarded, "the ownership sweep failed", self._sweep)
+        with anyio.move_on_after(max(30.0, 2 * self._lock_check_interval)):
+            await membership.first_round.wait()
+
+    def _duties_changed(self, owned: bool) -> None:
+        """This replica took shard 0 (it runs the cluster's duties), or gave it up."""
+        if self._duties is not None:
+            self._duties.cancel()
+            self._duties = None
+        if owned and self._tasks is not None and self.fault is None:
+            scope = self._duties = anyio.CancelScope()
+            self._tasks.start_soon(self._run_duties, scope)
+        _log.info("cluster duties %s", "started" if owned else "stopped")
+
+    async def _run_duties(self, scope: anyio.CancelScope) -> None:
+        with scope:
+            async with anyio.create_task_group() as duties:
+                await self._start_duties(duties)
+
+    async def _hand_over(self) -> None:
+        """A replica stopping hands its shards over first (bounded by the hand-off grace)."""
+        if self.membership is None or self.fault is not None:
+            return
+        self.membership.stop()
+        with anyio.CancelScope(shield=True), anyio.move_on_after(self._handoff_bound):
+            await self.membership.left.wait()
 
     async def _stand_by(self) -> None:
         """Try the lock every check interval; lead once it is ours (SPEC §14).
@@ -313,9 +355,14 @@ class Service:
         )
 
     def stopping(self) -> None:
-        """The service is about to stop: not ready; waiting claims answer, streams end, now."""
+        """The service is about to stop: not ready; waiting claims answer, streams end, now.
+
+        A replica starts handing its shards over at once (SPEC §16), while HTTP drains.
+        """
         if self.fault is None:
             self.readiness.set(False, STOPPING)
+            if self.membership is not None:
+                self.membership.stop()
         self.readiness.leading = False
         self.engine.work_signal.close()
         self.engine.changes.close()
@@ -387,8 +434,9 @@ class Service:
             found = await self.engine.adopt_unowned(self._page_size)
             if found:
                 _log.info("adopted unowned runs", extra={"fields": {"runs": found}})
-            if self.drafts is not None:
-                # A draft created through a standby is generated here (SPEC §14).
+            if self.drafts is not None and (self.membership is None or self._duties is not None):
+                # A draft created through a standby is generated here (SPEC §14), or through
+                # another replica, by the owner of shard 0 (§16).
                 await self.drafts.recover()
 
     async def _reap(self) -> None:

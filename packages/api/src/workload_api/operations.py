@@ -449,4 +449,15 @@ OPERATIONS: tuple[Operation, ...] = (
         schemas.ServiceStatus,
         tuple(e for e in _READ_ERRORS if e != 404),
     ),
+    Operation(
+        "GET",
+        f"{_V}/cluster",
+        "getCluster",
+        "The live replicas and the shards each owns (SPEC §16)",
+        Role.VIEWER,
+        h.get_cluster,
+        200,
+        schemas.Cluster,
+        tuple(e for e in _READ_ERRORS if e != 404),
+    ),
 )

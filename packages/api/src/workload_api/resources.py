@@ -28,6 +28,7 @@ from workload_domain.model import (
     VersionRecord,
     WorkflowRecord,
 )
+from workload_domain.shards import Member
 from workload_domain.statuses import TaskStatus
 from workload_domain.workers import ClaimedAttempt, QueueStats, WorkerRecord, worker_status
 
@@ -37,6 +38,7 @@ __all__ = [
     "claim_item",
     "draft",
     "event",
+    "member",
     "page",
     "queue",
     "run",
@@ -133,6 +135,7 @@ def tool_call_report(record: StepRecord) -> JsonObject:
             **_attributes(record),
             "kind": "tool_call",
             "attempt_id": record.step_id,
+            "executed_by": None,
             "status": record.status.value,
             "output": response.get("output") if record.status is StepStatus.SUCCEEDED else None,
             "error": error,
@@ -151,6 +154,11 @@ def queue(stats: QueueStats, now: datetime) -> JsonObject:
     oldest = stats.oldest_queued_at
     age = None if oldest is None else round(max((now - oldest).total_seconds(), 0.0), 3)
     return _dump(schemas.QueueItem, {**_attributes(stats), "oldest_queued_age_seconds": age})
+
+
+def member(record: Member) -> JsonObject:
+    """A live replica and its shards (SPEC §16)."""
+    return _dump(schemas.ClusterMember, record)
 
 
 def page(found: Page[T], convert: Callable[[T], JsonObject]) -> JsonObject:

@@ -22,6 +22,8 @@ __all__ = [
     "ClaimItem",
     "ClaimRequest",
     "ClaimResponse",
+    "Cluster",
+    "ClusterMember",
     "CompleteRequest",
     "ErrorIn",
     "ErrorObject",
@@ -35,6 +37,7 @@ __all__ = [
     "QueueItem",
     "Queues",
     "Ready",
+    "ReplicaShare",
     "Run",
     "ServiceStatus",
     "StartRunRequest",
@@ -155,6 +158,10 @@ class Attempt(_Out):
     claimed_at: datetime | None
     lease_expires_at: datetime | None
     progress: JsonObject | None
+    executed_by: str | None = Field(
+        description="the replica_id of the service process that ran an in-process attempt "
+        "(SPEC §16); null for a remote one (see worker_id)"
+    )
 
 
 class ToolCallReport(Attempt):
@@ -440,23 +447,67 @@ class Health(_Out):
     status: str
 
 
+_ROLE = (
+    '"leader" (this process holds the coordinator lock), "standby", or "replica" (one of the '
+    "replicas that all execute, SPEC §16)"
+)
+
+
 class Ready(_Out):
-    """Readiness (SPEC §12): whether this process serves, and whether it leads."""
+    """Readiness (SPEC §12, §16): whether this process serves, and what it is."""
 
     status: str = Field(description='"ready", or why not: starting, stopping, failed')
-    role: str = Field(description='"leader" (holds the coordinator lock) or "standby"')
-    epoch: int | None = Field(description="the coordinator epoch (SPEC §14); null without one")
+    role: str = Field(description=_ROLE)
+    epoch: int | None = Field(
+        default=None,
+        description="a leader's or a standby's coordinator epoch (SPEC §14); null without one",
+    )
+    replica_id: str | None = Field(default=None, description="a replica's id (SPEC §16)")
+    shards_owned: int | None = Field(
+        default=None, description="how many shards a replica owns now (SPEC §16)"
+    )
+
+
+class ClusterMember(_Out):
+    """A live replica and the shards it owns (SPEC §16)."""
+
+    replica_id: str
+    shards: list[int]
+    started_at: datetime
+    last_seen_at: datetime
+
+
+class Cluster(_Out):
+    """The live replicas and their shards (``GET /api/v1/cluster``, SPEC §16).
+
+    A coordinator leading alone (§7, §14) is the one member, owning every shard.
+    """
+
+    shards_total: int = Field(description="the database's number of shards (fixed)")
+    replicas: list[ClusterMember]
+
+
+class ReplicaShare(_Out):
+    """A live replica and how many shards it owns."""
+
+    replica_id: str
+    shards_owned: int
 
 
 class ServiceStatus(_Out):
     """The service at a glance (``workload status``)."""
 
     status: str = Field(description='"ready", or why not: starting, stopping, failed')
-    role: str = Field(description='"leader" (this process holds the coordinator lock) or "standby"')
+    role: str = Field(description=_ROLE)
     epoch: int | None = Field(description="the coordinator epoch (SPEC §14); null without one")
+    replica_id: str | None = Field(description="this process's replica id, if a replica")
     runs_active: int = Field(description="runs not yet terminal")
     workers_active: int = Field(
         description="workers seen within the last 90 seconds, or holding work"
     )
     approvals_pending: int = Field(description="approvals waiting for a decision")
     queues: list[QueueItem]
+    shards_total: int = Field(description="the database's number of shards (SPEC §16)")
+    replicas: list[ReplicaShare] = Field(
+        description="the live replicas (or the coordinator leading alone), by id"
+    )

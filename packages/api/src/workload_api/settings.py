@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import os
+import re
+import socket
 from pathlib import Path
 from typing import Annotated
 
 from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from workload_domain.shards import MAX_SHARDS, check_replica_id
 from workload_store_postgres.urls import check_database_url
 
 __all__ = ["Settings"]
@@ -33,6 +37,16 @@ class Settings(BaseSettings):
     max_concurrent_attempts: int = Field(default=64, ge=1, le=10_000)
     standby: bool = False
     """Serve while another process leads, and take over when it goes (``--standby``, §14)."""
+    replica: bool = False
+    """Join the database's cluster of replicas that all execute (``--replica``, SPEC §16)."""
+    replica_id: str | None = None
+    """This process's name: its replica id (§16) and its attempts' ``executed_by`` (§6).
+    Default: the host name and the pid (``host-1234``)."""
+    shards: int | None = Field(default=None, ge=1, le=MAX_SHARDS)
+    """The number of shards a database gets when it is first migrated (default 64, SPEC §16);
+    after that it is fixed, and a different value is refused."""
+    shard_handoff_seconds: float = Field(default=30.0, ge=0, le=3600)
+    """How long a replica handing a shard over lets the attempts it executes finish (§16)."""
     lock_check_interval_seconds: float = Field(default=1.0, gt=0, le=3600)
     lease_check_interval_seconds: float = Field(default=1.0, gt=0, le=60)
     """How often the leader applies passed leases, start-to-close and schedule-to-start
@@ -75,6 +89,25 @@ class Settings(BaseSettings):
         if workers & others:
             raise ValueError("a worker token must not also be a viewer or operator token")
         return self
+
+    @model_validator(mode="after")
+    def _one_mode(self) -> Settings:
+        if self.replica and self.standby:
+            raise ValueError("--replica and --standby are two modes (SPEC §16, §14): choose one")
+        return self
+
+    @field_validator("replica_id")
+    @classmethod
+    def _replica_id(cls, value: str | None) -> str | None:
+        return None if value is None else check_replica_id(value)
+
+    @property
+    def process_name(self) -> str:
+        """The replica id: ``WORKLOAD_REPLICA_ID``, else ``<host>-<pid>`` (made safe)."""
+        if self.replica_id is not None:
+            return self.replica_id
+        host = re.sub(r"[^A-Za-z0-9._-]", "-", socket.gethostname())[:100] or "host"
+        return f"{host}-{os.getpid()}"
 
     @field_validator("database_url")
     @classmethod

@@ -58,7 +58,7 @@ EXIT_CODES_HELP = (
     "6 server unreachable · 7 request rejected (4xx) · 8 unauthorized (401/403) · "
     "9 server error (5xx) · 10 run failed · 11 run canceled · 12 wait timed out · "
     "13 declined at the prompt · 130 interrupted. "
-    "serve/migrate: 3 lock held · 4 schema not migrated · 5 fail-stop."
+    "serve/migrate: 3 lock held (or modes mixed) · 4 schema not migrated · 5 fail-stop."
 )
 
 

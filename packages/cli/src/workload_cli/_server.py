@@ -23,7 +23,7 @@ from workload_api.telemetry import TracingConfigError, tracing_exporters
 from workload_cli._embedded import EmbeddedPostgres, dev_credentials
 from workload_cli._stop import Interrupted, StopSignals
 from workload_domain.errors import SystemFault
-from workload_store_postgres.migrations import MigrationError, migration_status
+from workload_store_postgres.migrations import MigrationError, ShardsFixed, migration_status
 from workload_store_postgres.migrations import migrate_up as apply_migrations
 
 __all__ = ["migrate_status", "migrate_up", "serve"]
@@ -86,12 +86,16 @@ def _serve(overrides: dict[str, Any], stops: StopSignals) -> int:
             # stop, and initdb removed what it had made.
             raise Interrupted(stops.received) from None
         try:
-            if eventloop.run(_interruptible(apply_migrations(url), stops)) is None:
+            migrating = apply_migrations(url, shards=settings.shards)
+            if eventloop.run(_interruptible(migrating, stops)) is None:
                 return ExitCode.OK
             stops.check()  # a signal in the migrations' last moment, after their scope ended
         except MigrationError as exc:
             _say(f"error: {exc}")
             return ExitCode.SCHEMA
+        except ShardsFixed as exc:
+            _say(f"error: {exc}")
+            return ExitCode.USAGE
         except SystemFault as exc:
             _say(f"error: the embedded database failed: {exc}")
             return ExitCode.FAIL_STOP
@@ -153,6 +157,11 @@ def _url(database_url: str | None) -> str | None:
         return None
 
 
+def _shards() -> int | None:
+    """``WORKLOAD_SHARDS``, for a database's first migration (SPEC §16); None when unset."""
+    return Settings().shards
+
+
 def migrate_up(database_url: str | None, as_json: bool = False) -> int:
     """Run ``workload migrate up``; return the exit code."""
     url = _url(database_url)
@@ -160,10 +169,18 @@ def migrate_up(database_url: str | None, as_json: bool = False) -> int:
         _say("error: give --database-url or set WORKLOAD_DATABASE_URL")
         return ExitCode.USAGE
     try:
-        applied = asyncio.run(apply_migrations(url))
+        shards = _shards()
+    except ValidationError as exc:
+        _say(f"error: invalid configuration:\n{exc}")
+        return ExitCode.USAGE
+    try:
+        applied = asyncio.run(apply_migrations(url, shards=shards))
     except MigrationError as exc:
         _say(f"error: {exc}")
         return ExitCode.SCHEMA
+    except ShardsFixed as exc:
+        _say(f"error: {exc}")
+        return ExitCode.USAGE
     except SystemFault as exc:  # a connection failure is the operator's to fix, not a traceback
         _say(f"error: cannot migrate: {exc}")
         return ExitCode.FAIL_STOP

@@ -144,6 +144,7 @@ ATTEMPT_COLUMNS: list[Column[Attempt]] = [
     Column("ATTEMPT", lambda a: a.attempt),
     Column("STATUS", lambda a: a.status, lambda a: status_style(a.status)),
     Column("WORKER", lambda a: a.worker_id),
+    Column("EXECUTED_BY", lambda a: a.executed_by),
     Column("STARTED", lambda a: a.started_at),
     Column("FINISHED", lambda a: a.finished_at),
     Column("OUTPUT", lambda a: a.output),

@@ -18,6 +18,7 @@ from typing import Annotated
 import typer
 
 from workload_cli._approvals import approvals_app
+from workload_cli._cluster import cluster
 from workload_cli._completion import completion
 from workload_cli._demo import demo
 from workload_cli._drafts import drafts_app
@@ -53,6 +54,7 @@ app.add_typer(drafts_app, name="drafts", rich_help_panel=_CLIENT)
 app.add_typer(workers_app, name="workers", rich_help_panel=_CLIENT)
 app.add_typer(queues_app, name="queues", rich_help_panel=_CLIENT)
 app.command("status", epilog=EXIT_CODES_HELP, rich_help_panel=_CLIENT)(status)
+app.command("cluster", epilog=EXIT_CODES_HELP, rich_help_panel=_CLIENT)(cluster)
 app.command("demo", epilog=EXIT_CODES_HELP, rich_help_panel=_CLIENT)(demo)
 app.command("run-local", epilog=EXIT_CODES_HELP, rich_help_panel="Without a server")(run_local)
 app.command("worker", epilog=EXIT_CODES_HELP, rich_help_panel="Workers")(worker)
@@ -111,14 +113,25 @@ def serve(
             show_default=False,
         ),
     ] = None,
+    replica: Annotated[
+        bool | None,
+        typer.Option(
+            "--replica",
+            help="Join the replicas that all execute, each the runs of its share of the shards "
+            "(env WORKLOAD_REPLICA; WORKLOAD_REPLICA_ID names it).",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
     """Run the service: HTTP API, coordinator and execution.
 
     Without a database URL, an embedded PostgreSQL runs in the data directory (development).
     With --standby, a second process does not exit 3 while another leads: it serves the whole
-    API and takes over when the leader goes.
-    Exit codes: 0 stopped, 2 usage or configuration, 3 another coordinator holds the lock,
-    4 schema not migrated, 5 fail-stop (lost lock or database, or a newer leader).
+    API and takes over when the leader goes. With --replica, every such process executes: the
+    runs are split into shards, and live replicas share them out.
+    Exit codes: 0 stopped, 2 usage or configuration, 3 another coordinator holds the lock (or
+    replicas and a coordinator would share the database), 4 schema not migrated, 5 fail-stop
+    (lost lock, shards or database, or a newer leader).
     SIGTERM or Ctrl-C stops it, in start-up too: exit 0.
     """
     overrides = {
@@ -128,6 +141,7 @@ def serve(
         "data_dir": data_dir,
         "log_level": log_level,
         "standby": standby,
+        "replica": replica,
     }
     # First: a signal during the imports below must stop the process too, not kill it.
     stops = StopSignals(logging.getLogger("workload.coordinator"))

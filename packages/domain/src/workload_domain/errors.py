@@ -24,12 +24,14 @@ Hierarchy::
     ├── VersionTaken                 category REVISION_CONFLICT (a concurrent new version won)
     ├── PreconditionFailed           category PRECONDITION_FAILED (a stale If-Match)
     ├── RunBusy                      category UNAVAILABLE, code unavailable (try again shortly)
+    ├── ModeConflict                 category CONFLICT (replicas and a coordinator on one database)
     ├── IllegalTransition            category INTERNAL (a bug: a status change the rules forbid)
     ├── StoreIntegrityError          category INTERNAL (a bug: a write a constraint refuses)
     └── SystemFault                  category UNAVAILABLE (the store or the lock failed)
         ├── StoreUnavailable
         ├── LockLost
-        ├── Fenced                   (a newer coordinator epoch refused this one's write)
+        │   └── ShardsLost           (a replica could not renew its shard leases, SPEC §16)
+        ├── Fenced                   (a newer coordinator or shard epoch refused a write)
         └── ExecutionStopped         (this process stopped executing: shutdown or fail-stop)
 """
 
@@ -57,6 +59,7 @@ __all__ = [
     "InvalidInput",
     "LeaseLost",
     "LockLost",
+    "ModeConflict",
     "NotFound",
     "PreconditionFailed",
     "Problem",
@@ -64,6 +67,7 @@ __all__ = [
     "RunBusy",
     "RunFinished",
     "RunNotFound",
+    "ShardsLost",
     "StoreIntegrityError",
     "StoreUnavailable",
     "SystemFault",
@@ -404,6 +408,17 @@ class RunBusy(WorkloadError):
         self.run_id = run_id
 
 
+class ModeConflict(WorkloadError):
+    """Replicas (``--replica``) and a coordinator (§7, §14) would share one database (§16)."""
+
+    category = ErrorCategory.CONFLICT
+    code = "mode_conflict"
+
+    def __init__(self, message: str, mode_in_use: str) -> None:
+        super().__init__(message)
+        self.mode_in_use = mode_in_use
+
+
 class SystemFault(WorkloadError):
     """Infrastructure failed (database, lock): execution must stop, never record a failure."""
 
@@ -419,14 +434,34 @@ class LockLost(SystemFault):
     """The coordinator lock is no longer held by this process."""
 
 
-class Fenced(SystemFault):
-    """A write of this coordinator was refused: another one leads in a newer epoch (§14)."""
+class ShardsLost(LockLost):
+    """A replica could not renew the leases of the shards it owns (SPEC §16): fail-stop."""
 
-    def __init__(self, epoch: int) -> None:
-        super().__init__(
-            f"a write of coordinator epoch {epoch} was refused: another coordinator leads now"
-        )
+    def __init__(self, message: str, shards: tuple[int, ...] = ()) -> None:
+        super().__init__(message)
+        self.shards = shards
+
+
+class Fenced(SystemFault):
+    """A write was refused: another coordinator leads, or another replica took the shard.
+
+    ``shard`` is None for the coordinator epoch (§14), else the shard whose ``epoch`` it was
+    (§16).
+    """
+
+    def __init__(self, epoch: int, shard: int | None = None) -> None:
+        if shard is None:
+            message = (
+                f"a write of coordinator epoch {epoch} was refused: another coordinator leads now"
+            )
+        else:
+            message = (
+                f"a write to shard {shard} in its epoch {epoch} was refused: another replica "
+                "owns the shard now"
+            )
+        super().__init__(message)
         self.epoch = epoch
+        self.shard = shard
 
 
 class ExecutionStopped(SystemFault):

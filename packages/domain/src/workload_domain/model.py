@@ -194,6 +194,9 @@ class AttemptRecord:
     paused_seconds: float = 0.0
     """Agent attempts: time spent waiting for approvals, which counts toward neither the
     task's ``timeout_seconds`` nor the budget's ``max_seconds`` (SPEC §11)."""
+    executed_by: str | None = None
+    """In-process attempts: the ``replica_id`` of the service process running it (the last
+    one, for a resumed agent attempt); None for a remote one (SPEC §6, §16)."""
 
 
 @dataclass(frozen=True, slots=True)

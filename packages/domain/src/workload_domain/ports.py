@@ -40,12 +40,14 @@ from workload_domain.model import (
     VersionRecord,
     WorkflowRecord,
 )
+from workload_domain.shards import ClusterPicture, Member, ShardFence
 from workload_domain.statuses import RunStatus
 from workload_domain.workers import Activity, Claim, ClaimedAttempt, QueueStats, WorkerRecord
 
 __all__ = [
     "ApprovalStore",
     "Clock",
+    "ClusterReads",
     "CoordinatorLock",
     "DraftStore",
     "ExecutionStore",
@@ -58,6 +60,7 @@ __all__ = [
     "Resource",
     "RunReads",
     "SecretStore",
+    "ShardLeases",
     "Store",
     "WorkerStore",
     "WorkflowStore",
@@ -141,6 +144,65 @@ class CoordinatorLock(Protocol):
         ...
 
 
+class ShardLeases(Protocol):
+    """A replica's membership of its database's cluster and its shard leases (SPEC §16).
+
+    Joined once, on a connection of its own; renewed every lock check interval. A shard is
+    taken in a new epoch of its own (:class:`~workload_domain.shards.ShardFence`), after every
+    write of the previous epoch in flight, and given back when this replica hands it over.
+    """
+
+    replica_id: str
+    """This replica's id (``WORKLOAD_REPLICA_ID``)."""
+
+    async def join(self) -> int:
+        """Register this replica; return the database's number of shards.
+
+        Raises:
+            ModeConflict: a coordinator without ``--replica`` (§7, §14) uses the database, or a
+                live replica already has this id.
+            StoreUnavailable: the database cannot be reached (nothing is left open).
+        """
+        ...
+
+    async def renew(self, held: Collection[ShardFence]) -> ClusterPicture:
+        """Say this replica is alive, extend the leases it holds, and see the cluster.
+
+        Raises:
+            ShardsLost: a held shard is no longer this replica's in its epoch, or the renewal
+                failed or timed out (fail-stop: another replica may take the shards).
+        """
+        ...
+
+    async def take(self, shard: int) -> ShardFence | None:
+        """Take a free shard in a new epoch; None if someone holds it (or took it first).
+
+        Raises:
+            ShardsLost: the membership's connection failed (fail-stop).
+        """
+        ...
+
+    async def give(self, fence: ShardFence) -> None:
+        """Release a shard this replica held (its runs are no longer executed here)."""
+        ...
+
+    async def leave(self) -> None:
+        """Release every shard, deregister and close (idempotent; never raises)."""
+        ...
+
+
+class ClusterReads(Protocol):
+    """What ``GET /api/v1/cluster`` shows (SPEC §16)."""
+
+    async def cluster(self) -> tuple[int, tuple[Member, ...]]:
+        """The number of shards and the live members, each with the shards it holds.
+
+        Live replicas by id; with none, a coordinator leading by itself (§7, §14) is the one
+        member, holding every shard. An empty tuple: nobody executes (or it cannot be seen).
+        """
+        ...
+
+
 class WorkflowStore(Protocol):
     """Workflows and their immutable versions."""
 
@@ -211,15 +273,23 @@ class ExecutionStore(Protocol):
         """Apply ``commit`` atomically; ``RevisionConflict`` (nothing written) if stale."""
         ...
 
-    async def list_unfinished_runs(self, after: str | None, limit: int) -> Sequence[str]:
-        """Return ids of non-terminal runs in id order, after ``after``, at most ``limit``."""
+    async def list_unfinished_runs(
+        self, after: str | None, limit: int, shards: Collection[int] | None = None
+    ) -> Sequence[str]:
+        """Return ids of non-terminal runs in id order, after ``after``, at most ``limit``.
+
+        ``shards``: only the runs of these shards (SPEC §16); None: every run.
+        """
         ...
 
-    async def runs_with_running_attempts(self, actions: Collection[str]) -> Sequence[str]:
+    async def runs_with_running_attempts(
+        self, actions: Collection[str], shards: Collection[int] | None = None
+    ) -> Sequence[str]:
         """Ids of runs with an attempt of one of ``actions`` still ``running``.
 
-        Asked at start-up with the in-process actions: those attempts were left by a stopped
-        coordinator (remote ones keep their leases across a restart).
+        Asked at start-up (or when a replica takes shards over: only those ``shards``) with the
+        in-process actions: those attempts were left by a stopped coordinator or replica
+        (remote ones keep their leases across a restart).
         """
         ...
 
@@ -540,6 +610,14 @@ class Notifications(Protocol):
         """Hand every announcement to ``handlers`` until cancelled."""
         ...
 
+    async def hear_shards(self, shards: Collection[int]) -> None:
+        """Hear the runs of exactly these shards from now on (a replica, SPEC §16).
+
+        Returns once the listener listens to them — or at once while it is not connected (it
+        listens to them when it reconnects; the owner's sweep covers what it missed).
+        """
+        ...
+
 
 class Store(
     WorkflowStore,
@@ -551,6 +629,7 @@ class Store(
     ApprovalStore,
     DraftStore,
     SecretStore,
+    ClusterReads,
     Resource,
     Protocol,
 ):
@@ -562,4 +641,8 @@ class Store(
 
     def announce(self, enabled: bool) -> None:
         """Announce writes to other replicas (SPEC §14)."""
+        ...
+
+    def shard_notices(self, shards_total: int) -> None:
+        """Announce runs on their shard's channel, to its owner only (a replica, SPEC §16)."""
         ...

@@ -34,6 +34,7 @@ from workload_domain.model import (
     WorkflowRecord,
 )
 from workload_domain.ports import Clock
+from workload_domain.shards import DEFAULT_SHARDS
 from workload_domain.statuses import AttemptStatus, TaskStatus
 from workload_domain.telemetry import NO_TELEMETRY, Telemetry
 from workload_domain.workers import WorkerRecord
@@ -62,7 +63,14 @@ class RunData:
 class MemoryState:
     """The tables of an in-memory store (the base of its parts)."""
 
-    def __init__(self, clock: Clock | None = None, telemetry: Telemetry = NO_TELEMETRY) -> None:
+    def __init__(
+        self,
+        clock: Clock | None = None,
+        telemetry: Telemetry = NO_TELEMETRY,
+        shards_total: int = DEFAULT_SHARDS,
+    ) -> None:
+        self.shards_total = shards_total
+        """How runs are split into shards (SPEC §16; one process executes them all here)."""
         self._clock = clock or SystemClock()
         self._telemetry = telemetry
         """Told of the remote tool calls a commit closed (as the PostgreSQL store tells it)."""

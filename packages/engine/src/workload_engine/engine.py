@@ -10,6 +10,10 @@ at most ``startup_concurrency`` runners start at once, however long the backlog)
 (a :class:`RunRunner` drives it), or *parked* (its runner found nothing to do but wait for an
 attempt slot and stopped; the id waits in a FIFO and the engine resumes the run with a slot
 granted when one frees). A queued or parked run holds no task, snapshot or channel.
+
+In a replica (SPEC §16) the engine has a :class:`~workload_engine.ownership.ShardOwnership`: it
+executes only the runs of the shards it holds, recovers a shard when the replica takes it
+(:meth:`Engine.recover` with ``shards``) and hands one over (:meth:`Engine.hand_off`).
 """
 
 from __future__ import annotations
@@ -27,6 +31,8 @@ from workload_domain.statuses import AttemptStatus
 from workload_domain.telemetry import NO_TELEMETRY, Telemetry
 from workload_engine._groups import first_error
 from workload_engine.definitions import DefinitionCache
+from workload_engine.ownership import ShardOwnership
+from workload_engine.reports import Report
 from workload_engine.runner import RunRunner
 from workload_engine.signals import RunChanges, StepSignal, WorkSignal
 
@@ -66,6 +72,7 @@ class Engine:
         step_signal: StepSignal | None = None,
         resumable_actions: frozenset[str] = frozenset(),
         telemetry: Telemetry = NO_TELEMETRY,
+        executor_id: str | None = None,
     ) -> None:
         if max_concurrent_attempts < 1:
             raise ValueError("max_concurrent_attempts must be at least 1")
@@ -85,6 +92,10 @@ class Engine:
         """Told of every commit, run and local attempt (metrics and spans, SPEC §12)."""
         self.standby = False
         """Another process leads (SPEC §14): runs submitted here are left to it."""
+        self.executor_id = executor_id
+        """This process's ``replica_id``: the ``executed_by`` of the attempts it runs (§6)."""
+        self.ownership: ShardOwnership | None = None
+        """A replica's shards (SPEC §16): only their runs are executed here. None: every run."""
         self.changes = RunChanges()
         """Notified whenever a commit to a run succeeded (its event streams read on)."""
         self.limiter = anyio.CapacityLimiter(max_concurrent_attempts)
@@ -156,13 +167,25 @@ class Engine:
             if self.standby:
                 return  # the leader executes it: it hears of the run (SPEC §14)
             raise ExecutionStopped("this process is not executing runs now")
-        if self.owns(run_id):
-            return
+        if self.owns(run_id) or not self._accepts(run_id):
+            return  # executed here already, or by the replica holding its shard (SPEC §16)
         if not self._recovering and self._starting < self._startup_concurrency and not self._queued:
             self._admit(run_id, snapshot)
         else:
             # A backlog: the id waits its turn (past a few, the runner that starts it reads it).
             self._queued[run_id] = snapshot if len(self._queued) < _PARKED_SNAPSHOTS else None
+
+    def _accepts(self, run_id: str) -> bool:
+        """Whether this engine executes ``run_id`` (every run, outside a replica)."""
+        return self.ownership is None or self.ownership.accepts(run_id)
+
+    def hand_report(self, run_id: str, report: Report) -> bool:
+        """Hand a remote attempt's report to the run's runner, if it runs here and takes it.
+
+        The runner commits it in its own commit (SPEC §16); False: commit it otherwise.
+        """
+        runner = self._runners.get(run_id)
+        return runner is not None and runner.report(report)
 
     def _admit(self, run_id: str, snapshot: RunSnapshot | None) -> None:
         self._starting += 1
@@ -208,6 +231,10 @@ class Engine:
                 continue
             run_id = next(iter(self._parked))
             snapshot = self._parked.pop(run_id)
+            if not self._accepts(run_id):  # its shard was handed over meanwhile
+                self.limiter.release_on_behalf_of(token)
+                self._forget(run_id)
+                continue
             self._start(run_id, snapshot, slot=token, resumed=True)
 
     def committed(self, commit: RunCommit) -> None:
@@ -232,7 +259,7 @@ class Engine:
             self._parked.pop(run_id)
             self._start(run_id, resumed=True)
 
-    async def recover(self, page_size: int = 500) -> int:
+    async def recover(self, page_size: int = 500, shards: Sequence[int] | None = None) -> int:
         """Hand every non-terminal run to the engine, reading them page by page.
 
         First the runs whose local attempts a stopped coordinator left ``running`` (remote
@@ -244,9 +271,13 @@ class Engine:
         non-terminal run, without waiting: each is queued as its id, and their runners start
         (``startup_concurrency`` at a time) once every run is handed over. Returns how many
         runs were handed over.
+
+        ``shards``: only the runs of these shards (a replica that took them, SPEC §16).
         """
-        leftovers = list(await self.store.runs_with_running_attempts(self.local_actions))
+        leftovers = list(await self.store.runs_with_running_attempts(self.local_actions, shards))
         for run_id in leftovers:
+            if not self._accepts(run_id):
+                continue
             if self.running and run_id in self._queued:
                 # Queued already (a replica announced it before recovery): not left waiting.
                 self._start(run_id, self._queued.pop(run_id))
@@ -263,7 +294,7 @@ class Engine:
         # time, instead of sharing the loop with the listing (ADR 0017).
         self._recovering = True
         try:
-            async for page in self._unfinished(page_size):
+            async for page in self._unfinished(page_size, shards):
                 for run_id in page:
                     self.submit(run_id)
                 handed += len(page)
@@ -280,17 +311,56 @@ class Engine:
         within one sweep interval.
         """
         adopted = 0
-        async for page in self._unfinished(page_size):
+        shards = None if self.ownership is None else self.ownership.serving
+        if shards == ():
+            return 0
+        async for page in self._unfinished(page_size, shards):
             for run_id in page:
-                if not self.owns(run_id) and self.running:
+                if not self.owns(run_id) and self.running and self._accepts(run_id):
                     self.submit(run_id)
                     adopted += 1
         return adopted
 
-    async def _unfinished(self, page_size: int) -> AsyncIterator[Sequence[str]]:
+    async def hand_off(self, shard: int, grace: float) -> int:
+        """Stop executing the runs of ``shard`` (handed over to another replica, SPEC §16).
+
+        Nothing more starts in the shard; its runners commit what their attempts report and
+        return once none executes; past ``grace`` seconds the rest are interrupted (nothing is
+        written, as by a restart). Returns how many runs were interrupted.
+        """
+        ownership = self.ownership
+        assert ownership is not None, "only a replica hands shards over"
+        ownership.leave(shard)
+        for waiting in (self._queued, self._parked):
+            for run_id in [r for r in waiting if ownership.shard_of(r) == shard]:
+                del waiting[run_id]
+                self._forget(run_id)
+        runners = [r for r in self._runners.values() if ownership.shard_of(r.run_id) == shard]
+        for runner in runners:
+            runner.drain()
+        with anyio.move_on_after(grace):
+            for runner in runners:
+                await self.wait_finished(runner.run_id)
+        left = [r for r in runners if r.run_id in self._runners]
+        for runner in left:
+            runner.scope.cancel()
+        with anyio.CancelScope(shield=True), anyio.move_on_after(5):
+            for runner in left:
+                await self.wait_finished(runner.run_id)
+        return len(left)
+
+    def _forget(self, run_id: str) -> None:
+        """``run_id`` is no longer executed here: whoever waits for its end stops waiting."""
+        event = self._finished.pop(run_id, None)
+        if event is not None:
+            event.set()
+
+    async def _unfinished(
+        self, page_size: int, shards: Sequence[int] | None = None
+    ) -> AsyncIterator[Sequence[str]]:
         after: str | None = None
         while True:
-            page = await self.store.list_unfinished_runs(after, page_size)
+            page = await self.store.list_unfinished_runs(after, page_size, shards)
             if page:
                 yield page
             if len(page) < page_size:
@@ -334,6 +404,8 @@ class Engine:
             slot=slot,
             resumed=resumed,
             on_started=on_started,
+            executor_id=self.executor_id,
+            fence=None if self.ownership is None else self.ownership.fence_for(run_id),
         )
 
     def _park(self, run_id: str, snapshot: RunSnapshot) -> None:
@@ -343,8 +415,10 @@ class Engine:
     async def _supervise(self, runner: RunRunner, **_: Any) -> None:
         parked: RunSnapshot | None = None
         try:
-            await runner.run()
-            parked = runner.parked if self.running else None
+            with runner.scope:  # cancelled alone: its shard was handed over past the grace
+                await runner.run()
+            accepted = self.running and self._accepts(runner.run_id)
+            parked = runner.parked if accepted else None
         finally:
             self._runners.pop(runner.run_id, None)
             if parked is not None and runner.stale:

@@ -42,6 +42,7 @@ from workload_domain.model import (
     WorkflowRecord,
     check_sequences,
 )
+from workload_domain.shards import Member, shard_of
 from workload_domain.statuses import AttemptStatus
 from workload_engine._memory_approvals import MemoryApprovals
 from workload_engine._memory_drafts import MemoryDrafts
@@ -74,6 +75,9 @@ class InMemoryStore(MemoryReads, MemoryWorkers, MemoryApprovals, MemoryDrafts):
         """One process per store: nothing to fence (SPEC §14 needs a shared database)."""
 
     def announce(self, enabled: bool) -> None:
+        """One process per store: nobody to announce to."""
+
+    def shard_notices(self, shards_total: int) -> None:
         """One process per store: nobody to announce to."""
 
     async def secret(self, name: str) -> bytes:
@@ -233,15 +237,27 @@ class InMemoryStore(MemoryReads, MemoryWorkers, MemoryApprovals, MemoryDrafts):
             self._telemetry.tool_call_ended(step, closed_by=attempt)
         return None
 
-    async def list_unfinished_runs(self, after: str | None, limit: int) -> Sequence[str]:
-        """Ids of non-terminal runs in id order."""
+    async def list_unfinished_runs(
+        self, after: str | None, limit: int, shards: Collection[int] | None = None
+    ) -> Sequence[str]:
+        """Ids of non-terminal runs in id order (of ``shards`` only, if given)."""
         await anyio.lowlevel.checkpoint()
         ids = sorted(
             run_id
             for run_id, data in self._runs.items()
-            if not data.run.status.is_terminal and (after is None or run_id > after)
+            if not data.run.status.is_terminal
+            and (after is None or run_id > after)
+            and self._in_shards(run_id, shards)
         )
         return ids[:limit]
+
+    def _in_shards(self, run_id: str, shards: Collection[int] | None) -> bool:
+        return shards is None or shard_of(run_id, self.shards_total) in shards
+
+    async def cluster(self) -> tuple[int, tuple[Member, ...]]:
+        """One process per store: no member is recorded (the API shows the process itself)."""
+        await anyio.lowlevel.checkpoint()
+        return self.shards_total, ()
 
     async def count_active_runs(self, workflow_id: str | None) -> Mapping[str, int]:
         """How many unfinished runs are in each status, optionally of one workflow."""
@@ -255,13 +271,16 @@ class InMemoryStore(MemoryReads, MemoryWorkers, MemoryApprovals, MemoryDrafts):
             )
         )
 
-    async def runs_with_running_attempts(self, actions: Collection[str]) -> Sequence[str]:
+    async def runs_with_running_attempts(
+        self, actions: Collection[str], shards: Collection[int] | None = None
+    ) -> Sequence[str]:
         """Ids of runs with an attempt of one of ``actions`` still running, in id order."""
         await anyio.lowlevel.checkpoint()
         return sorted(
             run_id
             for run_id, data in self._runs.items()
-            if any(
+            if self._in_shards(run_id, shards)
+            and any(
                 a.status is AttemptStatus.RUNNING and a.action in actions
                 for a in data.attempts.values()
             )

@@ -140,6 +140,7 @@ def plan(
     recovering: bool = False,
     local_actions: Collection[str] = frozenset({"mock"}),
     resumable_actions: Collection[str] = frozenset(),
+    executor_id: str | None = None,
 ) -> Plan:
     """Decide the next commit of a run.
 
@@ -158,6 +159,8 @@ def plan(
         resumable_actions: local actions whose attempts a new coordinator *resumes* rather
             than interrupts (``agent``, SPEC §11: its loop replays its journal). The runner
             launches such an attempt again, with the same number, once it has a slot.
+        executor_id: the ``replica_id`` of the process that executes what this plan launches
+            (recorded as the attempts' ``executed_by``, SPEC §6).
     """
     draft = Draft(snapshot, now)
     if draft.run.status.is_terminal:
@@ -219,6 +222,8 @@ def plan(
                 wanted.append(key[0])
                 continue
             spec = workflow.task(key[0])
+            if attempt.executed_by != executor_id:  # resumed by another process
+                draft.set_attempt(key, executed_by=executor_id)
             paused = timedelta(seconds=attempt.paused_seconds)
             deadline = attempt.started_at + timedelta(seconds=spec.timeout_seconds) + paused
             launches.append(
@@ -245,7 +250,11 @@ def plan(
             wanted.append(task.task_key)
             continue
         attempt = draft.start_attempt(
-            task.task_key, AttemptStatus.RUNNING, action=spec.action, queue=spec.queue
+            task.task_key,
+            AttemptStatus.RUNNING,
+            action=spec.action,
+            queue=spec.queue,
+            executed_by=executor_id,
         )
         draft.emit(EventType.ATTEMPT_STARTED, task.task_key, attempt.attempt)
         deadline = now + timedelta(seconds=spec.timeout_seconds)

@@ -21,7 +21,7 @@ must not get.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field, replace
 from datetime import datetime
@@ -33,7 +33,7 @@ from workload_domain.agent.journal import StepRecord, StepStatus
 from workload_domain.agent.loop import tool_error
 from workload_domain.errors import RevisionConflict, RunBusy
 from workload_domain.leases import LeaseLostReason
-from workload_domain.model import AttemptRecord, RunSnapshot
+from workload_domain.model import AttemptRecord
 from workload_domain.ports import ExecutionStore, JournalStore, WorkerStore
 from workload_domain.statuses import AttemptStatus
 from workload_engine.engine import Engine
@@ -44,6 +44,7 @@ from workload_engine.planner import (
     AttemptOutcome,
     plan,
 )
+from workload_engine.reports import Decide, Report, Settled
 
 __all__ = [
     "Decide",
@@ -57,31 +58,16 @@ __all__ = [
 
 _MAX_TRIES = 50
 
-Decide = Callable[[AttemptRecord, datetime], AttemptOutcome | None]
-"""From a live attempt as now stored: its outcome, or None for nothing to write (it may raise
-to refuse, e.g. ``LeaseLost``)."""
-
 
 class RemoteStore(ExecutionStore, WorkerStore, JournalStore, Protocol):
     """What settling remote attempts (and agents' remote tool calls) needs from the store."""
-
-
-@dataclass(eq=False, slots=True)
-class _Report:
-    """One settle waiting for its run's turn: what it asks, and (once done) its answer."""
-
-    key: tuple[str, int]
-    decide: Decide
-    done: bool = False
-    settled: Settled | None = None
-    error: Exception | None = None
 
 
 @dataclass(slots=True)
 class _Turns:
     lock: anyio.Lock = field(default_factory=anyio.Lock)
     users: int = 0
-    pending: list[_Report] = field(default_factory=list)
+    pending: list[Report] = field(default_factory=list)
 
 
 class RunLocks:
@@ -118,16 +104,6 @@ class RunLocks:
             turns.users -= 1
             if turns.users == 0:
                 del self._turns[run_id]
-
-
-class Settled:
-    """A remote attempt's outcome committed: the run after it, and the attempt as ended."""
-
-    __slots__ = ("after", "attempt")
-
-    def __init__(self, after: RunSnapshot, attempt: AttemptRecord) -> None:
-        self.after = after
-        self.attempt = attempt
 
 
 def deadline_outcome(attempt: AttemptRecord, now: datetime) -> AttemptOutcome | None:
@@ -167,16 +143,24 @@ class RemoteAttempts:
     ) -> Settled | None:
         """Commit what ``decide`` makes of the live attempt; None if it decided nothing.
 
-        Settles of one run take turns (see the module's docstring): whoever has the turn
-        commits every report that waits for it then, in one commit, each decided on the run as
-        that commit finds it.
+        When this process executes the run, its runner commits the report in its own commit
+        (with whatever that makes ready: one write, SPEC §16). Otherwise settles of one run
+        take turns (see the module's docstring): whoever has the turn commits every report that
+        waits for it then, in one commit, each decided on the run as that commit finds it.
 
         Raises:
             RunNotFound: no such run.
             RunBusy: every try met a newer revision (nothing written; try again shortly).
             Whatever ``decide`` raises to refuse (nothing is written then).
         """
-        report = _Report((task_key, attempt), decide)
+        handed = Report((task_key, attempt), decide)
+        if self._engine.hand_report(run_id, handed):
+            await handed.answered.wait()
+            if not handed.declined:
+                if handed.error is not None:
+                    raise handed.error
+                return handed.settled
+        report = Report((task_key, attempt), decide)
         with self.locks._joined(run_id) as turns:
             turns.pending.append(report)
             try:
@@ -193,7 +177,7 @@ class RemoteAttempts:
 
     async def _settle_pending(self, run_id: str, turns: _Turns) -> None:
         """Settle the reports waiting on ``run_id`` in one commit (one per attempt at a time)."""
-        batch: list[_Report] = []
+        batch: list[Report] = []
         keys: set[tuple[str, int]] = set()
         for report in turns.pending:
             if report.key not in keys:  # a concurrent duplicate waits for the next commit
@@ -205,20 +189,19 @@ class RemoteAttempts:
             await self._settle_batch(run_id, batch)
         except Exception as exc:  # the store failed, or no such run: every report hears it
             for report in batch:
-                if not report.done:
-                    report.done, report.error = True, exc
+                report.answer(error=exc)
         finally:
             # Cancelled mid-way (its client left): the rest are settled by whoever is next.
             turns.pending[:0] = [r for r in batch if not r.done]
 
-    async def _settle_batch(self, run_id: str, batch: list[_Report]) -> None:
+    async def _settle_batch(self, run_id: str, batch: list[Report]) -> None:
         for _ in range(_MAX_TRIES):
             snapshot = await self._store.load_run(run_id)
             live = {(a.task_key, a.attempt): a for a in snapshot.live_attempts}
             now = self._clock.now()
-            answers: list[tuple[_Report, Exception | None]] = []  # decided nothing, or refused
+            answers: list[tuple[Report, Exception | None]] = []  # decided nothing, or refused
             outcomes: list[AttemptOutcome] = []
-            deciding: list[_Report] = []
+            deciding: list[Report] = []
             for report in batch:
                 current = live.get(report.key)
                 try:
@@ -259,14 +242,14 @@ class RemoteAttempts:
                         continue  # decide every report again, on the newer revision
             # Answered only as of a revision that held: a stale read decides nothing.
             for report, error in answers:
-                report.done, report.error = True, error
+                report.answer(error=error)
             if committed is None:
                 for report in deciding:  # pragma: no cover - see above
-                    report.done = True
+                    report.answer()
                 return
             ended = {(a.task_key, a.attempt): a for a in committed.attempts}
             for report in deciding:
-                report.done, report.settled = True, Settled(decided.after, ended[report.key])
+                report.answer(Settled(decided.after, ended[report.key]))
             return
         raise RunBusy(run_id)
 

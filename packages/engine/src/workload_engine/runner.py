@@ -9,6 +9,12 @@ replays what it observed onto the fresh state (:func:`~workload_engine.planner.p
 Attempts are launched only after the commit that records them succeeded (persist first, execute
 second). Cancellation of the runner's scope is *interruption*: nothing is written, and the next
 coordinator marks the attempts left ``running`` as ``interrupted``.
+
+Workers' reports on the run that reach this process are handed to the runner
+(:meth:`RunRunner.report`) and committed in its own commit, with what they make ready (SPEC §16).
+A replica handing the run's shard over *drains* the runner (:meth:`RunRunner.drain`): it starts
+nothing more, commits what its attempts report, and returns once none executes. Every write of
+the runner and of the tasks it starts carries its shard's fence, if any (``fencing``).
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 
 from workload_domain.compiler import CompiledWorkflow
 from workload_domain.errors import RevisionConflict, SystemFault
+from workload_domain.fencing import fenced
 from workload_domain.model import (
     ExecutorFailure,
     ExecutorResult,
@@ -34,6 +41,7 @@ from workload_domain.model import (
     TaskError,
 )
 from workload_domain.ports import Clock, ExecutionStore, Executor
+from workload_domain.shards import ShardFence
 from workload_domain.statuses import AttemptStatus, RunStatus, TaskStatus
 from workload_domain.telemetry import NO_TELEMETRY, Telemetry
 from workload_engine._groups import first_error
@@ -47,6 +55,7 @@ from workload_engine.planner import (
     Plan,
     plan,
 )
+from workload_engine.reports import Report, Settled
 
 __all__ = ["RunRunner"]
 
@@ -66,7 +75,12 @@ class _Refresh:
     pass
 
 
-_Message = AttemptOutcome | ApprovalWait | _SlotGranted | _Wake | _Refresh
+@dataclass(frozen=True, slots=True)
+class _Drain:
+    pass
+
+
+_Message = AttemptOutcome | ApprovalWait | _SlotGranted | _Wake | _Refresh | _Drain | Report
 
 
 class _LocalAttempt:
@@ -99,8 +113,15 @@ class RunRunner:
         slot: object | None = None,
         resumed: bool = False,
         on_started: Callable[[], None] | None = None,
+        executor_id: str | None = None,
+        fence: ShardFence | None = None,
     ) -> None:
         self.run_id = run_id
+        self.fence = fence
+        """The shard epoch this runner's writes carry (SPEC §16); None: not a replica's."""
+        self.scope = anyio.CancelScope()
+        """Cancelled to interrupt this run alone (a shard handed over past its grace)."""
+        self._executor_id = executor_id
         self._snapshot = snapshot
         self._park = park
         self._grant = slot
@@ -131,6 +152,9 @@ class RunRunner:
         self._slot_waiters: dict[str, anyio.CancelScope] = {}
         self._timer: anyio.CancelScope | None = None
         self._timer_at: datetime | None = None
+        self._draining = False
+        self._reports: list[Report] = []
+        self._closed = False
 
     def notify(self) -> None:
         """Tell the runner that someone else changed the run (e.g. a cancel request)."""
@@ -142,6 +166,29 @@ class RunRunner:
         with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
             self._send.send_nowait(_Refresh())
 
+    def report(self, report: Report) -> bool:
+        """Commit a remote attempt's report in this runner's next commit.
+
+        False when the runner cannot take it (finished, parking, or draining): the caller
+        commits it itself. Taken, it is answered — or declined, if the runner stops first.
+        """
+        if self._closed or self._draining or self.parked is not None:
+            return False
+        try:
+            self._send.send_nowait(report)
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+            return False
+        return True
+
+    def drain(self) -> None:
+        """Start nothing more; return once no attempt of the run executes here (SPEC §16).
+
+        What its attempts report is still committed; then the runner returns without
+        finishing the run, which the replica taking the shard over recovers.
+        """
+        with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
+            self._send.send_nowait(_Drain())
+
     async def run(self) -> RunSnapshot:
         """Drive the run to a terminal status and return its final state.
 
@@ -149,18 +196,26 @@ class RunRunner:
         writing anything about them.
         """
         try:
-            async with anyio.create_task_group() as tg:
-                final = await self._loop(tg)
-                tg.cancel_scope.cancel()
+            with fenced(self.fence):  # inherited by every task started below
+                async with anyio.create_task_group() as tg:
+                    final = await self._loop(tg)
+                    tg.cancel_scope.cancel()
         except BaseExceptionGroup as group:
             # Callers handle one fault, not a group: the first one stops the run anyway.
             raise first_error(group) from group
         finally:
+            self._closed = True
             for token in self._slots.values():
                 self._limiter.release_on_behalf_of(token)
             self._slots.clear()
             self._release_grant()
             self._send.close()
+            # Reports nobody committed go back to their senders, who commit them themselves.
+            for report in self._reports:
+                report.decline()
+            for message in _drained(self._receive):
+                if isinstance(message, Report):
+                    message.decline()
             self._receive.close()
         return final
 
@@ -207,10 +262,13 @@ class RunRunner:
                 refresh = False
             if snapshot.run.cancel_requested and self._attempts:
                 await self._stop_attempts()
-            decided = self._plan(workflow, snapshot, outcomes, recovering)
-            if self._take_free_slots(decided.wanted_slots):
+            # Reports are decided on the run as just read (a report always makes it read again).
+            reported = self._decide_reports(snapshot)
+            observed = [*outcomes, *(o for _, o in reported)]
+            decided = self._plan(workflow, snapshot, observed, recovering)
+            if not self._draining and self._take_free_slots(decided.wanted_slots):
                 # Tasks that can start at once start in this commit, not in one of their own.
-                decided = self._plan(workflow, snapshot, outcomes, recovering)
+                decided = self._plan(workflow, snapshot, observed, recovering)
             self._release_grant()  # the slot granted to a resumed run, if it no longer wants it
             if decided.commit is not None:
                 try:
@@ -221,6 +279,7 @@ class RunRunner:
                 recovering = False
                 if self._committed is not None:
                     self._committed(decided.commit)
+            self._answer_reports(reported, decided)
             snapshot = decided.after
             outcomes = []
             for key in decided.unused_slots:
@@ -230,17 +289,20 @@ class RunRunner:
                 local = _LocalAttempt()
                 self._attempts[(launch.request.task_key, launch.request.attempt)] = local
                 tg.start_soon(self._attempt, launch, token, local)
+            if self._draining and not self._attempts and not self._reports:
+                # Handed over: nothing of the run executes here any more (SPEC §16).
+                return snapshot
             if self._may_park(decided):
                 # Nothing to do but wait for a slot: the engine keeps the run's id in its queue
                 # and resumes it with a slot, instead of this runner waiting (SPEC §15 memory).
                 self.parked = snapshot
                 return snapshot
-            for key in decided.wanted_slots:
+            for key in () if self._draining else decided.wanted_slots:
                 if key not in self._slot_waiters and key not in self._slots:
                     scope = anyio.CancelScope()
                     self._slot_waiters[key] = scope
                     tg.start_soon(self._wait_for_slot, key, scope)
-            self._set_timer(tg, decided.wake_at)
+            self._set_timer(tg, None if self._draining else decided.wake_at)
             if decided.finished:
                 return snapshot
 
@@ -257,6 +319,64 @@ class RunRunner:
                     self._attempts.pop(message.key, None)
                 elif isinstance(message, _Refresh):
                     refresh = True
+                elif isinstance(message, Report):
+                    self._reports.append(message)
+                    refresh = True  # decided on the run as stored now (leases change unseen)
+                elif isinstance(message, _Drain):
+                    self._start_draining()
+
+    def _decide_reports(self, snapshot: RunSnapshot) -> list[tuple[Report, AttemptOutcome]]:
+        """The reports that decide an outcome on ``snapshot``; the others are answered now.
+
+        A report that decides nothing (its attempt is no longer live) or refuses (its lease is
+        lost) is answered at once: those are final, whatever the run becomes.
+        """
+        if not self._reports:
+            return []
+        live = {(a.task_key, a.attempt): a for a in snapshot.live_attempts}
+        now = self._clock.now()
+        deciding: list[tuple[Report, AttemptOutcome]] = []
+        for report in list(self._reports):
+            current = live.get(report.key)
+            try:
+                outcome = None if current is None else report.decide(current, now)
+            except Exception as exc:  # it refuses (LeaseLost): that report only
+                self._reports.remove(report)
+                report.answer(error=exc)
+                continue
+            if outcome is None or any(o.key == report.key for _, o in deciding):
+                if outcome is None:
+                    self._reports.remove(report)
+                    report.answer()
+                continue  # a concurrent duplicate waits for the next commit
+            deciding.append((report, outcome))
+        return deciding
+
+    def _answer_reports(self, reported: list[tuple[Report, AttemptOutcome]], decided: Plan) -> None:
+        """The commit recording ``reported`` landed (or was not needed): answer them."""
+        if not reported:
+            return
+        commit = decided.commit
+        ended = {} if commit is None else {(a.task_key, a.attempt): a for a in commit.attempts}
+        for report, _ in reported:
+            self._reports.remove(report)
+            attempt = ended.get(report.key)
+            report.answer(None if attempt is None else Settled(decided.after, attempt))
+        if self._reports:
+            self._send.send_nowait(_Refresh())  # duplicates held back: decide them next
+
+    def _start_draining(self) -> None:
+        """Start nothing more: free the slots not yet used, stop waiting for others."""
+        if self._draining:
+            return
+        self._draining = True
+        for scope in self._slot_waiters.values():
+            scope.cancel()
+        self._slot_waiters.clear()
+        for token in self._slots.values():
+            self._limiter.release_on_behalf_of(token)
+        self._slots.clear()
+        self._release_grant()
 
     def _may_park(self, decided: Plan) -> bool:
         """Whether the run only waits for slots: nothing executes, runs remotely, or is timed."""
@@ -289,11 +409,12 @@ class RunRunner:
             workflow,
             now=self._clock.now(),
             outcomes=outcomes,
-            slots=self._slots.keys(),
+            slots=() if self._draining else self._slots.keys(),
             executing=self._attempts.keys(),
             recovering=recovering,
             local_actions=self._local,
             resumable_actions=self._resumable,
+            executor_id=self._executor_id,
         )
 
     def _take_free_slots(self, keys: tuple[str, ...]) -> bool:
@@ -401,3 +522,13 @@ class RunRunner:
             if self._timer is scope:
                 self._timer = None  # fired: a later plan may park the run (nothing is timed)
             self._send.send_nowait(_Wake())
+
+
+def _drained(receive: MemoryObjectReceiveStream[_Message]) -> list[_Message]:
+    """Every message still buffered in ``receive``."""
+    found: list[_Message] = []
+    while True:
+        try:
+            found.append(receive.receive_nowait())
+        except (anyio.WouldBlock, anyio.EndOfStream, anyio.ClosedResourceError):
+            return found

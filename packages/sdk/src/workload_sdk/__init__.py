@@ -16,12 +16,17 @@ The SDK imports no server package: its models are its own (httpx + pydantic only
 from workload_sdk._approval_resources import Approvals, Drafts
 from workload_sdk._async_approval_resources import AsyncApprovals, AsyncDrafts
 from workload_sdk._async_resources import AsyncRuns, AsyncVersions, AsyncWorkflows
-from workload_sdk._async_worker_resources import AsyncAttempts, AsyncQueues, AsyncWorkers
+from workload_sdk._async_worker_resources import (
+    AsyncAttempts,
+    AsyncClusterInfo,
+    AsyncQueues,
+    AsyncWorkers,
+)
 from workload_sdk._client import AsyncClient, Client
 from workload_sdk._requests import new_idempotency_key
 from workload_sdk._resources import Runs, Versions, Workflows
 from workload_sdk._version import __version__
-from workload_sdk._worker_resources import Attempts, Queues, Workers
+from workload_sdk._worker_resources import Attempts, ClusterInfo, Queues, Workers
 from workload_sdk.config import (
     DEFAULT_BASE_URL,
     DEFAULT_MAX_RETRIES,
@@ -61,6 +66,8 @@ from workload_sdk.models import (
     Attempt,
     AttemptStatus,
     ClaimedAttempt,
+    Cluster,
+    ClusterMember,
     Draft,
     DraftProblem,
     ErrorObject,
@@ -69,6 +76,7 @@ from workload_sdk.models import (
     Page,
     ProblemItem,
     QueueStats,
+    ReplicaShare,
     Run,
     RunStatus,
     ServiceStatus,
@@ -102,6 +110,7 @@ __all__ = [
     "AsyncApprovals",
     "AsyncAttempts",
     "AsyncClient",
+    "AsyncClusterInfo",
     "AsyncDrafts",
     "AsyncPager",
     "AsyncQueues",
@@ -114,6 +123,9 @@ __all__ = [
     "Attempts",
     "ClaimedAttempt",
     "Client",
+    "Cluster",
+    "ClusterInfo",
+    "ClusterMember",
     "Conflict",
     "Draft",
     "DraftChanged",
@@ -136,6 +148,7 @@ __all__ = [
     "ProblemItem",
     "QueueStats",
     "Queues",
+    "ReplicaShare",
     "Run",
     "RunStatus",
     "Runs",

@@ -10,7 +10,15 @@ from typing import Any
 
 from workload_sdk import _requests
 from workload_sdk._sender import AsyncSender
-from workload_sdk.models import Attempt, ClaimedAttempt, Lease, Page, QueueStats, WorkerInfo
+from workload_sdk.models import (
+    Attempt,
+    ClaimedAttempt,
+    Cluster,
+    Lease,
+    Page,
+    QueueStats,
+    WorkerInfo,
+)
 from workload_sdk.pagination import AsyncPager
 
 __all__ = ["AsyncAttempts", "AsyncQueues", "AsyncWorkers"]
@@ -72,6 +80,17 @@ class AsyncWorkers:
     ) -> Page[WorkerInfo]:
         """One page of workers."""
         return await self._sender.send(_requests.list_workers(limit, cursor))
+
+
+class AsyncClusterInfo:
+    """The replicas that execute, and their shards (viewer, SPEC §16)."""
+
+    def __init__(self, sender: AsyncSender) -> None:
+        self._sender = sender
+
+    async def get(self) -> Cluster:
+        """The live replicas and the shards each owns (see :meth:`ClusterInfo.get`)."""
+        return await self._sender.send(_requests.get_cluster())
 
 
 class AsyncQueues:

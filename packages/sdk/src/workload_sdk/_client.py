@@ -17,11 +17,16 @@ from workload_sdk import _requests
 from workload_sdk._approval_resources import Approvals, Drafts
 from workload_sdk._async_approval_resources import AsyncApprovals, AsyncDrafts
 from workload_sdk._async_resources import AsyncRuns, AsyncVersions, AsyncWorkflows
-from workload_sdk._async_worker_resources import AsyncAttempts, AsyncQueues, AsyncWorkers
+from workload_sdk._async_worker_resources import (
+    AsyncAttempts,
+    AsyncClusterInfo,
+    AsyncQueues,
+    AsyncWorkers,
+)
 from workload_sdk._base_client import ClientOptions
 from workload_sdk._resources import Runs, Versions, Workflows
 from workload_sdk._sender import AsyncSender, SyncSender
-from workload_sdk._worker_resources import Attempts, Queues, Workers
+from workload_sdk._worker_resources import Attempts, ClusterInfo, Queues, Workers
 from workload_sdk.config import DEFAULT_MAX_RETRIES, DEFAULT_TIMEOUT
 from workload_sdk.models import Run, ServiceStatus
 
@@ -59,6 +64,7 @@ class Client:
     attempts: Attempts
     workers: Workers
     queues: Queues
+    cluster: ClusterInfo
 
     def __init__(
         self,
@@ -90,6 +96,7 @@ class Client:
         self.attempts = Attempts(sender)
         self.workers = Workers(sender)
         self.queues = Queues(sender)
+        self.cluster = ClusterInfo(sender)
 
     @property
     def base_url(self) -> str:
@@ -171,6 +178,7 @@ class AsyncClient:
     attempts: AsyncAttempts
     workers: AsyncWorkers
     queues: AsyncQueues
+    cluster: AsyncClusterInfo
 
     def __init__(
         self,
@@ -202,6 +210,7 @@ class AsyncClient:
         self.attempts = AsyncAttempts(sender)
         self.workers = AsyncWorkers(sender)
         self.queues = AsyncQueues(sender)
+        self.cluster = AsyncClusterInfo(sender)
 
     @property
     def base_url(self) -> str:

@@ -19,6 +19,7 @@ from workload_sdk.models import (
     Attempt,
     Claim,
     ClaimedAttempt,
+    Cluster,
     Draft,
     Event,
     Lease,
@@ -50,6 +51,7 @@ __all__ = [
     "decide_approval",
     "fail_attempt",
     "get_approval",
+    "get_cluster",
     "get_draft",
     "get_run",
     "get_status",
@@ -447,6 +449,11 @@ def list_queues() -> ApiRequest[list[QueueStats]]:
 
 
 # -- the service (SPEC §12) --------------------------------------------------------------------
+
+
+def get_cluster() -> ApiRequest[Cluster]:
+    """``GET /cluster``: the live replicas and the shards each owns (SPEC §16)."""
+    return ApiRequest("GET", f"{_PREFIX}/cluster", Cluster.model_validate)
 
 
 def get_status() -> ApiRequest[ServiceStatus]:

@@ -17,7 +17,15 @@ from typing import Any
 
 from workload_sdk import _requests
 from workload_sdk._sender import SyncSender
-from workload_sdk.models import Attempt, ClaimedAttempt, Lease, Page, QueueStats, WorkerInfo
+from workload_sdk.models import (
+    Attempt,
+    ClaimedAttempt,
+    Cluster,
+    Lease,
+    Page,
+    QueueStats,
+    WorkerInfo,
+)
 from workload_sdk.pagination import Pager
 
 __all__ = ["Attempts", "Queues", "Workers"]
@@ -134,6 +142,17 @@ class Workers:
     def list_page(self, *, limit: int | None = None, cursor: str | None = None) -> Page[WorkerInfo]:
         """One page of workers (``status`` ``active`` or ``gone``, ``in_flight`` attempts)."""
         return self._sender.send(_requests.list_workers(limit, cursor))
+
+
+class ClusterInfo:
+    """The replicas that execute, and their shards (viewer, SPEC §16)."""
+
+    def __init__(self, sender: SyncSender) -> None:
+        self._sender = sender
+
+    def get(self) -> Cluster:
+        """The live replicas and the shards each owns (a coordinator alone: one, owning all)."""
+        return self._sender.send(_requests.get_cluster())
 
 
 class Queues:

@@ -18,6 +18,8 @@ __all__ = [
     "Attempt",
     "AttemptStatus",
     "ClaimedAttempt",
+    "Cluster",
+    "ClusterMember",
     "Draft",
     "DraftProblem",
     "ErrorObject",
@@ -26,6 +28,7 @@ __all__ = [
     "Page",
     "ProblemItem",
     "QueueStats",
+    "ReplicaShare",
     "Run",
     "RunStatus",
     "ServiceStatus",
@@ -228,6 +231,9 @@ class Attempt(_Resource):
     claimed_at: datetime | None = None
     lease_expires_at: datetime | None = None
     progress: JsonObject | None = None
+    executed_by: str | None = None
+    """The ``replica_id`` of the service process that ran an in-process attempt (SPEC §16);
+    None for a remote one (see ``worker_id``), and from servers older than replicas."""
 
 
 class Event(_Resource):
@@ -420,19 +426,52 @@ class QueueList(_Resource):
     items: list[QueueStats]
 
 
+class ReplicaShare(_Resource):
+    """A live replica and how many shards it owns (in :class:`ServiceStatus`)."""
+
+    replica_id: str
+    shards_owned: int
+
+
 class ServiceStatus(_Resource):
     """The service at a glance (``GET /status``, SPEC §12): what ``workload status`` shows."""
 
     status: str
     """``ready``, or why not (``starting``, ``stopping``, ``failed``)."""
     role: str
-    """``leader`` (the answering process holds the coordinator lock) or ``standby``."""
+    """``leader`` (the answering process holds the coordinator lock), ``standby``, or
+    ``replica`` (one of the replicas that all execute, SPEC §16)."""
     epoch: int | None
     """The coordinator epoch (SPEC §14), or None where epochs do not exist."""
     runs_active: int
     workers_active: int
     approvals_pending: int
     queues: list[QueueStats]
+    replica_id: str | None = None
+    """The answering process's replica id, if it is a replica (SPEC §16)."""
+    shards_total: int | None = None
+    """The database's number of shards (None from servers older than replicas)."""
+    replicas: list[ReplicaShare] = Field(default_factory=list)
+    """The live replicas (or the coordinator leading alone) and how many shards each owns."""
+
+
+class ClusterMember(_Resource):
+    """A live replica and the shards it owns (SPEC §16)."""
+
+    replica_id: str
+    shards: list[int]
+    started_at: datetime
+    last_seen_at: datetime
+
+
+class Cluster(_Resource):
+    """The live replicas and their shards (``GET /cluster``, SPEC §16).
+
+    A coordinator leading alone is the one member, owning every shard.
+    """
+
+    shards_total: int
+    replicas: list[ClusterMember]
 
 
 class Page(_Resource, Generic[T]):

@@ -33,6 +33,7 @@ from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from workload_domain.errors import Fenced, StoreIntegrityError, StoreUnavailable, WorkloadError
+from workload_domain.fencing import current_fence
 from workload_domain.idempotency import (
     IdempotencyClaim,
     IdempotencyRecord,
@@ -42,12 +43,24 @@ from workload_domain.idempotency import (
     same_request,
 )
 from workload_domain.ports import Clock
+from workload_domain.shards import shard_of
 from workload_domain.telemetry import NO_TELEMETRY, Telemetry
 from workload_store_postgres._queries import query
 from workload_store_postgres._tracing import traced_cursor
 from workload_store_postgres.migrations import SchemaBehind
 
-__all__ = ["Conn", "Database", "IdempotencyRace", "Row", "require_epoch", "translate_errors"]
+__all__ = [
+    "RUNS_CHANNEL",
+    "SHARD_CHANNEL_PREFIX",
+    "STEPS_CHANNEL",
+    "Conn",
+    "Database",
+    "IdempotencyRace",
+    "Row",
+    "require_epoch",
+    "shard_channel",
+    "translate_errors",
+]
 
 Row = dict[str, Any]
 Conn = psycopg.AsyncConnection[Row]
@@ -166,6 +179,9 @@ class Database:
         (SPEC §14). None (a standby, a tool): writes are not fenced."""
         self.announce = False
         """Whether writes notify other replicas (``LISTEN/NOTIFY``, SPEC §14)."""
+        self.shards_total: int | None = None
+        """Set in a replica (SPEC §16): runs are announced on their shard's channel, heard by
+        its owner only. None: on the channels of §14, heard by every process."""
         self.on_fenced: Callable[[], None] | None = None
         self._open_timeout = pool_timeout_seconds
         self.sessions = Sessions()
@@ -194,6 +210,43 @@ class Database:
                 **traced,
             },
         )
+
+    def run_notice(self, run_id: str) -> dict[str, str]:
+        """The ``channel`` and ``payload`` that announce a change of ``run_id``."""
+        if self.shards_total is None:
+            return {"channel": RUNS_CHANNEL, "payload": run_id}
+        return {
+            "channel": shard_channel(shard_of(run_id, self.shards_total)),
+            "payload": f"r:{run_id}",
+        }
+
+    def step_notice(self, run_id: str, attempt: int, task_key: str) -> dict[str, str]:
+        """The ``channel`` and ``payload`` that announce the end of a remote tool call."""
+        payload = f"{run_id}/{attempt}/{task_key}"
+        if self.shards_total is None:
+            return {"channel": STEPS_CHANNEL, "payload": payload}
+        return {
+            "channel": shard_channel(shard_of(run_id, self.shards_total)),
+            "payload": f"s:{payload}",
+        }
+
+    def fence_params(self) -> dict[str, int | None]:
+        """The fences of an execution write made now.
+
+        The coordinator's epoch (§14), and the shard epoch of the runner making it, if any
+        (§16; see ``workload_domain.fencing``).
+        """
+        fence = current_fence()
+        return {
+            "epoch": self.epoch,
+            "shard": None if fence is None else fence.shard,
+            "shard_epoch": None if fence is None else fence.epoch,
+        }
+
+    def event_epoch(self) -> int | None:
+        """The epoch an execution write's events record: its shard's, else the coordinator's."""
+        fence = current_fence()
+        return self.epoch if fence is None else fence.epoch
 
     async def _configure(self, conn: Conn) -> None:
         """A new pooled connection: remember its backend (see :class:`Sessions`)."""
@@ -382,11 +435,19 @@ async def insert_outcome(conn: Conn, record: IdempotencyRecord, created_at: date
 
 
 async def require_epoch(db: Database, conn: Conn) -> None:
-    """After a fenced write wrote nothing: raise ``Fenced`` if the epoch is no longer current.
+    """After a fenced write wrote nothing: raise ``Fenced`` if an epoch is no longer current.
 
     Raises:
-        Fenced: another coordinator leads now; ``db.on_fenced`` was told (fail-stop).
+        Fenced: another coordinator leads now, or another replica took the writer's shard;
+            ``db.on_fenced`` was told (fail-stop).
     """
+    fence = current_fence()
+    if fence is not None:
+        row = await one(conn, "shard_fence", {"shard": fence.shard, "epoch": fence.epoch})
+        if row is None or not row["current"]:
+            if db.on_fenced is not None:
+                db.on_fenced()
+            raise Fenced(fence.epoch, fence.shard)
     if db.epoch is None:
         return
     row = await one(conn, "fence", {"epoch": db.epoch})
@@ -395,3 +456,16 @@ async def require_epoch(db: Database, conn: Conn) -> None:
     if db.on_fenced is not None:
         db.on_fenced()
     raise Fenced(db.epoch)
+
+
+RUNS_CHANNEL = "workload_runs"
+"""Runs created or changed through an API (§14): payload the run id."""
+STEPS_CHANNEL = "workload_steps"
+"""Remote tool calls ended (§14): payload ``run_id/attempt/task_key``."""
+SHARD_CHANNEL_PREFIX = "workload_shard_"
+"""A replica's runs (§16): one channel per shard, payload ``r:<run_id>`` or ``s:<step>``."""
+
+
+def shard_channel(shard: int) -> str:
+    """The channel of a shard's announcements (heard by its owner only)."""
+    return f"{SHARD_CHANNEL_PREFIX}{shard}"

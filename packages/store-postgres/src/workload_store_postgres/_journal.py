@@ -60,7 +60,7 @@ class Journal(StorePart):
         """Insert a running step while its attempt is running."""
         if step.status is not StepStatus.RUNNING or step.finished_at is not None:
             raise StoreIntegrityError("a step begins running")
-        params = {**_rows.step_params(step), "epoch": self._db.epoch}
+        params = {**_rows.step_params(step), **self._db.fence_params()}
         async with self._db.tx() as conn:
             row = await one(conn, "insert_step", params)
             if row is None:
@@ -87,9 +87,11 @@ class Journal(StorePart):
             **_rows.step_params(step),
             "digest": token_digest,
             "deadline_passed": deadline_passed,
-            "epoch": self._db.epoch,
-            # A worker's report or the reaper ended it: wake its agent's loop on the leader.
+            **self._db.fence_params(),
+            # A worker's report or the reaper ended it: wake its agent's loop on the leader
+            # (§14), or on its run's shard's owner (§16).
             "announce": self._db.announce and (token_digest is not None or deadline_passed),
+            **self._db.step_notice(step.run_id, step.attempt, step.task_key),
         }
         async with self._db.tx() as conn:
             await conn.execute(query("lock_run_for_usage"), {"run_id": uid})

@@ -1,4 +1,8 @@
-"""Loads the named queries of ``queries.sql`` (shipped as package data) once, on first use."""
+"""Loads the named queries of the package's SQL files (package data) once, on first use.
+
+``queries.sql`` holds the store's queries; ``cluster.sql`` those of a replica's membership
+(SPEC §16). Names are unique across both.
+"""
 
 from __future__ import annotations
 
@@ -12,12 +16,21 @@ __all__ = ["query", "statement_name"]
 _NAME = re.compile(r"^-- name: (\w+)\s*$", re.MULTILINE)
 
 
+_FILES = ("queries.sql", "cluster.sql")
+
+
 @functools.cache
 def _all() -> dict[str, str]:
-    text = resources.files(__package__).joinpath("queries.sql").read_text(encoding="utf-8")
-    parts = _NAME.split(text)
-    # parts: [preamble, name1, body1, name2, body2, ...]
-    return {name: body.strip() for name, body in zip(parts[1::2], parts[2::2], strict=True)}
+    found: dict[str, str] = {}
+    for file in _FILES:
+        text = resources.files(__package__).joinpath(file).read_text(encoding="utf-8")
+        parts = _NAME.split(text)
+        # parts: [preamble, name1, body1, name2, body2, ...]
+        for name, body in zip(parts[1::2], parts[2::2], strict=True):
+            if name in found:
+                raise RuntimeError(f"the query name {name!r} is defined twice")
+            found[name] = body.strip()
+    return found
 
 
 def query(name: str) -> LiteralString:

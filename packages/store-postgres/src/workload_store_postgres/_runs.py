@@ -59,7 +59,8 @@ class Runs(StorePart):
         params = {
             **_rows.run_params(run),
             "last_sequence": len(new_run.events),
-            "announce": self._db.announce,  # the leader hears of it (§14)
+            "announce": self._db.announce,  # the leader (§14), or its shard's owner (§16)
+            **self._db.run_notice(run.run_id),
             "tasks": _rows.task_rows(run_id, new_run.tasks),
             # Created by any replica, not fenced: its events carry no epoch.
             "event_rows": _rows.event_rows(run_id, new_run.events, None),
@@ -112,11 +113,12 @@ class Runs(StorePart):
             "events": len(events),
             "after_sequence": events[0].sequence - 1 if events else None,
             "task_keys": [t.task_key for t in commit.tasks],
-            "epoch": self._db.epoch,
+            **self._db.fence_params(),
             "announce": self._db.announce and commit.announce,
+            **self._db.run_notice(run.run_id),
             "tasks": _rows.task_rows(uid, commit.tasks),
             "attempts": _rows.attempt_rows(uid, commit.attempts),
-            "event_rows": _rows.event_rows(uid, events, self._db.epoch),
+            "event_rows": _rows.event_rows(uid, events, self._db.event_epoch()),
         }
         queues = [a.queue for a in commit.attempts if a.status is AttemptStatus.QUEUED]
         closing = [a for a in commit.attempts if a.action == AGENT_ACTION and not a.status.is_live]
@@ -152,15 +154,29 @@ class Runs(StorePart):
             await work(conn)
         return None
 
-    async def list_unfinished_runs(self, after: str | None, limit: int) -> Sequence[str]:
-        """Ids of non-terminal runs in id order (the recovery scan)."""
-        params = {"after": _NIL_UUID if after is None else _rows.run_uuid(after), "limit": limit}
-        return await self._read("unfinished_runs", params, lambda r: str(r["run_id"]))
+    async def list_unfinished_runs(
+        self, after: str | None, limit: int, shards: Collection[int] | None = None
+    ) -> Sequence[str]:
+        """Ids of non-terminal runs in id order (the recovery scan), of ``shards`` if given."""
+        params = {
+            "after": _NIL_UUID if after is None else _rows.run_uuid(after),
+            "limit": limit,
+            "shards": None if shards is None else sorted(shards),
+        }
+        name = "unfinished_runs" if shards is None else "unfinished_runs_in_shards"
+        return await self._read(name, params, lambda r: str(r["run_id"]))
 
-    async def runs_with_running_attempts(self, actions: Collection[str]) -> Sequence[str]:
+    async def runs_with_running_attempts(
+        self, actions: Collection[str], shards: Collection[int] | None = None
+    ) -> Sequence[str]:
         """Ids of runs with an attempt of one of ``actions`` still running, in id order."""
-        params = {"actions": list(actions)}
-        return await self._read("runs_with_running_attempts", params, lambda r: str(r["run_id"]))
+        params = {"actions": list(actions), "shards": None if shards is None else sorted(shards)}
+        name = (
+            "runs_with_running_attempts"
+            if shards is None
+            else ("runs_with_running_attempts_in_shards")
+        )
+        return await self._read(name, params, lambda r: str(r["run_id"]))
 
 
 async def _refused(db: Database, conn: Conn, commit: RunCommit, after: int | None) -> NoReturn:

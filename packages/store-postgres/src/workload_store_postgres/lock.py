@@ -32,22 +32,26 @@ Why :meth:`~PostgresCoordinatorLock.check` reads ``pg_locks``
     (``statement_timeout``) and on the client, so a dead network raises
     :class:`~workload_domain.errors.LockLost` instead of hanging.
 
+Why replicas matter here
+    Replicas (``--replica``, SPEC §16) hold this same lock in *shared* mode while they run. A
+    coordinator finding it held so does not stand by, and never ends their sessions: it raises
+    :class:`~workload_domain.errors.ModeConflict` (exit 3), as a replica does the other way.
+
 Errors: psycopg exceptions never leave this module. Failing to reach the database while
 acquiring raises :class:`~workload_domain.errors.StoreUnavailable`; any doubt about the lock
-after it was acquired raises :class:`~workload_domain.errors.LockLost`.
+after it was acquired raises :class:`~workload_domain.errors.LockLost`. The dedicated session
+and its bounded operations are :class:`~workload_store_postgres._session.DedicatedSession`.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import math
-from collections.abc import Awaitable, Callable
-from typing import Any, Final, TypeVar
+from typing import Any, Final
 
 import psycopg
 
-from workload_domain.errors import LockLost, StoreUnavailable
+from workload_domain.errors import LockLost, ModeConflict, StoreUnavailable
+from workload_store_postgres._session import Conn as _Conn
+from workload_store_postgres._session import DedicatedSession, describe, fetch_all, fetch_one
 from workload_store_postgres.migrations import MIGRATION_LOCK_KEY
 
 __all__ = [
@@ -77,14 +81,8 @@ APPLICATION_NAME: Final = "workload-coordinator-lock"
 _INT64_MIN: Final = -(2**63)
 _INT64_MAX: Final = 2**63 - 1
 _UINT32_MASK: Final = 0xFFFFFFFF
-_UNWIND_SECONDS: Final = 1.0
 
 _ACQUIRE = "SELECT pg_try_advisory_lock(%s::bigint), pg_backend_pid()"
-_SETTINGS = (
-    "SELECT set_config('statement_timeout', %s, false),"
-    " set_config('idle_session_timeout', '0', false),"
-    " set_config('idle_in_transaction_session_timeout', '0', false)"
-)
 _CHECK = """
 SELECT pg_backend_pid(),
        EXISTS (
@@ -107,22 +105,33 @@ WHERE locktype = 'advisory'
   AND classid = %(classid)s::bigint::oid AND objid = %(objid)s::bigint::oid AND objsubid = 1
   AND granted AND pid <> pg_backend_pid()
 """
+_SHARED = """
+SELECT EXISTS (
+    SELECT 1 FROM pg_locks
+    WHERE locktype = 'advisory'
+      AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
+      AND classid = %(classid)s::bigint::oid AND objid = %(objid)s::bigint::oid AND objsubid = 1
+      AND mode = 'ShareLock' AND granted
+)
+"""
 _LEASE_EXPIRED = "SELECT lease_expires_at IS NULL OR lease_expires_at < now() FROM coordinator"
 _BUMP = """
 UPDATE coordinator
 SET epoch = epoch + 1, leader = %(leader)s,
-    lease_expires_at = now() + make_interval(secs => %(lease)s)
+    lease_expires_at = now() + make_interval(secs => %(lease)s), since = now(), renewed_at = now()
 RETURNING epoch
 """
 _RENEW = """
-UPDATE coordinator SET lease_expires_at = now() + make_interval(secs => %(lease)s)
+UPDATE coordinator
+SET lease_expires_at = now() + make_interval(secs => %(lease)s), renewed_at = now()
 WHERE epoch = %(epoch)s
 RETURNING epoch
 """
 _CURRENT_EPOCH = "SELECT epoch FROM coordinator"
-
-_T = TypeVar("_T")
-_Conn = psycopg.AsyncConnection[tuple[Any, ...]]
+_REPLICAS_USE_IT = (
+    "replicas (`workload serve --replica`) use this database; a coordinator cannot run beside "
+    "them until they stop"
+)
 
 
 def advisory_lock_ids(key: int) -> tuple[int, int]:
@@ -196,7 +205,9 @@ class PostgresCoordinatorLock:
             raise ValueError("the coordinator lock key must differ from MIGRATION_LOCK_KEY")
         if connect_timeout <= 0 or check_timeout <= 0:
             raise ValueError("timeouts must be positive")
-        self._url = url
+        self._session = DedicatedSession(
+            url, application_name=APPLICATION_NAME, connect_timeout=connect_timeout
+        )
         self._key = key
         self._connect_timeout = connect_timeout
         self._check_timeout = check_timeout
@@ -208,7 +219,6 @@ class PostgresCoordinatorLock:
         self._leader = leader
         self.epoch: int | None = None
         """The coordinator epoch this lock was acquired in (None until acquired)."""
-        self._stragglers: set[asyncio.Future[Any]] = set()
 
     @property
     def key(self) -> int:
@@ -230,31 +240,19 @@ class PostgresCoordinatorLock:
         Raises:
             StoreUnavailable: the database cannot be reached, or did not answer in time (the
                 connection is closed again; the lock may be tried again).
+            ModeConflict: replicas (``--replica``) hold the lock (SPEC §16).
             RuntimeError: the lock is already held by this object, or was held and then released
                 or lost.
         """
         if self._conn is not None or self._finished:
             raise RuntimeError("this coordinator lock was already acquired; it is taken once")
-        try:
-            conn = await asyncio.wait_for(
-                psycopg.AsyncConnection.connect(
-                    self._url,
-                    autocommit=True,
-                    prepare_threshold=None,
-                    application_name=APPLICATION_NAME,
-                    connect_timeout=str(max(1, math.ceil(self._connect_timeout))),
-                ),
-                # psycopg enforces the libpq timeout per host; this bounds all of them.
-                timeout=max(2.0, math.ceil(self._connect_timeout)) + 1,
-            )
-        except (psycopg.Error, OSError, TimeoutError) as exc:
-            raise StoreUnavailable(
-                f"cannot connect to PostgreSQL to take the coordinator lock: {_describe(exc)}"
-            ) from exc
+        conn = await self._session.open(self._check_timeout, "take the coordinator lock")
         try:
             taken, pid = await self._bounded(
-                conn, lambda c: _take(c, self._key, self._check_timeout), self._connect_timeout
+                conn, lambda c: _take(c, self._key), self._connect_timeout
             )
+            if not taken:
+                await self._bounded(conn, self._refuse_replicas, self._connect_timeout)
             if not taken and self._take_over_stale:
                 taken, pid = await self._bounded(conn, self._take_over, self._connect_timeout)
             if taken:
@@ -262,7 +260,7 @@ class PostgresCoordinatorLock:
         except (psycopg.Error, OSError, TimeoutError) as exc:
             await self._close(conn)
             raise StoreUnavailable(
-                f"PostgreSQL failed while taking the coordinator lock: {_describe(exc)}"
+                f"PostgreSQL failed while taking the coordinator lock: {describe(exc)}"
             ) from exc
         except BaseException:
             await self._close(conn)
@@ -298,7 +296,7 @@ class PostgresCoordinatorLock:
             except TimeoutError:
                 problem = f"the lock check did not answer within {self._check_timeout:g} s"
             except (psycopg.Error, OSError) as exc:
-                problem = f"the lock check failed: {_describe(exc)}"
+                problem = f"the lock check failed: {describe(exc)}"
             except BaseException:
                 # Interrupted mid-query: the connection's state is unknown, so it is unusable.
                 await self._lose()
@@ -321,13 +319,13 @@ class PostgresCoordinatorLock:
         try:
             renewed = await self._bounded(
                 conn,
-                lambda c: _one(c, _RENEW, {"lease": self._lease, "epoch": self.epoch}),
+                lambda c: fetch_one(c, _RENEW, {"lease": self._lease, "epoch": self.epoch}),
                 self._check_timeout,
             )
         except TimeoutError:
             return f"renewing the lease did not answer within {self._check_timeout:g} s"
         except (psycopg.Error, OSError) as exc:
-            return f"renewing the lease failed: {_describe(exc)}"
+            return f"renewing the lease failed: {describe(exc)}"
         if renewed is None:
             return f"another coordinator leads now (epoch {self.epoch} is no longer current)"
         return None
@@ -340,13 +338,19 @@ class PostgresCoordinatorLock:
         """
         if not await _has_coordinator_table(conn):
             return False, 0
-        expired = await _one(conn, _LEASE_EXPIRED, {})
+        expired = await fetch_one(conn, _LEASE_EXPIRED, {})
         if not expired or not expired[0]:
             return False, 0
         ids = {"classid": self._classid, "objid": self._objid}
-        for (pid,) in await _all(conn, _HOLDERS, ids):
+        for (pid,) in await fetch_all(conn, _HOLDERS, ids):
             await conn.execute("SELECT pg_terminate_backend(%s, 1000)", (pid,))
-        return await _take(conn, self._key, self._check_timeout)
+        return await _take(conn, self._key)
+
+    async def _refuse_replicas(self, conn: _Conn) -> None:
+        """Raise ``ModeConflict`` when replicas hold the lock (in shared mode, SPEC §16)."""
+        row = await fetch_one(conn, _SHARED, {"classid": self._classid, "objid": self._objid})
+        if row and row[0]:
+            raise ModeConflict(_REPLICAS_USE_IT, mode_in_use="replicas")
 
     async def _bump(self, conn: _Conn) -> int | None:
         """Increment the epoch under the fence's exclusive lock, after every write in flight.
@@ -358,12 +362,12 @@ class PostgresCoordinatorLock:
         if not await _has_coordinator_table(conn):
             return None
         fence_class, fence_obj = advisory_lock_ids(FENCE_KEY)
-        holders = await _all(conn, _HOLDERS, {"classid": fence_class, "objid": fence_obj})
+        holders = await fetch_all(conn, _HOLDERS, {"classid": fence_class, "objid": fence_obj})
         for (pid,) in holders:
             await conn.execute("SELECT pg_terminate_backend(%s, 1000)", (pid,))
         async with conn.transaction():
             await conn.execute("SELECT pg_advisory_xact_lock(%s::bigint)", (FENCE_KEY,))
-            row = await _one(conn, _BUMP, {"leader": self._leader, "lease": self._lease})
+            row = await fetch_one(conn, _BUMP, {"leader": self._leader, "lease": self._lease})
         if row is None:  # pragma: no cover - migration 0007 inserts the row
             raise psycopg.InterfaceError("the coordinator row is missing")
         return int(row[0])
@@ -373,7 +377,7 @@ class PostgresCoordinatorLock:
         conn, self._conn = self._conn, None
         self._finished = self._finished or conn is not None
         if conn is None:
-            await self._settle_stragglers()
+            await self._session.settle()
             return
         if not (conn.closed or conn.broken):
             try:
@@ -386,7 +390,7 @@ class PostgresCoordinatorLock:
                 await self._close(conn)
                 raise
         await self._close(conn)
-        await self._settle_stragglers()
+        await self._session.settle()
 
     async def __aenter__(self) -> PostgresCoordinatorLock:
         """Acquire the lock.
@@ -409,47 +413,15 @@ class PostgresCoordinatorLock:
         if conn is not None:
             await self._close(conn)
 
-    async def _bounded(
-        self, conn: _Conn, operation: Callable[[_Conn], Awaitable[_T]], seconds: float
-    ) -> _T:
-        """Run ``operation`` on ``conn``; on timeout close ``conn`` and raise ``TimeoutError``.
+    async def _bounded(self, conn: _Conn, operation: Any, seconds: float) -> Any:
+        """Run ``operation`` on ``conn``; on timeout close ``conn`` and raise ``TimeoutError``."""
+        return await self._session.bounded(conn, operation, seconds)
 
-        ``asyncio.wait_for`` is not enough: on cancellation psycopg tries to cancel the query on
-        the server and waits for it (seconds more on a dead network). Closing the connection
-        first makes the operation end at once.
-        """
-        task = asyncio.ensure_future(operation(conn))
-        try:
-            done, _ = await asyncio.wait({task}, timeout=seconds)
-        except BaseException:
-            await self._abandon(conn, task)
-            raise
-        if task not in done:
-            await self._abandon(conn, task)
-            raise TimeoutError
-        return task.result()
-
-    async def _abandon(self, conn: _Conn, task: asyncio.Future[Any]) -> None:
-        task.cancel()
-        await self._close(conn)
-        self._stragglers.add(task)
-        task.add_done_callback(_consume)
-        task.add_done_callback(self._stragglers.discard)
-        await self._settle_stragglers()
-
-    async def _settle_stragglers(self) -> None:
-        if self._stragglers:
-            await asyncio.wait(set(self._stragglers), timeout=_UNWIND_SECONDS)
-
-    @staticmethod
-    async def _close(conn: _Conn) -> None:
-        with contextlib.suppress(psycopg.Error, OSError):  # already dead: nothing to release
-            await conn.close()
+    async def _close(self, conn: _Conn) -> None:
+        await self._session.close(conn)
 
 
-async def _take(conn: _Conn, key: int, statement_timeout: float) -> tuple[bool, int]:
-    # Bound server-side work; never let the server drop the idle lock session on its own.
-    await conn.execute(_SETTINGS, (f"{max(1, math.ceil(statement_timeout * 1000))}ms",))
+async def _take(conn: _Conn, key: int) -> tuple[bool, int]:
     cursor = await conn.execute(_ACQUIRE, (key,))
     row = await cursor.fetchone()
     if row is None:  # pragma: no cover - a SELECT without FROM returns one row
@@ -466,28 +438,5 @@ async def _query_held(conn: _Conn, classid: int, objid: int) -> tuple[int, bool]
 
 
 async def _has_coordinator_table(conn: _Conn) -> bool:
-    row = await _one(conn, "SELECT to_regclass('coordinator') IS NOT NULL", {})
+    row = await fetch_one(conn, "SELECT to_regclass('coordinator') IS NOT NULL", {})
     return bool(row and row[0])
-
-
-async def _one(conn: _Conn, sql: str, params: Any) -> tuple[Any, ...] | None:
-    cursor = await conn.execute(sql, params)
-    return await cursor.fetchone()
-
-
-async def _all(conn: _Conn, sql: str, params: Any) -> list[tuple[Any, ...]]:
-    cursor = await conn.execute(sql, params)
-    return await cursor.fetchall()
-
-
-def _consume(task: asyncio.Future[Any]) -> None:
-    """Retrieve an abandoned task's outcome so asyncio does not log it as unretrieved."""
-    if not task.cancelled():
-        task.exception()
-
-
-def _describe(exc: BaseException) -> str:
-    if isinstance(exc, TimeoutError):
-        return "timed out"
-    text = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__

@@ -14,24 +14,36 @@ process sent (``senders``: the store, which knows its connections' backend pids)
 already told itself. Notifications are
 wake-ups, not the source of truth: a listener that loses its connection reconnects, and the
 leader's periodic sweep adopts any run a lost notification did not announce.
+
+A replica (``--replica``, SPEC §16; ``sharded``) hears only what concerns the shards it holds:
+runs and ended tool calls are announced on their shard's channel (``workload_shard_<n>``, payload
+``r:<run_id>`` or ``s:<run_id>/<attempt>/<task_key>``), and its listener listens to the channels
+of exactly the shards it holds (:meth:`PostgresNotifications.hear_shards`), besides queued work
+(every replica's claims wait for it).
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from typing import Protocol
 
 import anyio
 import psycopg
 
 from workload_domain.ports import NotifyHandlers as Handlers
+from workload_store_postgres._db import (
+    RUNS_CHANNEL,
+    SHARD_CHANNEL_PREFIX,
+    STEPS_CHANNEL,
+    shard_channel,
+)
 
 __all__ = ["CHANNELS", "PRESENCE_SECONDS", "PostgresNotifications"]
 
 _log = logging.getLogger("workload.notifications")
 
-RUNS, WORK, STEPS = "workload_runs", "workload_work", "workload_steps"
+RUNS, WORK, STEPS = RUNS_CHANNEL, "workload_work", STEPS_CHANNEL
 REPLICAS = "workload_replicas"
 CHANNELS = (RUNS, WORK, STEPS, REPLICAS)
 PRESENCE_SECONDS = 2.0
@@ -42,6 +54,9 @@ RETRY_SECONDS = (0.2, 0.5, 1.0, 2.0)
 """The back-off between reconnection tries, the last repeated while the outage lasts."""
 LOG_EVERY_SECONDS = 60.0
 """While reconnecting fails: a warning at the first failure, then at most this often."""
+RESYNC_SECONDS = 0.1
+"""A replica's listener looks this often whether the shards it must hear changed (a
+``LISTEN`` cannot be sent while the connection waits for notifications)."""
 
 
 class Senders(Protocol):
@@ -70,8 +85,15 @@ class PostgresNotifications:
         presence_seconds: float = PRESENCE_SECONDS,
         retry_seconds: Sequence[float] = RETRY_SECONDS,
         log_every_seconds: float = LOG_EVERY_SECONDS,
+        sharded: bool = False,
     ) -> None:
         self._url = url
+        self._sharded = sharded
+        """A replica's listener (SPEC §16): it hears the channels of the shards it holds."""
+        self._wanted: frozenset[int] = frozenset()
+        self._heard: frozenset[int] | None = None
+        """The shards listened to on the current connection (None: not connected)."""
+        self._synced = anyio.Event()
         self._connect_timeout = connect_timeout
         self._senders = senders
         self._present = present
@@ -92,6 +114,17 @@ class PostgresNotifications:
     def failed_tries(self) -> int:
         """Failed tries to connect and listen since the listener last listened."""
         return self._failures
+
+    async def hear_shards(self, shards: Collection[int]) -> None:
+        """Listen to exactly these shards' channels; return once in place (or not connected)."""
+        self._wanted = frozenset(shards)
+        while self._heard is not None and self._heard != self._wanted:
+            if self._synced.is_set():
+                self._synced = anyio.Event()
+            with anyio.move_on_after(self._connect_timeout):
+                await self._synced.wait()
+            if not self._synced.is_set():
+                return  # the listener is stuck or reconnecting: it listens once it is back
 
     async def run(self, handlers: Handlers) -> None:
         """Listen, dispatch, and reconnect after a failure; never returns (cancel to stop)."""
@@ -114,22 +147,43 @@ class PostgresNotifications:
             connect_timeout=str(max(1, round(self._connect_timeout))),
         )
         async with conn:
-            for channel in CHANNELS:
-                await conn.execute(f"LISTEN {channel}")  # a constant: never input
-            own = conn.info.backend_pid
-            senders = self._senders
-            while True:
-                if self._present:
-                    await conn.execute(f"NOTIFY {REPLICAS}")  # a constant: never input
-                self._listens()
-                # Notifications that arrive between two passes wait in psycopg's backlog.
-                wait = self._presence_seconds if self._present else None
-                async for notice in conn.notifies(timeout=wait):
-                    if notice.pid == own or (senders is not None and senders.sent_here(notice.pid)):
-                        continue
-                    if self._on_replica is not None:
-                        self._on_replica()
-                    _dispatch(handlers, notice.channel, notice.payload)
+            try:
+                for channel in (WORK,) if self._sharded else CHANNELS:
+                    await conn.execute(f"LISTEN {channel}")  # a constant: never input
+                if self._sharded:
+                    self._heard = frozenset()
+                    await self._resync(conn)
+                own = conn.info.backend_pid
+                senders = self._senders
+                while True:
+                    if self._present:
+                        await conn.execute(f"NOTIFY {REPLICAS}")  # a constant: never input
+                    self._listens()
+                    # Notifications that arrive between two passes wait in psycopg's backlog.
+                    wait = self._presence_seconds if self._present else None
+                    if self._sharded:
+                        await self._resync(conn)
+                        wait = RESYNC_SECONDS
+                    async for notice in conn.notifies(timeout=wait):
+                        if notice.pid == own or (
+                            senders is not None and senders.sent_here(notice.pid)
+                        ):
+                            continue
+                        if self._on_replica is not None:
+                            self._on_replica()
+                        _dispatch(handlers, notice.channel, notice.payload)
+            finally:
+                self._heard = None
+
+    async def _resync(self, conn: psycopg.AsyncConnection[tuple[object, ...]]) -> None:
+        """Listen to the shards wanted now, and no others (a replica's listener)."""
+        heard, wanted = self._heard or frozenset(), self._wanted
+        for shard in sorted(wanted - heard):
+            await conn.execute(f"LISTEN {shard_channel(shard)}")  # an integer: never input
+        for shard in sorted(heard - wanted):
+            await conn.execute(f"UNLISTEN {shard_channel(shard)}")
+        self._heard = wanted
+        self._synced.set()
 
     def _failed(self, error: BaseException) -> float:
         """Count a failed try, log it when due (not at every retry); return the back-off."""
@@ -165,6 +219,9 @@ class PostgresNotifications:
 
 
 def _dispatch(handlers: Handlers, channel: str, payload: str) -> None:
+    if channel.startswith(SHARD_CHANNEL_PREFIX):
+        kind, _, payload = payload.partition(":")
+        channel = RUNS if kind == "r" else STEPS if kind == "s" else ""
     if channel == RUNS:
         handlers.run(payload)
     elif channel == WORK:

@@ -55,15 +55,16 @@ WITH replay AS (
 ), run AS (
     INSERT INTO workflow_runs
         (run_id, workflow_id, version, status, revision, last_sequence, input,
-         cancel_requested, created_at, updated_at, started_at, finished_at, traceparent)
+         cancel_requested, created_at, updated_at, started_at, finished_at, traceparent, shard)
     SELECT %(run_id)s::uuid, %(workflow_id)s::text, %(version)s::integer, %(status)s::text,
            %(revision)s::bigint, %(last_sequence)s::bigint, %(input)s::jsonb,
            %(cancel_requested)s::boolean, %(created_at)s::timestamptz,
            %(updated_at)s::timestamptz, %(started_at)s::timestamptz,
-           %(finished_at)s::timestamptz, %(traceparent)s::text
+           %(finished_at)s::timestamptz, %(traceparent)s::text,
+           workload_shard_of(%(run_id)s::uuid, (SELECT shards_total FROM cluster))
     WHERE NOT EXISTS (SELECT FROM replay)
     RETURNING run_id,
-              CASE WHEN %(announce)s THEN pg_notify('workload_runs', run_id::text) END AS notified
+              CASE WHEN %(announce)s THEN pg_notify(%(channel)s, %(payload)s) END AS notified
 ), tasks AS (
     INSERT INTO task_runs
         (run_id, task_key, position, status, depends_on, attempt_count, max_attempts,
@@ -106,8 +107,10 @@ WITH run AS (
            WHERE k.run_id = %(run_id)s AND k.task_key = ANY(%(task_keys)s::text[]))
           = cardinality(%(task_keys)s::text[])
       AND (%(epoch)s::bigint IS NULL OR workload_fence(%(epoch)s))
+      AND (%(shard_epoch)s::bigint IS NULL
+           OR workload_shard_fence(%(shard)s, %(shard_epoch)s))
     RETURNING run_id, last_sequence,
-              CASE WHEN %(announce)s THEN pg_notify('workload_runs', run_id::text) END AS notified
+              CASE WHEN %(announce)s THEN pg_notify(%(channel)s, %(payload)s) END AS notified
 ), tasks AS (
     UPDATE task_runs t
     SET status = n.status, attempt_count = n.attempt_count, next_attempt_at = n.next_attempt_at,
@@ -123,18 +126,19 @@ WITH run AS (
     INSERT INTO attempts (run_id, task_key, attempt, status, started_at, finished_at, output,
                           error, attempt_id, action, queue, heartbeat_timeout_seconds,
                           timeout_seconds, schedule_deadline, report_hash, paused_at,
-                          paused_seconds)
+                          paused_seconds, executed_by)
     SELECT run.run_id, a.*
     FROM run, jsonb_to_recordset(%(attempts)s::jsonb) AS a(
         task_key text, attempt integer, status text, started_at timestamptz,
         finished_at timestamptz, output jsonb, error jsonb, attempt_id uuid, action text,
         queue text, heartbeat_timeout_seconds double precision,
         timeout_seconds double precision, schedule_deadline timestamptz, report_hash text,
-        paused_at timestamptz, paused_seconds double precision)
+        paused_at timestamptz, paused_seconds double precision, executed_by text)
     ON CONFLICT (run_id, task_key, attempt) DO UPDATE
     SET status = excluded.status, finished_at = excluded.finished_at, output = excluded.output,
         error = excluded.error, report_hash = excluded.report_hash,
-        paused_at = excluded.paused_at, paused_seconds = excluded.paused_seconds
+        paused_at = excluded.paused_at, paused_seconds = excluded.paused_seconds,
+        executed_by = excluded.executed_by
 ), events AS (
     INSERT INTO state_events (run_id, sequence, type, occurred_at, task_key, attempt, data, epoch)
     SELECT run.run_id, e.*
@@ -190,14 +194,14 @@ FROM task_runs WHERE run_id = %(run_id)s AND task_key = %(task_key)s
 SELECT task_key, attempt, status, started_at, finished_at, output, error, attempt_id, action,
        queue, heartbeat_timeout_seconds, timeout_seconds, schedule_deadline, worker_id,
        claimed_at, lease_expires_at, timeout_at, progress, report_hash, paused_at,
-       paused_seconds
+       paused_seconds, executed_by
 FROM attempts WHERE run_id = %(run_id)s AND status IN ('queued', 'running')
 
 -- name: list_attempts
 SELECT task_key, attempt, status, started_at, finished_at, output, error, attempt_id, action,
        queue, heartbeat_timeout_seconds, timeout_seconds, schedule_deadline, worker_id,
        claimed_at, lease_expires_at, timeout_at, progress, report_hash, paused_at,
-       paused_seconds
+       paused_seconds, executed_by
 FROM attempts
 WHERE run_id = %(run_id)s AND task_key = %(task_key)s AND attempt > %(after)s
 ORDER BY attempt
@@ -207,7 +211,7 @@ LIMIT %(limit)s
 -- Served by the primary key (run_id, task_key, attempt).
 SELECT task_key, attempt, status, started_at, finished_at, output, error, attempt_id, action,
        queue, heartbeat_timeout_seconds, timeout_seconds, schedule_deadline, worker_id,
-       claimed_at, lease_expires_at, timeout_at, progress, report_hash
+       claimed_at, lease_expires_at, timeout_at, progress, report_hash, executed_by
 FROM attempts
 WHERE run_id = %(run_id)s
 ORDER BY task_key, attempt
@@ -292,6 +296,21 @@ GROUP BY status
 SELECT DISTINCT run_id FROM attempts
 WHERE status = 'running' AND action = ANY(%(actions)s)
 ORDER BY run_id
+
+-- name: unfinished_runs_in_shards
+-- Served by workflow_runs_unfinished_by_shard: a replica's recovery and sweep (SPEC §16).
+SELECT run_id FROM workflow_runs
+WHERE shard = ANY(%(shards)s::integer[])
+  AND status IN ('pending', 'running', 'waiting_retry', 'waiting_approval') AND run_id > %(after)s
+ORDER BY run_id
+LIMIT %(limit)s
+
+-- name: runs_with_running_attempts_in_shards
+-- Served by attempts_live, then each run's primary key.
+SELECT DISTINCT a.run_id FROM attempts a JOIN workflow_runs r ON r.run_id = a.run_id
+WHERE a.status = 'running' AND a.action = ANY(%(actions)s)
+  AND r.shard = ANY(%(shards)s::integer[])
+ORDER BY a.run_id
 
 -- name: find_outcome
 SELECT operation, request_hash, status_code, response
@@ -439,7 +458,7 @@ ORDER BY token_index
 SELECT run_id, task_key, attempt, status, started_at, finished_at, output, error, attempt_id, action,
        queue, heartbeat_timeout_seconds, timeout_seconds, schedule_deadline, worker_id,
        claimed_at, lease_expires_at, timeout_at, progress, report_hash, lease_token_digest,
-       paused_at, paused_seconds
+       paused_at, paused_seconds, executed_by
 FROM attempts WHERE attempt_id = %(attempt_id)s
 
 -- name: heartbeat
@@ -555,6 +574,7 @@ WHERE EXISTS (SELECT 1 FROM attempts
                 AND status = 'running'
               FOR SHARE)
   AND (%(epoch)s::bigint IS NULL OR workload_fence(%(epoch)s))
+  AND (%(shard_epoch)s::bigint IS NULL OR workload_shard_fence(%(shard)s, %(shard_epoch)s))
 ON CONFLICT DO NOTHING
 RETURNING run_id, task_key, attempt, sequence, kind, status, request, request_hash, started_at,
           response, usage, tool_call_id, finished_at, action, queue, heartbeat_timeout_seconds,
@@ -581,13 +601,12 @@ WHERE s.run_id = %(run_id)s AND s.task_key = %(task_key)s AND s.attempt = %(atte
        OR s.lease_expires_at <= %(finished_at)s OR s.timeout_at <= %(finished_at)s
        OR (s.worker_id IS NULL AND s.schedule_deadline <= %(finished_at)s))
   AND (%(epoch)s::bigint IS NULL OR workload_fence(%(epoch)s))
+  AND (%(shard_epoch)s::bigint IS NULL OR workload_shard_fence(%(shard)s, %(shard_epoch)s))
 RETURNING run_id, task_key, attempt, sequence, kind, status, request, request_hash, started_at,
           response, usage, tool_call_id, finished_at, action, queue, heartbeat_timeout_seconds,
           deadline, schedule_deadline, worker_id, claimed_at, lease_expires_at, timeout_at,
           progress, report_hash, lease_end,
-          CASE WHEN %(announce)s
-               THEN pg_notify('workload_steps', run_id::text || '/' || attempt::text || '/'
-                                                || task_key) END AS notified
+          CASE WHEN %(announce)s THEN pg_notify(%(channel)s, %(payload)s) END AS notified
 
 -- name: add_task_usage
 UPDATE task_runs
@@ -796,3 +815,24 @@ SELECT (SELECT count(*) FROM workflow_runs
 -- name: fence
 -- Whether ``epoch`` is still the current coordinator epoch (after a fenced write wrote nothing).
 SELECT workload_fence(%(epoch)s) AS current
+
+-- name: shard_fence
+-- Whether ``epoch`` is still shard ``shard``'s current epoch (after a fenced write wrote nothing).
+SELECT workload_shard_fence(%(shard)s, %(epoch)s) AS current
+
+-- name: cluster_members
+-- The live replicas (their session alive and their lease running) with the shards they hold,
+-- and the number of shards (GET /api/v1/cluster, SPEC §16).
+SELECT c.shards_total, r.replica_id, r.started_at, r.last_seen_at,
+       coalesce((SELECT array_agg(s.shard ORDER BY s.shard) FROM shards s
+                 WHERE s.owner = r.replica_id AND s.lease_expires_at > now()), '{}') AS shards
+FROM cluster c
+LEFT JOIN replicas r ON r.lease_expires_at > now()
+     AND EXISTS (SELECT 1 FROM pg_stat_activity a
+                 WHERE a.pid = r.backend_pid AND a.backend_start = r.backend_start)
+ORDER BY r.replica_id
+
+-- name: cluster_leader
+-- A coordinator leading by itself (§7, §14): seen from outside as the one member.
+SELECT leader, since, renewed_at FROM coordinator
+WHERE leader IS NOT NULL AND lease_expires_at > now()

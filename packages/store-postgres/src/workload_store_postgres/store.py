@@ -24,6 +24,7 @@ from workload_domain.cursors import CursorCodec
 from workload_domain.ports import Clock, Expiry
 from workload_domain.telemetry import NO_TELEMETRY, Telemetry
 from workload_store_postgres._approvals import Approvals
+from workload_store_postgres._cluster import Cluster
 from workload_store_postgres._db import Database, one
 from workload_store_postgres._drafts import Drafts
 from workload_store_postgres._idempotency import Idempotency
@@ -33,7 +34,7 @@ from workload_store_postgres._reads import Reads
 from workload_store_postgres._runs import Runs
 from workload_store_postgres._workers import Workers
 from workload_store_postgres._workflows import Workflows
-from workload_store_postgres.migrations import check_schema
+from workload_store_postgres.migrations import ShardsFixed, check_schema, stored_shards
 
 __all__ = ["DEFAULT_STATEMENT_TIMEOUT_MS", "PostgresStore"]
 
@@ -54,7 +55,9 @@ class _UtcClock:
         raise NotImplementedError  # unused: the store never waits
 
 
-class PostgresStore(Workflows, Runs, Reads, Workers, Journal, Approvals, Drafts, Idempotency):
+class PostgresStore(
+    Workflows, Runs, Reads, Workers, Journal, Approvals, Drafts, Idempotency, Cluster
+):
     """The whole ``Store`` port backed by a PostgreSQL database.
 
     Args:
@@ -66,6 +69,8 @@ class PostgresStore(Workflows, Runs, Reads, Workers, Journal, Approvals, Drafts,
         clock: the time written into idempotency records (default: the wall clock).
         verify_schema: on :meth:`open`, refuse a database whose migrations are not exactly
             this code's (``MigrationError``), as the service must (SPEC §5, §7).
+        expected_shards: on :meth:`open`, refuse a database with another number of shards
+            (``ShardsFixed``: ``WORKLOAD_SHARDS`` cannot change it, SPEC §16).
         telemetry: where statements are reported as spans (SPEC §12), while it traces.
     """
 
@@ -80,6 +85,7 @@ class PostgresStore(Workflows, Runs, Reads, Workers, Journal, Approvals, Drafts,
         clock: Clock | None = None,
         verify_schema: bool = False,
         telemetry: Telemetry = NO_TELEMETRY,
+        expected_shards: int | None = None,
     ) -> None:
         self._db = Database(
             url,
@@ -92,6 +98,7 @@ class PostgresStore(Workflows, Runs, Reads, Workers, Journal, Approvals, Drafts,
         )
         self._codec = None
         self._verify_schema = verify_schema
+        self._expected_shards = expected_shards
 
     async def open(self) -> None:
         """Check the schema (if asked), open the pool and load (or create) the cursor key.
@@ -101,6 +108,10 @@ class PostgresStore(Workflows, Runs, Reads, Workers, Journal, Approvals, Drafts,
         """
         if self._verify_schema:
             await check_schema(self._db.url)
+        if self._expected_shards is not None:
+            stored = await stored_shards(self._db.url)
+            if stored is not None and stored != self._expected_shards:
+                raise ShardsFixed(stored, self._expected_shards)
         try:
             await self._db.open()
             async with self._db.tx() as conn:
@@ -131,6 +142,13 @@ class PostgresStore(Workflows, Runs, Reads, Workers, Journal, Approvals, Drafts,
         ended tool calls. Off for a single coordinator: a notification costs at commit.
         """
         self._db.announce = enabled
+
+    def shard_notices(self, shards_total: int) -> None:
+        """Announce each run on its shard's channel, heard by its owner only (a replica, §16).
+
+        Off (the default), runs and tool calls are announced as in §14, to every process.
+        """
+        self._db.shards_total = shards_total
 
     @property
     def announcing(self) -> bool:

@@ -121,6 +121,21 @@ class Metrics:
             "The coordinator epoch this process leads in (0 until fenced epochs exist).",
             registry=r,
         )
+        self.shards_owned = Gauge(
+            "workload_shards_owned",
+            "Shards whose runs this process executes (a replica's; all of them while leading).",
+            registry=r,
+        )
+        self.shard_takeovers = Counter(
+            "workload_shard_takeovers",
+            "Shards this replica took (each in a new epoch) and recovered (SPEC §16).",
+            registry=r,
+        )
+        self.replicas_live = Gauge(
+            "workload_replicas_live",
+            "Live members of the cluster this process sees (a leader alone counts 1).",
+            registry=r,
+        )
         self.runs_active = Gauge(
             "workload_runs_active", "Runs not yet terminal (all processes).", registry=r
         )
@@ -172,10 +187,14 @@ class Metrics:
         leading: bool,
         epoch: int | None,
         connections: Mapping[str, int],
+        shards_owned: int = 0,
+        replicas_live: int = 0,
     ) -> None:
         """Set the gauges from what a scrape read (``None``: the database did not answer)."""
         self.leader.set(1 if leading else 0)
         self.epoch.set(epoch or 0)
+        self.shards_owned.set(shards_owned)
+        self.replicas_live.set(replicas_live)
         for state, count in connections.items():
             self.db_pool.labels(state).set(count)
         self.database_up.set(0 if queues is None or activity is None else 1)

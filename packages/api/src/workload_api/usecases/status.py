@@ -1,17 +1,19 @@
-"""The service at a glance (SPEC §12): ``GET /api/v1/status`` and ``GET /metrics``.
+"""The service at a glance (SPEC §12, §16): ``/api/v1/status``, ``/api/v1/cluster``, ``/metrics``.
 
-Both read what the store knows now — queues, runs not yet terminal, workers seen lately,
-pending approvals — and what this process is: leader or standby, and its epoch.
+They read what the store knows now — queues, runs not yet terminal, workers seen lately,
+pending approvals, the live replicas and their shards — and what this process is: leader,
+standby or replica, and its epoch.
 """
 
 from __future__ import annotations
 
 from workload_api import resources
-from workload_api.lifecycle import Readiness
+from workload_api.readiness import Readiness
 from workload_api.telemetry import Metrics
 from workload_domain.errors import SystemFault
 from workload_domain.jsonvalues import JsonObject
 from workload_domain.ports import Clock, Store
+from workload_domain.shards import Member
 from workload_domain.workers import WORKER_ACTIVE_WINDOW
 
 __all__ = ["StatusUseCases"]
@@ -32,15 +34,36 @@ class StatusUseCases:
         queues = await self._store.queue_stats()
         activity = await self._store.activity(now - WORKER_ACTIVE_WINDOW)
         ready = self._readiness
+        total, members = await self._members()
         return {
             "status": "ready" if ready.ready else ready.reason,
             "role": ready.role,
             "epoch": ready.epoch,
+            "replica_id": ready.replica_id,
             "runs_active": activity.runs_active,
             "workers_active": activity.workers_active,
             "approvals_pending": activity.approvals_pending,
             "queues": [resources.queue(q, now) for q in queues],
+            "shards_total": total,
+            "replicas": [
+                {"replica_id": m.replica_id, "shards_owned": len(m.shards)} for m in members
+            ],
         }
+
+    async def cluster(self) -> JsonObject:
+        """The live replicas and the shards each holds (``GET /api/v1/cluster``, SPEC §16)."""
+        total, members = await self._members()
+        return {"shards_total": total, "replicas": [resources.member(m) for m in members]}
+
+    async def _members(self) -> tuple[int, tuple[Member, ...]]:
+        """The cluster as the store sees it; a process leading alone shows itself if unseen."""
+        total, members = await self._store.cluster()
+        ready = self._readiness
+        if not members and ready.leading and ready.name is not None:
+            # The in-memory store (run-local, tests) records no member: this process is it.
+            now = self._clock.now()
+            members = (Member(ready.name, ready.since or now, now, tuple(range(total))),)
+        return total, members
 
     async def metrics(self) -> bytes:
         """Every metric, the database's gauges read now (the Prometheus text format).
@@ -62,5 +85,7 @@ class StatusUseCases:
             leading=ready.leading,
             epoch=ready.epoch,
             connections=self._store.connection_counts(),
+            shards_owned=ready.shards_owned,
+            replicas_live=ready.replicas_live,
         )
         return self._metrics.exposition()

@@ -11,6 +11,9 @@ Errors::
     ├── SchemaBehind        pending migrations: run ``workload migrate up``
     ├── UnknownMigration    the database is newer than this code
     └── ChecksumMismatch    an applied file was edited afterwards
+
+    ShardsFixed             ``WORKLOAD_SHARDS`` differs from the number of shards the database
+                            was first migrated with (a configuration error, SPEC §16)
 """
 
 from __future__ import annotations
@@ -38,11 +41,13 @@ __all__ = [
     "MigrationError",
     "MigrationStatus",
     "SchemaBehind",
+    "ShardsFixed",
     "UnknownMigration",
     "check_schema",
     "known_migrations",
     "migrate_up",
     "migration_status",
+    "stored_shards",
 ]
 
 MIGRATION_LOCK_KEY = 0x574B4C44_4D494752  # "WKLDMIGR": distinct from the coordinator's key
@@ -60,6 +65,18 @@ CREATE TABLE IF NOT EXISTS schema_migrations (
 
 class MigrationError(Exception):
     """The database schema does not match the migrations this code ships."""
+
+
+class ShardsFixed(ValueError):
+    """The database's number of shards was fixed when it was first migrated (SPEC §16)."""
+
+    def __init__(self, stored: int, wanted: int) -> None:
+        super().__init__(
+            f"this database has {stored} shards, fixed when it was first migrated: "
+            f"WORKLOAD_SHARDS={wanted} cannot change it (unset it, or set it to {stored})"
+        )
+        self.stored = stored
+        self.wanted = wanted
 
 
 class SchemaBehind(MigrationError):
@@ -208,17 +225,35 @@ def _raise_for(status: MigrationStatus, *, allow_pending: bool) -> None:
         )
 
 
-async def migrate_up(url: str) -> tuple[Migration, ...]:
-    """Apply every pending migration, each in its own transaction; return those applied."""
+_SHARDS_MIGRATION = 8
+"""The migration that creates the shards: the number of shards is fixed when it is applied."""
+
+
+async def migrate_up(url: str, *, shards: int | None = None) -> tuple[Migration, ...]:
+    """Apply every pending migration, each in its own transaction; return those applied.
+
+    ``shards``: the number of shards (SPEC §16) to give the database when the shards'
+    migration is applied now (default 64); once it was, it must be the stored number or None.
+
+    Raises:
+        ShardsFixed: ``shards`` differs from the number the database was first migrated with
+            (nothing is applied).
+    """
     async with _connect(url) as conn:
         await conn.execute("SELECT pg_advisory_lock(%s)", (MIGRATION_LOCK_KEY,))
         try:
             await conn.execute(_CREATE_TABLE)
             status = _status(await _applied(conn))
             _raise_for(status, allow_pending=True)
+            if shards is not None and all(m.version != _SHARDS_MIGRATION for m in status.pending):
+                stored = await _stored_shards(conn)
+                if stored is not None and stored != shards:
+                    raise ShardsFixed(stored, shards)
             for migration in status.pending:
                 async with conn.transaction():
                     await conn.execute(migration.sql.encode("utf-8"))
+                    if migration.version == _SHARDS_MIGRATION and shards is not None:
+                        await _set_shards(conn, shards)
                     await conn.execute(
                         "INSERT INTO schema_migrations (version, name, checksum)"
                         " VALUES (%s, %s, %s)",
@@ -227,3 +262,31 @@ async def migrate_up(url: str) -> tuple[Migration, ...]:
             return status.pending
         finally:
             await conn.execute("SELECT pg_advisory_unlock(%s)", (MIGRATION_LOCK_KEY,))
+
+
+async def stored_shards(url: str) -> int | None:
+    """The database's number of shards, or None before the shards' migration."""
+    async with _connect(url) as conn:
+        return await _stored_shards(conn)
+
+
+async def _stored_shards(conn: psycopg.AsyncConnection[Any]) -> int | None:
+    cursor = await conn.execute("SELECT to_regclass('cluster') IS NOT NULL")
+    row = await cursor.fetchone()
+    if row is None or not row[0]:
+        return None
+    cursor = await conn.execute("SELECT shards_total FROM cluster")
+    row = await cursor.fetchone()
+    return None if row is None else int(row[0])
+
+
+async def _set_shards(conn: psycopg.AsyncConnection[Any], total: int) -> None:
+    """Give a database its number of shards, as the shards' migration is applied."""
+    if not 1 <= total <= 4096:
+        raise ValueError("the number of shards must be from 1 to 4096")
+    await conn.execute("UPDATE cluster SET shards_total = %s", (total,))
+    await conn.execute("DELETE FROM shards")
+    await conn.execute(
+        "INSERT INTO shards (shard) SELECT generate_series(0, %s::integer - 1)", (total,)
+    )
+    await conn.execute("UPDATE workflow_runs SET shard = workload_shard_of(run_id, %s)", (total,))

@@ -1,0 +1,139 @@
+"""A dedicated PostgreSQL session whose every operation is bounded in time.
+
+The coordinator lock (§7, §14) and a replica's membership (§16) each live in a session of their
+own: a session advisory lock belongs to its backend, so the connection is never pooled, never
+reconnected, and closed for good when it fails. Every operation on it is bounded: on timeout
+the connection is *closed first* (``asyncio.wait_for`` alone is not enough: on cancellation
+psycopg tries to cancel the query on the server and waits for it, seconds more on a dead
+network), and the abandoned operation is left to unwind in the background for a moment.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import math
+from collections.abc import Awaitable, Callable
+from typing import Any, Final, TypeVar
+
+import psycopg
+
+from workload_domain.errors import StoreUnavailable
+
+__all__ = ["Conn", "DedicatedSession", "describe", "fetch_all", "fetch_one"]
+
+_T = TypeVar("_T")
+Conn = psycopg.AsyncConnection[tuple[Any, ...]]
+
+_UNWIND_SECONDS: Final = 1.0
+_SETTINGS = (
+    "SELECT set_config('statement_timeout', %s, false),"
+    " set_config('idle_session_timeout', '0', false),"
+    " set_config('idle_in_transaction_session_timeout', '0', false)"
+)
+
+
+class DedicatedSession:
+    """Connects, bounds operations, closes; keeps no state about what the session holds."""
+
+    def __init__(self, url: str, *, application_name: str, connect_timeout: float) -> None:
+        self._url = url
+        self._application_name = application_name
+        self._connect_timeout = connect_timeout
+        self._stragglers: set[asyncio.Future[Any]] = set()
+
+    async def connect(self, statement_timeout: float) -> Conn:
+        """A new autocommit connection whose statements the server bounds too.
+
+        Raises:
+            psycopg.Error, OSError, TimeoutError: the database cannot be reached in time (the
+                connection, if made, is closed again).
+        """
+        conn = await asyncio.wait_for(
+            psycopg.AsyncConnection.connect(
+                self._url,
+                autocommit=True,
+                prepare_threshold=None,
+                application_name=self._application_name,
+                connect_timeout=str(max(1, math.ceil(self._connect_timeout))),
+            ),
+            # psycopg enforces the libpq timeout per host; this bounds all of them.
+            timeout=max(2.0, math.ceil(self._connect_timeout)) + 1,
+        )
+        try:
+            # Bound server-side work; never let the server drop the idle session on its own.
+            millis = f"{max(1, math.ceil(statement_timeout * 1000))}ms"
+            await self.bounded(conn, lambda c: c.execute(_SETTINGS, (millis,)), statement_timeout)
+        except BaseException:
+            await self.close(conn)
+            raise
+        return conn
+
+    async def open(self, statement_timeout: float, doing: str) -> Conn:
+        """:meth:`connect`, or ``StoreUnavailable`` saying what the connection was for."""
+        try:
+            return await self.connect(statement_timeout)
+        except (psycopg.Error, OSError, TimeoutError) as exc:
+            raise StoreUnavailable(
+                f"cannot connect to PostgreSQL to {doing}: {describe(exc)}"
+            ) from exc
+
+    async def bounded(
+        self, conn: Conn, operation: Callable[[Conn], Awaitable[_T]], seconds: float
+    ) -> _T:
+        """Run ``operation`` on ``conn``; on timeout close ``conn`` and raise ``TimeoutError``."""
+        task = asyncio.ensure_future(operation(conn))
+        try:
+            done, _ = await asyncio.wait({task}, timeout=seconds)
+        except BaseException:
+            await self._abandon(conn, task)
+            raise
+        if task not in done:
+            await self._abandon(conn, task)
+            raise TimeoutError
+        return task.result()
+
+    async def _abandon(self, conn: Conn, task: asyncio.Future[Any]) -> None:
+        task.cancel()
+        await self.close(conn)
+        self._stragglers.add(task)
+        task.add_done_callback(_consume)
+        task.add_done_callback(self._stragglers.discard)
+        await self.settle()
+
+    async def settle(self) -> None:
+        """Give abandoned operations a moment to unwind (they end with their connection)."""
+        if self._stragglers:
+            await asyncio.wait(set(self._stragglers), timeout=_UNWIND_SECONDS)
+
+    @staticmethod
+    async def close(conn: Conn) -> None:
+        """Close ``conn``; a dead one has nothing to release."""
+        with contextlib.suppress(psycopg.Error, OSError):
+            await conn.close()
+
+
+async def fetch_one(conn: Conn, sql: str, params: Any = None) -> tuple[Any, ...] | None:
+    """The first row of ``sql``."""
+    cursor = await conn.execute(sql, params)
+    return await cursor.fetchone()
+
+
+async def fetch_all(conn: Conn, sql: str, params: Any = None) -> list[tuple[Any, ...]]:
+    """Every row of ``sql``."""
+    cursor = await conn.execute(sql, params)
+    return await cursor.fetchall()
+
+
+def _consume(task: asyncio.Future[Any]) -> None:
+    """Retrieve an abandoned task's outcome so asyncio does not log it as unretrieved."""
+    if not task.cancelled():
+        task.exception()
+
+
+def describe(exc: BaseException) -> str:
+    """A driver error in one short line (its first line)."""
+    if isinstance(exc, TimeoutError):
+        return "timed out"
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
