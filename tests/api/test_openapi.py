@@ -49,6 +49,8 @@ SPEC_OPERATIONS: dict[tuple[str, str], tuple[frozenset[int], str | None]] = {
     ("POST", f"{V}/workflows"): (frozenset({201}), OPERATOR),
     ("GET", f"{V}/workflows"): (frozenset({200}), VIEWER),
     ("GET", f"{V}/workflows/{{workflow_id}}"): (frozenset({200}), VIEWER),
+    # SPEC §6 (amended 2026-12-01): apply by content, 201 created or 200 unchanged.
+    ("PUT", f"{V}/workflows/{{workflow_id}}"): (frozenset({200, 201}), OPERATOR),
     ("POST", f"{V}/workflows/{{workflow_id}}/versions"): (frozenset({201}), OPERATOR),
     ("GET", f"{V}/workflows/{{workflow_id}}/versions"): (frozenset({200}), VIEWER),
     ("GET", f"{V}/workflows/{{workflow_id}}/versions/{{version}}"): (frozenset({200}), VIEWER),
@@ -111,6 +113,8 @@ RUN = (
     "finished_at",
     "task_counts",
     "usage",
+    # SPEC §6 (amended 2026-12-01): the run's result.
+    "output",
 )
 TASK_RUN = (
     "task_key",
@@ -229,6 +233,7 @@ SPEC_RESOURCES: dict[tuple[str, str], tuple[tuple[str, ...], bool]] = {
     ("POST", f"{V}/workflows"): (VERSION, False),
     ("GET", f"{V}/workflows"): (WORKFLOW, True),
     ("GET", f"{V}/workflows/{{workflow_id}}"): (WORKFLOW, False),
+    ("PUT", f"{V}/workflows/{{workflow_id}}"): (VERSION, False),
     ("POST", f"{V}/workflows/{{workflow_id}}/versions"): (VERSION, False),
     ("GET", f"{V}/workflows/{{workflow_id}}/versions"): (VERSION_SUMMARY, True),
     ("GET", f"{V}/workflows/{{workflow_id}}/versions/{{version}}"): (VERSION, False),
@@ -406,9 +411,10 @@ def _expected_errors(method: str, path: str, role: str | None) -> set[int]:
     # Query/body validation, auth, the wrong role (a worker token on a read), internal,
     # unavailable.
     errors = {400, 401, 403, 500, 503}
-    if method == "POST":
+    if method in ("POST", "PUT"):
         errors |= {409, 413, 415}  # idempotency_key_reused or lease_lost, body size and type
-    if "{" in path and role != WORKER:  # a worker's unknown attempt is 409 lease_lost unknown
+    # A worker's unknown attempt is 409 lease_lost unknown; an apply creates what is missing.
+    if "{" in path and role != WORKER and method != "PUT":
         errors.add(404)
     if path == f"{V}/workflows" and method == "POST":
         errors.add(409)  # workflow_exists
@@ -611,13 +617,14 @@ def test_idempotency_key_on_every_post(document: dict[str, Any], key: tuple[str,
     method, _ = key
     operation = _operation(document, key)
     headers = {p["name"].lower(): p for p in operation.get("parameters", []) if p["in"] == "header"}
-    if method != "POST" or SPEC_OPERATIONS[key][1] == WORKER:
+    optional = method == "PUT"  # SPEC §6: an apply is idempotent by content; a key is optional
+    if (method != "POST" and not optional) or SPEC_OPERATIONS[key][1] == WORKER:
         # SPEC §10: a worker's POSTs are fenced by its lease and take no Idempotency-Key.
         assert "idempotency-key" not in headers
         return
     parameter = headers.get("idempotency-key")
-    assert parameter is not None, "POST without an Idempotency-Key header parameter"
-    assert parameter.get("required") is True, "SPEC §6: every POST requires Idempotency-Key"
+    assert parameter is not None, "a write without an Idempotency-Key header parameter"
+    assert parameter.get("required") is not optional, "SPEC §6: every POST requires one"
     schema = parameter["schema"]
     assert schema.get("type") == "string"
     assert schema.get("minLength") == 1
@@ -791,7 +798,7 @@ def test_request_bodies(document: dict[str, Any], key: tuple[str, str]) -> None:
         validator = _validator(document, body["content"]["application/json"]["schema"])
         assert validator.is_valid(definition)
         assert not validator.is_valid({**definition, "unknown": 1}), "unknown fields → 400"
-    elif path.endswith("/versions") and method == "POST":
+    elif (path.endswith("/versions") and method == "POST") or method == "PUT":
         assert body is not None
         assert body.get("required") is True
         assert list(body["content"]) == ["application/json"]

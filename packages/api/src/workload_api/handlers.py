@@ -108,6 +108,12 @@ class Call:
         digest = request_hash(operation, dict(self.request.path_params), body)
         return IdempotencyClaim(self.principal.id, key, operation, digest)
 
+    def optional_claim(self, operation: str, body: Any) -> IdempotencyClaim | None:
+        """The idempotency claim of a write whose key is optional (a PUT): None without one."""
+        if self.request.headers.get("idempotency-key") is None:
+            return None
+        return self.claim(operation, body)
+
     def page_args(self, *extra: str) -> tuple[str | None, int]:
         """Validate the query string (only ``limit``, ``cursor`` and ``extra`` are known)."""
         query = self.request.query_params
@@ -172,6 +178,15 @@ async def create_version(call: Call) -> Response:
     body = await read_json_object(call.request)
     claim = call.claim("create_version", body)
     return respond(await call.usecases.workflows.create_version(workflow_id, body or {}, claim))
+
+
+async def apply_workflow(call: Call) -> Response:
+    # The path may name a workflow to create: an id the compiler refuses is a 400, not a 404.
+    workflow_id = call.path("workflow_id")
+    call.page_args()  # no query parameters
+    body = await read_json_object(call.request)
+    claim = call.optional_claim("apply_workflow", body)
+    return respond(await call.usecases.workflows.apply(workflow_id, body or {}, claim))
 
 
 async def list_versions(call: Call) -> Response:

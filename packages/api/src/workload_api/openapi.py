@@ -154,6 +154,8 @@ def _operation(op: Operation, refs: dict[str, str]) -> dict[str, Any]:
     ]
     if op.writes:
         parameters.append(_IDEMPOTENCY_KEY)
+    elif op.optional_key:
+        parameters.append({**_IDEMPOTENCY_KEY, "required": False})
     if op.operation_id == "cancelRun":
         parameters.append(_IF_MATCH)
     if op.stream:
@@ -165,7 +167,7 @@ def _operation(op: Operation, refs: dict[str, str]) -> dict[str, Any]:
             "required": True,
             "schema": {"type": "string", "pattern": '^"[0-9]+"$'},
         }
-    if op.writes:
+    if op.writes or op.optional_key:
         success_headers["Idempotent-Replayed"] = {
             "description": (
                 "true: this is the stored answer of an earlier request with the same"
@@ -190,9 +192,9 @@ def _operation(op: Operation, refs: dict[str, str]) -> dict[str, Any]:
             "content": content,
         }
     }
-    if op.operation_id == "cancelRun":
-        responses["200"] = {
-            "description": "the run was already canceled",
+    for status, meaning in op.also:
+        responses[str(status)] = {
+            "description": meaning,
             "headers": success_headers,
             "content": content,
         }
@@ -215,7 +217,8 @@ def _operation(op: Operation, refs: dict[str, str]) -> dict[str, Any]:
         "security": [{"bearer": []}],
     }
     if op.body == "definition":
-        schema = "VersionDefinition" if op.operation_id == "createVersion" else "WorkflowDefinition"
+        path_names_it = op.operation_id in ("createVersion", "applyWorkflow")  # id may be left out
+        schema = "VersionDefinition" if path_names_it else "WorkflowDefinition"
         document["requestBody"] = {
             "required": True,
             "content": {"application/json": {"schema": {"$ref": _REF.format(model=schema)}}},

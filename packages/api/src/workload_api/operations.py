@@ -43,6 +43,10 @@ class Operation:
     """A worker's report: fenced by its lease, so it takes no Idempotency-Key (SPEC §10)."""
     stream: bool = False
     """The success response is a ``text/event-stream`` of ``response`` items (SPEC §13)."""
+    also: tuple[tuple[int, str], ...] = ()
+    """Other success statuses, each with what it means (a cancel of a canceled run: 200)."""
+    optional_key: bool = False
+    """A write idempotent by itself (a PUT): an ``Idempotency-Key`` is accepted, not needed."""
     session: bool = False
     """A read the web console makes from the browser: its session cookie is accepted in place
     of a bearer token (an ``EventSource`` cannot send headers)."""
@@ -113,6 +117,20 @@ OPERATIONS: tuple[Operation, ...] = (
         200,
         schemas.Workflow,
         _READ_ERRORS,
+    ),
+    Operation(
+        "PUT",
+        f"{_V}/workflows/{{workflow_id}}",
+        "applyWorkflow",
+        "Apply a definition: a new version only when it differs from the latest (SPEC §6)",
+        Role.OPERATOR,
+        h.apply_workflow,
+        201,
+        schemas.Version,
+        tuple(e for e in _WRITE_ERRORS if e != 404),
+        body="definition",
+        also=((200, "the latest version has this definition already: nothing was written"),),
+        optional_key=True,
     ),
     Operation(
         "POST",
@@ -196,6 +214,7 @@ OPERATIONS: tuple[Operation, ...] = (
         schemas.Run,
         (*_WRITE_ERRORS, 412),
         body="empty",
+        also=((200, "the run was already canceled"),),
     ),
     Operation(
         "GET",

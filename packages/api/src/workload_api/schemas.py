@@ -125,6 +125,10 @@ class Run(_Out):
     finished_at: datetime | None
     task_counts: dict[TaskStatus, int]
     usage: Usage = Field(description="the sum over the run's agent tasks (zeros without any)")
+    output: JsonObject | None = Field(
+        description="the run's result: null until it has succeeded, then {task_key: output} of "
+        "its sink tasks (those no other task depends on)"
+    )
 
 
 class TaskRun(_Out):

@@ -19,6 +19,7 @@ from workload_domain.jsonvalues import JsonObject
 from workload_domain.statuses import AttemptStatus, RunStatus, TaskStatus
 
 __all__ = [
+    "AppliedVersion",
     "AttemptRecord",
     "EventRecord",
     "ExecutorFailure",
@@ -82,6 +83,18 @@ class VersionRecord:
 
 
 @dataclass(frozen=True, slots=True)
+class AppliedVersion:
+    """What applying a definition did (``PUT /workflows/{id}``, SPEC §6).
+
+    ``version`` is the latest version now; ``created`` says whether this apply made it (False:
+    the latest version had the same definition already, and nothing was written).
+    """
+
+    version: VersionRecord
+    created: bool
+
+
+@dataclass(frozen=True, slots=True)
 class NewVersion:
     """A version to add to an existing workflow: the store gives it the next number.
 
@@ -129,6 +142,9 @@ class RunRecord:
     traceparent: str | None = None
     """The W3C trace context of the request that created the run (SPEC §12), or None: the
     run's span continues it, and workers receive it with the run's attempts."""
+    output: JsonObject | None = None
+    """The run's result (SPEC §6): once it has succeeded, ``{task_key: output}`` of its sink
+    tasks (those no other task depends on); None before, and for a run that did not succeed."""
 
 
 RunWithCounts = tuple[RunRecord, Mapping[str, int]]

@@ -26,6 +26,7 @@ from workload_domain.idempotency import (
 from workload_domain.jsonvalues import JsonObject
 from workload_domain.leases import LeasedAttempt, LeasedToolCall
 from workload_domain.model import (
+    AppliedVersion,
     AttemptRecord,
     EventRecord,
     ExecutorRequest,
@@ -228,6 +229,20 @@ class WorkflowStore(Protocol):
 
         Raises:
             WorkflowNotFound: there is no such workflow.
+        """
+        ...
+
+    async def apply_version(
+        self,
+        version: NewVersion,
+        idempotency: PendingRecord[AppliedVersion] | None = None,
+    ) -> AppliedVersion | Replayed:
+        """Make ``version`` the workflow's latest, unless the latest has its definition already.
+
+        A new workflow is created with it as version 1; otherwise it is added as ``latest +
+        1`` — or nothing is written when the latest version's definition hash is the same
+        (``created`` False). Concurrent applies of one workflow queue (its row lock; a
+        concurrent creation of a new one is retried): identical ones create one version.
         """
         ...
 

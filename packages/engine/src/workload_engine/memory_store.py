@@ -33,6 +33,7 @@ from workload_domain.idempotency import (
     same_request,
 )
 from workload_domain.model import (
+    AppliedVersion,
     NewRun,
     NewVersion,
     RunCommit,
@@ -128,6 +129,43 @@ class InMemoryStore(MemoryReads, MemoryWorkers, MemoryApprovals, MemoryDrafts):
         self._versions[(version.workflow_id, numbered.version)] = copied(numbered)
         self._remember(None if idempotency is None else idempotency.record(numbered))
         return copied(numbered)
+
+    async def apply_version(
+        self,
+        version: NewVersion,
+        idempotency: PendingRecord[AppliedVersion] | None = None,
+    ) -> AppliedVersion | Replayed:
+        """Make ``version`` the latest unless the latest has its definition (see the port)."""
+        await anyio.lowlevel.checkpoint()
+        if (replayed := self._replayed(idempotency)) is not None:
+            return replayed
+        workflow_id = version.workflow_id
+        workflow = self._workflows.get(workflow_id)
+        if workflow is None:
+            numbered = version.numbered(1)
+            at = version.created_at
+            self._workflows[workflow_id] = WorkflowRecord(
+                workflow_id, 1, version.description, at, at
+            )
+            applied = AppliedVersion(numbered, created=True)
+        else:
+            latest = self._versions[(workflow_id, workflow.latest_version)]
+            if latest.definition_hash == version.definition_hash:
+                applied = AppliedVersion(copied(latest), created=False)
+            else:
+                numbered = version.numbered(workflow.latest_version + 1)
+                self._workflows[workflow_id] = replace(
+                    workflow,
+                    latest_version=numbered.version,
+                    updated_at=version.created_at,
+                    description=version.description,
+                )
+                applied = AppliedVersion(numbered, created=True)
+        if applied.created:
+            stored = applied.version
+            self._versions[(workflow_id, stored.version)] = copied(stored)
+        self._remember(None if idempotency is None else idempotency.record(applied))
+        return AppliedVersion(copied(applied.version), applied.created)
 
     async def get_workflow(self, workflow_id: str) -> WorkflowRecord:
         """Return a workflow."""

@@ -25,6 +25,7 @@ from workload_domain.approvals import ApprovalRecord, ApprovalStatus
 from workload_domain.compiler import CompiledWorkflow
 from workload_domain.definition import TaskSpec
 from workload_domain.events import EventType
+from workload_domain.jsonvalues import JsonObject
 from workload_domain.leases import LEASE_EXPIRED, SCHEDULE_TO_START_TIMED_OUT
 from workload_domain.model import (
     ExecutorRequest,
@@ -478,7 +479,9 @@ def _settle_run(draft: Draft, *, has_ready: bool) -> None:
     statuses = [t.status for t in draft.tasks]
     if all(s.is_terminal for s in statuses):
         if all(s is TaskStatus.SUCCEEDED for s in statuses):
-            draft.set_run(RunStatus.SUCCEEDED, finished_at=draft.now)
+            draft.set_run(
+                RunStatus.SUCCEEDED, finished_at=draft.now, output=run_output(draft.tasks)
+            )
             draft.emit(EventType.RUN_SUCCEEDED)
         else:
             failed = [t.task_key for t in draft.tasks if t.status is TaskStatus.FAILED]
@@ -498,6 +501,15 @@ def _settle_run(draft: Draft, *, has_ready: bool) -> None:
     # slot stays waiting_retry until its attempt.started).
     if target is not draft.run.status and (draft.events or draft.run.status is RunStatus.PENDING):
         draft.set_run(target)
+
+
+def run_output(tasks: Sequence[TaskRecord]) -> JsonObject:
+    """A succeeded run's result: ``{task_key: output}`` of its sinks (SPEC §6).
+
+    The sinks are the tasks no other task depends on; a sink without an output counts ``{}``.
+    """
+    needed = {key for t in tasks for key in t.depends_on}
+    return {t.task_key: t.output or {} for t in tasks if t.task_key not in needed}
 
 
 def _await_approvals(draft: Draft, wait: ApprovalWait) -> None:

@@ -169,10 +169,11 @@ class RunRunner:
     def report(self, report: Report) -> bool:
         """Commit a remote attempt's report in this runner's next commit.
 
-        False when the runner cannot take it (finished, parking, or draining): the caller
-        commits it itself. Taken, it is answered — or declined, if the runner stops first.
+        False when the runner cannot take it (still starting — it may wait its turn behind a
+        recovery's backlog —, finished, parking, or draining): the caller commits it itself.
+        Taken, it is answered — or declined, if the runner stops first.
         """
-        if self._closed or self._draining or self.parked is not None:
+        if not self._started or self._closed or self._draining or self.parked is not None:
             return False
         try:
             self._send.send_nowait(report)

@@ -186,6 +186,10 @@ class Run(_Resource):
     task_counts: dict[TaskStatus, int] = Field(default_factory=dict)
     usage: Usage | None = None
     """What its agent tasks used; None from servers older than agents."""
+    output: JsonObject | None = None
+    """The run's result once it has succeeded: ``{task_key: output}`` of its sink tasks (those
+    no other task depends on); None before, for a run that did not succeed, and from servers
+    older than results."""
 
     @property
     def is_terminal(self) -> bool:

@@ -113,6 +113,7 @@ def run_params(r: RunRecord) -> dict[str, Any]:
         "run_id": run_uuid(r.run_id),
         "status": r.status.value,
         "input": Jsonb(r.input),
+        "output": _json(r.output),
     }
 
 

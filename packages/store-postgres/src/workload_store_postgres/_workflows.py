@@ -6,9 +6,14 @@ from typing import Any
 
 from workload_domain import listings
 from workload_domain.cursors import Page, Position, from_micros, to_micros
-from workload_domain.errors import VersionNotFound, WorkflowExists, WorkflowNotFound
+from workload_domain.errors import (
+    VersionNotFound,
+    WorkflowExists,
+    WorkflowNotFound,
+    WorkloadError,
+)
 from workload_domain.idempotency import IdempotencyRecord, PendingRecord, Replayed
-from workload_domain.model import NewVersion, VersionRecord, WorkflowRecord
+from workload_domain.model import AppliedVersion, NewVersion, VersionRecord, WorkflowRecord
 from workload_store_postgres import _rows
 from workload_store_postgres._db import Conn, one, rows
 from workload_store_postgres._part import StorePart
@@ -17,6 +22,18 @@ from workload_store_postgres._queries import query
 __all__ = ["Workflows"]
 
 _MIN_TIME = from_micros(-62135596800 * 1_000_000)  # 0001-01-01T00:00:00Z
+_APPLY_TRIES = 3
+
+
+class _ConcurrentFirstApply(WorkloadError):
+    """Another apply created the workflow between this one's read and its insert."""
+
+
+def _first_apply() -> WorkloadError:
+    return _ConcurrentFirstApply("another apply created the workflow first")
+
+
+_FIRST_APPLY = {"workflows_pkey": _first_apply}
 
 
 class Workflows(StorePart):
@@ -62,6 +79,53 @@ class Workflows(StorePart):
             await conn.execute(query("insert_version"), _rows.version_params(numbered))
             return numbered
 
+        return await self._db.write(work, idempotency)
+
+    async def apply_version(
+        self,
+        version: NewVersion,
+        idempotency: PendingRecord[AppliedVersion] | None = None,
+    ) -> AppliedVersion | Replayed:
+        """Make ``version`` the latest unless the latest has its definition (see the port).
+
+        Under the workflow's row lock. Two first applies of one new workflow: the second's
+        insert waits for the first's commit, fails on the key and is tried again — it then
+        finds the workflow (and, for the same definition, writes nothing).
+        """
+        workflow_id = version.workflow_id
+
+        async def work(conn: Conn) -> AppliedVersion:
+            found = await one(conn, "lock_latest_version", {"workflow_id": workflow_id})
+            if found is None:
+                numbered = version.numbered(1)
+                at = version.created_at
+                new = WorkflowRecord(workflow_id, 1, version.description, at, at)
+                await conn.execute(query("insert_workflow"), _rows.workflow_params(new))
+            elif found["definition_hash"] == version.definition_hash:
+                latest = await one(
+                    conn,
+                    "get_version",
+                    {"workflow_id": workflow_id, "version": found["latest_version"]},
+                )
+                assert latest is not None  # joined above, under the row lock
+                return AppliedVersion(_rows.version(latest), created=False)
+            else:
+                params = {
+                    "workflow_id": workflow_id,
+                    "created_at": version.created_at,
+                    "description": version.description,
+                }
+                row = await one(conn, "next_version", params)
+                assert row is not None  # the row is locked: it is still there
+                numbered = version.numbered(row["latest_version"])
+            await conn.execute(query("insert_version"), _rows.version_params(numbered))
+            return AppliedVersion(numbered, created=True)
+
+        for _ in range(_APPLY_TRIES - 1):
+            try:
+                return await self._db.write(work, idempotency, _FIRST_APPLY)
+            except _ConcurrentFirstApply:
+                continue  # another apply created the workflow first: decide again
         return await self._db.write(work, idempotency)
 
     async def get_workflow(self, workflow_id: str) -> WorkflowRecord:

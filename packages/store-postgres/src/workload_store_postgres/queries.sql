@@ -100,7 +100,7 @@ WITH run AS (
     UPDATE workflow_runs
     SET status = %(status)s, revision = %(revision)s, last_sequence = last_sequence + %(events)s,
         cancel_requested = %(cancel_requested)s, updated_at = %(updated_at)s,
-        started_at = %(started_at)s, finished_at = %(finished_at)s
+        started_at = %(started_at)s, finished_at = %(finished_at)s, output = %(output)s
     WHERE run_id = %(run_id)s AND revision = %(expected_revision)s
       AND (%(after_sequence)s::bigint IS NULL OR last_sequence = %(after_sequence)s::bigint)
       AND (SELECT count(*) FROM task_runs k
@@ -160,13 +160,13 @@ SELECT CASE WHEN %(announce)s THEN pg_notify('workload_work', '') END AS notifie
 -- name: get_run
 SELECT run_id, workflow_id, version, status, revision, input, cancel_requested, created_at,
        updated_at, started_at, finished_at, last_sequence, model_calls, tool_calls,
-       input_tokens, output_tokens, traceparent
+       input_tokens, output_tokens, traceparent, output
 FROM workflow_runs WHERE run_id = %(run_id)s
 
 -- name: get_run_with_counts
 SELECT run_id, workflow_id, version, status, revision, input, cancel_requested, created_at,
        updated_at, started_at, finished_at, model_calls, tool_calls, input_tokens,
-       output_tokens,
+       output_tokens, output,
        (SELECT coalesce(jsonb_object_agg(status, n), '{}'::jsonb)
         FROM (SELECT status, count(*) AS n FROM task_runs t
               WHERE t.run_id = r.run_id GROUP BY status) AS counts) AS task_counts
@@ -228,7 +228,7 @@ LIMIT %(limit)s
 -- Served by workflow_runs_keyset.
 SELECT run_id, workflow_id, version, status, revision, input, cancel_requested, created_at,
        updated_at, started_at, finished_at, model_calls, tool_calls, input_tokens,
-       output_tokens,
+       output_tokens, output,
        (SELECT coalesce(jsonb_object_agg(status, n), '{}'::jsonb)
         FROM (SELECT status, count(*) AS n FROM task_runs t
               WHERE t.run_id = r.run_id GROUP BY status) AS counts) AS task_counts
@@ -241,7 +241,7 @@ LIMIT %(limit)s
 -- Served by workflow_runs_by_workflow.
 SELECT run_id, workflow_id, version, status, revision, input, cancel_requested, created_at,
        updated_at, started_at, finished_at, model_calls, tool_calls, input_tokens,
-       output_tokens,
+       output_tokens, output,
        (SELECT coalesce(jsonb_object_agg(status, n), '{}'::jsonb)
         FROM (SELECT status, count(*) AS n FROM task_runs t
               WHERE t.run_id = r.run_id GROUP BY status) AS counts) AS task_counts
@@ -254,7 +254,7 @@ LIMIT %(limit)s
 -- Served by workflow_runs_by_status.
 SELECT run_id, workflow_id, version, status, revision, input, cancel_requested, created_at,
        updated_at, started_at, finished_at, model_calls, tool_calls, input_tokens,
-       output_tokens,
+       output_tokens, output,
        (SELECT coalesce(jsonb_object_agg(status, n), '{}'::jsonb)
         FROM (SELECT status, count(*) AS n FROM task_runs t
               WHERE t.run_id = r.run_id GROUP BY status) AS counts) AS task_counts
@@ -267,7 +267,7 @@ LIMIT %(limit)s
 -- Served by workflow_runs_by_workflow (status filtered on the way).
 SELECT run_id, workflow_id, version, status, revision, input, cancel_requested, created_at,
        updated_at, started_at, finished_at, model_calls, tool_calls, input_tokens,
-       output_tokens,
+       output_tokens, output,
        (SELECT coalesce(jsonb_object_agg(status, n), '{}'::jsonb)
         FROM (SELECT status, count(*) AS n FROM task_runs t
               WHERE t.run_id = r.run_id GROUP BY status) AS counts) AS task_counts
@@ -836,3 +836,11 @@ ORDER BY r.replica_id
 -- A coordinator leading by itself (§7, §14): seen from outside as the one member.
 SELECT leader, since, renewed_at FROM coordinator
 WHERE leader IS NOT NULL AND lease_expires_at > now()
+
+-- name: lock_latest_version
+-- A workflow's row, locked (applies of one workflow queue on it), and its latest version's hash.
+SELECT w.latest_version, v.definition_hash
+FROM workflows w
+JOIN workflow_versions v ON v.workflow_id = w.workflow_id AND v.version = w.latest_version
+WHERE w.workflow_id = %(workflow_id)s
+FOR UPDATE OF w

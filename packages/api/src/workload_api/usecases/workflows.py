@@ -1,4 +1,4 @@
-"""Workflows and their immutable versions: create (compiled, idempotent) and read."""
+"""Workflows and their immutable versions: create and apply (compiled, idempotent), and read."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from workload_domain.idempotency import (
     Replayed,
 )
 from workload_domain.jsonvalues import JsonObject
-from workload_domain.model import NewVersion, VersionRecord, WorkflowRecord
+from workload_domain.model import AppliedVersion, NewVersion, VersionRecord, WorkflowRecord
 from workload_domain.ports import Clock, WorkflowStore
 from workload_engine.definitions import DefinitionCache
 
@@ -66,6 +66,31 @@ class WorkflowUseCases:
         self._definitions.put(written.version, compiled)
         return Result.of(_outcome(written))
 
+    async def apply(
+        self, workflow_id: str, body: JsonObject, claim: IdempotencyClaim | None
+    ) -> Result:
+        """Apply a definition by content (``PUT``, SPEC §6): a new version only if it differs.
+
+        201 with the version created (version 1 of a new workflow, or the next one), or 200
+        with the latest version when it has this definition already — nothing written.
+        """
+        compiled = compile_definition(body, workflow_id=workflow_id)
+        version = NewVersion(
+            compiled.workflow_id,
+            compiled.definition_hash,
+            len(compiled.tasks),
+            self._clock.now(),
+            compiled.document(),
+            compiled.definition.description,
+        )
+        pending = None if claim is None else PendingRecord(claim, _applied)
+        written = await self._store.apply_version(version, pending)
+        if isinstance(written, Replayed):
+            return Result.replay(written)
+        if written.created:
+            self._definitions.put(written.version.version, compiled)
+        return Result.of(_applied(written))
+
     def _created(
         self, written: VersionRecord | Replayed, compiled: CompiledWorkflow, outcome: Outcome
     ) -> Result:
@@ -97,6 +122,10 @@ class WorkflowUseCases:
 
 def _outcome(version: VersionRecord) -> Outcome:
     return Outcome(201, resources.version(version))
+
+
+def _applied(applied: AppliedVersion) -> Outcome:
+    return Outcome(201 if applied.created else 200, resources.version(applied.version))
 
 
 def _version(compiled: CompiledWorkflow, number: int, now: datetime) -> VersionRecord:
