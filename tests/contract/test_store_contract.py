@@ -36,6 +36,7 @@ from workload_domain.idempotency import (
     Replayed,
 )
 from workload_domain.model import (
+    AppliedVersion,
     EventRecord,
     NewRun,
     NewVersion,
@@ -560,3 +561,44 @@ async def test_a_drafts_decision_and_its_idempotency_record_are_one_write(
         rejected_id, clock.now(), PendingRecord(claim("no", "h3"), render_draft)
     )
     assert replayed == Replayed(render_draft(rejected))
+
+
+async def test_applying_a_definition_writes_a_version_only_when_it_differs(
+    store: Store, clock: FakeClock
+) -> None:
+    def new_version(*keys: str) -> NewVersion:
+        compiled = compile_definition(workflow(*(mock(k) for k in keys), workflow_id="applied"))
+        return NewVersion(
+            "applied",
+            compiled.definition_hash,
+            len(keys),
+            clock.now(),
+            compiled.document(),
+            compiled.definition.description,
+        )
+
+    first = await store.apply_version(new_version("a"))
+    assert isinstance(first, AppliedVersion)
+    assert (first.version.version, first.created) == (1, True)
+    assert (await store.get_workflow("applied")).latest_version == 1
+    same = await store.apply_version(new_version("a"))
+    assert same == AppliedVersion(first.version, created=False)
+    changed = await store.apply_version(new_version("a", "b"))
+    assert isinstance(changed, AppliedVersion)
+    assert (changed.version.version, changed.created) == (2, True)
+    assert (
+        await store.get_version("applied", 2)
+    ).definition_hash == changed.version.definition_hash
+
+    rendered: list[AppliedVersion] = []
+
+    def render(applied: AppliedVersion) -> Outcome:
+        rendered.append(applied)
+        return Outcome(201 if applied.created else 200, {"version": applied.version.version})
+
+    keyed = PendingRecord(claim("apply-1"), render)
+    replay_of = await store.apply_version(new_version("a", "b"), keyed)
+    assert replay_of == AppliedVersion(changed.version, created=False)
+    replayed = await store.apply_version(new_version("a", "b"), keyed)
+    assert replayed == Replayed(Outcome(200, {"version": 2}))
+    assert len(rendered) == 1
