@@ -17,6 +17,7 @@ __all__ = [
     "MAX_CLAIM_ATTEMPTS",
     "MAX_CLAIM_WAIT_SECONDS",
     "MAX_PROGRESS_BYTES",
+    "SEEN_SECONDS",
     "WORKER_ACTIVE_WINDOW",
     "WORKER_ID_PATTERN",
     "Activity",
@@ -32,6 +33,9 @@ WORKER_ID_PATTERN = r"^[A-Za-z0-9._-]{1,128}$"
 MAX_CLAIM_ATTEMPTS = 100
 MAX_CLAIM_WAIT_SECONDS = 50
 MAX_PROGRESS_BYTES = 64 * 1024
+SEEN_SECONDS = 5.0
+"""An idle worker's claims record it at most this often (a claim that finds nothing writes
+nothing otherwise): far inside :data:`WORKER_ACTIVE_WINDOW`."""
 WORKER_ACTIVE_WINDOW = timedelta(seconds=90)
 """A worker seen within this window is ``active``: a claim waits at most 50 s. (One holding
 work is active whenever it was seen: its heartbeats come every ⅓ of a lease, which may be

@@ -25,6 +25,7 @@ from workload_domain.leases import LeasedAttempt
 from workload_domain.model import AttemptRecord, EventRecord
 from workload_domain.statuses import AttemptStatus
 from workload_domain.workers import (
+    SEEN_SECONDS,
     Activity,
     Claim,
     ClaimedAttempt,
@@ -62,7 +63,7 @@ class MemoryWorkers(MemoryJournal):
             [(at, 0, step_id, "", "", 0) for at, step_id in self._queued_tool_calls(claim, now)]
             + [(at, 1, "", run_id, key, number) for at, run_id, key, number in tasks]
         )[: len(claim.token_digests)]
-        self._seen(claim, now)
+        self._seen(claim, now, claimed=bool(work))
         claimed: list[ClaimedAttempt] = []
         by_run: dict[str, list[tuple[int, tuple[str, int]]]] = defaultdict(list)
         for index, (_, rank, step_id, run_id, task_key, number) in enumerate(work):
@@ -138,8 +139,15 @@ class MemoryWorkers(MemoryJournal):
             traceparent=run.traceparent,
         )
 
-    def _seen(self, claim: Claim, now: datetime) -> None:
+    def _seen(self, claim: Claim, now: datetime, *, claimed: bool = True) -> None:
         known = self._workers.get(claim.worker_id)
+        if (
+            not claimed
+            and known is not None
+            and (known.queues, known.actions) == (claim.queues, claim.actions)
+            and (now - known.last_seen_at).total_seconds() < SEEN_SECONDS
+        ):
+            return  # an idle worker is recorded at most every SEEN_SECONDS, as in PostgreSQL
         self._workers[claim.worker_id] = WorkerRecord(
             claim.worker_id,
             claim.queues,

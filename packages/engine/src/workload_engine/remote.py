@@ -42,6 +42,7 @@ from workload_engine.planner import (
     SCHEDULE_TO_START_ERROR,
     TIMED_OUT_ERROR,
     AttemptOutcome,
+    Plan,
     plan,
 )
 from workload_engine.reports import Decide, Report, Settled
@@ -224,7 +225,9 @@ class RemoteAttempts:
                 )
                 committed = decided.commit
                 if committed is not None:  # an ended attempt is always a change
-                    announced = replace(committed, announce=True)  # the leader's runner hears
+                    # The run's runner, in another process, hears of it when it has something
+                    # to do (SPEC §14, §16); else its next commit meets the newer revision.
+                    announced = replace(committed, announce=owner_must_act(decided))
                     # Shielded: a holder whose client leaves mid-commit still tells the runner
                     # and the telemetry of a commit that landed (its echo is not heard here).
                     with anyio.CancelScope(shield=True):
@@ -293,6 +296,18 @@ class RemoteAttempts:
             self._engine.telemetry.tool_call_ended(done)
             self._engine.step_signal.notify((done.run_id, done.task_key, done.attempt))
         return done
+
+
+def owner_must_act(decided: Plan) -> bool:
+    """Whether a settle's commit needs the run's runner, wherever it is, to act now.
+
+    Its run ended; or an in-process task became ready (it needs a slot only the runner's engine
+    gives); or something waits on a time (a retry's backoff) the runner must keep. A commit that
+    only ended remote attempts and queued the next ones needs nothing of it: the runner, idle,
+    learns of the newer revision when it next commits (a conflict, then a fresh read) — a
+    replica saves a notification and a read of the run per worker report it did not own.
+    """
+    return decided.finished or bool(decided.wanted_slots) or decided.wake_at is not None
 
 
 def tool_call_deadline(step: StepRecord, now: datetime) -> StepRecord | None:

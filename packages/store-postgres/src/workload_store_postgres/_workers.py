@@ -23,7 +23,14 @@ from workload_domain import listings
 from workload_domain.cursors import Page, Position
 from workload_domain.jsonvalues import JsonObject
 from workload_domain.leases import LeasedAttempt
-from workload_domain.workers import Activity, Claim, ClaimedAttempt, QueueStats, WorkerRecord
+from workload_domain.workers import (
+    SEEN_SECONDS,
+    Activity,
+    Claim,
+    ClaimedAttempt,
+    QueueStats,
+    WorkerRecord,
+)
 from workload_store_postgres import _rows
 from workload_store_postgres._db import Row, one
 from workload_store_postgres._part import StorePart
@@ -57,6 +64,7 @@ class Workers(StorePart):
             "limit": len(claim.token_digests),
             "digests": list(claim.token_digests),
             "now": now,
+            "seen_seconds": SEEN_SECONDS,
         }
         claimed = await self._read("claim_attempts", params, _claimed)
         for pause in LOCKED_RETRY_SECONDS:

@@ -425,8 +425,17 @@ WITH tool_picked AS (
            c.task_key, c.attempt, jsonb_build_object('worker_id', %(worker_id)s::text)
     FROM claimed c JOIN runs r ON r.run_id = c.run_id
 ), seen AS (
+    -- The worker is recorded when it claims something, is new, changed what it serves, or was
+    -- last recorded SEEN_SECONDS ago: a claim that finds nothing otherwise writes nothing (it is
+    -- no write transaction; woken claims that find the work taken are many).
     INSERT INTO workers (worker_id, queues, actions, first_seen_at, last_seen_at)
-    VALUES (%(worker_id)s, %(queues)s, %(actions)s, %(now)s, %(now)s)
+    SELECT %(worker_id)s, %(queues)s, %(actions)s, %(now)s, %(now)s
+    WHERE EXISTS (SELECT 1 FROM chosen)
+       OR NOT EXISTS (
+           SELECT 1 FROM workers w
+           WHERE w.worker_id = %(worker_id)s AND w.queues = %(queues)s
+             AND w.actions = %(actions)s
+             AND w.last_seen_at > %(now)s - make_interval(secs => %(seen_seconds)s))
     ON CONFLICT (worker_id) DO UPDATE
     SET queues = excluded.queues, actions = excluded.actions, last_seen_at = excluded.last_seen_at
 )
