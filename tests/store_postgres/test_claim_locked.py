@@ -6,6 +6,7 @@ until its ``wait_seconds`` ran out with the work queued."""
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from datetime import timedelta
 
 import anyio
 import psycopg
@@ -15,7 +16,7 @@ from tests.store_postgres.test_store_postgres import T0, new_run, queue_commit
 from workload_domain.compiler import compile_definition
 from workload_domain.leases import token_digest
 from workload_domain.model import VersionRecord, WorkflowRecord
-from workload_domain.workers import Claim
+from workload_domain.workers import SEEN_SECONDS, Claim
 from workload_store_postgres.store import PostgresStore
 
 pytestmark = pytest.mark.anyio
@@ -73,3 +74,36 @@ async def test_a_claim_that_meets_a_held_run_takes_its_work_once_it_is_let_go(
 async def test_a_claim_with_nothing_queued_returns_at_once(store: PostgresStore) -> None:
     with anyio.fail_after(5):  # a bound on a broken retry loop, not a measure
         assert await store.claim(CLAIM, T0) == []
+
+
+def _next_xid(url: str) -> int:
+    """The next transaction id of the cluster: how many write transactions happened since."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        row = conn.execute("SELECT pg_snapshot_xmax(pg_current_snapshot())::text").fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+async def test_a_claim_that_finds_nothing_writes_nothing(
+    store: PostgresStore, database_url: str
+) -> None:
+    # SPEC §15: woken claims whose work another took must not be write transactions.
+    first = await store.claim(CLAIM, T0)
+    assert first == []
+    (worker,) = (await store.page_workers(None, 10)).items  # a new worker is recorded at once
+    assert worker.last_seen_at == T0
+    before = _next_xid(database_url)
+    for i in range(10):
+        assert await store.claim(CLAIM, T0 + timedelta(seconds=i * 0.4)) == []
+    assert _next_xid(database_url) == before  # no write transaction at all
+    (worker,) = (await store.page_workers(None, 10)).items
+    assert worker.last_seen_at == T0
+    # Recorded again once SEEN_SECONDS passed, or when what it serves changes.
+    later = T0 + timedelta(seconds=SEEN_SECONDS + 1)
+    assert await store.claim(CLAIM, later) == []
+    (worker,) = (await store.page_workers(None, 10)).items
+    assert worker.last_seen_at == later
+    other = Claim("w1", ("default", "gpu"), ("resize",), 1, (token_digest("token-2"),))
+    assert await store.claim(other, later + timedelta(seconds=1)) == []
+    (worker,) = (await store.page_workers(None, 10)).items
+    assert worker.queues == ("default", "gpu")
