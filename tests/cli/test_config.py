@@ -164,7 +164,7 @@ def test_every_client_command_has_the_global_options_with_the_sdks_variables(
 
 
 def test_the_client_commands_are_all_there() -> None:
-    assert len(CLIENT_COMMANDS) == 17
+    assert len(CLIENT_COMMANDS) == 18
     assert ("runs", "events") in CLIENT_COMMANDS
     assert ("demo",) in CLIENT_COMMANDS
 
@@ -174,6 +174,7 @@ def test_the_client_commands_are_all_there() -> None:
 # Arguments that take each client command as far as its first request.
 COMMAND_ARGS: dict[tuple[str, ...], tuple[str, ...]] = {
     ("workflows", "create"): ("{file}",),
+    ("workflows", "apply"): ("{file}",),
     ("workflows", "new-version"): ("wf", "{file}"),
     ("workflows", "list"): (),
     ("workflows", "show"): ("wf",),

@@ -84,6 +84,13 @@ def test_cli_md_examples_run(live_api: LiveApi, tmp_path: Path) -> None:
     assert "approved: deploy runs once, with exactly these arguments" in result.stderr
     assert "  fetch      mock\n  summarize  mock  depends on fetch\n" in out
     assert re.search(r"^latest_version\t1$", out, re.M)
+    # Apply by content: a file, then a module; a file that is not a definition exits 2.
+    assert "created etl version 1\n" in out
+    assert '[\n  {\n    "workflow_id": "etl",\n    "version": 1,\n    "created": false' in out
+    assert "created nightly version 1\nunchanged nightly version 1\n" in out
+    assert "broken.json must hold a JSON object" in result.stderr
+    # `runs start --wait` ends with the run's output, one line of JSON.
+    assert '\n{"count": {"n": 3}, "summarize": {"words": 42}}\n' in out
 
 
 def test_approvals_md_examples_run(live_api: LiveApi, tmp_path: Path) -> None:
@@ -159,3 +166,10 @@ def test_sdk_md_examples_run(
     assert "approved ok for prod" in out
     assert "succeeded 1" in out
     assert "draft approved as sdk-nightly version 1" in out
+    # Apply, per-call options on the caller's own httpx client, results.
+    assert "sdk-hello 1 True" in out
+    assert "run_not_found docs-1" in out
+    assert "['/api/v1/runs/no-such-run']" in out
+    assert "{'clean': {'words': 42}}" in out
+    assert "{'count': {'n': 3}, 'words': {'w': 9}}" in out
+    assert "result: True failed" in out

@@ -581,16 +581,16 @@ def raw(content: bytes, content_type: str | None = "application/json") -> Body:
     return Body(content=content, content_type=content_type)
 
 
-def send_body(live: LiveApi, url: str, body: Body) -> httpx.Response:
+def send_body(live: LiveApi, url: str, body: Body, method: str = "POST") -> httpx.Response:
     headers = dict(body.headers)
     if body.content_type is not None:
         headers["Content-Type"] = body.content_type
     headers.update(idem())
     if body.content is not None:
-        return live.operator.post(url, content=body.content, headers=headers)
+        return live.operator.request(method, url, content=body.content, headers=headers)
     if body.json is not None:
-        return live.operator.post(url, json=body.json, headers=headers)
-    return live.operator.post(url, headers=headers)
+        return live.operator.request(method, url, json=body.json, headers=headers)
+    return live.operator.request(method, url, headers=headers)
 
 
 @dataclass(frozen=True)
@@ -602,9 +602,14 @@ class Targets:
     def url(self, target: str) -> str:
         return {
             "version": f"{V1}/workflows/seed/versions",
+            "apply": f"{V1}/workflows/seed",
             "run": f"{V1}/workflows/seed/versions/1/runs",
             "cancel": f"{V1}/runs/{self.slow_run}/cancel",
         }[target]
+
+    @staticmethod
+    def method(target: str) -> str:
+        return "PUT" if target == "apply" else "POST"
 
 
 def seed_targets(live: LiveApi) -> Targets:
@@ -667,63 +672,71 @@ def _first(items: Mapping[str, Any], count: int, start_at: int = 0) -> list[tupl
     return list(items.items())[start_at : start_at + count]
 
 
+def definition_bodies_rejected(target: str) -> tuple[ParameterSet, ...]:
+    """The bodies a definition under the path's workflow refuses: POST …/versions, and PUT."""
+    return (
+        *(
+            body_rejected(
+                f"{target}-id-{name}",
+                target,
+                Body(json=definition(other_id)),
+                "workflow_id_mismatch",
+            )
+            for name, other_id in OTHER_IDS.items()
+        ),
+        *(
+            body_rejected(f"{target}-json-{name}", target, raw(content), "invalid_json")
+            for name, content in _first(MALFORMED_JSON, 6)
+        ),
+        *(
+            body_rejected(f"{target}-duplicate-key-{name}", target, raw(content), "invalid_json")
+            for name, content in _first(DUPLICATE_KEYS, 2, start_at=1)
+        ),
+        *(
+            body_rejected(f"{target}-non-finite-{name}", target, raw(content), "invalid_json")
+            for name, content in _first(NON_FINITE, 2)
+        ),
+        *(
+            body_rejected(
+                f"{target}-wrong-type-{name}",
+                target,
+                Body(json=without_id(value)),
+                "invalid_definition",
+                path,
+            )
+            for name, (value, path) in _first(WRONG_TYPES, 4)
+        ),
+        *(
+            body_rejected(
+                f"{target}-unknown-field-{name}",
+                target,
+                Body(json=without_id(value)),
+                "invalid_definition",
+                path,
+            )
+            for name, (value, path) in UNKNOWN_FIELDS.items()
+        ),
+        body_rejected(
+            f"{target}-content-type-text-plain",
+            target,
+            raw(encode(definition("seed")), "text/plain"),
+            "unsupported_media_type",
+            status=415,
+        ),
+        body_rejected(
+            f"{target}-size-2-mib",
+            target,
+            raw(encode({"tasks": [{"key": "a", "action": "mock"}], "description": "z" * 2 * MIB})),
+            "payload_too_large",
+            status=413,
+        ),
+    )
+
+
 REJECTED_BODIES = table(
-    # POST /workflows/seed/versions
-    *(
-        body_rejected(
-            f"version-id-{name}",
-            "version",
-            Body(json=definition(other_id)),
-            "workflow_id_mismatch",
-        )
-        for name, other_id in OTHER_IDS.items()
-    ),
-    *(
-        body_rejected(f"version-json-{name}", "version", raw(content), "invalid_json")
-        for name, content in _first(MALFORMED_JSON, 6)
-    ),
-    *(
-        body_rejected(f"version-duplicate-key-{name}", "version", raw(content), "invalid_json")
-        for name, content in _first(DUPLICATE_KEYS, 2, start_at=1)
-    ),
-    *(
-        body_rejected(f"version-non-finite-{name}", "version", raw(content), "invalid_json")
-        for name, content in _first(NON_FINITE, 2)
-    ),
-    *(
-        body_rejected(
-            f"version-wrong-type-{name}",
-            "version",
-            Body(json=without_id(value)),
-            "invalid_definition",
-            path,
-        )
-        for name, (value, path) in _first(WRONG_TYPES, 4)
-    ),
-    *(
-        body_rejected(
-            f"version-unknown-field-{name}",
-            "version",
-            Body(json=without_id(value)),
-            "invalid_definition",
-            path,
-        )
-        for name, (value, path) in UNKNOWN_FIELDS.items()
-    ),
-    body_rejected(
-        "version-content-type-text-plain",
-        "version",
-        raw(encode(definition("seed")), "text/plain"),
-        "unsupported_media_type",
-        status=415,
-    ),
-    body_rejected(
-        "version-size-2-mib",
-        "version",
-        raw(encode({"tasks": [{"key": "a", "action": "mock"}], "description": "z" * 2 * MIB})),
-        "payload_too_large",
-        status=413,
-    ),
+    # POST /workflows/seed/versions, and PUT /workflows/seed (an apply, SPEC §6)
+    *definition_bodies_rejected("version"),
+    *definition_bodies_rejected("apply"),
     # POST /workflows/seed/versions/1/runs
     *(
         body_rejected(f"run-{name}", "run", raw(content), code)
@@ -806,7 +819,7 @@ def test_version_run_and_cancel_body_is_rejected_and_writes_nothing(
 ) -> None:
     targets = seed_targets(live_api)
     before = snapshot(live_api)
-    response = send_body(live_api, targets.url(target), body)
+    response = send_body(live_api, targets.url(target), body, Targets.method(target))
     assert_problem(response, status, code, *([] if error_path is None else [error_path]))
     after = snapshot(live_api)
     assert after == before, f"the listings changed: {before} -> {after}"
@@ -826,6 +839,14 @@ def test_version_run_and_cancel_body_is_rejected_and_writes_nothing(
             id="version-without-id",
         ),
         pytest.param("version", Body(json=definition("seed")), 201, None, id="version-path-id"),
+        pytest.param(
+            "apply",
+            Body(json={"tasks": [{"key": "b", "action": "mock"}]}),
+            201,
+            2,
+            id="apply-without-id",
+        ),
+        pytest.param("apply", Body(json=definition("seed")), 200, 1, id="apply-unchanged"),
         pytest.param("run", Body(), 202, None, id="run-no-body-no-content-type"),
         pytest.param("run", Body(json={}), 202, None, id="run-empty-object"),
         pytest.param(
@@ -839,7 +860,7 @@ def test_version_run_and_cancel_body_is_accepted(
 ) -> None:
     """Controls: the bodies that are allowed."""
     targets = seed_targets(live_api)
-    response = send_body(live_api, targets.url(target), body)
+    response = send_body(live_api, targets.url(target), body, Targets.method(target))
     assert_status(response, status)
     if version is not None:
         assert response.json()["version"] == version, response.json()

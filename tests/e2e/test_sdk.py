@@ -115,7 +115,7 @@ def test_workflows_and_versions(operator: Client, viewer: Client) -> None:
 
 def test_a_run_that_retries(operator: Client, viewer: Client) -> None:
     operator.workflows.create(RETRYING)
-    run = operator.runs.start("retrying", 1, {"doc": 7})
+    run = operator.runs.start("retrying", {"doc": 7}, version=1)
     assert isinstance(run, Run)
     assert (run.status, run.revision, run.input) == (RunStatus.PENDING, 1, {"doc": 7})
     assert run.task_counts[TaskStatus.PENDING] == 2
@@ -166,21 +166,21 @@ def test_a_run_that_retries(operator: Client, viewer: Client) -> None:
 def test_a_replayed_start_returns_the_same_run(operator: Client, viewer: Client) -> None:
     operator.workflows.create(QUICK)
     key = new_idempotency_key()
-    first = operator.runs.start("quick", 1, {"n": 1}, idempotency_key=key)
-    replay = operator.runs.start("quick", 1, {"n": 1}, idempotency_key=key)
+    first = operator.runs.start("quick", {"n": 1}, version=1, idempotency_key=key)
+    replay = operator.runs.start("quick", {"n": 1}, version=1, idempotency_key=key)
     assert replay == first
     with pytest.raises(Conflict) as reused:
-        operator.runs.start("quick", 1, {"n": 2}, idempotency_key=key)
+        operator.runs.start("quick", {"n": 2}, version=1, idempotency_key=key)
     assert (reused.value.code, reused.value.idempotency_key) == ("idempotency_key_reused", key)
     assert reused.value.request_id
     assert [r.run_id for r in viewer.runs.list()] == [first.run_id]
-    other = operator.runs.start("quick", 1, {"n": 1})  # a fresh key: another run
+    other = operator.runs.start("quick", {"n": 1}, version=1)  # a fresh key: another run
     assert other.run_id != first.run_id
 
 
 def test_cancel_with_if_revision(operator: Client, viewer: Client) -> None:
     operator.workflows.create(SLOW)
-    run = operator.runs.start("slow", 1)
+    run = operator.runs.start("slow", version=1)
     # Both independent tasks running: nothing commits again until the cancel.
     wait_until(lambda: viewer.runs.get(run.run_id).task_counts[TaskStatus.RUNNING] == 2)
     current, etag = viewer.runs.get_with_etag(run.run_id)
@@ -206,7 +206,7 @@ def test_cancel_with_if_revision(operator: Client, viewer: Client) -> None:
 
 def test_errors_carry_request_ids(live_api: LiveApi, operator: Client, viewer: Client) -> None:
     operator.workflows.create(QUICK)
-    done = operator.wait_for_run(operator.runs.start("quick", 1).run_id, timeout=20)
+    done = operator.wait_for_run(operator.runs.start("quick", version=1).run_id, timeout=20)
     with pytest.raises(Conflict) as finished:
         operator.runs.cancel(done.run_id)
     assert (finished.value.status, finished.value.code) == (409, "run_finished")
@@ -226,7 +226,7 @@ def test_errors_carry_request_ids(live_api: LiveApi, operator: Client, viewer: C
         assert missing.value.request_id
 
     with pytest.raises(Forbidden) as forbidden:
-        viewer.runs.start("quick", 1)
+        viewer.runs.start("quick", version=1)
     assert forbidden.value.code == "forbidden"
     with (
         live_api.sdk("wrong") as stranger,
@@ -261,8 +261,8 @@ async def test_the_async_client_end_to_end(live_api: LiveApi) -> None:
         assert (await viewer.versions.get("retrying", 2)).definition_hash == v1.definition_hash
 
         key = new_idempotency_key()
-        run = await op.runs.start("retrying", 2, {"a": 1}, idempotency_key=key)
-        assert (await op.runs.start("retrying", 2, {"a": 1}, idempotency_key=key)) == run
+        run = await op.runs.start("retrying", {"a": 1}, version=2, idempotency_key=key)
+        assert (await op.runs.start("retrying", {"a": 1}, version=2, idempotency_key=key)) == run
         final = await viewer.wait_for_run(run.run_id, timeout=20, poll_interval=0.02)
         assert final.status is RunStatus.SUCCEEDED
         assert [t.task_key async for t in viewer.runs.tasks(run.run_id)] == ["fetch", "flaky"]
@@ -277,7 +277,7 @@ async def test_the_async_client_end_to_end(live_api: LiveApi) -> None:
         assert [r.run_id async for r in viewer.runs.list(workflow_id="retrying")] == [run.run_id]
         assert (await viewer.runs.list_page(status="running")).items == []
 
-        slow = await op.runs.start("slow", 1)
+        slow = await op.runs.start("slow", version=1)
         current, etag = await viewer.runs.get_with_etag(slow.run_id)
         assert etag == f'"{current.revision}"'
         with pytest.raises(PreconditionFailed):
@@ -297,7 +297,7 @@ async def test_the_async_client_end_to_end(live_api: LiveApi) -> None:
 
 def test_stream_events_follows_a_run_to_its_end(operator: Client, viewer: Client) -> None:
     operator.workflows.create(RETRYING)
-    run = operator.runs.start("retrying", 1)
+    run = operator.runs.start("retrying", version=1)
     streamed = list(viewer.runs.stream_events(run.run_id, timeout=30))
     assert [e.sequence for e in streamed] == list(range(1, len(streamed) + 1))
     assert streamed[-1].type == "run.succeeded"
@@ -312,7 +312,7 @@ def test_stream_events_follows_a_run_to_its_end(operator: Client, viewer: Client
 async def test_the_async_client_streams_events(live_api: LiveApi) -> None:
     async with live_api.async_sdk(OPERATOR_TOKEN) as op:
         await op.workflows.create(QUICK)
-        run = await op.runs.start("quick", 1)
+        run = await op.runs.start("quick", version=1)
         streamed = [e async for e in op.runs.stream_events(run.run_id, timeout=30)]
         assert streamed[-1].type == "run.succeeded"
         assert streamed == await op.runs.events(run.run_id).to_list()

@@ -150,6 +150,10 @@ OPERATIONS = {
     "create-workflow": Op("POST", f"{V1}/workflows", definition("created-here")),
     "list-workflows": Op("GET", f"{V1}/workflows"),
     "get-workflow": Op("GET", f"{V1}/workflows/{{workflow_id}}"),
+    # SPEC §6 (amended 2026-12-01): apply by content; it would change ``seed`` (a new task).
+    "apply-workflow": Op(
+        "PUT", f"{V1}/workflows/{{workflow_id}}", {"tasks": [{"key": "z", "action": "mock"}]}
+    ),
     "create-version": Op(
         "POST",
         f"{V1}/workflows/{{workflow_id}}/versions",
@@ -168,16 +172,16 @@ OPERATIONS = {
     "list-attempts": Op("GET", f"{V1}/runs/{{run_id}}/tasks/{{task_key}}/attempts"),
     "list-events": Op("GET", f"{V1}/runs/{{run_id}}/events"),
 }
-assert len(OPERATIONS) == 14
-WRITES = {name: op for name, op in OPERATIONS.items() if op.method == "POST"}
+assert len(OPERATIONS) == 15
+WRITES = {name: op for name, op in OPERATIONS.items() if op.method in ("POST", "PUT")}
 READS = {name: op for name, op in OPERATIONS.items() if op.method == "GET"}
 METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
 
 
 def send(client: httpx.Client, op: Op, run_id: str, **headers: str) -> httpx.Response:
     path = op.path(run_id)
-    if op.method == "POST":
-        return client.post(path, json=op.body, headers={**idem(), **headers})
+    if op.method in ("POST", "PUT"):
+        return client.request(op.method, path, json=op.body, headers={**idem(), **headers})
     return client.get(path, headers=headers)
 
 
@@ -316,13 +320,14 @@ def test_authentication_comes_before_the_body(
     body, content_type = UNREAD_BODIES[what]
     path = OPERATIONS[op_name].path(run_id)
     headers = {"Content-Type": content_type}
+    method = OPERATIONS[op_name].method
     if who == "anonymous":
-        response = live_api.anonymous.post(path, content=body, headers=headers)
+        response = live_api.anonymous.request(method, path, content=body, headers=headers)
     elif who == "viewer":
-        response = live_api.viewer.post(path, content=body, headers=headers)
+        response = live_api.viewer.request(method, path, content=body, headers=headers)
     else:
         with anonymous_with(live_api, f"Bearer {WRONG_TOKEN}") as client:
-            response = client.post(path, content=body, headers=headers)
+            response = client.request(method, path, content=body, headers=headers)
     assert_problem(response, status, code)
     assert snapshot(live_api) == before, "the listings changed"
 
@@ -496,7 +501,8 @@ def test_viewer_cannot_write_and_writes_nothing(
         assert_problem(response, 403, "forbidden")
         assert "www-authenticate" not in response.headers, "a challenge for a known token"
     else:
-        assert_problem(live_api.viewer.post(op.path(run_id), json=op.body), 403, "forbidden")
+        unkeyed = live_api.viewer.request(op.method, op.path(run_id), json=op.body)
+        assert_problem(unkeyed, 403, "forbidden")
     assert snapshot(live_api) == before, "the listings changed"
     run = live_api.viewer.get(f"{V1}/runs/{run_id}").json()
     assert not run["cancel_requested"], f"the run is to be canceled: {run}"

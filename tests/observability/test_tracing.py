@@ -93,7 +93,7 @@ def test_one_trace_from_the_sdk_through_the_run_to_the_worker(
 
     with traced_api.sdk() as client, worker_serving(traced_api, worker):
         client.workflows.create(definition)
-        run = client.runs.start("traced", 1)
+        run = client.runs.start("traced", version=1)
         assert client.wait_for_run(run.run_id, timeout=20).status == "succeeded"
 
     def run_span_ended() -> Sequence[ReadableSpan] | None:
@@ -388,7 +388,7 @@ def test_an_agent_runs_model_and_tool_calls_as_genai_spans_in_its_attempt(
     definition = {"id": "agentic", "tasks": [{"key": "agent", "action": "agent", "input": spec}]}
     with traced_api.sdk() as client:
         client.workflows.create(definition)
-        run = client.runs.start("agentic", 1)
+        run = client.runs.start("agentic", version=1)
         assert client.wait_for_run(run.run_id, timeout=20).status == "succeeded"
 
     def ended() -> Sequence[ReadableSpan] | None:

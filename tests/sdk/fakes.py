@@ -208,6 +208,21 @@ EVENT: dict[str, Any] = {
     "attempt": None,
     "data": {},
 }
+STATUS: dict[str, Any] = {
+    "status": "ready",
+    "role": "leader",
+    "epoch": 1,
+    "runs_active": 0,
+    "workers_active": 0,
+    "approvals_pending": 0,
+    "queues": [QUEUE],
+}
+CLUSTER: dict[str, Any] = {
+    "shards_total": 2,
+    "replicas": [{"replica_id": "r-1", "shards": [0, 1], "started_at": T0, "last_seen_at": T1}],
+}
+# One event, then the end: a whole run's stream (GET /runs/{run_id}/events/stream).
+STREAM = f"id: 1\ndata: {json.dumps(EVENT)}\n\nevent: end\ndata: {{}}\n\n"
 
 
 def run_body(status: str = "pending", revision: int = 1, **extra: Any) -> dict[str, Any]:
@@ -260,6 +275,7 @@ def json_response(status: int, body: Any, **headers: str) -> httpx.Response:
 
 _ROUTES: list[tuple[str, str, Callable[[httpx.Request], httpx.Response]]] = [
     ("POST", r"/api/v1/workflows", lambda r: json_response(201, VERSION)),
+    ("PUT", r"/api/v1/workflows/[^/]+", lambda r: json_response(201, VERSION)),
     ("GET", r"/api/v1/workflows", lambda r: json_response(200, page([WORKFLOW]))),
     ("GET", r"/api/v1/workflows/[^/]+", lambda r: json_response(200, WORKFLOW)),
     ("POST", r"/api/v1/workflows/[^/]+/versions", lambda r: json_response(201, VERSION)),
@@ -290,6 +306,15 @@ _ROUTES: list[tuple[str, str, Callable[[httpx.Request], httpx.Response]]] = [
         lambda r: json_response(200, page([MODEL_STEP, TOOL_STEP])),
     ),
     ("GET", r"/api/v1/runs/[^/]+/events", lambda r: json_response(200, page([EVENT]))),
+    (
+        "GET",
+        r"/api/v1/runs/[^/]+/events/stream",
+        lambda r: httpx.Response(
+            200, content=STREAM.encode(), headers={"content-type": "text/event-stream"}
+        ),
+    ),
+    ("GET", r"/api/v1/status", lambda r: json_response(200, STATUS)),
+    ("GET", r"/api/v1/cluster", lambda r: json_response(200, CLUSTER)),
     (
         "POST",
         r"/api/v1/workers/[^/]+/claim",

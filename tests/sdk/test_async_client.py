@@ -48,7 +48,7 @@ async def test_every_method_sends_its_request_and_parses_its_model(
         assert [v.version async for v in client.versions.list("wf")] == [1]
         assert (await client.versions.list_page("wf")).next_cursor is None
         assert (await client.versions.get("wf", 1)).definition["id"] == "wf"
-        run = await client.runs.start("wf", 1, {"doc": 1})
+        run = await client.runs.start("wf", {"doc": 1}, version=1)
         assert run.run_id == RUN_ID
         assert body(api.last) == {"input": {"doc": 1}}
         assert [r.run_id async for r in client.runs.list(workflow_id="wf")] == [RUN_ID]
@@ -97,11 +97,11 @@ async def test_a_write_is_sent_once_and_the_key_allows_a_retry() -> None:
     api = FakeApi(responses(httpx.ConnectError("refused"), json_response(202, run_body())))
     async with AsyncClient(base_url=BASE, max_retries=3, transport=api.transport) as client:
         with pytest.raises(APIConnectionError) as caught:
-            await client.runs.start("wf", 1)
+            await client.runs.start("wf", version=1)
         assert len(api.requests) == 1
         key = caught.value.idempotency_key
         assert key is not None
-        await client.runs.start("wf", 1, idempotency_key=key)
+        await client.runs.start("wf", version=1, idempotency_key=key)
     assert [r.headers["idempotency-key"] for r in api.requests] == [key, key]
 
 

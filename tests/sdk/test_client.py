@@ -161,7 +161,7 @@ OPERATIONS: list[tuple[str, Call, str, str, dict[str, str], Any]] = [
     ),
     (
         "runs.start",
-        lambda c: c.runs.start("wf", 1, {"doc": 1}),
+        lambda c: c.runs.start("wf", {"doc": 1}, version=1),
         "POST",
         "/api/v1/workflows/wf/versions/1/runs",
         {},
@@ -169,7 +169,7 @@ OPERATIONS: list[tuple[str, Call, str, str, dict[str, str], Any]] = [
     ),
     (
         "runs.start without input",
-        lambda c: c.runs.start("wf", 1),
+        lambda c: c.runs.start("wf", version=1),
         "POST",
         "/api/v1/workflows/wf/versions/1/runs",
         {},
@@ -402,7 +402,7 @@ def test_operations_return_typed_models(client: Client) -> None:
     assert isinstance(workflow, Workflow)
     assert workflow.created_at == datetime(2025, 1, 2, 3, 4, 5, 123456, tzinfo=UTC)
     assert isinstance(client.versions.list_page("wf").items[0], VersionSummary)
-    run = client.runs.start("wf", 1)
+    run = client.runs.start("wf", version=1)
     assert isinstance(run, Run)
     assert run.status is RunStatus.PENDING
     assert not run.is_terminal
@@ -514,8 +514,8 @@ def test_get_with_etag_and_conditional_cancel(client: Client, api: FakeApi) -> N
 
 
 def test_every_write_gets_its_own_generated_key(client: Client, api: FakeApi) -> None:
-    client.runs.start("wf", 1)
-    client.runs.start("wf", 1)
+    client.runs.start("wf", version=1)
+    client.runs.start("wf", version=1)
     first, second = (r.headers["idempotency-key"] for r in api.requests)
     assert first != second
 
@@ -537,7 +537,7 @@ def test_a_write_is_sent_once_even_when_the_connection_fails() -> None:
         Client(base_url=BASE, max_retries=5, transport=api.transport) as client,
         pytest.raises(APIConnectionError) as caught,
     ):
-        client.runs.start("wf", 1, {"n": 1})
+        client.runs.start("wf", {"n": 1}, version=1)
     assert len(api.requests) == 1
     assert type(caught.value) is APIConnectionError
     assert caught.value.status is None
@@ -559,10 +559,10 @@ def test_an_explicit_retry_reuses_the_key_and_replays() -> None:
     api = FakeApi(responses(httpx.ReadTimeout("slow"), json_response(202, run_body())))
     with Client(base_url=BASE, transport=api.transport) as client:
         with pytest.raises(APITimeoutError) as caught:
-            client.runs.start("wf", 1, {"n": 1})
+            client.runs.start("wf", {"n": 1}, version=1)
         key = caught.value.idempotency_key
         assert key is not None
-        run = client.runs.start("wf", 1, {"n": 1}, idempotency_key=key)
+        run = client.runs.start("wf", {"n": 1}, version=1, idempotency_key=key)
     assert run.run_id == RUN_ID
     assert [r.headers["idempotency-key"] for r in api.requests] == [key, key]
     assert body(api.requests[0]) == body(api.requests[1]) == {"input": {"n": 1}}
@@ -574,7 +574,7 @@ def test_reuse_with_another_request_is_a_conflict() -> None:
         Client(base_url=BASE, transport=api.transport) as client,
         pytest.raises(Conflict) as caught,
     ):
-        client.runs.start("wf", 1, {"n": 2}, idempotency_key="k1")
+        client.runs.start("wf", {"n": 2}, version=1, idempotency_key="k1")
     assert (caught.value.code, caught.value.idempotency_key) == ("idempotency_key_reused", "k1")
 
 

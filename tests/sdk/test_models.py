@@ -16,7 +16,7 @@ import pytest
 
 import workload_sdk
 from tests.sdk.fakes import run_body
-from workload_sdk import AttemptStatus, Run, RunStatus, TaskStatus
+from workload_sdk import AppliedVersion, AttemptStatus, Run, RunStatus, TaskStatus, Version
 
 DOCUMENT = Path(__file__).parents[2] / "docs" / "openapi.json"
 # SDK model → the document's schema of the same resource.
@@ -63,6 +63,26 @@ def test_every_documented_field_is_modelled(schemas: dict[str, Any], name: str) 
     assert set(schema["properties"]) <= set(model.model_fields)
     required = {n for n, f in model.model_fields.items() if f.is_required()}
     assert required <= set(schema.get("required", [])), "the SDK requires an optional field"
+
+
+def test_an_applied_version_is_the_documented_version_and_whether_it_was_created(
+    schemas: dict[str, Any],
+) -> None:
+    # workflows.apply reads "created" from the status: the document must answer a Version both
+    # when it creates one (201) and when nothing changed (200).
+    document: dict[str, Any] = json.loads(DOCUMENT.read_text(encoding="utf-8"))
+    answers = document["paths"]["/api/v1/workflows/{workflow_id}"]["put"]["responses"]
+    for status in ("200", "201"):
+        schema = answers[status]["content"]["application/json"]["schema"]
+        assert schema == {"$ref": "#/components/schemas/Version"}, status
+    assert set(AppliedVersion.model_fields) == set(Version.model_fields) | {"created"}
+    assert set(schemas["Version"]["properties"]) <= set(AppliedVersion.model_fields)
+    assert "created" not in schemas["Version"]["properties"]  # the SDK's own, from the status
+
+
+def test_a_runs_output_is_documented_and_modelled(schemas: dict[str, Any]) -> None:
+    assert "output" in schemas["Run"]["properties"]
+    assert not Run.model_fields["output"].is_required()  # older servers send none
 
 
 @pytest.mark.parametrize(

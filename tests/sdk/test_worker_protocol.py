@@ -39,7 +39,7 @@ from workload_sdk import (
     WorkerInfo,
     WorkerStatus,
 )
-from workload_sdk._requests import CLAIM_READ_MARGIN
+from workload_sdk._worker_requests import CLAIM_READ_MARGIN
 
 
 def test_path_segments_are_escaped(client: Client, api: FakeApi) -> None:

@@ -4,11 +4,13 @@ It runs in the worker's event loop (the transport's handler is a coroutine): a c
 matching work like the server's long poll, leases expire on the loop's clock, and reports are
 fenced by the lease token exactly as the contract says (409 ``lease_lost`` with a ``reason``;
 the same report repeated is the same 200). Faults are scripted per route with :meth:`script`.
-Only httpx and anyio are needed: no server package.
+Only httpx and anyio are needed: no server package. ``PUT /workflows/{id}`` (SPEC §6, apply by
+content) answers an operator token only, so that ``apply_on_start`` can be watched too.
 """
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import json
 import secrets
@@ -22,6 +24,7 @@ import httpx
 
 BASE_URL = "http://workload.test"
 WORKER_TOKEN = "worker-token"
+OPERATOR_TOKEN = "operator-token"
 _PROGRESS_LIMIT = 64 * 1024
 _ids = itertools.count(1)
 
@@ -107,6 +110,8 @@ class FakeControlPlane:
     beats: list[Beat] = field(default_factory=list)
     reports: list[Report] = field(default_factory=list)
     requests: list[httpx.Request] = field(default_factory=list)
+    versions: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    """The definitions applied, by workflow id (version n at index n - 1)."""
     _scripts: dict[str, deque[httpx.Response | Exception]] = field(default_factory=dict)
     _work: anyio.Event = field(default_factory=anyio.Event)
 
@@ -171,19 +176,16 @@ class FakeControlPlane:
 
     async def handle(self, request: httpx.Request) -> httpx.Response:
         self.requests.append(request)
-        if request.headers.get("authorization") != f"Bearer {self.token}":
-            return problem(401, "unauthenticated")
         path = request.url.path.removeprefix("/api/v1/").split("/")
         body = json.loads(request.content) if request.content else {}
         route = path[-1] if request.method == "POST" else path[0]
-        scripted = self._scripts.get(route)
-        if scripted:
-            answer = scripted.popleft()
-            if isinstance(answer, httpx.TransportError):
-                raise type(answer)(str(answer), request=request)
-            if isinstance(answer, Exception):
-                raise answer
-            return answer
+        if request.method == "PUT" and route == "workflows":
+            return self._scripted(route, request) or self._apply(request, path[1], body)
+        if request.headers.get("authorization") != f"Bearer {self.token}":
+            return problem(401, "unauthenticated")
+        scripted = self._scripted(route, request)
+        if scripted is not None:
+            return scripted
         if route == "claim":
             return await self._claim(path[1], body)
         if route == "heartbeat":
@@ -191,6 +193,44 @@ class FakeControlPlane:
         if route in {"complete", "fail"}:
             return self._report(path[1], route, body)
         return problem(404, "not_found")
+
+    def _scripted(self, route: str, request: httpx.Request) -> httpx.Response | None:
+        scripted = self._scripts.get(route)
+        if not scripted:
+            return None
+        answer = scripted.popleft()
+        if isinstance(answer, httpx.TransportError):
+            raise type(answer)(str(answer), request=request)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    def _apply(
+        self, request: httpx.Request, workflow_id: str, body: dict[str, Any]
+    ) -> httpx.Response:
+        """Apply by content: a new version (201) unless the latest is the same (200)."""
+        token = request.headers.get("authorization")
+        if token == f"Bearer {self.token}":
+            return problem(403, "forbidden")  # a worker token never writes definitions
+        if token != f"Bearer {OPERATOR_TOKEN}":
+            return problem(401, "unauthenticated")
+        if body.get("id") != workflow_id or not body.get("tasks"):
+            errors = [{"path": "/tasks", "message": "at least 1 task"}]
+            return problem(400, "invalid_definition", errors=errors)
+        versions = self.versions.setdefault(workflow_id, [])
+        created = not versions or versions[-1] != body
+        if created:
+            versions.append(body)
+        canonical = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+        version = {
+            "workflow_id": workflow_id,
+            "version": len(versions),
+            "definition_hash": "sha256:" + hashlib.sha256(canonical.encode()).hexdigest(),
+            "task_count": len(body["tasks"]),
+            "created_at": datetime.now(UTC).isoformat(),
+            "definition": body,
+        }
+        return httpx.Response(201 if created else 200, json=version)
 
     async def _claim(self, worker_id: str, body: dict[str, Any]) -> httpx.Response:
         queues, actions = body.get("queues"), body.get("actions")

@@ -219,7 +219,7 @@ def demo(
         with _serving(worker if remote else None, s.config.url, worker_token) as serving:
             if serving and worker is not None:
                 s.out.say(f"started the example worker (actions: {', '.join(worker.actions)})")
-            run = s.client.runs.start(version.workflow_id, version.version, run_input)
+            run = s.client.runs.start(version.workflow_id, run_input, version=version.version)
             s.out.say(f"started run {run.run_id}")
             code = watch_run(s, run.run_id, interval=_INTERVAL)
         if agent:

@@ -29,8 +29,9 @@ class ExitCode(enum.IntEnum):
     ERROR = 1
     """An unexpected error (a bug: please report it)."""
     USAGE = 2
-    """Bad usage: an unknown option, an unreadable file, a FILE or --input that is not JSON;
-    a decision to confirm with neither a terminal nor ``--yes``."""
+    """Bad usage: an unknown option, an unreadable file, a FILE or --input that is not JSON, a
+    MODULE that does not import or an ATTRIBUTE that is not what the command takes; a decision
+    to confirm with neither a terminal nor ``--yes``."""
     UNREACHABLE = 6
     """No answer from the server (connection refused, DNS, timeout)."""
     REJECTED = 7

@@ -165,7 +165,7 @@ class Output:
                     text = " ".join(f"{k}={n}" for k, n in value.items() if n)
                     if not text:
                         continue
-                elif isinstance(value, dict) and value and name == "definition":
+                elif isinstance(value, dict) and value and name in {"definition", "output"}:
                     text = json.dumps(value, indent=2, ensure_ascii=False)
                 else:
                     text = cell(value)

@@ -82,20 +82,30 @@ def start(
     token: TokenOption = None,
     output: OutputOption = None,
 ) -> None:
-    """Start a run of a workflow version; print it (or, with --wait, follow it to the end)."""
+    """Start a run of a workflow version; print it (or, with --wait, follow it to the end).
+
+    With --wait the run is shown live, then its output (the outputs of its sink tasks, as JSON)
+    once it has succeeded; --output json prints the final run, output included.
+    """
     with session(ctx, output, url=url, token=token) as s:
         data = run_input(input_)
         key = check_idempotency_key(idempotency_key)
-        number = version or s.client.workflows.get(workflow_id).latest_version
-        run = s.client.runs.start(workflow_id, number, data, idempotency_key=key)
+        run = s.client.runs.start(workflow_id, data, version=version, idempotency_key=key)
         if quiet:
             s.out.echo(run.run_id)
         elif not wait:
             s.out.resource(run)
         if not quiet:
-            s.out.say(f"started run {run.run_id} of {workflow_id} version {number}")
+            s.out.say(f"started run {run.run_id} of {workflow_id} version {run.version}")
         if wait:
-            code = watch_run(s, run.run_id, interval=interval, timeout=timeout, quiet=quiet)
+            code = watch_run(
+                s,
+                run.run_id,
+                interval=interval,
+                timeout=timeout,
+                quiet=quiet,
+                show_output=not quiet,
+            )
             raise typer.Exit(code)
 
 
@@ -134,9 +144,11 @@ def show(
     token: TokenOption = None,
     output: OutputOption = None,
 ) -> None:
-    """Show a run: status, revision, input, timestamps, task counts and agent usage.
+    """Show a run: status, revision, input, timestamps, task counts, agent usage and output.
 
-    In a table, usage shows its non-zero counts only (no row for a run without agents).
+    The output is the run's result once it has succeeded: the outputs of its sink tasks, as
+    JSON (null before). In a table, usage shows its non-zero counts only (no row for a run
+    without agents).
     """
     with session(ctx, output, url=url, token=token) as s:
         s.out.resource(s.client.runs.get(run_id))
@@ -183,7 +195,7 @@ def watch(
     """Show a run's tasks live until the run finishes; the exit code says how it ended.
 
     On a terminal: a table redrawn in place. Otherwise: one line per change. With
-    --output json: the final run only.
+    --output json: the final run only (its output included; `runs show` prints it too).
     """
     with session(ctx, output, url=url, token=token) as s:
         raise typer.Exit(watch_run(s, run_id, interval=interval, timeout=timeout))

@@ -12,6 +12,7 @@ import threading
 import time
 
 from workload_cli._exit import ExitCode, exit_code_for_run
+from workload_cli._output import OutputFormat
 from workload_cli._progress import progress_display
 from workload_cli._session import Session
 from workload_sdk import APITimeoutError, Client
@@ -54,8 +55,13 @@ def watch_run(
     interval: float = DEFAULT_INTERVAL,
     timeout: float | None = None,
     quiet: bool = False,
+    show_output: bool = False,
 ) -> ExitCode:
     """Show a run's progress until it is terminal or ``timeout`` seconds have passed.
+
+    With ``show_output``, a run that succeeded has its ``output`` printed after the progress,
+    as JSON on standard output: one line in plain text, indented in a table (JSON output
+    prints the final run, which carries it anyway).
 
     Returns:
         0 succeeded, 10 failed, 11 canceled, 12 still running at the deadline.
@@ -73,6 +79,9 @@ def watch_run(
                 display.update(run, tasks)
                 if run.is_terminal:
                     display.finish(run)
+                    if show_output and run.output is not None and not out.is_json:
+                        # One line in plain text (for `tail -n 1`), indented on a terminal.
+                        out.json(run.output, indent=2 if out.format is OutputFormat.TABLE else None)
                     return exit_code_for_run(run.status)
                 if follower.error is not None:
                     raise follower.error

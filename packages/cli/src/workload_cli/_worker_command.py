@@ -13,7 +13,6 @@ file's). ``WORKLOAD_TOKEN`` is never used: it is not a worker's token.
 
 from __future__ import annotations
 
-import importlib
 import logging
 import os
 import sys
@@ -26,6 +25,7 @@ from workload_cli._config import WORKER_TOKEN, ClientConfig, ConfigError, Given,
 from workload_cli._options import UrlOption, WorkerTokenOption, closest
 from workload_cli._session import UsageError, session
 from workload_cli._stop import Interrupted, StopSignals
+from workload_cli._targets import import_target, resolve, split_target
 from workload_sdk import AsyncClient
 from workload_sdk.config import URL_ENV, WORKER_TOKEN_ENV
 
@@ -74,23 +74,10 @@ def load_worker(target: str) -> Worker:
     """
     from workload_worker import Worker  # noqa: PLC0415 - only this command needs it
 
-    module_name, _, attribute = target.partition(":")
-    if not module_name:
-        raise UsageError(f"{target!r} names no module (expected MODULE:ATTRIBUTE)")
-    if os.getcwd() not in sys.path:
-        sys.path.insert(0, os.getcwd())  # the user's module, like `python -m`
-    try:
-        module = importlib.import_module(module_name)
-    except ModuleNotFoundError as exc:
-        if exc.name is None or not module_name.startswith(exc.name):
-            raise  # the module exists but imports something missing: show where
-        raise UsageError(f"no module named {module_name!r} (from {os.getcwd()})") from None
+    module_name, attribute = split_target(target)
+    module = import_target(module_name, keep_import_errors=True)
     if attribute:
-        found: object = module
-        for part in attribute.split("."):
-            if not hasattr(found, part):
-                raise UsageError(f"module {module_name!r} has no attribute {attribute!r}")
-            found = getattr(found, part)
+        found = resolve(module, module_name, attribute)
     else:
         workers = [value for value in vars(module).values() if isinstance(value, Worker)]
         if len(workers) != 1:

@@ -1,4 +1,4 @@
-"""``workload workflows …``: create workflows and versions, list and show them."""
+"""``workload workflows …``: create and apply workflows and versions, list and show them."""
 
 from __future__ import annotations
 
@@ -6,10 +6,12 @@ from typing import Annotated
 
 import typer
 
+from workload_cli._definitions import definitions_to_apply
 from workload_cli._inputs import check_idempotency_key, read_object_file
 from workload_cli._options import IdempotencyKeyOption, OutputOption, TokenOption, UrlOption
 from workload_cli._session import session
 from workload_cli._views import VERSION_COLUMNS, WORKFLOW_COLUMNS
+from workload_sdk import WorkloadError
 
 __all__ = ["workflows_app"]
 
@@ -24,6 +26,16 @@ FileArgument = Annotated[
     ),
 ]
 WorkflowArgument = Annotated[str, typer.Argument(help="The workflow id.", show_default=False)]
+ApplyArgument = Annotated[
+    str,
+    typer.Argument(
+        help="A JSON workflow definition (- for standard input), a Python MODULE whose every "
+        "workload_worker.Workflow is applied, or MODULE:ATTRIBUTE (a Workflow, or a list of "
+        "them).",
+        metavar="FILE|MODULE[:ATTRIBUTE]",
+        show_default=False,
+    ),
+]
 
 
 @workflows_app.command("create")
@@ -43,6 +55,46 @@ def create(
         version = s.client.workflows.create(definition, idempotency_key=key)
         s.out.resource(version)
         s.out.say(f"created {version.workflow_id} version {version.version}")
+
+
+@workflows_app.command("apply")
+def apply(
+    ctx: typer.Context,
+    target: ApplyArgument,
+    *,
+    url: UrlOption = None,
+    token: TokenOption = None,
+    output: OutputOption = None,
+) -> None:
+    """Apply definitions by content: a new version only where one changed.
+
+    Prints "created ID version N" or "unchanged ID version N" per workflow (--output json: a
+    list of {workflow_id, version, created}). Every definition is read and built first: a file
+    that is not JSON, a module that does not import or an attribute that is not a Workflow
+    exits 2 with nothing written. A module is imported from the current directory too, as
+    `workload worker` does. Applying is idempotent: run it again and nothing changes.
+    """
+    with session(ctx, output, url=url, token=token) as s:
+        sources = definitions_to_apply(target)
+        applied: list[dict[str, object]] = []
+        for source in sources:
+            try:
+                version = s.client.workflows.apply(source.definition)
+            except WorkloadError:
+                s.out.say(f"{source.label}: not applied", style="red")
+                raise
+            applied.append(
+                {
+                    "workflow_id": version.workflow_id,
+                    "version": version.version,
+                    "created": version.created,
+                }
+            )
+            if not s.out.is_json:
+                outcome = "created" if version.created else "unchanged"
+                s.out.echo(f"{outcome} {version.workflow_id} version {version.version}")
+        if s.out.is_json:
+            s.out.json(applied)
 
 
 @workflows_app.command("new-version")

@@ -3,8 +3,8 @@
 Example:
     >>> from workload_sdk import Client  # doctest: +SKIP
     >>> with Client() as client:  # WORKLOAD_URL / WORKLOAD_TOKEN from the environment
-    ...     run = client.runs.start("document-pipeline", 1, {"doc": 7})
-    ...     run = client.wait_for_run(run.run_id)
+    ...     run = client.runs.start("document-pipeline", {"doc": 7})  # the latest version
+    ...     output = client.runs.result(run.run_id)  # waits; {sink task key: output}
 
 Configuration names and defaults (``URL_ENV``, ``TOKEN_ENV``, ``DEFAULT_BASE_URL`` …) are in
 :mod:`workload_sdk.config`, re-exported here; the ``workload`` command uses the same ones.
@@ -15,7 +15,8 @@ The SDK imports no server package: its models are its own (httpx + pydantic only
 
 from workload_sdk._approval_resources import Approvals, Drafts
 from workload_sdk._async_approval_resources import AsyncApprovals, AsyncDrafts
-from workload_sdk._async_resources import AsyncRuns, AsyncVersions, AsyncWorkflows
+from workload_sdk._async_resources import AsyncVersions, AsyncWorkflows
+from workload_sdk._async_run_resources import AsyncRuns
 from workload_sdk._async_worker_resources import (
     AsyncAttempts,
     AsyncClusterInfo,
@@ -24,7 +25,8 @@ from workload_sdk._async_worker_resources import (
 )
 from workload_sdk._client import AsyncClient, Client
 from workload_sdk._requests import new_idempotency_key
-from workload_sdk._resources import Runs, Versions, Workflows
+from workload_sdk._resources import Versions, Workflows
+from workload_sdk._run_resources import Runs
 from workload_sdk._version import __version__
 from workload_sdk._worker_resources import Attempts, ClusterInfo, Queues, Workers
 from workload_sdk.config import (
@@ -53,6 +55,8 @@ from workload_sdk.errors import (
     NotFound,
     PayloadTooLarge,
     PreconditionFailed,
+    RunCanceled,
+    RunFailed,
     ServerError,
     Unauthenticated,
     Unavailable,
@@ -62,6 +66,7 @@ from workload_sdk.errors import (
     from_response,
 )
 from workload_sdk.models import (
+    AppliedVersion,
     Approval,
     Attempt,
     AttemptStatus,
@@ -103,6 +108,7 @@ __all__ = [
     "APIResponseValidationError",
     "APIStatusError",
     "APITimeoutError",
+    "AppliedVersion",
     "Approval",
     "ApprovalChanged",
     "ApprovalDecided",
@@ -150,6 +156,8 @@ __all__ = [
     "Queues",
     "ReplicaShare",
     "Run",
+    "RunCanceled",
+    "RunFailed",
     "RunStatus",
     "Runs",
     "ServerError",

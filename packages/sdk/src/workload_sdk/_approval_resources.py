@@ -4,7 +4,9 @@ Both are places where a model proposes and a person decides, and in both the dec
 what the person saw: an approval's ``arguments_digest``, a draft's ``definition_hash``. If the
 server's copy differs, nothing happens (:class:`~workload_sdk.ApprovalChanged`,
 :class:`~workload_sdk.DraftChanged`). Decisions are writes: each is sent once with an
-``Idempotency-Key`` (generated when not given), as every write of the SDK.
+``Idempotency-Key`` (generated when not given), as every write of the SDK. Every method also
+takes ``timeout=`` and ``extra_headers=`` (see :mod:`workload_sdk._resources`); ``drafts.wait``
+keeps ``timeout=`` for the deadline of the whole wait.
 """
 
 from __future__ import annotations
@@ -13,8 +15,8 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from workload_sdk import _requests
-from workload_sdk._base_client import Deadline
+from workload_sdk import _approval_requests
+from workload_sdk._base_client import Deadline, ExtraHeaders, RequestTimeout
 from workload_sdk._sender import SyncSender
 from workload_sdk.models import Approval, Draft, Page
 from workload_sdk.pagination import Pager
@@ -28,33 +30,65 @@ class Approvals:
     def __init__(self, sender: SyncSender) -> None:
         self._sender = sender
 
-    def list(self, *, status: str | None = None, limit: int | None = None) -> Pager[Approval]:
+    def list(
+        self,
+        *,
+        status: str | None = None,
+        limit: int | None = None,
+        timeout: RequestTimeout = None,
+        extra_headers: ExtraHeaders = None,
+    ) -> Pager[Approval]:
         """Every approval, oldest first, optionally of one status, fetched as you iterate.
 
         Args:
             status: Only approvals in this status (``pending``, ``approved``, ``rejected``,
                 ``expired``, ``canceled``).
             limit: Page size (1-200; the server's default is 50).
+            timeout: The HTTP timeout of each page's request (None: the client's).
+            extra_headers: Headers added to each page's request.
         """
-        return Pager(lambda cursor: self.list_page(status=status, limit=limit, cursor=cursor))
+        return Pager(
+            lambda cursor: self.list_page(
+                status=status,
+                limit=limit,
+                cursor=cursor,
+                timeout=timeout,
+                extra_headers=extra_headers,
+            )
+        )
 
     def list_page(
-        self, *, status: str | None = None, limit: int | None = None, cursor: str | None = None
+        self,
+        *,
+        status: str | None = None,
+        limit: int | None = None,
+        cursor: str | None = None,
+        timeout: RequestTimeout = None,
+        extra_headers: ExtraHeaders = None,
     ) -> Page[Approval]:
         """One page of approvals; a cursor only works with the status it was issued for.
 
         Raises:
             InvalidRequest: ``invalid_cursor`` or ``invalid_argument`` (an unknown status).
         """
-        return self._sender.send(_requests.list_approvals(status, limit, cursor))
+        request = _approval_requests.list_approvals(status, limit, cursor)
+        return self._sender.send(request, timeout, extra_headers)
 
-    def get(self, approval_id: str) -> Approval:
+    def get(
+        self,
+        approval_id: str,
+        *,
+        timeout: RequestTimeout = None,
+        extra_headers: ExtraHeaders = None,
+    ) -> Approval:
         """One approval.
 
         Raises:
             NotFound: ``not_found`` (no such approval).
         """
-        return self._sender.send(_requests.get_approval(approval_id))
+        return self._sender.send(
+            _approval_requests.get_approval(approval_id), timeout, extra_headers
+        )
 
     def approve(
         self,
@@ -63,6 +97,8 @@ class Approvals:
         *,
         comment: str | None = None,
         idempotency_key: str | None = None,
+        timeout: RequestTimeout = None,
+        extra_headers: ExtraHeaders = None,
     ) -> Approval:
         """Approve the tool call: it runs, once, with exactly the arguments of this digest.
 
@@ -72,6 +108,8 @@ class Approvals:
             comment: Recorded with the decision (at most 4096 characters).
             idempotency_key: The write's ``Idempotency-Key``; generated when not given. Pass
                 the same key to retry this write safely.
+            timeout: This call's HTTP timeout (None: the client's).
+            extra_headers: Headers added to this call's request.
 
         Returns:
             The approval, ``approved``, with ``decided_by`` and ``decided_at``.
@@ -81,11 +119,10 @@ class Approvals:
             ApprovalDecided: it is no longer pending (decided, expired or canceled).
             NotFound: ``not_found`` (no such approval).
         """
-        return self._sender.send(
-            _requests.decide_approval(
-                approval_id, "approve", arguments_digest, comment, idempotency_key
-            )
+        request = _approval_requests.decide_approval(
+            approval_id, "approve", arguments_digest, comment, idempotency_key
         )
+        return self._sender.send(request, timeout, extra_headers)
 
     def reject(
         self,
@@ -94,16 +131,17 @@ class Approvals:
         *,
         comment: str | None = None,
         idempotency_key: str | None = None,
+        timeout: RequestTimeout = None,
+        extra_headers: ExtraHeaders = None,
     ) -> Approval:
         """Reject the tool call: it never runs, and the model is told so (with the comment).
 
         Arguments, result and errors are those of :meth:`approve`.
         """
-        return self._sender.send(
-            _requests.decide_approval(
-                approval_id, "reject", arguments_digest, comment, idempotency_key
-            )
+        request = _approval_requests.decide_approval(
+            approval_id, "reject", arguments_digest, comment, idempotency_key
         )
+        return self._sender.send(request, timeout, extra_headers)
 
 
 class Drafts:
@@ -120,6 +158,8 @@ class Drafts:
         model: str = "mock",
         script: Sequence[Mapping[str, Any]] | None = None,
         idempotency_key: str | None = None,
+        timeout: RequestTimeout = None,
+        extra_headers: ExtraHeaders = None,
     ) -> Draft:
         """Ask a model for a workflow definition; the draft is returned ``generating``.
 
@@ -130,32 +170,66 @@ class Drafts:
             script: The mock model's answers, turns ``{"content": "…"}`` (mock only).
             idempotency_key: The write's ``Idempotency-Key``; generated when not given. Pass
                 the same key to retry this write safely: a replay returns the same draft.
+            timeout: This call's HTTP timeout (None: the client's).
+            extra_headers: Headers added to this call's request.
 
         Raises:
             InvalidRequest: ``invalid_argument`` (e.g. a script for another model).
         """
-        return self._sender.send(
-            _requests.create_draft(prompt, workflow_id, model, script, idempotency_key)
+        request = _approval_requests.create_draft(
+            prompt, workflow_id, model, script, idempotency_key
+        )
+        return self._sender.send(request, timeout, extra_headers)
+
+    def list(
+        self,
+        *,
+        limit: int | None = None,
+        timeout: RequestTimeout = None,
+        extra_headers: ExtraHeaders = None,
+    ) -> Pager[Draft]:
+        """Every draft, oldest first, fetched page by page as you iterate."""
+        return Pager(
+            lambda cursor: self.list_page(
+                limit=limit, cursor=cursor, timeout=timeout, extra_headers=extra_headers
+            )
         )
 
-    def list(self, *, limit: int | None = None) -> Pager[Draft]:
-        """Every draft, oldest first, fetched page by page as you iterate."""
-        return Pager(lambda cursor: self.list_page(limit=limit, cursor=cursor))
-
-    def list_page(self, *, limit: int | None = None, cursor: str | None = None) -> Page[Draft]:
+    def list_page(
+        self,
+        *,
+        limit: int | None = None,
+        cursor: str | None = None,
+        timeout: RequestTimeout = None,
+        extra_headers: ExtraHeaders = None,
+    ) -> Page[Draft]:
         """One page of drafts."""
-        return self._sender.send(_requests.list_drafts(limit, cursor))
+        return self._sender.send(
+            _approval_requests.list_drafts(limit, cursor), timeout, extra_headers
+        )
 
-    def get(self, draft_id: str) -> Draft:
+    def get(
+        self,
+        draft_id: str,
+        *,
+        timeout: RequestTimeout = None,
+        extra_headers: ExtraHeaders = None,
+    ) -> Draft:
         """One draft.
 
         Raises:
             NotFound: ``not_found`` (no such draft).
         """
-        return self._sender.send(_requests.get_draft(draft_id))
+        return self._sender.send(_approval_requests.get_draft(draft_id), timeout, extra_headers)
 
     def approve(
-        self, draft_id: str, definition_hash: str, *, idempotency_key: str | None = None
+        self,
+        draft_id: str,
+        definition_hash: str,
+        *,
+        idempotency_key: str | None = None,
+        timeout: RequestTimeout = None,
+        extra_headers: ExtraHeaders = None,
     ) -> Draft:
         """Make exactly the definition of this hash the workflow (or its next version).
 
@@ -163,6 +237,8 @@ class Drafts:
             draft_id: The draft.
             definition_hash: The ``definition_hash`` of the draft you looked at.
             idempotency_key: The write's ``Idempotency-Key``; generated when not given.
+            timeout: This call's HTTP timeout (None: the client's).
+            extra_headers: Headers added to this call's request.
 
         Returns:
             The draft, ``approved``, with ``version`` set (an approved draft is returned as it
@@ -173,28 +249,41 @@ class Drafts:
             DraftNotReady: the draft is generating, invalid or rejected.
             NotFound: ``not_found`` (no such draft).
         """
-        return self._sender.send(
-            _requests.approve_draft(draft_id, definition_hash, idempotency_key)
-        )
+        request = _approval_requests.approve_draft(draft_id, definition_hash, idempotency_key)
+        return self._sender.send(request, timeout, extra_headers)
 
-    def reject(self, draft_id: str, *, idempotency_key: str | None = None) -> Draft:
+    def reject(
+        self,
+        draft_id: str,
+        *,
+        idempotency_key: str | None = None,
+        timeout: RequestTimeout = None,
+        extra_headers: ExtraHeaders = None,
+    ) -> Draft:
         """Reject a ready or invalid draft; it never becomes a version.
 
         Raises:
             DraftNotReady: the draft is generating or already approved.
             NotFound: ``not_found`` (no such draft).
         """
-        return self._sender.send(_requests.reject_draft(draft_id, idempotency_key))
+        request = _approval_requests.reject_draft(draft_id, idempotency_key)
+        return self._sender.send(request, timeout, extra_headers)
 
     def wait(
-        self, draft_id: str, *, timeout: float | None = 300.0, poll_interval: float = 0.5
+        self,
+        draft_id: str,
+        *,
+        timeout: float | None = 300.0,
+        poll_interval: float = 0.5,
+        extra_headers: ExtraHeaders = None,
     ) -> Draft:
         """Poll a draft until the model is done with it (no longer ``generating``).
 
         Args:
             draft_id: The draft.
-            timeout: Seconds to wait at most; None waits forever.
+            timeout: Seconds to wait at most (the whole call's deadline); None waits forever.
             poll_interval: Seconds between polls.
+            extra_headers: Headers added to each poll's request.
 
         Returns:
             The draft: ``ready``, ``invalid`` (or already decided).
@@ -206,7 +295,7 @@ class Drafts:
         """
         deadline = Deadline(timeout, poll_interval)
         while True:
-            draft = self.get(draft_id)
+            draft = self.get(draft_id, extra_headers=extra_headers)
             if not draft.is_generating:
                 return draft
             time.sleep(deadline.next_sleep(draft))

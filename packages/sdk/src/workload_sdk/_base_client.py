@@ -1,9 +1,14 @@
 """What the sync and async clients share besides request building.
 
-Resolving the configuration (its names and defaults live in :mod:`workload_sdk.config`), turning
-an :class:`~workload_sdk._requests.ApiRequest` into an httpx request and a response into a
-resource or an error, the retry policy, and the deadline of waits (``wait_for_run``,
-``drafts.wait``).
+Resolving the configuration (its names and defaults live in :mod:`workload_sdk.config`), the
+per-call options every public method takes (``timeout=``, ``extra_headers=``: one
+:class:`CallOptions`), turning an :class:`~workload_sdk._requests.ApiRequest` into an httpx
+request and a response into a resource or an error, the retry policy, the deadline of waits
+(``wait_for_run``, ``drafts.wait``) and what a finished run's result is (``runs.result``).
+
+Every request is built here, with an absolute URL and the SDK's headers: the httpx client only
+sends it, so a caller's own client (``Client(http_client=...)``) is used as it is, never
+reconfigured.
 """
 
 from __future__ import annotations
@@ -13,8 +18,8 @@ import os
 import random
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any, TypeVar
+from dataclasses import dataclass, field
+from typing import Any, TypeAlias, TypeVar
 
 import httpx
 import pydantic
@@ -31,19 +36,25 @@ from workload_sdk.errors import (
     APIResponseValidationError,
     APITimeoutError,
     DraftWaitTimeout,
+    RunCanceled,
+    RunFailed,
     WaitTimeout,
     from_response,
 )
-from workload_sdk.models import Draft, Run
+from workload_sdk.models import Draft, Run, RunStatus
 
 __all__ = [
+    "CallOptions",
     "ClientOptions",
     "Deadline",
+    "ExtraHeaders",
+    "RequestTimeout",
     "build_request",
     "parse_response",
     "retry_delay",
     "retryable_exception",
     "retryable_response",
+    "run_output",
     "transport_error",
 ]
 
@@ -54,6 +65,12 @@ _FIRST_DELAY = 0.1
 _MAX_DELAY = 2.0
 # Transient failures only: a bad URL scheme or a malformed request will not heal by retrying.
 _TRANSIENT = (httpx.TimeoutException, httpx.NetworkError, httpx.RemoteProtocolError)
+
+RequestTimeout: TypeAlias = float | httpx.Timeout | None
+"""A call's ``timeout=``: seconds or an :class:`httpx.Timeout` for each HTTP request of the call;
+None (the default) keeps the client's. ``httpx.Timeout(None)`` waits without limit."""
+ExtraHeaders: TypeAlias = Mapping[str, str] | None
+"""A call's ``extra_headers=``: headers added to each HTTP request of the call."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,26 +115,76 @@ class ClientOptions:
         return headers
 
 
+_RESERVED_HEADERS = frozenset({"idempotency-key"})
+
+
+@dataclass(frozen=True, slots=True)
+class CallOptions:
+    """The per-call options of a public method: ``timeout=`` and ``extra_headers=``.
+
+    Every public method of every resource takes both and hands them here, so that they mean the
+    same everywhere: they apply to each HTTP request the call sends (each page of a listing,
+    each try of a retried read, each poll of a wait).
+    """
+
+    timeout: httpx.Timeout | None = None
+    """The HTTP timeout of this call's requests; None: the client's."""
+    headers: Mapping[str, str] = field(default_factory=dict)
+    """Headers added to this call's requests (the request's own headers still win)."""
+
+    @classmethod
+    def of(cls, timeout: RequestTimeout = None, extra_headers: ExtraHeaders = None) -> CallOptions:
+        """Checked options.
+
+        Raises:
+            TypeError: a timeout that is not a number or an :class:`httpx.Timeout`, or a
+                header that is not a string.
+            ValueError: an ``Idempotency-Key`` among the extra headers (pass
+                ``idempotency_key=``: the SDK must know the key to hand it back on a failure).
+        """
+        if timeout is not None and not isinstance(timeout, httpx.Timeout):
+            if isinstance(timeout, bool) or not isinstance(timeout, int | float):
+                raise TypeError(f"timeout must be seconds or an httpx.Timeout, not {timeout!r}")
+            timeout = httpx.Timeout(timeout)
+        headers = dict(extra_headers or {})
+        for name, value in headers.items():
+            if not isinstance(name, str) or not isinstance(value, str):
+                raise TypeError(f"extra_headers must map str to str, not {name!r}: {value!r}")
+            if name.lower() in _RESERVED_HEADERS:
+                raise ValueError(f"pass idempotency_key= instead of an extra {name} header")
+        return cls(timeout, headers)
+
+
 def build_request(
     http: httpx.Client | httpx.AsyncClient,
+    client: ClientOptions,
     request: ApiRequest[Any],
+    call: CallOptions,
     *,
     read_at_most: float | None = None,
 ) -> httpx.Request:
-    """The httpx request of an API request (relative to the client's base URL).
+    """The httpx request of an API request: absolute URL, every header, the call's timeout.
 
-    ``read_at_most`` caps the read timeout (a stream's deadline).
+    Headers, weakest first: the httpx client's own (a caller's ``http_client``), the SDK's
+    (``Authorization``, ``Accept``, ``User-Agent``), the call's ``extra_headers``, the request's
+    own (``Idempotency-Key``, ``If-Match`` …). ``read_at_most`` caps the read timeout (a
+    stream's deadline).
     """
-    timeout = _timeout(http.timeout, request.read_timeout)
+    timeout = _timeout(
+        client.timeout if call.timeout is None else call.timeout, request.read_timeout
+    )
     if read_at_most is not None and (timeout.read is None or timeout.read > read_at_most):
         timeout = httpx.Timeout(
             connect=timeout.connect, read=read_at_most, write=timeout.write, pool=timeout.pool
         )
+    headers = httpx.Headers(client.headers())
+    headers.update(call.headers)
+    headers.update(request.headers)
     return http.build_request(
         request.method,
-        request.path,
+        client.base_url + request.path,
         params=dict(request.params),
-        headers=dict(request.headers),
+        headers=headers,
         json=None if request.json is None else dict(request.json),
         timeout=timeout,
     )
@@ -178,17 +245,18 @@ def transport_error(request: ApiRequest[Any], exc: httpx.TransportError) -> APIC
 
 
 def retryable_exception(request: ApiRequest[Any], exc: httpx.TransportError) -> bool:
-    """Whether a failure without a response may be retried: transient, and not a write.
+    """Whether a failure without a response may be retried: transient, and safe to repeat.
 
-    A write that got no response may have been applied; only its caller can decide to retry
-    it, with the same idempotency key.
+    A POST that got no response may have been applied; only its caller can decide to retry
+    it, with the same idempotency key. Reads and ``PUT`` (an apply, idempotent by content) are
+    safe to repeat (:attr:`ApiRequest.safe_to_repeat`).
     """
-    return not request.is_write and isinstance(exc, _TRANSIENT)
+    return request.safe_to_repeat and isinstance(exc, _TRANSIENT)
 
 
 def retryable_response(request: ApiRequest[Any], response: httpx.Response) -> bool:
-    """Whether a read's response says "try again" (502, 503, 504)."""
-    return not request.is_write and response.status_code in _RETRY_STATUSES
+    """Whether the response of a request safe to repeat says "try again" (502, 503, 504)."""
+    return request.safe_to_repeat and response.status_code in _RETRY_STATUSES
 
 
 def retry_delay(retry: int) -> float:
@@ -227,3 +295,23 @@ class Deadline:
         raise DraftWaitTimeout(
             f"draft {last.draft_id} is still {last.status} after {self._timeout}s", draft=last
         )
+
+
+def run_output(run: Run) -> dict[str, Any]:
+    """The result of a terminal run: its ``output`` (``{sink task key: output}``).
+
+    Raises:
+        RunFailed: the run failed (``exc.run`` is the run).
+        RunCanceled: the run was canceled (``exc.run`` is the run).
+    """
+    if run.status is RunStatus.FAILED:
+        raise RunFailed(f"run {run.run_id} failed ({_counts(run)})", run=run)
+    if run.status is RunStatus.CANCELED:
+        raise RunCanceled(f"run {run.run_id} was canceled ({_counts(run)})", run=run)
+    # A server older than run results sends no output: the run succeeded with nothing to show.
+    return dict(run.output or {})
+
+
+def _counts(run: Run) -> str:
+    counts = ", ".join(f"{n} {status}" for status, n in run.task_counts.items() if n)
+    return f"tasks: {counts}" if counts else "no tasks"

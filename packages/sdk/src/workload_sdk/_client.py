@@ -4,7 +4,12 @@ Both are configured the same way (arguments, then ``WORKLOAD_URL`` / ``WORKLOAD_
 defaults), group endpoints the same way (``.workflows``, ``.versions``, ``.runs``, for people
 deciding ``.approvals`` and ``.drafts``, and for workers ``.attempts``, ``.workers``,
 ``.queues``) and return the same models; they differ only in whether calls block or are
-awaited.
+awaited. A test compares their signatures, and those of every resource pair.
+
+Either sends through an httpx client of its own, or through the caller's (``http_client=``):
+that one is used as it is (its transport, pool, proxies, TLS settings, event hooks and default
+headers) and never closed by the SDK; the SDK sets each request's URL, its own headers and the
+timeout.
 """
 
 from __future__ import annotations
@@ -16,15 +21,17 @@ import httpx
 from workload_sdk import _requests
 from workload_sdk._approval_resources import Approvals, Drafts
 from workload_sdk._async_approval_resources import AsyncApprovals, AsyncDrafts
-from workload_sdk._async_resources import AsyncRuns, AsyncVersions, AsyncWorkflows
+from workload_sdk._async_resources import AsyncVersions, AsyncWorkflows
+from workload_sdk._async_run_resources import AsyncRuns
 from workload_sdk._async_worker_resources import (
     AsyncAttempts,
     AsyncClusterInfo,
     AsyncQueues,
     AsyncWorkers,
 )
-from workload_sdk._base_client import ClientOptions
-from workload_sdk._resources import Runs, Versions, Workflows
+from workload_sdk._base_client import ClientOptions, ExtraHeaders, RequestTimeout
+from workload_sdk._resources import Versions, Workflows
+from workload_sdk._run_resources import Runs
 from workload_sdk._sender import AsyncSender, SyncSender
 from workload_sdk._worker_resources import Attempts, ClusterInfo, Queues, Workers
 from workload_sdk.config import DEFAULT_MAX_RETRIES, DEFAULT_TIMEOUT
@@ -43,17 +50,25 @@ class Client:
             reports attempts); default ``WORKLOAD_TOKEN``, else no ``Authorization`` header.
         timeout: Seconds (or an :class:`httpx.Timeout`) for each HTTP request; None for none.
         max_retries: How many times a *read* is retried after a transient transport failure
-            or a 502/503/504 (with a small exponential backoff). Writes are never retried.
+            or a 502/503/504 (with a small exponential backoff); an apply
+            (``workflows.apply``, a PUT idempotent by content) too. POST writes never are.
         transport: An httpx transport to send through instead of the network (e.g.
             :class:`httpx.MockTransport` in tests).
         max_connections: How many connections may be open at once (each kept alive); None
             for httpx's default (100). A request beyond them waits for one to be free.
+        http_client: Your own :class:`httpx.Client` to send through (proxies, TLS, event
+            hooks, a shared pool). The SDK sets each request's URL, headers and timeout, and
+            never closes it: close it yourself. Not with ``transport`` or ``max_connections``.
+
+    Raises:
+        TypeError: ``http_client`` is not an :class:`httpx.Client`.
+        ValueError: ``http_client`` with ``transport`` or ``max_connections``.
 
     Example:
         >>> with Client(token="...") as client:  # doctest: +SKIP
-        ...     client.workflows.create({"id": "hello", "tasks": [{"key": "a", "action": "mock"}]})
-        ...     run = client.runs.start("hello", 1, {"name": "world"})
-        ...     print(client.wait_for_run(run.run_id).status)
+        ...     client.workflows.apply({"id": "hello", "tasks": [{"key": "a", "action": "mock"}]})
+        ...     run = client.runs.start("hello", {"name": "world"})  # the latest version
+        ...     print(client.runs.result(run.run_id))  # {"a": {...}}
     """
 
     workflows: Workflows
@@ -75,18 +90,23 @@ class Client:
         max_retries: int = DEFAULT_MAX_RETRIES,
         transport: httpx.BaseTransport | None = None,
         max_connections: int | None = None,
+        http_client: httpx.Client | None = None,
     ) -> None:
         self._options = ClientOptions.resolve(
             base_url=base_url, token=token, timeout=timeout, max_retries=max_retries
         )
-        self._http = httpx.Client(
-            base_url=self._options.base_url,
-            headers=self._options.headers(),
-            timeout=self._options.timeout,
-            transport=transport,
-            limits=_limits(max_connections),
+        _check_http_client(http_client, httpx.Client, transport, max_connections)
+        self._owns_http = http_client is None
+        self._http = (
+            http_client
+            if http_client is not None
+            else httpx.Client(
+                timeout=self._options.timeout,
+                transport=transport,
+                limits=_limits(max_connections),
+            )
         )
-        sender = SyncSender(self._http, self._options.max_retries)
+        sender = SyncSender(self._http, self._options)
         self._sender = sender
         self.workflows = Workflows(sender)
         self.versions = Versions(sender)
@@ -114,6 +134,7 @@ class Client:
         *,
         timeout: float | None = 300.0,
         poll_interval: float = 0.5,
+        extra_headers: ExtraHeaders = None,
     ) -> Run:
         """Poll a run until it is terminal and return it (see :meth:`Runs.wait`).
 
@@ -121,19 +142,25 @@ class Client:
             run_id: The run.
             timeout: Seconds to wait at most; None waits forever.
             poll_interval: Seconds between polls.
+            extra_headers: Headers added to each poll's request.
 
         Raises:
             WaitTimeout: the run was still not terminal at the deadline.
         """
-        return self.runs.wait(run_id, timeout=timeout, poll_interval=poll_interval)
+        return self.runs.wait(
+            run_id, timeout=timeout, poll_interval=poll_interval, extra_headers=extra_headers
+        )
 
-    def status(self) -> ServiceStatus:
+    def status(
+        self, *, timeout: RequestTimeout = None, extra_headers: ExtraHeaders = None
+    ) -> ServiceStatus:
         """The service at a glance: role, epoch, active runs and workers, approvals, queues."""
-        return self._sender.send(_requests.get_status())
+        return self._sender.send(_requests.get_status(), timeout, extra_headers)
 
     def close(self) -> None:
-        """Close the connection pool (idempotent)."""
-        self._http.close()
+        """Close the connection pool (idempotent); a caller's ``http_client`` stays open."""
+        if self._owns_http:
+            self._http.close()
 
     def __enter__(self) -> Client:
         return self
@@ -157,15 +184,21 @@ class AsyncClient:
         base_url: The server; default ``WORKLOAD_URL``, else ``http://127.0.0.1:8080``.
         token: The bearer token; default ``WORKLOAD_TOKEN``.
         timeout: Seconds (or an :class:`httpx.Timeout`) for each HTTP request; None for none.
-        max_retries: How many times a *read* is retried after a transient failure. Writes are
-            never retried.
+        max_retries: How many times a *read* (or an apply) is retried after a transient
+            failure. POST writes are never retried.
         transport: An async httpx transport (e.g. :class:`httpx.MockTransport`).
         max_connections: How many connections may be open at once (each kept alive); None
             for httpx's default (100). A request beyond them waits for one to be free.
+        http_client: Your own :class:`httpx.AsyncClient` to send through; the SDK never
+            closes it (see :class:`Client`).
+
+    Raises:
+        TypeError: ``http_client`` is not an :class:`httpx.AsyncClient`.
+        ValueError: ``http_client`` with ``transport`` or ``max_connections``.
 
     Example:
         >>> async with AsyncClient(token="...") as client:  # doctest: +SKIP
-        ...     run = await client.runs.start("hello", 1)
+        ...     run = await client.runs.start("hello")
         ...     async for event in client.runs.events(run.run_id):
         ...         print(event.type)
     """
@@ -189,18 +222,23 @@ class AsyncClient:
         max_retries: int = DEFAULT_MAX_RETRIES,
         transport: httpx.AsyncBaseTransport | None = None,
         max_connections: int | None = None,
+        http_client: httpx.AsyncClient | None = None,
     ) -> None:
         self._options = ClientOptions.resolve(
             base_url=base_url, token=token, timeout=timeout, max_retries=max_retries
         )
-        self._http = httpx.AsyncClient(
-            base_url=self._options.base_url,
-            headers=self._options.headers(),
-            timeout=self._options.timeout,
-            transport=transport,
-            limits=_limits(max_connections),
+        _check_http_client(http_client, httpx.AsyncClient, transport, max_connections)
+        self._owns_http = http_client is None
+        self._http = (
+            http_client
+            if http_client is not None
+            else httpx.AsyncClient(
+                timeout=self._options.timeout,
+                transport=transport,
+                limits=_limits(max_connections),
+            )
         )
-        sender = AsyncSender(self._http, self._options.max_retries)
+        sender = AsyncSender(self._http, self._options)
         self._sender = sender
         self.workflows = AsyncWorkflows(sender)
         self.versions = AsyncVersions(sender)
@@ -228,21 +266,30 @@ class AsyncClient:
         *,
         timeout: float | None = 300.0,  # noqa: ASYNC109 - a polling deadline, as in the sync twin
         poll_interval: float = 0.5,
+        extra_headers: ExtraHeaders = None,
     ) -> Run:
         """Poll a run until it is terminal and return it (see :meth:`AsyncRuns.wait`).
 
         Raises:
             WaitTimeout: the run was still not terminal at the deadline.
         """
-        return await self.runs.wait(run_id, timeout=timeout, poll_interval=poll_interval)
+        return await self.runs.wait(
+            run_id, timeout=timeout, poll_interval=poll_interval, extra_headers=extra_headers
+        )
 
-    async def status(self) -> ServiceStatus:
+    async def status(
+        self,
+        *,
+        timeout: RequestTimeout = None,  # noqa: ASYNC109 - the HTTP timeout, as in the sync twin
+        extra_headers: ExtraHeaders = None,
+    ) -> ServiceStatus:
         """The service at a glance: role, epoch, active runs and workers, approvals, queues."""
-        return await self._sender.send(_requests.get_status())
+        return await self._sender.send(_requests.get_status(), timeout, extra_headers)
 
     async def close(self) -> None:
-        """Close the connection pool (idempotent)."""
-        await self._http.aclose()
+        """Close the connection pool (idempotent); a caller's ``http_client`` stays open."""
+        if self._owns_http:
+            await self._http.aclose()
 
     async def __aenter__(self) -> AsyncClient:
         return self
@@ -257,6 +304,32 @@ class AsyncClient:
 
     def __repr__(self) -> str:
         return f"AsyncClient(base_url={self.base_url!r})"
+
+
+def _check_http_client(
+    http_client: object,
+    expected: type[httpx.Client] | type[httpx.AsyncClient],
+    transport: object,
+    max_connections: int | None,
+) -> None:
+    """Refuse an ``http_client`` of the other kind, or one given with options it cannot take.
+
+    Raises:
+        TypeError: ``http_client`` is not an instance of ``expected``.
+        ValueError: ``transport`` or ``max_connections`` given too.
+    """
+    if http_client is None:
+        return
+    if not isinstance(http_client, expected):
+        raise TypeError(
+            f"http_client must be an {expected.__module__}.{expected.__name__}, "
+            f"not {type(http_client).__name__}"
+        )
+    if transport is not None or max_connections is not None:
+        raise ValueError(
+            "transport and max_connections configure the client the SDK makes; "
+            "with http_client=, configure your own"
+        )
 
 
 def _limits(max_connections: int | None) -> httpx.Limits:

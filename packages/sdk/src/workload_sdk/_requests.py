@@ -1,5 +1,9 @@
 """Request building: one function per API operation, shared by the sync and async clients.
 
+This module holds the request type and its helpers, and the operations on workflows, versions,
+runs and the service; the worker protocol's are in :mod:`workload_sdk._worker_requests`, the
+approvals' and drafts' in :mod:`workload_sdk._approval_requests`.
+
 Each function returns an :class:`ApiRequest` (method, path, query, headers, body, and how to
 parse the success body), so :class:`~workload_sdk.Client` and
 :class:`~workload_sdk.AsyncClient` differ only in how they send it. Nothing here does I/O.
@@ -9,23 +13,16 @@ from __future__ import annotations
 
 import re
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 from urllib.parse import quote
 
 from workload_sdk.models import (
-    Approval,
     Attempt,
-    Claim,
-    ClaimedAttempt,
     Cluster,
-    Draft,
     Event,
-    Lease,
     Page,
-    QueueList,
-    QueueStats,
     Run,
     RunStatus,
     ServiceStatus,
@@ -33,45 +30,31 @@ from workload_sdk.models import (
     TaskRun,
     Version,
     VersionSummary,
-    WorkerInfo,
     Workflow,
 )
 
 __all__ = [
-    "CLAIM_READ_MARGIN",
     "STREAM_READ_TIMEOUT",
     "ApiRequest",
-    "approve_draft",
+    "apply_workflow",
     "cancel_run",
-    "claim_attempts",
-    "complete_attempt",
-    "create_draft",
+    "check_run_input",
     "create_version",
     "create_workflow",
-    "decide_approval",
-    "fail_attempt",
-    "get_approval",
     "get_cluster",
-    "get_draft",
     "get_run",
     "get_status",
     "get_task",
     "get_version",
     "get_workflow",
-    "heartbeat_attempt",
-    "list_approvals",
     "list_attempts",
-    "list_drafts",
     "list_events",
-    "list_queues",
     "list_runs",
     "list_steps",
     "list_tasks",
     "list_versions",
-    "list_workers",
     "list_workflows",
     "new_idempotency_key",
-    "reject_draft",
     "start_run",
     "stream_events",
 ]
@@ -79,9 +62,6 @@ __all__ = [
 T = TypeVar("T")
 _PREFIX = "/api/v1"
 _IDEMPOTENCY_KEY = re.compile(r"^[\x21-\x7e]{1,255}$")
-CLAIM_READ_MARGIN = 10.0
-"""Seconds a claim's read timeout exceeds its ``wait_seconds``: the server answers an empty
-claim only after the whole wait, so a read timeout of just the wait would cut it off."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,13 +79,16 @@ class ApiRequest(Generic[T]):
     """The least read timeout the call needs (a claim waits on the server); None: the client's."""
 
     @property
-    def is_write(self) -> bool:
-        """Whether the call writes (every POST); writes are never retried automatically.
+    def safe_to_repeat(self) -> bool:
+        """Whether the SDK may send the call again after a transient failure.
 
-        A worker's claim and reports are POSTs too: a claim that got no answer may have handed
+        Reads may, and so may ``PUT`` (an apply: the server writes at most one version per
+        definition, however often it is sent). A POST never is: one that got no answer may have
+        been applied, and only its caller can repeat it, with the same idempotency key. A
+        worker's claim and reports are POSTs too: a claim that got no answer may have handed
         out attempts, and the worker decides itself when to repeat a report.
         """
-        return self.method == "POST"
+        return self.method in {"GET", "PUT"}
 
 
 def new_idempotency_key() -> str:
@@ -182,6 +165,37 @@ def create_workflow(
     )
 
 
+def apply_workflow(
+    definition: Mapping[str, Any], idempotency_key: str | None
+) -> ApiRequest[Version]:
+    """``PUT /workflows/{id}``: apply a definition by content, under its own ``id``.
+
+    201 when it created a version, 200 when the latest version has this definition already
+    (see :meth:`~workload_sdk.AppliedVersion.of`). The ``Idempotency-Key`` is sent only when
+    given: the server writes at most one version per definition without it.
+
+    Raises:
+        TypeError: the definition is not a mapping.
+        ValueError: the definition has no ``id`` (a non-empty string), or the key is malformed.
+    """
+    if not isinstance(definition, Mapping):
+        raise TypeError(f"a definition is a mapping (a JSON object), not {type(definition)!r}")
+    workflow_id = definition.get("id")
+    if not isinstance(workflow_id, str) or not workflow_id:
+        raise ValueError("the definition has no id: apply names the workflow by its 'id'")
+    headers = {}
+    if idempotency_key is not None:
+        headers["Idempotency-Key"] = _idempotency_key(idempotency_key)
+    return ApiRequest(
+        "PUT",
+        _workflow(workflow_id),
+        Version.model_validate,
+        headers=headers,
+        json=dict(definition),
+        idempotency_key=idempotency_key,
+    )
+
+
 def list_workflows(limit: int | None, cursor: str | None) -> ApiRequest[Page[Workflow]]:
     """``GET /workflows``: one page of workflows."""
     return ApiRequest(
@@ -229,6 +243,19 @@ def get_version(workflow_id: str, version: int) -> ApiRequest[Version]:
 
 
 # -- runs ----------------------------------------------------------------------------------------
+
+
+def check_run_input(input: object) -> None:
+    """Refuse a run input that is not a mapping (or None) before anything is sent.
+
+    Raises:
+        TypeError: e.g. a version number passed where the input now goes.
+    """
+    if input is not None and not isinstance(input, Mapping):
+        raise TypeError(
+            f"a run's input is a mapping (a JSON object) or None, not {type(input).__name__}; "
+            "the version is a keyword: runs.start(workflow_id, input, version=N)"
+        )
 
 
 def start_run(
@@ -353,101 +380,6 @@ def stream_events(run_id: str, after: int) -> ApiRequest[None]:
     )
 
 
-# -- workers (SPEC §10) ------------------------------------------------------------------------
-# Claims and reports are fenced by the lease, not by an Idempotency-Key: a report repeated with
-# the same token and body is answered the same 200, anything late is 409 lease_lost.
-
-
-def _attempt(attempt_id: str) -> str:
-    return f"{_PREFIX}/attempts/{_segment(attempt_id)}"
-
-
-def _claimed(data: Any) -> list[ClaimedAttempt]:
-    return Claim.model_validate(data).attempts
-
-
-def claim_attempts(
-    worker_id: str,
-    queues: Sequence[str],
-    actions: Sequence[str],
-    max_attempts: int,
-    wait_seconds: float,
-) -> ApiRequest[list[ClaimedAttempt]]:
-    """``POST /workers/{worker_id}/claim``: up to ``max_attempts``, waiting for work.
-
-    The read timeout is ``wait_seconds`` plus :data:`CLAIM_READ_MARGIN`.
-    """
-    if not queues or not actions:
-        raise ValueError("a claim names at least one queue and one action")
-    return ApiRequest(
-        "POST",
-        f"{_PREFIX}/workers/{_segment(worker_id)}/claim",
-        _claimed,
-        json={
-            "queues": list(queues),
-            "actions": list(actions),
-            "max_attempts": max_attempts,
-            # 20.0 goes as 20: a whole number of seconds is an integer in JSON.
-            "wait_seconds": int(wait_seconds) if float(wait_seconds).is_integer() else wait_seconds,
-        },
-        read_timeout=wait_seconds + CLAIM_READ_MARGIN,
-    )
-
-
-def heartbeat_attempt(
-    attempt_id: str, lease_token: str, progress: Mapping[str, Any] | None
-) -> ApiRequest[Lease]:
-    """``POST /attempts/{attempt_id}/heartbeat``: renew the lease (and record progress)."""
-    body: dict[str, Any] = {"lease_token": lease_token}
-    if progress is not None:
-        body["progress"] = dict(progress)
-    return ApiRequest("POST", f"{_attempt(attempt_id)}/heartbeat", Lease.model_validate, json=body)
-
-
-def complete_attempt(
-    attempt_id: str, lease_token: str, output: Mapping[str, Any]
-) -> ApiRequest[Attempt]:
-    """``POST /attempts/{attempt_id}/complete``: the attempt succeeded with ``output``."""
-    return ApiRequest(
-        "POST",
-        f"{_attempt(attempt_id)}/complete",
-        Attempt.model_validate,
-        json={"lease_token": lease_token, "output": dict(output)},
-    )
-
-
-def fail_attempt(
-    attempt_id: str, lease_token: str, code: str, message: str, retryable: bool
-) -> ApiRequest[Attempt]:
-    """``POST /attempts/{attempt_id}/fail``: the attempt failed with an error object."""
-    error = {"code": code, "message": message, "retryable": retryable}
-    return ApiRequest(
-        "POST",
-        f"{_attempt(attempt_id)}/fail",
-        Attempt.model_validate,
-        json={"lease_token": lease_token, "error": error},
-    )
-
-
-def list_workers(limit: int | None, cursor: str | None) -> ApiRequest[Page[WorkerInfo]]:
-    """``GET /workers``: one page of the workers the server has seen."""
-    return ApiRequest(
-        "GET",
-        f"{_PREFIX}/workers",
-        Page[WorkerInfo].model_validate,
-        params=_page_params(limit, cursor),
-    )
-
-
-def _queues(data: Any) -> list[QueueStats]:
-    return QueueList.model_validate(data).items
-
-
-def list_queues() -> ApiRequest[list[QueueStats]]:
-    """``GET /queues``: every queue with work or history (not paged)."""
-    return ApiRequest("GET", f"{_PREFIX}/queues", _queues)
-
-
 # -- the service (SPEC §12) --------------------------------------------------------------------
 
 
@@ -459,90 +391,3 @@ def get_cluster() -> ApiRequest[Cluster]:
 def get_status() -> ApiRequest[ServiceStatus]:
     """``GET /status``: role, epoch, active runs and workers, pending approvals, queues."""
     return ApiRequest("GET", f"{_PREFIX}/status", ServiceStatus.model_validate)
-
-
-# -- approvals and drafts (SPEC §11) -----------------------------------------------------------
-
-
-def _approval(approval_id: str) -> str:
-    return f"{_PREFIX}/approvals/{_segment(approval_id)}"
-
-
-def _draft(draft_id: str) -> str:
-    return f"{_PREFIX}/drafts/{_segment(draft_id)}"
-
-
-def list_approvals(
-    status: str | None, limit: int | None, cursor: str | None
-) -> ApiRequest[Page[Approval]]:
-    """``GET /approvals?status=``: one page of approvals, optionally of one status."""
-    params = _page_params(limit, cursor)
-    if status is not None:
-        params["status"] = status
-    return ApiRequest("GET", f"{_PREFIX}/approvals", Page[Approval].model_validate, params=params)
-
-
-def get_approval(approval_id: str) -> ApiRequest[Approval]:
-    """``GET /approvals/{approval_id}``."""
-    return ApiRequest("GET", _approval(approval_id), Approval.model_validate)
-
-
-def decide_approval(
-    approval_id: str,
-    decision: str,
-    arguments_digest: str,
-    comment: str | None,
-    idempotency_key: str | None,
-) -> ApiRequest[Approval]:
-    """``POST /approvals/{approval_id}/decision``: approve or reject exactly these arguments."""
-    body: dict[str, Any] = {"decision": decision, "arguments_digest": arguments_digest}
-    if comment is not None:
-        body["comment"] = comment
-    return _write(
-        f"{_approval(approval_id)}/decision", Approval.model_validate, idempotency_key, json=body
-    )
-
-
-def create_draft(
-    prompt: str,
-    workflow_id: str | None,
-    model: str,
-    script: Sequence[Mapping[str, Any]] | None,
-    idempotency_key: str | None,
-) -> ApiRequest[Draft]:
-    """``POST /drafts``: ask a model for a workflow definition (answered 202, generating)."""
-    body: dict[str, Any] = {"prompt": prompt, "model": model}
-    if workflow_id is not None:
-        body["workflow_id"] = workflow_id
-    if script is not None:
-        body["script"] = [dict(turn) for turn in script]
-    return _write(f"{_PREFIX}/drafts", Draft.model_validate, idempotency_key, json=body)
-
-
-def list_drafts(limit: int | None, cursor: str | None) -> ApiRequest[Page[Draft]]:
-    """``GET /drafts``: one page of drafts."""
-    return ApiRequest(
-        "GET", f"{_PREFIX}/drafts", Page[Draft].model_validate, params=_page_params(limit, cursor)
-    )
-
-
-def get_draft(draft_id: str) -> ApiRequest[Draft]:
-    """``GET /drafts/{draft_id}``."""
-    return ApiRequest("GET", _draft(draft_id), Draft.model_validate)
-
-
-def approve_draft(
-    draft_id: str, definition_hash: str, idempotency_key: str | None
-) -> ApiRequest[Draft]:
-    """``POST /drafts/{draft_id}/approve``: make exactly this definition a version."""
-    return _write(
-        f"{_draft(draft_id)}/approve",
-        Draft.model_validate,
-        idempotency_key,
-        json={"definition_hash": definition_hash},
-    )
-
-
-def reject_draft(draft_id: str, idempotency_key: str | None) -> ApiRequest[Draft]:
-    """``POST /drafts/{draft_id}/reject`` (no body)."""
-    return _write(f"{_draft(draft_id)}/reject", Draft.model_validate, idempotency_key)

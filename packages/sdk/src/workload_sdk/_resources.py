@@ -1,38 +1,35 @@
-"""The sync client's endpoints, grouped by resource: ``client.workflows``, ``.versions``, ``.runs``.
+"""The sync client's workflow endpoints: ``client.workflows`` and ``client.versions``.
 
-Writes (``create``, ``start``, ``cancel``) take an ``idempotency_key``. When it is not given a
-fresh one (a random UUID) is generated, and the write is sent exactly once: the SDK never retries
-a write by itself. If a write fails without an answer (:class:`~workload_sdk.APIConnectionError`)
-it may or may not have been applied; retry it with the key the exception carries
-(``exc.idempotency_key``) and the server answers the original outcome instead of writing twice
-(the resource as it was when first written: a replayed cancel shows the run at that time).
+Every public method of every resource also takes two per-call options (one
+:class:`~workload_sdk._base_client.CallOptions`): ``timeout=``, seconds or an
+:class:`httpx.Timeout` for each HTTP request of the call (None keeps the client's), and
+``extra_headers=``, headers added to each request of the call (a listing's every page, a retried
+read's every try). The waits (``runs.wait``, ``runs.result``, ``runs.stream_events``) keep
+``timeout=`` for the deadline of the whole wait.
+
+``create`` is a POST write: it takes an ``idempotency_key``. When it is not given a fresh one (a
+random UUID) is generated, and the write is sent exactly once: the SDK never retries a POST by
+itself. If a write fails without an answer (:class:`~workload_sdk.APIConnectionError`) it may or
+may not have been applied; retry it with the key the exception carries (``exc.idempotency_key``)
+and the server answers the original outcome instead of writing twice (the resource as it was when
+first written: a replayed cancel shows the run at that time).
+
+``workflows.apply`` is a ``PUT``, idempotent by content: it sends an ``Idempotency-Key`` only
+when given one, and the SDK retries it after a transient failure as it retries reads.
 """
 
 from __future__ import annotations
 
-import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from workload_sdk import _requests
-from workload_sdk._base_client import Deadline
+from workload_sdk._base_client import ExtraHeaders, RequestTimeout
 from workload_sdk._sender import SyncSender
-from workload_sdk._streams import END, EventFollower, SseDecoder, resumable
-from workload_sdk.models import (
-    Attempt,
-    Event,
-    Page,
-    Run,
-    RunStatus,
-    Step,
-    TaskRun,
-    Version,
-    VersionSummary,
-    Workflow,
-)
+from workload_sdk.models import AppliedVersion, Page, Version, VersionSummary, Workflow
 from workload_sdk.pagination import Pager
 
-__all__ = ["Runs", "Versions", "Workflows"]
+__all__ = ["Versions", "Workflows"]
 
 
 class Workflows:
@@ -42,7 +39,12 @@ class Workflows:
         self._sender = sender
 
     def create(
-        self, definition: Mapping[str, Any], *, idempotency_key: str | None = None
+        self,
+        definition: Mapping[str, Any],
+        *,
+        idempotency_key: str | None = None,
+        timeout: RequestTimeout = None,
+        extra_headers: ExtraHeaders = None,
     ) -> Version:
         """Create a workflow and its version 1.
 
@@ -50,6 +52,8 @@ class Workflows:
             definition: The workflow definition (``id``, ``tasks``, optional ``description``).
             idempotency_key: The write's ``Idempotency-Key``; generated when not given. Pass
                 the same key to retry this write safely.
+            timeout: This call's HTTP timeout (None: the client's).
+            extra_headers: Headers added to this call's request.
 
         Returns:
             Version 1, with its normalized definition.
@@ -59,35 +63,106 @@ class Workflows:
             Conflict: ``workflow_exists``, or ``idempotency_key_reused`` (the key was used for
                 another request).
         """
-        return self._sender.send(_requests.create_workflow(definition, idempotency_key))
+        request = _requests.create_workflow(definition, idempotency_key)
+        return self._sender.send(request, timeout, extra_headers)
 
-    def list(self, *, limit: int | None = None) -> Pager[Workflow]:
+    def apply(
+        self,
+        definition: Mapping[str, Any],
+        *,
+        idempotency_key: str | None = None,
+        timeout: RequestTimeout = None,
+        extra_headers: ExtraHeaders = None,
+    ) -> AppliedVersion:
+        """Apply a definition by content: a new version only when it differs from the latest.
+
+        ``PUT /workflows/{id}`` under the definition's own ``id``: a new workflow gets version 1,
+        a changed definition the next version, the latest version's definition nothing (the
+        server compares normalized definitions, so key order and defaults do not count).
+        Concurrent identical applies create one version.
+
+        It is retried after a transient failure (no answer, 502/503/504) as a read is, since
+        the server writes at most one version per definition. A retry after a lost answer may
+        report ``created=False`` for the version the lost try created; pass an
+        ``idempotency_key`` to have the first answer replayed instead.
+
+        Args:
+            definition: The workflow definition; its ``id`` names the workflow.
+            idempotency_key: An ``Idempotency-Key`` to send (none is sent by default).
+            timeout: This call's HTTP timeout (None: the client's).
+            extra_headers: Headers added to this call's request.
+
+        Returns:
+            The latest version after the apply, with ``created`` (True: 201, this call created
+            it; False: 200, nothing was written).
+
+        Raises:
+            TypeError: the definition is not a mapping.
+            ValueError: the definition has no ``id``.
+            InvalidRequest: ``invalid_definition``, with every problem in ``errors``.
+            Forbidden: the token may not write definitions (a viewer's or a worker's).
+            Conflict: ``idempotency_key_reused`` (the key was used for another request).
+        """
+        request = _requests.apply_workflow(definition, idempotency_key)
+        version, response = self._sender.send_with_response(request, timeout, extra_headers)
+        return AppliedVersion.of(version, created=response.status_code == 201)
+
+    def list(
+        self,
+        *,
+        limit: int | None = None,
+        timeout: RequestTimeout = None,
+        extra_headers: ExtraHeaders = None,
+    ) -> Pager[Workflow]:
         """Every workflow, oldest first, fetched page by page as you iterate.
 
         Args:
             limit: Page size (1-200; the server's default is 50).
+            timeout: The HTTP timeout of each page's request (None: the client's).
+            extra_headers: Headers added to each page's request.
         """
-        return Pager(lambda cursor: self.list_page(limit=limit, cursor=cursor))
+        return Pager(
+            lambda cursor: self.list_page(
+                limit=limit, cursor=cursor, timeout=timeout, extra_headers=extra_headers
+            )
+        )
 
-    def list_page(self, *, limit: int | None = None, cursor: str | None = None) -> Page[Workflow]:
+    def list_page(
+        self,
+        *,
+        limit: int | None = None,
+        cursor: str | None = None,
+        timeout: RequestTimeout = None,
+        extra_headers: ExtraHeaders = None,
+    ) -> Page[Workflow]:
         """One page of workflows.
 
         Args:
             limit: Page size (1-200; the server's default is 50).
             cursor: The ``next_cursor`` of the previous page; None for the first page.
+            timeout: This call's HTTP timeout (None: the client's).
+            extra_headers: Headers added to this call's request.
 
         Raises:
             InvalidRequest: ``invalid_cursor`` or ``invalid_argument`` (a bad limit).
         """
-        return self._sender.send(_requests.list_workflows(limit, cursor))
+        request = _requests.list_workflows(limit, cursor)
+        return self._sender.send(request, timeout, extra_headers)
 
-    def get(self, workflow_id: str) -> Workflow:
+    def get(
+        self,
+        workflow_id: str,
+        *,
+        timeout: RequestTimeout = None,
+        extra_headers: ExtraHeaders = None,
+    ) -> Workflow:
         """One workflow.
 
         Raises:
             NotFound: ``workflow_not_found``.
         """
-        return self._sender.send(_requests.get_workflow(workflow_id))
+        request = _requests.get_workflow(workflow_id)
+        return self._sender.send(request, timeout, extra_headers)
 
 
 class Versions:
@@ -102,6 +177,8 @@ class Versions:
         definition: Mapping[str, Any],
         *,
         idempotency_key: str | None = None,
+        timeout: RequestTimeout = None,
+        extra_headers: ExtraHeaders = None,
     ) -> Version:
         """Create the next version of a workflow.
 
@@ -111,6 +188,8 @@ class Versions:
                 ``workflow_id``).
             idempotency_key: The write's ``Idempotency-Key``; generated when not given. Pass
                 the same key to retry this write safely.
+            timeout: This call's HTTP timeout (None: the client's).
+            extra_headers: Headers added to this call's request.
 
         Returns:
             The new version, with its normalized definition.
@@ -119,263 +198,53 @@ class Versions:
             InvalidRequest: ``invalid_definition`` or ``workflow_id_mismatch``.
             NotFound: ``workflow_not_found``.
         """
-        return self._sender.send(_requests.create_version(workflow_id, definition, idempotency_key))
+        request = _requests.create_version(workflow_id, definition, idempotency_key)
+        return self._sender.send(request, timeout, extra_headers)
 
-    def list(self, workflow_id: str, *, limit: int | None = None) -> Pager[VersionSummary]:
+    def list(
+        self,
+        workflow_id: str,
+        *,
+        limit: int | None = None,
+        timeout: RequestTimeout = None,
+        extra_headers: ExtraHeaders = None,
+    ) -> Pager[VersionSummary]:
         """Every version of a workflow, by number, fetched page by page as you iterate."""
-        return Pager(lambda cursor: self.list_page(workflow_id, limit=limit, cursor=cursor))
+        return Pager(
+            lambda cursor: self.list_page(
+                workflow_id,
+                limit=limit,
+                cursor=cursor,
+                timeout=timeout,
+                extra_headers=extra_headers,
+            )
+        )
 
     def list_page(
-        self, workflow_id: str, *, limit: int | None = None, cursor: str | None = None
+        self,
+        workflow_id: str,
+        *,
+        limit: int | None = None,
+        cursor: str | None = None,
+        timeout: RequestTimeout = None,
+        extra_headers: ExtraHeaders = None,
     ) -> Page[VersionSummary]:
         """One page of a workflow's versions (summaries, without definitions)."""
-        return self._sender.send(_requests.list_versions(workflow_id, limit, cursor))
+        request = _requests.list_versions(workflow_id, limit, cursor)
+        return self._sender.send(request, timeout, extra_headers)
 
-    def get(self, workflow_id: str, version: int) -> Version:
+    def get(
+        self,
+        workflow_id: str,
+        version: int,
+        *,
+        timeout: RequestTimeout = None,
+        extra_headers: ExtraHeaders = None,
+    ) -> Version:
         """One version with its normalized definition.
 
         Raises:
             NotFound: ``workflow_not_found`` or ``version_not_found``.
         """
-        return self._sender.send(_requests.get_version(workflow_id, version))
-
-
-class Runs:
-    """Runs of workflow versions, their tasks, attempts, agent steps and events."""
-
-    def __init__(self, sender: SyncSender) -> None:
-        self._sender = sender
-
-    def start(
-        self,
-        workflow_id: str,
-        version: int,
-        input: Mapping[str, Any] | None = None,
-        *,
-        idempotency_key: str | None = None,
-    ) -> Run:
-        """Start a run of a version; it exists once this returns (status ``pending``).
-
-        Args:
-            workflow_id: The workflow.
-            version: The version number to run.
-            input: The run's input object (sent as ``{"input": ...}``); None sends no body.
-            idempotency_key: The write's ``Idempotency-Key``; generated when not given. Pass
-                the same key to retry this write safely: a replay returns the same run.
-
-        Raises:
-            NotFound: ``workflow_not_found`` or ``version_not_found``.
-            Conflict: ``idempotency_key_reused``.
-        """
-        return self._sender.send(_requests.start_run(workflow_id, version, input, idempotency_key))
-
-    def list(
-        self,
-        *,
-        workflow_id: str | None = None,
-        status: RunStatus | str | None = None,
-        limit: int | None = None,
-    ) -> Pager[Run]:
-        """Every run, oldest first, optionally filtered, fetched page by page as you iterate.
-
-        Args:
-            workflow_id: Only this workflow's runs.
-            status: Only runs in this status.
-            limit: Page size (1-200; the server's default is 50).
-        """
-        return Pager(
-            lambda cursor: self.list_page(
-                workflow_id=workflow_id, status=status, limit=limit, cursor=cursor
-            )
-        )
-
-    def list_page(
-        self,
-        *,
-        workflow_id: str | None = None,
-        status: RunStatus | str | None = None,
-        limit: int | None = None,
-        cursor: str | None = None,
-    ) -> Page[Run]:
-        """One page of runs; a cursor only works with the filters it was issued for.
-
-        Raises:
-            InvalidRequest: ``invalid_cursor`` or ``invalid_argument`` (an unknown status).
-        """
-        return self._sender.send(_requests.list_runs(workflow_id, status, limit, cursor))
-
-    def get(self, run_id: str) -> Run:
-        """One run.
-
-        Raises:
-            NotFound: ``run_not_found``.
-        """
-        return self._sender.send(_requests.get_run(run_id))
-
-    def get_with_etag(self, run_id: str) -> tuple[Run, str]:
-        """One run and its ``ETag`` (``'"<revision>"'``), for ``cancel(if_match=...)``."""
-        run, response = self._sender.send_with_response(_requests.get_run(run_id))
-        return run, response.headers.get("etag") or f'"{run.revision}"'
-
-    def cancel(
-        self,
-        run_id: str,
-        *,
-        if_revision: int | None = None,
-        if_match: str | None = None,
-        idempotency_key: str | None = None,
-    ) -> Run:
-        """Request cancellation of a run (a pending run is canceled at once).
-
-        Args:
-            run_id: The run.
-            if_revision: Cancel only if the run is still at this ``revision`` (sent as
-                ``If-Match``); otherwise :class:`~workload_sdk.PreconditionFailed` and nothing
-                is written.
-            if_match: The same condition as a raw ``If-Match`` value (e.g. the ETag of
-                :meth:`get_with_etag`). Give at most one of the two.
-            idempotency_key: The write's ``Idempotency-Key``; generated when not given. Pass
-                the same key to retry this write safely.
-
-        Returns:
-            The run with ``cancel_requested`` set (already ``canceled`` if it was).
-
-        Raises:
-            NotFound: ``run_not_found``.
-            Conflict: ``run_finished`` (the run succeeded or failed).
-            PreconditionFailed: the run's revision changed.
-        """
-        return self._sender.send(
-            _requests.cancel_run(
-                run_id,
-                if_revision=if_revision,
-                if_match=if_match,
-                idempotency_key=idempotency_key,
-            )
-        )
-
-    def tasks(self, run_id: str, *, limit: int | None = None) -> Pager[TaskRun]:
-        """Every task of a run, in definition order."""
-        return Pager(lambda cursor: self.tasks_page(run_id, limit=limit, cursor=cursor))
-
-    def tasks_page(
-        self, run_id: str, *, limit: int | None = None, cursor: str | None = None
-    ) -> Page[TaskRun]:
-        """One page of a run's tasks."""
-        return self._sender.send(_requests.list_tasks(run_id, limit, cursor))
-
-    def task(self, run_id: str, task_key: str) -> TaskRun:
-        """One task of a run.
-
-        Raises:
-            NotFound: ``run_not_found`` or ``task_not_found``.
-        """
-        return self._sender.send(_requests.get_task(run_id, task_key))
-
-    def attempts(self, run_id: str, task_key: str, *, limit: int | None = None) -> Pager[Attempt]:
-        """Every attempt at one task, by number."""
-        return Pager(
-            lambda cursor: self.attempts_page(run_id, task_key, limit=limit, cursor=cursor)
-        )
-
-    def attempts_page(
-        self, run_id: str, task_key: str, *, limit: int | None = None, cursor: str | None = None
-    ) -> Page[Attempt]:
-        """One page of a task's attempts."""
-        return self._sender.send(_requests.list_attempts(run_id, task_key, limit, cursor))
-
-    def steps(self, run_id: str, task_key: str, *, limit: int | None = None) -> Pager[Step]:
-        """Every step of an agent task (model and tool calls), by attempt and sequence.
-
-        Raises:
-            NotFound: ``run_not_found`` or ``task_not_found`` (when the first page is read).
-        """
-        return Pager(lambda cursor: self.steps_page(run_id, task_key, limit=limit, cursor=cursor))
-
-    def steps_page(
-        self, run_id: str, task_key: str, *, limit: int | None = None, cursor: str | None = None
-    ) -> Page[Step]:
-        """One page of an agent task's steps (a task of another action has none)."""
-        return self._sender.send(_requests.list_steps(run_id, task_key, limit, cursor))
-
-    def events(self, run_id: str, *, limit: int | None = None) -> Pager[Event]:
-        """A run's whole history, by sequence."""
-        return Pager(lambda cursor: self.events_page(run_id, limit=limit, cursor=cursor))
-
-    def events_page(
-        self, run_id: str, *, limit: int | None = None, cursor: str | None = None
-    ) -> Page[Event]:
-        """One page of a run's events."""
-        return self._sender.send(_requests.list_events(run_id, limit, cursor))
-
-    def stream_events(
-        self,
-        run_id: str,
-        *,
-        after: int = 0,
-        timeout: float | None = None,
-        reconnects: int | None = None,
-    ) -> Iterator[Event]:
-        """A run's events as they are committed, each once, until the run is terminal.
-
-        Follows ``GET /runs/{run_id}/events/stream`` (server-sent events). The iteration ends
-        after the run's last event (``run.succeeded``, ``run.failed`` or ``run.canceled`` and
-        any event of the same commit). A stream that breaks off (the service restarted, the
-        network failed) is resumed with ``Last-Event-ID``: no event is missed or repeated.
-
-        Args:
-            run_id: The run.
-            after: Start after this sequence (0: from the first event).
-            timeout: Seconds to follow at most; None follows until the run ends.
-            reconnects: Resumptions in a row without a new event before giving up; default
-                the client's ``max_retries``.
-
-        Raises:
-            NotFound: ``run_not_found``.
-            APIConnectionError: the stream could not be resumed.
-            APITimeoutError: ``timeout`` passed before the run ended.
-        """
-        follower = EventFollower(
-            run_id,
-            after=after,
-            reconnects=self._sender.max_retries if reconnects is None else reconnects,
-            timeout=timeout,
-        )
-        while True:
-            request = _requests.stream_events(run_id, follower.last)
-            try:
-                with self._sender.stream(request, follower.remaining()) as response:
-                    decoder = SseDecoder()
-                    for line in response.iter_lines():
-                        message = decoder.feed(line)
-                        item = None if message is None else follower.message(message)
-                        if item is END:
-                            return
-                        if isinstance(item, Event):
-                            yield item
-                error: Exception | None = None
-            except Exception as exc:
-                error = resumable(follower, request, exc)
-            time.sleep(follower.closed(error))
-
-    def wait(
-        self, run_id: str, *, timeout: float | None = 300.0, poll_interval: float = 0.5
-    ) -> Run:
-        """Poll a run until it is terminal (succeeded, failed or canceled) and return it.
-
-        Args:
-            run_id: The run.
-            timeout: Seconds to wait at most; None waits forever.
-            poll_interval: Seconds between polls.
-
-        Raises:
-            WaitTimeout: the run was still not terminal at the deadline (``exc.run`` is the
-                last state seen).
-            NotFound: ``run_not_found``.
-        """
-        deadline = Deadline(timeout, poll_interval)
-        while True:
-            run = self.get(run_id)
-            if run.is_terminal:
-                return run
-            time.sleep(deadline.next_sleep(run))
+        request = _requests.get_version(workflow_id, version)
+        return self._sender.send(request, timeout, extra_headers)

@@ -1,4 +1,4 @@
-"""The only I/O of the SDK: sending an API request, with the read retry policy.
+"""The only I/O of the SDK: sending an API request with a call's options, and the retry policy.
 
 :class:`SyncSender` and :class:`AsyncSender` are twins: the same loop, one blocking and one
 awaiting. Everything they decide (what to retry, how long to wait, what a response means) comes
@@ -16,6 +16,10 @@ from typing import Any, TypeVar
 import httpx
 
 from workload_sdk._base_client import (
+    CallOptions,
+    ClientOptions,
+    ExtraHeaders,
+    RequestTimeout,
     build_request,
     parse_response,
     retry_delay,
@@ -35,25 +39,27 @@ T = TypeVar("T")
 class SyncSender:
     """Sends API requests over a blocking httpx client."""
 
-    def __init__(self, http: httpx.Client, max_retries: int) -> None:
+    def __init__(self, http: httpx.Client, options: ClientOptions) -> None:
         self._http = http
-        self._max_retries = max_retries
-        self._base_url = str(http.base_url).rstrip("/")
+        self._options = options
 
     @property
     def max_retries(self) -> int:
         """How many times a read is retried (and a stream reconnected) in a row."""
-        return self._max_retries
+        return self._options.max_retries
 
     @contextmanager
     def stream(
-        self, request: ApiRequest[Any], read_at_most: float | None = None
+        self,
+        request: ApiRequest[Any],
+        read_at_most: float | None = None,
+        extra_headers: ExtraHeaders = None,
     ) -> Iterator[httpx.Response]:
         """Open a streamed response (an error status raises its error; nothing is retried)."""
+        call = CallOptions.of(None, extra_headers)
+        built = build_request(self._http, self._options, request, call, read_at_most=read_at_most)
         try:
-            response = self._http.send(
-                build_request(self._http, request, read_at_most=read_at_most), stream=True
-            )
+            response = self._http.send(built, stream=True)
         except httpx.TransportError as exc:
             raise transport_error(request, exc) from exc
         try:
@@ -64,31 +70,42 @@ class SyncSender:
         finally:
             response.close()
 
-    def send(self, request: ApiRequest[T]) -> T:
-        """Send a request; return its parsed resource or raise its error."""
-        return self.send_with_response(request)[0]
+    def send(
+        self,
+        request: ApiRequest[T],
+        http_timeout: RequestTimeout = None,
+        extra_headers: ExtraHeaders = None,
+    ) -> T:
+        """Send a request with a call's options; return its parsed resource or raise its error."""
+        return self.send_with_response(request, http_timeout, extra_headers)[0]
 
-    def send_with_response(self, request: ApiRequest[T]) -> tuple[T, httpx.Response]:
+    def send_with_response(
+        self,
+        request: ApiRequest[T],
+        http_timeout: RequestTimeout = None,
+        extra_headers: ExtraHeaders = None,
+    ) -> tuple[T, httpx.Response]:
         """Send a request; return its parsed resource and the HTTP response.
 
-        Reads are retried up to ``max_retries`` times after a transient transport failure or a
-        502/503/504; writes are sent exactly once.
+        Reads and applies (PUT) are retried up to ``max_retries`` times after a transient
+        transport failure or a 502/503/504; POSTs are sent exactly once.
         """
+        call = CallOptions.of(http_timeout, extra_headers)
         retry = 0
-        with request_span(request.method, request.path, self._base_url) as span:
+        with request_span(request.method, request.path, self._options.base_url) as span:
             while True:
-                built = build_request(self._http, request)
+                built = build_request(self._http, self._options, request, call)
                 span.inject(built.headers)
                 try:
                     response = self._http.send(built)
                 except httpx.TransportError as exc:
-                    if retry < self._max_retries and retryable_exception(request, exc):
+                    if retry < self._options.max_retries and retryable_exception(request, exc):
                         time.sleep(retry_delay(retry))
                         retry += 1
                         continue
                     raise transport_error(request, exc) from exc
                 span.answered(response.status_code)
-                if retry < self._max_retries and retryable_response(request, response):
+                if retry < self._options.max_retries and retryable_response(request, response):
                     response.close()
                     time.sleep(retry_delay(retry))
                     retry += 1
@@ -102,25 +119,27 @@ class AsyncSender:
     Backoff sleeps use :func:`asyncio.sleep`: the async client runs on asyncio.
     """
 
-    def __init__(self, http: httpx.AsyncClient, max_retries: int) -> None:
+    def __init__(self, http: httpx.AsyncClient, options: ClientOptions) -> None:
         self._http = http
-        self._max_retries = max_retries
-        self._base_url = str(http.base_url).rstrip("/")
+        self._options = options
 
     @property
     def max_retries(self) -> int:
         """How many times a read is retried (and a stream reconnected) in a row."""
-        return self._max_retries
+        return self._options.max_retries
 
     @asynccontextmanager
     async def stream(
-        self, request: ApiRequest[Any], read_at_most: float | None = None
+        self,
+        request: ApiRequest[Any],
+        read_at_most: float | None = None,
+        extra_headers: ExtraHeaders = None,
     ) -> AsyncIterator[httpx.Response]:
         """Open a streamed response (the twin of :meth:`SyncSender.stream`)."""
+        call = CallOptions.of(None, extra_headers)
+        built = build_request(self._http, self._options, request, call, read_at_most=read_at_most)
         try:
-            response = await self._http.send(
-                build_request(self._http, request, read_at_most=read_at_most), stream=True
-            )
+            response = await self._http.send(built, stream=True)
         except httpx.TransportError as exc:
             raise transport_error(request, exc) from exc
         try:
@@ -131,31 +150,38 @@ class AsyncSender:
         finally:
             await response.aclose()
 
-    async def send(self, request: ApiRequest[T]) -> T:
-        """Send a request; return its parsed resource or raise its error."""
-        return (await self.send_with_response(request))[0]
+    async def send(
+        self,
+        request: ApiRequest[T],
+        http_timeout: RequestTimeout = None,
+        extra_headers: ExtraHeaders = None,
+    ) -> T:
+        """Send a request with a call's options; return its parsed resource or raise its error."""
+        return (await self.send_with_response(request, http_timeout, extra_headers))[0]
 
-    async def send_with_response(self, request: ApiRequest[T]) -> tuple[T, httpx.Response]:
-        """Send a request; return its parsed resource and the HTTP response.
-
-        Reads are retried up to ``max_retries`` times after a transient transport failure or a
-        502/503/504; writes are sent exactly once.
-        """
+    async def send_with_response(
+        self,
+        request: ApiRequest[T],
+        http_timeout: RequestTimeout = None,
+        extra_headers: ExtraHeaders = None,
+    ) -> tuple[T, httpx.Response]:
+        """Send a request; return its parsed resource and the HTTP response (see SyncSender)."""
+        call = CallOptions.of(http_timeout, extra_headers)
         retry = 0
-        with request_span(request.method, request.path, self._base_url) as span:
+        with request_span(request.method, request.path, self._options.base_url) as span:
             while True:
-                built = build_request(self._http, request)
+                built = build_request(self._http, self._options, request, call)
                 span.inject(built.headers)
                 try:
                     response = await self._http.send(built)
                 except httpx.TransportError as exc:
-                    if retry < self._max_retries and retryable_exception(request, exc):
+                    if retry < self._options.max_retries and retryable_exception(request, exc):
                         await asyncio.sleep(retry_delay(retry))
                         retry += 1
                         continue
                     raise transport_error(request, exc) from exc
                 span.answered(response.status_code)
-                if retry < self._max_retries and retryable_response(request, response):
+                if retry < self._options.max_retries and retryable_response(request, response):
                     await response.aclose()
                     await asyncio.sleep(retry_delay(retry))
                     retry += 1

@@ -7,7 +7,9 @@ have handed out attempts (their leases run out and they are retried), while a re
 repeated by its caller with the same token and body (the server answers the same 200 again).
 ``workload_worker`` runs this protocol for you; use these methods to write your own loop.
 
-``client.workers`` and ``client.queues`` are what an operator watches (viewer reads).
+``client.workers`` and ``client.queues`` are what an operator watches (viewer reads). Every
+method also takes ``timeout=`` and ``extra_headers=`` (see :mod:`workload_sdk._resources`); a
+claim's read timeout stays at least its ``wait_seconds`` plus a margin, whatever ``timeout``.
 """
 
 from __future__ import annotations
@@ -15,7 +17,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from workload_sdk import _requests
+from workload_sdk import _requests, _worker_requests
+from workload_sdk._base_client import ExtraHeaders, RequestTimeout
 from workload_sdk._sender import SyncSender
 from workload_sdk.models import (
     Attempt,
@@ -28,7 +31,7 @@ from workload_sdk.models import (
 )
 from workload_sdk.pagination import Pager
 
-__all__ = ["Attempts", "Queues", "Workers"]
+__all__ = ["Attempts", "ClusterInfo", "Queues", "Workers"]
 
 
 class Attempts:
@@ -45,6 +48,8 @@ class Attempts:
         *,
         max_attempts: int = 1,
         wait_seconds: float = 20,
+        timeout: RequestTimeout = None,
+        extra_headers: ExtraHeaders = None,
     ) -> list[ClaimedAttempt]:
         """Claim up to ``max_attempts`` attempts of these actions in these queues.
 
@@ -57,6 +62,9 @@ class Attempts:
             actions: The actions this worker runs (at least one).
             max_attempts: How many attempts at most (1-100).
             wait_seconds: How long the server waits for work (0-50).
+            timeout: This call's HTTP timeout (None: the client's); its read timeout is
+                raised to ``wait_seconds`` plus a margin when shorter.
+            extra_headers: Headers added to this call's request.
 
         Returns:
             The claimed attempts, each with its ``lease_token``, oldest ready first.
@@ -66,12 +74,19 @@ class Attempts:
             InvalidRequest: ``invalid_argument`` (a bound or a name the server refuses).
             Forbidden: the token is not a worker's.
         """
-        return self._sender.send(
-            _requests.claim_attempts(worker_id, queues, actions, max_attempts, wait_seconds)
+        request = _worker_requests.claim_attempts(
+            worker_id, queues, actions, max_attempts, wait_seconds
         )
+        return self._sender.send(request, timeout, extra_headers)
 
     def heartbeat(
-        self, attempt_id: str, lease_token: str, progress: Mapping[str, Any] | None = None
+        self,
+        attempt_id: str,
+        lease_token: str,
+        progress: Mapping[str, Any] | None = None,
+        *,
+        timeout: RequestTimeout = None,
+        extra_headers: ExtraHeaders = None,
     ) -> Lease:
         """Renew an attempt's lease (by its ``heartbeat_timeout_seconds``), recording progress.
 
@@ -79,14 +94,25 @@ class Attempts:
             attempt_id: The claimed attempt.
             lease_token: The claim's lease token.
             progress: A JSON object shown on the attempt (``progress``); None keeps the last.
+            timeout: This call's HTTP timeout (None: the client's).
+            extra_headers: Headers added to this call's request.
 
         Raises:
             LeaseLost: the lease is gone (``exc.reason``): stop working on the attempt.
             PayloadTooLarge: ``progress`` is over 64 KiB.
         """
-        return self._sender.send(_requests.heartbeat_attempt(attempt_id, lease_token, progress))
+        request = _worker_requests.heartbeat_attempt(attempt_id, lease_token, progress)
+        return self._sender.send(request, timeout, extra_headers)
 
-    def complete(self, attempt_id: str, lease_token: str, output: Mapping[str, Any]) -> Attempt:
+    def complete(
+        self,
+        attempt_id: str,
+        lease_token: str,
+        output: Mapping[str, Any],
+        *,
+        timeout: RequestTimeout = None,
+        extra_headers: ExtraHeaders = None,
+    ) -> Attempt:
         """Report that an attempt succeeded, with its output (a JSON object).
 
         Repeating it with the same token and output is answered the same 200 again.
@@ -98,7 +124,8 @@ class Attempts:
             LeaseLost: too late (``expired``, ``canceled``, ``timed_out``), already reported
                 otherwise (``finished``) or not this lease (``unknown``); nothing was written.
         """
-        return self._sender.send(_requests.complete_attempt(attempt_id, lease_token, output))
+        request = _worker_requests.complete_attempt(attempt_id, lease_token, output)
+        return self._sender.send(request, timeout, extra_headers)
 
     def fail(
         self,
@@ -108,6 +135,8 @@ class Attempts:
         message: str,
         *,
         retryable: bool = True,
+        timeout: RequestTimeout = None,
+        extra_headers: ExtraHeaders = None,
     ) -> Attempt:
         """Report that an attempt failed; the task's retry rule decides what happens next.
 
@@ -117,6 +146,8 @@ class Attempts:
             code: A stable error code (e.g. the exception's class name).
             message: What went wrong, for people.
             retryable: Whether another attempt may succeed (False fails the task now).
+            timeout: This call's HTTP timeout (None: the client's).
+            extra_headers: Headers added to this call's request.
 
         Returns:
             The attempt, ``failed``.
@@ -124,9 +155,8 @@ class Attempts:
         Raises:
             LeaseLost: as for :meth:`complete`.
         """
-        return self._sender.send(
-            _requests.fail_attempt(attempt_id, lease_token, code, message, retryable)
-        )
+        request = _worker_requests.fail_attempt(attempt_id, lease_token, code, message, retryable)
+        return self._sender.send(request, timeout, extra_headers)
 
 
 class Workers:
@@ -135,13 +165,32 @@ class Workers:
     def __init__(self, sender: SyncSender) -> None:
         self._sender = sender
 
-    def list(self, *, limit: int | None = None) -> Pager[WorkerInfo]:
+    def list(
+        self,
+        *,
+        limit: int | None = None,
+        timeout: RequestTimeout = None,
+        extra_headers: ExtraHeaders = None,
+    ) -> Pager[WorkerInfo]:
         """Every worker seen, fetched page by page as you iterate."""
-        return Pager(lambda cursor: self.list_page(limit=limit, cursor=cursor))
+        return Pager(
+            lambda cursor: self.list_page(
+                limit=limit, cursor=cursor, timeout=timeout, extra_headers=extra_headers
+            )
+        )
 
-    def list_page(self, *, limit: int | None = None, cursor: str | None = None) -> Page[WorkerInfo]:
+    def list_page(
+        self,
+        *,
+        limit: int | None = None,
+        cursor: str | None = None,
+        timeout: RequestTimeout = None,
+        extra_headers: ExtraHeaders = None,
+    ) -> Page[WorkerInfo]:
         """One page of workers (``status`` ``active`` or ``gone``, ``in_flight`` attempts)."""
-        return self._sender.send(_requests.list_workers(limit, cursor))
+        return self._sender.send(
+            _worker_requests.list_workers(limit, cursor), timeout, extra_headers
+        )
 
 
 class ClusterInfo:
@@ -150,9 +199,9 @@ class ClusterInfo:
     def __init__(self, sender: SyncSender) -> None:
         self._sender = sender
 
-    def get(self) -> Cluster:
+    def get(self, *, timeout: RequestTimeout = None, extra_headers: ExtraHeaders = None) -> Cluster:
         """The live replicas and the shards each owns (a coordinator alone: one, owning all)."""
-        return self._sender.send(_requests.get_cluster())
+        return self._sender.send(_requests.get_cluster(), timeout, extra_headers)
 
 
 class Queues:
@@ -161,6 +210,8 @@ class Queues:
     def __init__(self, sender: SyncSender) -> None:
         self._sender = sender
 
-    def list(self) -> list[QueueStats]:
+    def list(
+        self, *, timeout: RequestTimeout = None, extra_headers: ExtraHeaders = None
+    ) -> list[QueueStats]:
         """Every queue with work or history: attempts queued and running, the oldest wait."""
-        return self._sender.send(_requests.list_queues())
+        return self._sender.send(_worker_requests.list_queues(), timeout, extra_headers)

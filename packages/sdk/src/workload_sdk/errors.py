@@ -33,8 +33,11 @@ Hierarchy::
     ├── APIResponseValidationError a success response that is not the documented resource
     ├── APIConnectionError         no response: connecting, sending or receiving failed
     │   └── APITimeoutError        no response within the timeout
-    ├── WaitTimeout                wait_for_run's deadline passed (also a TimeoutError)
-    └── DraftWaitTimeout           drafts.wait's deadline passed (also a TimeoutError)
+    ├── WaitTimeout                wait_for_run's (or runs.result's) deadline passed (also a
+    │                              TimeoutError)
+    ├── DraftWaitTimeout           drafts.wait's deadline passed (also a TimeoutError)
+    ├── RunFailed                  runs.result: the run finished failed (run)
+    └── RunCanceled                runs.result: the run finished canceled (run)
 
 A code with a class of its own (``lease_lost``, ``approval_changed`` …) raises that class only
 with its family's status; any other code raises its family's class.
@@ -75,6 +78,8 @@ __all__ = [
     "NotFound",
     "PayloadTooLarge",
     "PreconditionFailed",
+    "RunCanceled",
+    "RunFailed",
     "ServerError",
     "Unauthenticated",
     "Unavailable",
@@ -240,7 +245,26 @@ class APITimeoutError(APIConnectionError):
 
 
 class WaitTimeout(WorkloadError, TimeoutError):
-    """``wait_for_run`` gave up before the run finished; ``run`` is the last state seen."""
+    """``wait_for_run`` (``runs.wait``, ``runs.result``) gave up before the run finished.
+
+    ``run`` is the last state seen.
+    """
+
+    def __init__(self, detail: str, *, run: Run) -> None:
+        super().__init__(detail)
+        self.run = run
+
+
+class RunFailed(WorkloadError):
+    """``runs.result``: the run finished ``failed``; ``run`` is the run (its tasks say why)."""
+
+    def __init__(self, detail: str, *, run: Run) -> None:
+        super().__init__(detail)
+        self.run = run
+
+
+class RunCanceled(WorkloadError):
+    """``runs.result``: the run finished ``canceled``; ``run`` is the run."""
 
     def __init__(self, detail: str, *, run: Run) -> None:
         super().__init__(detail)

@@ -14,6 +14,7 @@ from typing import Any, Generic, TypeVar
 from pydantic import BaseModel, ConfigDict, Field
 
 __all__ = [
+    "AppliedVersion",
     "Approval",
     "Attempt",
     "AttemptStatus",
@@ -149,6 +150,22 @@ class Version(VersionSummary):
     """A version with its normalized definition (every default explicit)."""
 
     definition: JsonObject
+
+
+class AppliedVersion(Version):
+    """What ``client.workflows.apply`` answers: the workflow's latest version after the apply.
+
+    ``created`` is True when the apply created it (201: the workflow was new, or its latest
+    version had another definition), False when the latest version had this definition already
+    (200: nothing was written).
+    """
+
+    created: bool
+
+    @classmethod
+    def of(cls, version: Version, *, created: bool) -> AppliedVersion:
+        """The version, and whether the apply created it."""
+        return cls.model_validate({**version.model_dump(), "created": created})
 
 
 class Usage(_Resource):

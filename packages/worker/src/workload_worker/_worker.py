@@ -26,6 +26,7 @@ import anyio.abc
 
 from workload_sdk import AsyncClient, ClaimedAttempt, Forbidden, Unauthenticated, WorkloadError
 from workload_sdk.config import WORKER_TOKEN_ENV
+from workload_worker._apply import ApplyOnStart
 from workload_worker._attempt import SYNC_HANDLER_THREADS, Action, AttemptRunner
 from workload_worker._backoff import Backoff
 from workload_worker._context import Context
@@ -39,14 +40,16 @@ from workload_worker._settings import (
     non_negative,
 )
 from workload_worker._signals import RunSignals
+from workload_worker._typed import typed_handler
+from workload_worker._workflow import Workflow
 from workload_worker.errors import WorkerConfigError
 
 __all__ = ["Handler", "Worker"]
 
 logger = logging.getLogger("workload.worker")
 
-Handler = Callable[[Context, dict[str, Any]], Any]
-"""A handler: ``(ctx, input) -> dict``, a plain function or a coroutine function."""
+Handler = Callable[[Context, Any], Any]
+"""A handler: ``(ctx, input) -> dict`` (or pydantic models), a function or a coroutine function."""
 H = TypeVar("H", bound=Handler)
 
 MAX_CLAIM = 100  # the API's bound on max_attempts
@@ -72,6 +75,11 @@ class Worker:
             a test transport); the worker does not close it.
         backoff_initial_seconds: The first wait after a connection error or a 5xx.
         backoff_max_seconds: The longest wait between tries (the wait doubles, jittered).
+        workflows: Workflows built with :class:`Workflow`, applied with ``apply_on_start``.
+        apply_on_start: Apply ``workflows`` as serving starts (with neither of the next two
+            nor ``WORKLOAD_TOKEN``: a warning, no write; a worker token never writes).
+        operator_token: The operator token to apply with; default ``WORKLOAD_TOKEN``.
+        operator_client: An SDK client holding an operator token, to apply with.
 
     Raises:
         WorkerConfigError: an argument the API would refuse.
@@ -98,8 +106,14 @@ class Worker:
         client: AsyncClient | None = None,
         backoff_initial_seconds: float = 0.5,
         backoff_max_seconds: float = 30.0,
+        workflows: Sequence[Workflow] = (),
+        apply_on_start: bool = False,
+        operator_token: str | None = None,
+        operator_client: AsyncClient | None = None,
     ) -> None:
         self._actions: dict[str, Action] = {}
+        self._apply = ApplyOnStart.of(workflows, apply_on_start, operator_token, operator_client)
+        self.workflows = self._apply.workflows
         self.queues: list[str] = []
         self.concurrency = 1
         self.url: str | None = None
@@ -163,7 +177,7 @@ class Worker:
 
         A coroutine function runs on the worker's event loop; a plain function runs in a
         thread (one per slot), so blocking code is fine there. Either takes ``(ctx, input)``
-        and returns the output, a JSON object (a ``dict``).
+        and returns the output, a JSON object (a ``dict``), or either may be a pydantic model.
 
         Raises:
             WorkerConfigError: an empty, too long, built-in (``mock``, ``agent``) or already
@@ -182,7 +196,7 @@ class Worker:
             is_async = inspect.iscoroutinefunction(handler) or inspect.iscoroutinefunction(
                 getattr(handler, "__call__", None)  # noqa: B004 - an object whose __call__ is async
             )
-            self._actions[name] = Action(name, handler, is_async)
+            self._actions[name] = Action(name, typed_handler(handler, name, is_async), is_async)
             return handler
 
         return register
@@ -288,10 +302,14 @@ class Worker:
             elif self._run_signals is not None:
                 routed = self._run_signals.serving(functools.partial(self._signalled, serving))
             with routed:
+                refused = await self._apply.run(self.url, serving, self._new_backoff())
                 async with anyio.create_task_group() as attempts:
-                    await self._claim_loop(client, serving, attempts, limiter)
+                    if refused is None:
+                        await self._claim_loop(client, serving, attempts, limiter)
                     await self._drain(serving, attempts)
             outer.cancel_scope.cancel()
+        if refused is not None:
+            raise refused  # out here: inside the task groups it would become an ExceptionGroup
         logger.info("worker %s: stopped", self.worker_id)
 
     def _new_backoff(self) -> Backoff:
