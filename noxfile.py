@@ -151,23 +151,27 @@ def bench(session: nox.Session) -> None:
     """Benchmarks (not run by default): JSON from each, then the SPEC §15 table.
 
     ``nox -s bench -- e2e_bench ready_bench`` runs only those (the table marks the others
-    missing). ``WORKLOAD_BENCH_SMOKE=1`` shrinks every count (a check, not a measurement);
-    ``WORKLOAD_BENCH_RESULTS`` is where the JSON goes (default: a new temporary directory);
-    ``WORKLOAD_BENCH_PEERS`` points at ../shared/bench-peers results (benchmarks/README.md).
+    missing; ``e2e`` for ``e2e_bench`` too). ``nox -s bench -- scaleout`` runs the scale-out
+    benchmark (SPEC §15, §16: replicas in 0.25-CPU cgroups, as root; ≈ 10 minutes), which a bare
+    ``nox -s bench`` leaves out. ``WORKLOAD_BENCH_SMOKE=1`` shrinks every count (a check, not a
+    measurement); ``WORKLOAD_BENCH_RESULTS`` is where the JSON goes (default: a new temporary
+    directory); ``WORKLOAD_BENCH_PEERS`` points at ../shared/bench-peers results
+    (benchmarks/README.md).
     """
     kinds = ("store", "api", "worker", "telemetry", "e2e", "ready")
     benchmarks = [f"{kind}_bench" for kind in kinds]
+    named_only = ["scaleout_bench"]  # minutes long: only when named
     _sync(session)
-    chosen = session.posargs or benchmarks
-    unknown = sorted(set(chosen) - set(benchmarks))
+    chosen = [n if n.endswith("_bench") else f"{n}_bench" for n in session.posargs] or benchmarks
+    unknown = sorted(set(chosen) - set(benchmarks) - set(named_only))
     if unknown:
-        session.error(f"unknown benchmarks {unknown}; choose from {benchmarks}")
+        session.error(f"unknown benchmarks {unknown}; choose from {benchmarks + named_only}")
     results = os.environ.get("WORKLOAD_BENCH_RESULTS") or tempfile.mkdtemp(
         prefix="workload-bench-results-"
     )
     env = {**_test_env(), "WORKLOAD_BENCH_RESULTS": results}
     # telemetry_bench is SPEC §12's overhead; the others feed SPEC §15's table.
-    for name in benchmarks:
+    for name in benchmarks + named_only:
         if name in chosen:
             session.run("python", "-m", f"benchmarks.{name}", env=env)
     session.run("python", "-m", "benchmarks.spec15", results, env=env)

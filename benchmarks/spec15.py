@@ -28,7 +28,7 @@ from dataclasses import astuple, dataclass
 from pathlib import Path
 from typing import Any
 
-BENCHES = ("store_bench", "api_bench", "e2e_bench", "worker_bench", "ready_bench")
+BENCHES = ("store_bench", "api_bench", "e2e_bench", "worker_bench", "ready_bench", "scaleout_bench")
 PEER_KEYS = ("prefect_create_rps", "prefect_read_rps", "dbos_steps_ps")
 PEER_ENV = {
     "prefect_create_rps": "PREFECT_CREATE_RPS",
@@ -37,6 +37,11 @@ PEER_ENV = {
 }
 NO_PEER = "n/a (peer: run ../shared/bench-peers)"
 FULL_BACKLOG = 5000
+SCALEOUT_RATIOS = (
+    ("local", "scale-out: 10-task mock chains, tasks/s by replicas (0.25 CPU each)"),
+    ("remote", "scale-out: remote zero-work tasks (8 workers), tasks/s by replicas"),
+)
+SCALEOUT_WRITES = "scale-out: write transactions per remote task − per local task"
 
 
 @dataclass(frozen=True)
@@ -311,7 +316,61 @@ def rows(results: Mapping[str, Mapping[str, Any]], peers: Mapping[str, float]) -
                     _yes(kb < 10) if backlog >= FULL_BACKLOG else f"n/a ({scale})",
                 )
             )
+
+    _scaleout_rows(table, results.get("scaleout_bench"))
     return table.rows
+
+
+def _scaleout_rows(table: _Table, result: Mapping[str, Any] | None) -> None:
+    """SPEC §15's scale-out bullet: 4 : 1 replicas for both workloads, and the write cost."""
+    ratio_target = "≥ 3 × 1 replica (4 : 1)"
+    writes_target = "≤ 1 more per remote task"
+    if result is None:
+        for _, figure in SCALEOUT_RATIOS:
+            table.missing(figure, "scaleout_bench", ratio_target)
+        table.missing(SCALEOUT_WRITES, "scaleout_bench", writes_target)
+        return
+    if "skipped" in result:
+        why = f"skipped: {result['skipped']}"
+        for figure, target in [(f, ratio_target) for _, f in SCALEOUT_RATIOS] + [
+            (SCALEOUT_WRITES, writes_target)
+        ]:
+            table.rows.append(Row(figure, why, "—", "—", target, "n/a"))
+        return
+    base = baseline_of(result)
+    summary = result["summary"]
+    for workload, figure in SCALEOUT_RATIOS:
+        rates = summary[workload]["tasks_per_s"]
+        ratio = summary[workload]["ratio_4_to_1"]
+        value = ", ".join(f"{n}: {_number(float(v))}" for n, v in rates.items()) or "—"
+        table.rows.append(
+            Row(
+                figure,
+                value,
+                base.text() if base else "—",
+                f"{float(ratio):.2f} × (4 : 1)" if ratio is not None else "—",
+                ratio_target,
+                _yes(float(ratio) >= 3) if ratio is not None else "n/a (needs 1 and 4 replicas)",
+            )
+        )
+    local = summary["local"]["write_transactions_per_task"]
+    remote = summary["remote"]["write_transactions_per_task"]
+    both = [n for n in local if n in remote]
+    differences = [float(remote[n]) - float(local[n]) for n in both]
+    value = (
+        " / ".join(f"{d:+.2f}" for d in differences)
+        + f" at {' / '.join(both)} replicas (local "
+        + " / ".join(f"{float(local[n]):.2f}" for n in both)
+        + ", remote "
+        + " / ".join(f"{float(remote[n]):.2f}" for n in both)
+        + ")"
+        if both
+        else "—"
+    )
+    met = _yes(max(differences) <= 1) if differences else "n/a"
+    table.rows.append(
+        Row(SCALEOUT_WRITES, value, base.text() if base else "—", "—", writes_target, met)
+    )
 
 
 def busy_benchmarks(results: Mapping[str, Mapping[str, Any]]) -> list[str]:
