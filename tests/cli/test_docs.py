@@ -173,3 +173,49 @@ def test_sdk_md_examples_run(
     assert "{'clean': {'words': 42}}" in out
     assert "{'count': {'n': 3}, 'words': {'w': 9}}" in out
     assert "result: True failed" in out
+
+
+def test_authoring_md_examples_run(live_api: LiveApi, tmp_path: Path) -> None:
+    module, sdk = blocks("authoring.md", "python")
+    (tmp_path / "pipelines.py").write_text(module, encoding="utf-8")
+    examples = blocks("authoring.md", "bash")
+    assert len(examples) == 1
+    env = {"WORKLOAD_WORKER_TOKEN": WORKER_TOKEN, "PYTHONPATH": str(tmp_path)}
+    result = run_blocks(examples, live_api, tmp_path, cwd=tmp_path, **env)
+    out = result.stdout
+    assert "created etl version 1\nunchanged etl version 1\n" in out
+    assert "{'ok': True, 'reasons': ['short and clear']}" in out
+    # The SDK's half, with a worker serving meanwhile (the shell's stopped with its block).
+    scripts = Path(sys.executable).parent
+    environment = {
+        "PATH": f"{scripts}{os.pathsep}{os.environ.get('PATH', '')}",
+        "HOME": str(tmp_path),
+        "WORKLOAD_URL": live_api.base_url,
+        "WORKLOAD_TOKEN": OPERATOR_TOKEN,
+        **env,
+    }
+    with (tmp_path / "worker.log").open("wb") as log:
+        worker = subprocess.Popen(
+            [str(scripts / "workload"), "worker", "pipelines:worker"],
+            cwd=tmp_path,
+            env=environment,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", sdk],
+            cwd=tmp_path,
+            env=environment,
+            capture_output=True,
+            text=True,
+            timeout=90,
+            check=False,
+        )
+    finally:
+        worker.terminate()
+        assert worker.wait(timeout=40) == 0, (tmp_path / "worker.log").read_text()
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0] == "1 unchanged"
+    assert "'structured': {'ok': True, 'reasons': ['short and clear']}" in lines[1]
