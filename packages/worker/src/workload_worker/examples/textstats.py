@@ -20,7 +20,7 @@ Settings come from the task's input, else from the run's input (``directory``, `
 Run it against a development server (``workload serve`` stores a worker token the command
 finds on its own)::
 
-    workload worker examples.textstats:worker
+    workload worker workload_worker.examples.textstats:worker
     workload workflows create examples/textstats_workflow.json
     workload runs start textstats --input '{"directory": "docs", "output_dir": "reports"}' --wait
 """
