@@ -25,6 +25,7 @@ nox.options.sessions = [
     "tests_cli",
     "tests_inprocess",
     "tests_postgres15",
+    "packaging",
 ]
 
 PYTHON = "3.11"
@@ -70,9 +71,25 @@ def contracts(session: nox.Session) -> None:
 
 @nox.session(python=PYTHON)
 def tests(session: nox.Session) -> None:
-    """Every test, in the full workspace environment."""
+    """Every test, in the full workspace environment (but the ``packaging`` session's)."""
     _sync(session)
-    session.run("pytest", *(session.posargs or ["tests"]), env=_test_env())
+    args = session.posargs or ["tests"]
+    session.run("pytest", "-m", "not packaging", *args, env=_test_env())
+
+
+PACKAGING_TESTS = ("tests/deploy/test_install.py",)
+
+
+@nox.session(python=PYTHON)
+def packaging(session: nox.Session) -> None:
+    """What ships, used from outside the checkout (SPEC §18; docs/deploy.md).
+
+    The wheels: built, installed with pip into fresh virtual environments in temporary
+    directories, ``serve``, ``demo`` and ``demo --agent`` run from a directory with no
+    checkout; the SDK and the worker alone. No Workload package is installed here.
+    """
+    session.install(*TEST_TOOLS, "anyio>=4.6")
+    session.run("pytest", "-m", "packaging", *PACKAGING_TESTS, *session.posargs, env=_test_env())
 
 
 # Each package with the workspace packages it declares as dependencies.

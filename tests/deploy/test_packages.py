@@ -15,29 +15,16 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
+from tests.deploy.release import PACKAGE_DIRS, ROOT, project, release_version
 from workload_cli._version import PACKAGES
 from workload_cli.main import app
 
-ROOT = Path(__file__).resolve().parents[2]
-PACKAGE_DIRS = sorted(p.parent for p in (ROOT / "packages").glob("*/pyproject.toml"))
 URL = "https://github.com/workload-dev/workload"  # a placeholder: ADR 0019
 _SIBLING = re.compile(r"^(workload-[a-z-]+)(\[[a-z,]+\])?(.*)$")
 
 
-def _project(directory: Path) -> dict[str, Any]:
-    document = tomllib.loads((directory / "pyproject.toml").read_text(encoding="utf-8"))
-    project: dict[str, Any] = document["project"]
-    return project
-
-
-def release_version() -> str:
-    """The one version every package carries: the workspace root's."""
-    version: str = _project(ROOT)["version"]
-    return version
-
-
 def test_every_package_is_listed_by_workload_version() -> None:
-    names = {_project(directory)["name"] for directory in PACKAGE_DIRS}
+    names = {project(directory)["name"] for directory in PACKAGE_DIRS}
     assert len(PACKAGE_DIRS) == 8
     assert set(PACKAGES) == names
     assert len(PACKAGES) == len(names)
@@ -45,19 +32,19 @@ def test_every_package_is_listed_by_workload_version() -> None:
 
 @pytest.mark.parametrize("directory", PACKAGE_DIRS, ids=lambda d: d.name)
 def test_package_metadata_is_complete(directory: Path) -> None:
-    project = _project(directory)
-    assert project["version"] == release_version()
-    assert project["description"]
-    assert project["requires-python"] == ">=3.11"
-    assert project["license"] == "Apache-2.0"  # SPDX (PEP 639), no licence classifier with it
-    assert project["license-files"] == ["LICENSE"]
+    meta = project(directory)
+    assert meta["version"] == release_version()
+    assert meta["description"]
+    assert meta["requires-python"] == ">=3.11"
+    assert meta["license"] == "Apache-2.0"  # SPDX (PEP 639), no licence classifier with it
+    assert meta["license-files"] == ["LICENSE"]
     licence = (directory / "LICENSE").read_text(encoding="utf-8")
     assert licence == (ROOT / "LICENSE").read_text(encoding="utf-8")
-    readme = (directory / project["readme"]).read_text(encoding="utf-8")
-    assert readme.startswith(f"# {project['name']}\n")
-    assert project["urls"]["Repository"] == URL
-    assert set(project["urls"]) == {"Homepage", "Documentation", "Repository", "Issues"}
-    classifiers = project["classifiers"]
+    readme = (directory / meta["readme"]).read_text(encoding="utf-8")
+    assert readme.startswith(f"# {meta['name']}\n")
+    assert meta["urls"]["Repository"] == URL
+    assert set(meta["urls"]) == {"Homepage", "Documentation", "Repository", "Issues"}
+    classifiers = meta["classifiers"]
     assert "Programming Language :: Python :: 3.11" in classifiers
     assert "Development Status :: 3 - Alpha" in classifiers
     assert not [c for c in classifiers if c.startswith("License ::")]
@@ -68,7 +55,7 @@ def test_package_metadata_is_complete(directory: Path) -> None:
 def test_typed_packages_ship_py_typed(directory: Path) -> None:
     (source,) = (directory / "src").iterdir()
     assert (source / "py.typed").is_file()
-    assert "Typing :: Typed" in _project(directory)["classifiers"]
+    assert "Typing :: Typed" in project(directory)["classifiers"]
     document = tomllib.loads((directory / "pyproject.toml").read_text(encoding="utf-8"))
     assert document["tool"]["hatch"]["build"]["targets"]["wheel"]["packages"] == [
         f"src/{source.name}"
@@ -83,7 +70,7 @@ def _requirements(project: dict[str, Any]) -> list[str]:
 @pytest.mark.parametrize("directory", PACKAGE_DIRS, ids=lambda d: d.name)
 def test_siblings_are_pinned_to_the_release_version(directory: Path) -> None:
     """A wheel of one release never resolves a sibling of another (from an index, say)."""
-    siblings = [_SIBLING.match(r) for r in _requirements(_project(directory))]
+    siblings = [_SIBLING.match(r) for r in _requirements(project(directory))]
     pins = {m.group(1): m.group(3) for m in siblings if m is not None}
     assert all(pin == f"=={release_version()}" for pin in pins.values()), pins
 
