@@ -77,7 +77,9 @@ def tests(session: nox.Session) -> None:
     session.run("pytest", "-m", "not packaging", *args, env=_test_env())
 
 
-PACKAGING_TESTS = ("tests/deploy/test_install.py",)
+# The uv the image's test build packs (the version of the Dockerfile's UV_IMAGE).
+IMAGE_UV = "uv==0.13.9"
+PACKAGING_TESTS = ("tests/deploy/test_install.py", "tests/deploy/test_image.py")
 
 
 @nox.session(python=PYTHON)
@@ -86,9 +88,10 @@ def packaging(session: nox.Session) -> None:
 
     The wheels: built, installed with pip into fresh virtual environments in temporary
     directories, ``serve``, ``demo`` and ``demo --agent`` run from a directory with no
-    checkout; the SDK and the worker alone. No Workload package is installed here.
+    checkout; the SDK and the worker alone. The image: built with podman and served from, where
+    podman is installed (``.ci/run`` installs it). No Workload package is installed here.
     """
-    session.install(*TEST_TOOLS, "anyio>=4.6")
+    session.install(*TEST_TOOLS, "anyio>=4.6", IMAGE_UV)
     session.run("pytest", "-m", "packaging", *PACKAGING_TESTS, *session.posargs, env=_test_env())
 
 
