@@ -258,14 +258,20 @@ def test_image_serves_against_postgresql(podman: Podman, image: str, postgres_im
             "workload",
         )
 
-        base = ["run", "--pod", pod, "--no-healthcheck"]
-        migrated = podman(
-            *base, "--rm", image, "workload", "migrate", "up", "--database-url", DATABASE_URL
-        )
+        # As Kubernetes runs them (deploy/kubernetes): a read-only root, the database URL from
+        # the environment; the servers' init container waits on `migrate status` (exit 4 while
+        # behind, 0 once the migration Job has run).
+        base = ["run", "--pod", pod, "--no-healthcheck", "--read-only"]
+        database = ["-e", f"WORKLOAD_DATABASE_URL={DATABASE_URL}"]
+        status = [*base, "--rm", *database, image, "workload", "migrate", "status"]
+        assert podman(*status, check=False).returncode == 4
+        migrated = podman(*base, "--rm", *database, image, "workload", "migrate", "up")
         assert "applied 0001_initial" in migrated.stdout + migrated.stderr
+        podman(*status)
         podman(
             "run",
             "-d",
+            "--read-only",
             "--pod",
             pod,
             "--name",
@@ -304,8 +310,8 @@ def test_image_serves_against_postgresql(podman: Podman, image: str, postgres_im
         podman("healthcheck", "run", f"{pod}-serve")  # the image's HEALTHCHECK passes
 
         def workers() -> list[dict[str, object]]:
-            status, body = _get(f"http://127.0.0.1:{port}/api/v1/workers", operator)
-            items: list[dict[str, object]] = json.loads(body)["items"] if status == 200 else []
+            code, body = _get(f"http://127.0.0.1:{port}/api/v1/workers", operator)
+            items: list[dict[str, object]] = json.loads(body)["items"] if code == 200 else []
             return items
 
         (seen,) = wait_until(workers, timeout=30, interval=0.3)
