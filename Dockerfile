@@ -25,7 +25,7 @@ ENV UV_COMPILE_BYTECODE=1 \
     UV_SYSTEM_CERTS=1 \
     UV_PROJECT_ENVIRONMENT=/opt/workload
 WORKDIR /src
-COPY pyproject.toml uv.lock LICENSE ./
+COPY pyproject.toml uv.lock ./
 COPY packages ./packages
 # Exactly the lock's versions (--frozen), no development tools (--no-dev), the workspace's
 # packages installed as wheels (--no-editable): /opt/workload needs nothing from /src.

@@ -109,7 +109,7 @@ def test_dockerignore_sends_only_what_the_build_reads() -> None:
     ]
     assert rules[0] == "*"
     allowed = {rule[1:].rstrip("/") for rule in rules if rule.startswith("!")}
-    assert allowed == {"pyproject.toml", "uv.lock", "LICENSE", "packages"}
+    assert allowed == {"pyproject.toml", "uv.lock", "packages"}
     copied = {
         Path(source).parts[0]
         for kind, args in stages()[1]
