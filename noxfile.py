@@ -25,6 +25,7 @@ nox.options.sessions = [
     "tests_cli",
     "tests_inprocess",
     "tests_postgres15",
+    "packaging",
 ]
 
 PYTHON = "3.11"
@@ -58,7 +59,7 @@ def lint(session: nox.Session) -> None:
 def typecheck(session: nox.Session) -> None:
     """mypy --strict over every package and the tests."""
     _sync(session)
-    session.run("mypy", *SOURCES, "tests", "benchmarks", "examples", "noxfile.py")
+    session.run("mypy", *SOURCES, "tests", "benchmarks", "noxfile.py")
 
 
 @nox.session(python=PYTHON)
@@ -70,9 +71,28 @@ def contracts(session: nox.Session) -> None:
 
 @nox.session(python=PYTHON)
 def tests(session: nox.Session) -> None:
-    """Every test, in the full workspace environment."""
+    """Every test, in the full workspace environment (but the ``packaging`` session's)."""
     _sync(session)
-    session.run("pytest", *(session.posargs or ["tests"]), env=_test_env())
+    args = session.posargs or ["tests"]
+    session.run("pytest", "-m", "not packaging", *args, env=_test_env())
+
+
+# The uv the image's test build packs (the version of the Dockerfile's UV_IMAGE).
+IMAGE_UV = "uv==0.13.9"
+PACKAGING_TESTS = ("tests/deploy/test_install.py", "tests/deploy/test_image.py")
+
+
+@nox.session(python=PYTHON)
+def packaging(session: nox.Session) -> None:
+    """What ships, used from outside the checkout (SPEC §18; docs/deploy.md).
+
+    The wheels: built, installed with pip into fresh virtual environments in temporary
+    directories, ``serve``, ``demo`` and ``demo --agent`` run from a directory with no
+    checkout; the SDK and the worker alone. The image: built with podman and served from, where
+    podman is installed (``.ci/run`` installs it). No Workload package is installed here.
+    """
+    session.install(*TEST_TOOLS, "anyio>=4.6", IMAGE_UV)
+    session.run("pytest", "-m", "packaging", *PACKAGING_TESTS, *session.posargs, env=_test_env())
 
 
 # Each package with the workspace packages it declares as dependencies.

@@ -77,15 +77,16 @@ def cli(live_api: LiveApi, offline_cli: Cli) -> Cli:
 
 @pytest.fixture
 def example_worker(live_api: LiveApi, tmp_path: Path) -> Iterator[subprocess.Popen[bytes]]:
-    """``workload worker examples.textstats:worker``, a process of its own, serving the live
-    API over real HTTP (tests using it are ``real_http_only``); stopped by SIGTERM."""
+    """``workload worker workload_worker.examples.textstats:worker``, a process of its own,
+    serving the live API over real HTTP (tests using it are ``real_http_only``); stopped by
+    SIGTERM."""
     workload = shutil.which("workload", path=str(Path(sys.executable).parent))
     assert workload is not None
     env = {k: v for k, v in os.environ.items() if not k.startswith("WORKLOAD_")}
     env.update({"WORKLOAD_URL": live_api.base_url, "WORKLOAD_WORKER_TOKEN": WORKER_TOKEN})
     with (tmp_path / "worker.log").open("wb") as log:
         process = subprocess.Popen(
-            [workload, "worker", "examples.textstats:worker", "--concurrency", "2"],
+            [workload, "worker", "workload_worker.examples.textstats:worker", "--concurrency", "2"],
             cwd=ROOT,
             env=env,
             stdout=log,

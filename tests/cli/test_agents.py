@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from examples import textstats
 from pydantic import TypeAdapter
 
 from tests.cli.conftest import Cli
@@ -30,6 +29,7 @@ from workload_cli._demo_agent import (
 from workload_cli._exit import ExitCode
 from workload_sdk import Client, Run, RunStatus, Step, Usage
 from workload_worker import Context
+from workload_worker.examples import textstats
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"

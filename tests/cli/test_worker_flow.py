@@ -1,7 +1,8 @@
-"""README's three commands: a service, `workload worker examples.textstats:worker`, a run.
+"""README's three commands: a service, a worker (the shipped example), a run.
 
-The worker is a real process of the `workload` command, over real HTTP (``real_http_only``),
-doing real local work: it reads this repository's docs and writes a report.
+The worker, `workload worker workload_worker.examples.textstats:worker`, is a real process of the
+`workload` command, over real HTTP (``real_http_only``), doing real local work: it reads this
+repository's docs and writes a report.
 """
 
 from __future__ import annotations

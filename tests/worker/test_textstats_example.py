@@ -1,4 +1,6 @@
-"""``examples/textstats.py``: its handlers on a real directory, then the worker running them.
+"""The shipped example worker: its handlers on a real directory, then the worker running them.
+
+``workload_worker.examples.textstats`` ships inside workload-worker (``workload demo`` starts it).
 
 First the handlers are called directly (no server) with a standalone context; then the example's
 worker runs the three tasks against the fake control plane, each fed its dependency's output as
@@ -13,11 +15,11 @@ from typing import Any
 
 import anyio
 import pytest
-from examples import textstats
 
 from tests.worker.conftest import MakeWorker, eventually, serving
 from tests.worker.fake_server import FakeControlPlane
 from workload_worker import Context, NonRetryableError
+from workload_worker.examples import textstats
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 POEM = "The quick brown fox\njumps over the lazy dog.\nThe fox, the fox!\n"

@@ -1,12 +1,13 @@
 """``workload demo``: a pipeline that does real work on a worker, started here, shown live.
 
 The pipeline mixes in-process tasks (``mock``: a fan-out, a retry) with remote ones executed by
-the example worker of ``examples/textstats.py`` (SPEC §10): it lists the text files of a
-directory, computes their statistics and writes a report, each step passing its output to the
-next through ``upstream``. The demo starts that worker in this process, with the development
-worker token, so a newcomer sees remote execution with no setup. Where the example is not
-importable (the command is not run from the project's checkout) or no worker token is found,
-the demo runs its in-process tasks only and says how to start a worker.
+the example worker of ``workload_worker.examples.textstats`` (SPEC §10): it lists the text files
+of a directory, computes their statistics and writes a report, each step passing its output to
+the next through ``upstream``. The demo starts that worker in this process, with the development
+worker token, so a newcomer sees remote execution with no setup. The worker ships inside
+``workload-worker``: nothing is read from a source checkout, so the demo works from any
+directory (SPEC §18). Where no worker token is found (the server is not a development one and
+``WORKLOAD_WORKER_TOKEN`` is unset), the demo runs its in-process tasks only and says so.
 
 ``workload demo --agent`` runs an agent instead (:mod:`workload_cli._demo_agent`), one of whose
 tools is served by the same worker.
@@ -17,7 +18,6 @@ from __future__ import annotations
 import contextlib
 import importlib
 import os
-import sys
 import tempfile
 import threading
 from collections.abc import Iterator
@@ -45,7 +45,7 @@ if TYPE_CHECKING:
 __all__ = ["DEMO_WORKFLOW_ID", "demo", "demo_definition"]
 
 DEMO_WORKFLOW_ID = "demo-document-pipeline"
-EXAMPLE_WORKER = "examples.textstats"
+EXAMPLE_WORKER = "workload_worker.examples.textstats"
 _INTERVAL = 0.2  # seconds between polls: short, so that every step shows up
 
 
@@ -110,18 +110,11 @@ def _register(s: Session, definition: dict[str, Any]) -> Version:
         return s.client.versions.create(definition["id"], definition)
 
 
-def _example_worker() -> Worker | None:
-    """The example worker, if this directory is the project's checkout (as `python -m`)."""
-    if os.getcwd() not in sys.path:
-        sys.path.insert(0, os.getcwd())
-    try:
-        module = importlib.import_module(EXAMPLE_WORKER)
-    except ImportError:
-        return None
-    found = getattr(module, "worker", None)
-    from workload_worker import Worker  # noqa: PLC0415 - only the demo's worker needs it
-
-    return found if isinstance(found, Worker) else None
+def _example_worker() -> Worker:
+    """The example worker, imported from the installed ``workload-worker`` (never a checkout)."""
+    module = importlib.import_module(EXAMPLE_WORKER)  # at run time: only the demo needs it
+    worker: Worker = module.worker
+    return worker
 
 
 def _worker_token(url: str) -> str | None:
@@ -187,20 +180,19 @@ def demo(
 ) -> None:
     """Run a sample pipeline on the server: in-process tasks, a retry, and a worker's tasks.
 
-    The worker (examples/textstats.py) is started here with the development worker token; its
-    report is written to a temporary directory, printed at the end. With --agent, an agent
-    task instead: see docs/agents.md.
+    The worker (workload_worker.examples.textstats) is started here with the development
+    worker token; its report is written to a temporary directory, printed at the end. With
+    --agent, an agent task instead: see docs/agents.md.
     """
     with session(ctx, output, url=url, token=token) as s:
         if agent and directory is not None:
             raise UsageError("--directory is for the pipeline: the agent reads a text")
-        worker = _example_worker()
-        worker_token = _worker_token(s.config.url) if worker is not None else None
-        remote = worker is not None and worker_token is not None
+        worker_token = _worker_token(s.config.url)
+        remote = worker_token is not None
         if not remote:
             s.out.say(
-                "no worker here (run this from the project's checkout, with a development "
-                "server, to see one): "
+                f"no worker token (a development server's, or {WORKER_TOKEN_ENV}) to start the "
+                "example worker with: "
                 + ("both tools run in-process" if agent else "in-process tasks only")
             )
         if agent:
@@ -216,7 +208,8 @@ def demo(
             source = directory or (Path("docs") if Path("docs").is_dir() else Path("."))
             reports = Path(tempfile.mkdtemp(prefix="workload-demo-"))
             run_input = {"directory": str(source.resolve()), "output_dir": str(reports)}
-        with _serving(worker if remote else None, s.config.url, worker_token) as serving:
+        worker = _example_worker() if remote else None
+        with _serving(worker, s.config.url, worker_token) as serving:
             if serving and worker is not None:
                 s.out.say(f"started the example worker (actions: {', '.join(worker.actions)})")
             run = s.client.runs.start(version.workflow_id, run_input, version=version.version)

@@ -3,10 +3,10 @@
 The agent (SPEC §11) summarizes a text given as the run's input. Its model — the deterministic
 ``mock`` model, following a ``script`` — first calls two tools at once: ``note`` (action
 ``mock``, run inside the control plane) and ``text_stats`` (action ``analyze_text``, served by
-the example worker of ``examples/textstats.py``, which the demo starts). Then it answers with a
-JSON object that ``output_schema`` checks. ``examples/agent_workflow.json`` is this definition
-and ``examples/agent_workflow_openai.json`` the same with ``openai:llama3.2`` and no script (a
-test keeps the files equal to :func:`agent_definition`).
+the example worker of ``workload_worker.examples.textstats``, which the demo starts). Then it
+answers with a JSON object that ``output_schema`` checks. ``examples/agent_workflow.json`` is
+this definition and ``examples/agent_workflow_openai.json`` the same with ``openai:llama3.2`` and
+no script (a test keeps the files equal to :func:`agent_definition`).
 
 Without the example worker, ``text_stats`` is a ``mock`` tool too, whose answer is the one the
 worker would give, written in the script.

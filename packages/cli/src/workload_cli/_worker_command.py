@@ -37,8 +37,9 @@ __all__ = ["load_worker", "worker", "worker_config"]
 TargetArgument = Annotated[
     str,
     typer.Argument(
-        help="Where the Worker is: MODULE:ATTRIBUTE (e.g. examples.textstats:worker), or "
-        "MODULE alone when it holds exactly one Worker.",
+        help="Where the Worker is: MODULE:ATTRIBUTE (e.g. "
+        "workload_worker.examples.textstats:worker), or MODULE alone when it holds exactly one "
+        "Worker.",
         metavar="MODULE:ATTRIBUTE",
         show_default=False,
     ),

@@ -30,6 +30,7 @@ from workload_cli._runs import runs_app
 from workload_cli._session import output_format
 from workload_cli._status import status
 from workload_cli._stop import Interrupted, StopSignals, own_the_process
+from workload_cli._version import installed_versions
 from workload_cli._worker_command import worker
 from workload_cli._workers import queues_app, workers_app
 from workload_cli._workflows import workflows_app
@@ -61,16 +62,35 @@ app.command("worker", epilog=EXIT_CODES_HELP, rich_help_panel="Workers")(worker)
 app.command("completion", rich_help_panel="Shell")(completion)
 
 
+def _show_versions(wanted: bool) -> None:
+    if wanted:
+        for name, version in installed_versions():
+            typer.echo(f"{name} {version}")
+        raise typer.Exit
+
+
 @app.callback()
 def _global_options(
-    url: UrlOption = None, token: TokenOption = None, output: OutputOption = None
+    url: UrlOption = None,
+    token: TokenOption = None,
+    output: OutputOption = None,
+    *,
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version",
+            help="Print every installed Workload package's version and exit.",
+            callback=_show_versions,
+            is_eager=True,
+        ),
+    ] = False,
 ) -> None:
     """Options of the client commands, given before the command.
 
     Each command reads them through its context (:func:`workload_cli._session.session`), so
     the same option given after the command wins.
     """
-    del url, token, output
+    del url, token, output, version
 
 
 DatabaseUrl = Annotated[

@@ -1,7 +1,8 @@
 """A worker that does real local work: text statistics of files, and a report of them.
 
-Three actions, wired by ``examples/textstats_workflow.json`` (list → stats → report), each
-task passing its output to the next through ``upstream``, and a fourth one for agents:
+Three actions, wired by the workflow :data:`textstats` (list → stats → report; its JSON is
+``examples/textstats_workflow.json``), each task passing its output to the next through
+``upstream``, and a fourth one for agents:
 
 - ``list_files`` (async): the text files of a directory (``directory``, ``patterns``,
   ``recursive``), or the ``paths`` given;
@@ -20,8 +21,8 @@ Settings come from the task's input, else from the run's input (``directory``, `
 Run it against a development server (``workload serve`` stores a worker token the command
 finds on its own)::
 
-    workload worker examples.textstats:worker
-    workload workflows create examples/textstats_workflow.json
+    workload worker workload_worker.examples.textstats:worker
+    workload workflows apply workload_worker.examples.textstats
     workload runs start textstats --input '{"directory": "docs", "output_dir": "reports"}' --wait
 """
 
@@ -38,9 +39,9 @@ from typing import Any
 
 import anyio
 
-from workload_worker import Context, NonRetryableError, Worker
+from workload_worker import Context, NonRetryableError, Worker, Workflow
 
-__all__ = ["analyze_text", "list_files", "text_stats", "worker", "write_report"]
+__all__ = ["analyze_text", "list_files", "text_stats", "textstats", "worker", "write_report"]
 
 worker = Worker(queues=["default"], concurrency=4)
 
@@ -281,3 +282,28 @@ def write_report(ctx: Context, input: dict[str, Any]) -> dict[str, Any]:
     )
     _write_atomically(path, text)
     return {"report": str(path.resolve()), "format": fmt, "bytes": len(text.encode("utf-8"))}
+
+
+# -- the workflow, written next to its handlers (SPEC §17) ---------------------------------------
+
+textstats = Workflow(
+    "textstats",
+    description="Text statistics of a directory's files, written as a report "
+    "(worker: workload_worker.examples.textstats)",
+)
+"""list → stats → report. ``examples/textstats_workflow.json`` is its definition as JSON (a
+test keeps the two equal); ``workload workflows apply workload_worker.examples.textstats``
+applies it."""
+_listed = textstats.task("list", list_files, input={"patterns": list(DEFAULT_PATTERNS)})
+_stats = textstats.task(
+    "stats",
+    text_stats,
+    depends_on=[_listed],
+    input={"top": 10},
+    timeout_seconds=600,
+    max_attempts=3,
+    initial_backoff_seconds=1,
+)
+textstats.task(
+    "report", write_report, depends_on=[_stats], input={"format": "markdown"}, max_attempts=2
+)
