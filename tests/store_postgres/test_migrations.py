@@ -5,8 +5,10 @@ from __future__ import annotations
 import psycopg
 import pytest
 
+from tests.plugins.postgres import with_database
 from workload_store_postgres.migrations import (
     ChecksumMismatch,
+    NotUtf8,
     SchemaBehind,
     UnknownMigration,
     check_schema,
@@ -97,3 +99,26 @@ async def test_status_columns_only_hold_known_statuses(database_url: str) -> Non
                 " finished_at, shard) VALUES ('00000000-0000-7000-8000-000000000001', 'w', 1,"
                 " 'paused', 1, 1, '{}'::jsonb, false, now(), now(), NULL, NULL, 0)"
             )
+
+
+async def test_a_database_that_is_not_utf8_is_refused_with_a_clear_message(
+    empty_database_url: str,
+) -> None:
+    # Found by the packaging work: in SQL_ASCII, psycopg answers text as bytes, and every
+    # applied migration looked edited. Now the encoding itself is the message.
+    name = "workload_sql_ascii_test"
+    admin = with_database(empty_database_url, "postgres")
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute(f"DROP DATABASE IF EXISTS {name}")
+        conn.execute(
+            f"CREATE DATABASE {name} ENCODING 'SQL_ASCII' TEMPLATE template0"
+            " LC_COLLATE 'C' LC_CTYPE 'C'"
+        )
+    url = with_database(empty_database_url, name)
+    try:
+        for command in (migrate_up, check_schema, migration_status):
+            with pytest.raises(NotUtf8, match="encoding is SQL_ASCII, not UTF8"):
+                await command(url)
+    finally:
+        with psycopg.connect(admin, autocommit=True) as conn:
+            conn.execute(f"DROP DATABASE IF EXISTS {name}")

@@ -10,7 +10,8 @@ Errors::
     MigrationError
     ├── SchemaBehind        pending migrations: run ``workload migrate up``
     ├── UnknownMigration    the database is newer than this code
-    └── ChecksumMismatch    an applied file was edited afterwards
+    ├── ChecksumMismatch    an applied file was edited afterwards
+    └── NotUtf8             the database's encoding is not UTF8 (text would come back as bytes)
 
     ShardsFixed             ``WORKLOAD_SHARDS`` differs from the number of shards the database
                             was first migrated with (a configuration error, SPEC §16)
@@ -40,6 +41,7 @@ __all__ = [
     "Migration",
     "MigrationError",
     "MigrationStatus",
+    "NotUtf8",
     "SchemaBehind",
     "ShardsFixed",
     "UnknownMigration",
@@ -77,6 +79,10 @@ class ShardsFixed(ValueError):
         )
         self.stored = stored
         self.wanted = wanted
+
+
+class NotUtf8(MigrationError):
+    """The database's encoding is not UTF8: Workload stores text (JSON, names) as UTF-8."""
 
 
 class SchemaBehind(MigrationError):
@@ -185,9 +191,31 @@ async def _connect(url: str) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
         raise StoreUnavailable(f"cannot connect to PostgreSQL: {exc}") from exc
     try:
         async with conn:
+            await _require_utf8(conn)
             yield conn
     except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
         raise StoreUnavailable(f"PostgreSQL failed during a migration command: {exc}") from exc
+
+
+async def _require_utf8(conn: psycopg.AsyncConnection[Any]) -> None:
+    """Refuse a database whose encoding is not UTF8.
+
+    ``SQL_ASCII`` passes bytes through, and psycopg then answers text as ``bytes``: every
+    applied migration's checksum would look changed.
+    """
+    cursor = await conn.execute(
+        "SELECT pg_encoding_to_char(encoding) FROM pg_database WHERE datname = current_database()"
+    )
+    row = await cursor.fetchone()
+    encoding = None if row is None else row[0]
+    if isinstance(encoding, bytes):
+        encoding = encoding.decode("ascii", "replace")
+    if encoding != "UTF8":
+        raise NotUtf8(
+            f"the database's encoding is {encoding}, not UTF8: create it with "
+            "CREATE DATABASE … ENCODING 'UTF8' (TEMPLATE template0 if the default template "
+            "differs)"
+        )
 
 
 async def migration_status(url: str) -> MigrationStatus:
