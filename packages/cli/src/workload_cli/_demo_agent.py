@@ -15,17 +15,24 @@ worker would give, written in the script.
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel, ConfigDict, Field
 
 from workload_cli._session import Session
 from workload_cli._views import STEP_COLUMNS, usage_text
+
+if TYPE_CHECKING:  # the worker SDK is imported when a definition is built, not at start-up
+    from workload_worker import Tool, Workflow
 
 __all__ = [
     "AGENT_TASK",
     "AGENT_WORKFLOW_ID",
     "SAMPLE_STATS",
     "SAMPLE_TEXT",
+    "Summary",
     "agent_definition",
+    "agent_workflow",
     "show_agent_outcome",
 ]
 
@@ -58,62 +65,69 @@ _ANSWER = {
     "keywords": ["workflows", "leases", "journal"],
 }
 
-_NOTE_TOOL: dict[str, Any] = {
-    "name": "note",
-    "action": "mock",
-    "description": "Write down a note, such as your plan; the note is echoed back. "
-    "(The built-in mock action: it runs inside the control plane.)",
-    "parameters": {
-        "type": "object",
-        "properties": {
-            "output": {"type": "object", "description": 'The note, e.g. {"plan": "..."}'}
-        },
-        "required": ["output"],
-        "additionalProperties": False,
-    },
-}
-_OUTPUT_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "summary": {"type": "string"},
-        "words": {"type": "integer", "minimum": 0},
-        "reading_time_seconds": {"type": "integer", "minimum": 0},
-        "keywords": {"type": "array", "items": {"type": "string"}, "maxItems": 5},
-    },
-    "required": ["summary", "words", "reading_time_seconds", "keywords"],
-    "additionalProperties": False,
-}
+# The tools' arguments and the answer, as pydantic models: the builder (SPEC §17) turns them
+# into the JSON Schemas the definition carries (``extra="forbid"``: no field beyond these).
 
 
-def _text_tool(remote: bool) -> dict[str, Any]:
-    description = (
-        "Count the words, unique words, lines and characters of a text, estimate its reading "
-        "time in seconds, and list its most frequent words."
+class Note(BaseModel):
+    """A note to write down (the mock action echoes ``output`` back)."""
+
+    model_config = ConfigDict(extra="forbid")
+    output: dict[str, Any] = Field(description='The note, e.g. {"plan": "..."}')
+
+
+class Text(BaseModel):
+    """A text to analyse."""
+
+    model_config = ConfigDict(extra="forbid")
+    text: str = Field(description="The text to analyse.")
+
+
+class MockStats(BaseModel):
+    """The statistics the mock answers."""
+
+    model_config = ConfigDict(extra="forbid")
+    output: dict[str, Any]
+
+
+class Summary(BaseModel):
+    """A text's summary in one sentence, its word count, reading time and keywords."""
+
+    model_config = ConfigDict(extra="forbid")
+    summary: str
+    words: int = Field(ge=0)
+    reading_time_seconds: int = Field(ge=0)
+    keywords: list[str] = Field(max_length=5)
+
+
+_TEXT_STATS = (
+    "Count the words, unique words, lines and characters of a text, estimate its reading time "
+    "in seconds, and list its most frequent words."
+)
+
+
+def _tools(remote: bool) -> list[Tool]:
+    from workload_worker import tool  # noqa: PLC0415 - see TYPE_CHECKING above
+
+    note = tool(
+        "mock",
+        name="note",
+        description="Write down a note, such as your plan; the note is echoed back. "
+        "(The built-in mock action: it runs inside the control plane.)",
+        parameters=Note,
     )
-    if remote:
-        parameters: dict[str, Any] = {
-            "type": "object",
-            "properties": {"text": {"type": "string", "description": "The text to analyse."}},
-            "required": ["text"],
-            "additionalProperties": False,
-        }
-        return {
-            "name": "text_stats",
-            "action": "analyze_text",
-            "description": description,
-            "parameters": parameters,
-        }
-    return {
-        "name": "text_stats",
-        "action": "mock",
-        "description": description + " (Here a mock: it answers the statistics given as output.)",
-        "parameters": {
-            "type": "object",
-            "properties": {"output": {"type": "object"}},
-            "required": ["output"],
-            "additionalProperties": False,
-        },
-    }
+    if remote:  # the example worker's handler: its action's name comes from its declaration
+        from workload_worker.examples.textstats import analyze_text  # noqa: PLC0415
+
+        stats = tool(analyze_text, name="text_stats", description=_TEXT_STATS, parameters=Text)
+    else:
+        stats = tool(
+            "mock",
+            name="text_stats",
+            description=_TEXT_STATS + " (Here a mock: it answers the statistics given as output.)",
+            parameters=MockStats,
+        )
+    return [note, stats]
 
 
 def _script(remote: bool) -> list[dict[str, Any]]:
@@ -129,43 +143,47 @@ def _script(remote: bool) -> list[dict[str, Any]]:
     ]
 
 
-def agent_definition(
+def agent_workflow(
     workflow_id: str = AGENT_WORKFLOW_ID, *, remote: bool = True, model: str = MOCK_MODEL
-) -> dict[str, Any]:
-    """The agent workflow: one ``agent`` task that summarizes the run input's ``text``.
+) -> Workflow:
+    """The agent workflow, built in Python: one ``agent`` task that summarizes ``input.text``.
 
     Args:
         workflow_id: The workflow's id.
         remote: Whether ``text_stats`` is served by the example worker (else a mock tool).
         model: ``mock`` (with its script), or another model (``openai:…``, no script).
     """
-    spec: dict[str, Any] = {
-        "model": model,
-        "instructions": "You are a concise technical editor. Use the tools for facts; "
-        "never guess a number. Answer with one JSON object only, with the fields summary "
-        "(one sentence), words, reading_time_seconds and keywords (at most five).",
-        "prompt": "Summarize this text for a newcomer, with its word count and reading time "
-        "from the text_stats tool.\n\nText: {{input.text}}",
-        "tools": [_NOTE_TOOL, _text_tool(remote)],
-        "budget": {"max_model_calls": 6, "max_tool_calls": 6, "max_seconds": 300},
-        "output_schema": _OUTPUT_SCHEMA,
-    }
-    if model == MOCK_MODEL:
-        spec["script"] = _script(remote)
-    return {
-        "id": workflow_id,
-        "description": "An agent summarizes a text: a note taken in-process, statistics from "
+    from workload_worker import Workflow  # noqa: PLC0415 - see TYPE_CHECKING above
+
+    workflow = Workflow(
+        workflow_id,
+        description="An agent summarizes a text: a note taken in-process, statistics from "
         "a worker's tool, an answer checked against a JSON Schema",
-        "tasks": [
-            {
-                "key": AGENT_TASK,
-                "action": "agent",
-                "input": spec,
-                "timeout_seconds": 600,
-                "retry": {"max_attempts": 2, "initial_backoff_seconds": 1},
-            }
-        ],
-    }
+    )
+    workflow.agent(
+        AGENT_TASK,
+        model=model,
+        instructions="You are a concise technical editor. Use the tools for facts; never guess "
+        "a number. Answer with one JSON object only, with the fields summary (one sentence), "
+        "words, reading_time_seconds and keywords (at most five).",
+        prompt="Summarize this text for a newcomer, with its word count and reading time "
+        "from the text_stats tool.\n\nText: {{input.text}}",
+        tools=_tools(remote),
+        budget={"max_model_calls": 6, "max_tool_calls": 6, "max_seconds": 300},
+        output_type=Summary,
+        script=_script(remote) if model == MOCK_MODEL else None,
+        timeout_seconds=600,
+        max_attempts=2,
+        initial_backoff_seconds=1,
+    )
+    return workflow
+
+
+def agent_definition(
+    workflow_id: str = AGENT_WORKFLOW_ID, *, remote: bool = True, model: str = MOCK_MODEL
+) -> dict[str, Any]:
+    """The definition of :func:`agent_workflow` (SPEC §3), as the server stores it."""
+    return agent_workflow(workflow_id, remote=remote, model=model).definition()
 
 
 def show_agent_outcome(s: Session, run_id: str) -> None:
