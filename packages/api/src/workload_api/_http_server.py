@@ -2,7 +2,10 @@
 
 - :class:`HttpServer` leaves signals to the coordinator (so SIGTERM exits 0, not −15) and bounds
   the graceful shutdown: ``shutdown_grace`` on a stop, ``FAIL_STOP_GRACE`` on a fail-stop (the
-  database is known dead: in-flight requests must not be waited for).
+  database is known dead: in-flight requests must not be waited for). Requests still running
+  when the grace ends are cancelled then, with a warning (each is answered 503 by
+  :class:`~workload_api.context.RequestContext`), and not waited for much longer: a bounded stop
+  is the design, not an error (uvicorn's own timeout, which logs one, is left as a backstop).
 - :func:`guarded_h11` makes uvicorn's h11 protocol close a connection whose request headers
   have not all arrived within ``header_timeout`` seconds of its first byte (or of the
   connection, for one that sends nothing). uvicorn alone closes only *idle keep-alive*
@@ -19,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import socket
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -35,6 +39,10 @@ __all__ = ["FAIL_STOP_GRACE", "HttpServer", "guarded_h11"]
 
 FAIL_STOP_GRACE = 1
 """Seconds in-flight requests get once the service has failed (their database is gone)."""
+_SETTLE_SECONDS = 0.5
+"""How long requests cancelled at the end of the grace get to answer before the stop goes on."""
+_BACKSTOP_SECONDS = 5
+"""uvicorn's own bound, after the grace: never reached unless the event loop is stuck."""
 
 _log = logging.getLogger("workload.http")
 
@@ -54,6 +62,42 @@ class HttpServer(uvicorn.Server):
                 grace if current is None else min(current, grace)
             )
         self.should_exit = True
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        """Shut down as uvicorn does; requests still running when the grace ends are cancelled."""
+        grace = self.config.timeout_graceful_shutdown
+        if grace is None:
+            await super().shutdown(sockets)
+            return
+        loop = asyncio.get_running_loop()
+        timers = [
+            loop.call_later(grace, self._cancel_requests, grace),
+            loop.call_later(grace + _SETTLE_SECONDS, self._stop_waiting),
+        ]
+        self.config.timeout_graceful_shutdown = grace + _BACKSTOP_SECONDS
+        try:
+            await super().shutdown(sockets)
+        finally:
+            for timer in timers:
+                timer.cancel()
+
+    def _cancel_requests(self, grace: int) -> None:
+        running = list(self.server_state.tasks)
+        if not running:
+            return
+        _log.warning(
+            "cancelled the requests still running at the end of the shutdown grace",
+            extra={"fields": {"requests": len(running), "grace_seconds": grace}},
+        )
+        for task in running:
+            task.cancel(msg="the shutdown grace ended")
+
+    def _stop_waiting(self) -> None:
+        # A request cancelled inside a database that stopped answering waits while psycopg
+        # tries to cancel its query on the server (seconds more): the stop goes on without it,
+        # as it does after uvicorn's own timeout. It answers when the event loop ends.
+        if self.server_state.tasks:
+            self.force_exit = True
 
 
 def guarded_h11(header_timeout: float) -> type[H11Protocol]:

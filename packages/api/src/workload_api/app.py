@@ -68,7 +68,10 @@ def _endpoint(
             mapped = problem_for(error)
             request.state.error_code = mapped.code
             if mapped.status >= 500:
-                _errors.error(
+                # A 503 is the service unavailable for now (the database away, a busy run), as
+                # designed; a 500 is a bug.
+                _errors.log(
+                    logging.WARNING if mapped.status == 503 else logging.ERROR,
                     "request failed",
                     exc_info=error,
                     extra={"fields": {"request_id": _request_id(request), "code": error.code}},

@@ -9,6 +9,7 @@ the one lifecycle (:class:`~workload_api.lifecycle.Service`).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from dependency_injector import containers, providers
@@ -33,7 +34,7 @@ from workload_api.usecases import (
     WorkflowUseCases,
 )
 from workload_domain.agent.spec import AGENT_ACTION
-from workload_domain.ports import Clock
+from workload_domain.ports import Clock, Store
 from workload_domain.telemetry import Telemetry
 from workload_engine.agent import AgentExecutor
 from workload_engine.approvals import ApprovalDecisions
@@ -68,6 +69,7 @@ def _store(settings: Settings, clock: Clock, telemetry: Telemetry) -> PostgresSt
     store = PostgresStore(
         _database_url(settings),
         max_size=settings.pool_max_size,
+        pool_timeout_seconds=settings.pool_timeout_seconds,
         statement_timeout_ms=settings.statement_timeout_ms,
         clock=clock,
         verify_schema=True,
@@ -77,6 +79,14 @@ def _store(settings: Settings, clock: Clock, telemetry: Telemetry) -> PostgresSt
     # Replicas tell each other what they wrote (SPEC §14, §16).
     store.announce(settings.standby or settings.replica)
     return store
+
+
+def _store_unreachable(store: Store) -> Callable[[str], None] | None:
+    """Where a standby reports PostgreSQL unreachable: the PostgreSQL store (ADR 0021).
+
+    It then refuses what needs PostgreSQL at once. None for the in-memory store.
+    """
+    return store.unreachable if isinstance(store, PostgresStore) else None
 
 
 def _openai_models(settings: Settings) -> OpenAIModels | None:
@@ -313,6 +323,7 @@ class Container(containers.DeclarativeContainer):
         telemetry=telemetry,
         membership=membership,
         handoff_seconds=settings.provided.shard_handoff_seconds,
+        on_unreachable=providers.Callable(_store_unreachable, store=store),
     )
     coordinator = providers.Factory(
         Coordinator,

@@ -144,14 +144,16 @@ class Coordinator:
         except ShardsFixed as exc:
             _log.error("refusing to start: %s", exc)
             return ExitCode.USAGE
+        # Warnings, not errors: refusing to run beside another process (exit 3) or without the
+        # database (exit 5) is this process doing its job; a restart succeeds once they change.
         except CoordinatorBusy as exc:
-            _log.error("%s; only one may run", exc)
+            _log.warning("%s; only one may run", exc)
             return ExitCode.LOCK_HELD
         except ModeConflict as exc:
-            _log.error("refusing to start: %s", exc, extra={"fields": {"mode": exc.mode_in_use}})
+            _log.warning("refusing to start: %s", exc, extra={"fields": {"mode": exc.mode_in_use}})
             return ExitCode.LOCK_HELD
         except SystemFault as exc:
-            _log.error("cannot start: %s", exc)
+            _log.warning("cannot start: %s", exc)
             return ExitCode.FAIL_STOP
         if isinstance(self.service.fault, ModeConflict):
             # A standby found replicas on its database when it tried the lock (SPEC §16).

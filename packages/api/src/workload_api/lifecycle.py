@@ -14,8 +14,11 @@ A fault of any background duty or of execution is *fail-stop*: readiness turns o
 (``failed``), execution is interrupted at once, :attr:`Service.fault` records the first fault
 and ``on_fault`` is called so that the body can stop too (the coordinator stops HTTP and exits
 5). The lifecycle never re-takes the lock. A standby (SPEC §14) that cannot reach PostgreSQL
-is no fault: it executes nothing, so it turns not ready (``unavailable``), keeps retrying the
-lock, and is ready again (or leads) once the database answers.
+is no fault: it executes nothing, so it turns not ready (``unavailable``), tells the store
+(``on_unreachable``: requests that need PostgreSQL are refused at once, ADR 0021), keeps
+retrying the lock, and is ready again (or leads) once the database answers. A fail-stop for a
+system fault (the database, the lock, a newer epoch) or a mode conflict is expected behaviour,
+logged as a warning; any other fault is a bug, logged as an error.
 
 Errors raised on entry::
 
@@ -37,8 +40,9 @@ import anyio.abc
 import anyio.to_thread
 
 from workload_api._errors import single_errors
+from workload_api._outage import StandbyOutage
 from workload_api.readiness import STOPPING, UNAVAILABLE, Readiness
-from workload_domain.errors import Fenced, StoreUnavailable
+from workload_domain.errors import Fenced, ModeConflict, StoreUnavailable, SystemFault
 from workload_domain.idempotency import IDEMPOTENCY_RETENTION
 from workload_domain.ports import Clock, CoordinatorLock, Notifications, NotifyHandlers, Store
 from workload_domain.telemetry import NO_TELEMETRY, Telemetry
@@ -55,55 +59,11 @@ __all__ = ["UNAVAILABLE", "CoordinatorBusy", "Readiness", "Service"]
 
 _log = logging.getLogger("workload.coordinator")
 
-OUTAGE_LOG_SECONDS = 60.0
-"""While a standby cannot reach PostgreSQL, it says so at the first failed try, then at most
-this often (with how many tries failed), and once more when it reaches it again."""
-
 FaultHandler = Callable[[str, BaseException], None]
 
 
 class CoordinatorBusy(Exception):
     """Another coordinator holds this database's lock (only one may execute)."""
-
-
-class _Outage:
-    """A standby's failed tries to reach PostgreSQL: logged at the first, then rate-limited."""
-
-    def __init__(self) -> None:
-        self.since: float | None = None
-        self.tries = 0
-        self._logged_at = 0.0
-
-    def failed(self, error: BaseException) -> None:
-        """Count a failed try, and log it when due."""
-        now = anyio.current_time()
-        first = self.since is None
-        if first:
-            self.since = now
-        self.tries += 1
-        if first or now - self._logged_at >= OUTAGE_LOG_SECONDS:
-            self._logged_at = now
-            _log.warning(
-                "standing by without PostgreSQL: not ready, retrying the lock: %s",
-                error,
-                extra={"fields": {"failed_tries": self.tries}},
-            )
-
-    def ended(self) -> bool:
-        """A try reached PostgreSQL: True (and logged) if that ends an outage."""
-        if self.since is None:
-            return False
-        _log.info(
-            "standing by: PostgreSQL reached again",
-            extra={
-                "fields": {
-                    "failed_tries": self.tries,
-                    "seconds": round(anyio.current_time() - self.since, 3),
-                }
-            },
-        )
-        self.since, self.tries = None, 0
-        return True
 
 
 class Service:
@@ -131,6 +91,7 @@ class Service:
         telemetry: Telemetry = NO_TELEMETRY,
         membership: Membership | None = None,
         handoff_seconds: float = 30.0,
+        on_unreachable: Callable[[str], None] | None = None,
     ) -> None:
         self.store = store
         self.membership = membership
@@ -163,6 +124,8 @@ class Service:
         self._tasks: anyio.abc.TaskGroup | None = None
         self._on_fault: FaultHandler | None = None
         self._duties: anyio.CancelScope | None = None
+        self._on_unreachable = on_unreachable
+        """Told when a standby finds PostgreSQL unreachable: the store refuses at once."""
 
     @asynccontextmanager
     async def running(self, on_fault: FaultHandler | None = None) -> AsyncIterator[None]:
@@ -300,7 +263,7 @@ class Service:
         is ready again, and leads if the lock is free. Only a leader fail-stops on losing it.
         """
         assert self.lock is not None  # only a coordinator with a lock stands by
-        outage = _Outage()
+        outage = StandbyOutage()
         while True:
             await anyio.sleep(self._lock_check_interval)
             if self._ending():
@@ -316,6 +279,10 @@ class Service:
                 outage.failed(exc)
                 if self.readiness.ready:  # never over "stopping" or "failed"
                     self.readiness.set(False, UNAVAILABLE)
+                if self._on_unreachable is not None:
+                    # Requests that need PostgreSQL are refused at once from now on, instead of
+                    # waiting out the pool's timeout, until the store reaches it again.
+                    self._on_unreachable(str(exc))
                 continue
             if outage.ended() and self.readiness.reason == UNAVAILABLE:
                 self.readiness.set(True, "ready")
@@ -371,7 +338,11 @@ class Service:
         """Fail-stop: not ready, execution interrupted, the body told (first fault kept)."""
         if self.fault is None:
             self.fault = error
-            _log.error("fail-stop: %s: %s", reason, error)
+            # The database or the lock gone, a newer leader: what fail-stop is for, not a bug.
+            level = (
+                logging.WARNING if isinstance(error, SystemFault | ModeConflict) else logging.ERROR
+            )
+            _log.log(level, "fail-stop: %s: %s", reason, error)
         # SPEC §7's order: not ready, stop local execution (interruption), then the body (HTTP).
         self.readiness.set(False, "failed")
         self.readiness.leading = False

@@ -77,6 +77,9 @@ class Settings(BaseSettings):
     """Give console cookies the Secure attribute: None follows the request's scheme (https)."""
     statement_timeout_ms: int = Field(default=5000, ge=100, le=600_000)
     pool_max_size: int = Field(default=10, ge=1, le=1000)
+    pool_timeout_seconds: float = Field(default=5.0, gt=0, le=300)
+    """How long a request waits for a pool connection (and the pool's first, at start-up)
+    before it is answered 503. While PostgreSQL is known unreachable nothing waits (ADR 0021)."""
     metrics_public: bool = False
     """``GET /metrics`` without a token (else a viewer's or an operator's is needed, SPEC §12)."""
 

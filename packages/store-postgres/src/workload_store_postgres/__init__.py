@@ -1,5 +1,6 @@
 """Workload's PostgreSQL adapter: the Store and CoordinatorLock ports, and schema migrations."""
 
+from workload_store_postgres._pool import StoreDown
 from workload_store_postgres.lock import COORDINATOR_LOCK_KEY, PostgresCoordinatorLock
 from workload_store_postgres.migrations import (
     ChecksumMismatch,
@@ -22,6 +23,7 @@ __all__ = [
     "PostgresCoordinatorLock",
     "PostgresStore",
     "SchemaBehind",
+    "StoreDown",
     "UnknownMigration",
     "check_database_url",
     "check_schema",

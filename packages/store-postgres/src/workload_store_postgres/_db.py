@@ -7,6 +7,8 @@ into domain errors exactly once (:func:`translate_errors`, as ``httpx._exception
 does):
 
 - connection failures, timeouts, server shutdowns → ``StoreUnavailable`` (a system fault);
+  a closed pool (PostgreSQL known unreachable, or the store closing) → ``StoreDown``, which says
+  when to try again;
 - a missing table → ``SchemaBehind`` (the database was not migrated);
 - a value PostgreSQL refuses, or a constraint without a domain meaning → ``StoreIntegrityError``
   (a bug: the domain should have refused it first);
@@ -19,7 +21,6 @@ does):
 from __future__ import annotations
 
 import math
-import select
 import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
 from contextlib import asynccontextmanager, contextmanager
@@ -30,7 +31,7 @@ import psycopg
 from psycopg.errors import IntegrityError, UndefinedTable
 from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
-from psycopg_pool import AsyncConnectionPool, PoolTimeout
+from psycopg_pool import PoolClosed, PoolTimeout
 
 from workload_domain.errors import Fenced, StoreIntegrityError, StoreUnavailable, WorkloadError
 from workload_domain.fencing import current_fence
@@ -45,6 +46,7 @@ from workload_domain.idempotency import (
 from workload_domain.ports import Clock
 from workload_domain.shards import shard_of
 from workload_domain.telemetry import NO_TELEMETRY, Telemetry
+from workload_store_postgres._pool import StoreDown, StorePool, written_to
 from workload_store_postgres._queries import query
 from workload_store_postgres._tracing import traced_cursor
 from workload_store_postgres.migrations import SchemaBehind
@@ -69,30 +71,6 @@ Constraints = Mapping[str, Callable[[], WorkloadError]]
 """Constraint name → the domain error its violation means for this write."""
 
 _IDEMPOTENCY_KEY = "idempotency_records_pkey"
-_CLOSE_SECONDS = 1.0
-
-
-async def _still_alive(conn: Conn) -> None:
-    """Refuse a pooled connection the server has written to while it sat idle.
-
-    An idle connection receives nothing unless its backend is going away: a terminated backend
-    (``pg_terminate_backend``, a server shutdown) sends its error and closes the socket. A
-    readable socket therefore means a dead connection, which the pool then replaces — instead
-    of handing it to a request, or to a commit whose failure would stop execution. A
-    non-blocking poll of the socket costs no round trip.
-    """
-    if conn.closed or conn.broken:
-        raise psycopg.OperationalError("the connection is closed")
-    if _written_to(conn):
-        # Closed, so that the pool discards it rather than taking it back as good.
-        await conn.close()
-        raise psycopg.OperationalError("the server wrote to an idle connection: it is gone")
-
-
-def _written_to(conn: Conn) -> bool:
-    """Whether the connection's socket has something to read (a non-blocking poll)."""
-    readable, _, _ = select.select([conn.pgconn.socket], [], [], 0)
-    return bool(readable)
 
 
 class IdempotencyRace(Exception):
@@ -107,6 +85,8 @@ def translate_errors(constraints: Constraints | None = None) -> Iterator[None]:
     except UndefinedTable as exc:
         message = "the database has no Workload schema: run `workload migrate up`"
         raise SchemaBehind(message) from exc
+    except PoolClosed as exc:
+        raise StoreDown(f"PostgreSQL is unreachable, or the store closed: {exc}") from exc
     except (psycopg.OperationalError, psycopg.InterfaceError, PoolTimeout) as exc:
         raise StoreUnavailable(f"PostgreSQL is unavailable: {exc}") from exc
     except psycopg.DataError as exc:  # a value the domain should have refused: a bug
@@ -149,7 +129,7 @@ class Sessions:
             return False
         # Written to: the backend went away (as for ``_still_alive``) — or a result is arriving
         # on a connection in use, whose echo is then heard (harmless).
-        return not _written_to(conn)
+        return not written_to(conn)
 
     def forget(self) -> None:
         """Forget every connection remembered so far."""
@@ -183,21 +163,16 @@ class Database:
         """Set in a replica (SPEC §16): runs are announced on their shard's channel, heard by
         its owner only. None: on the channels of §14, heard by every process."""
         self.on_fenced: Callable[[], None] | None = None
-        self._open_timeout = pool_timeout_seconds
         self.sessions = Sessions()
         """This pool's connections by backend pid: what they notify is this process's own."""
         # Statements are spans only while spans are recorded: psycopg's own cursor otherwise.
         traced = {"cursor_factory": traced_cursor(telemetry)} if telemetry.tracing else {}
-        self.pool: AsyncConnectionPool[Conn] = AsyncConnectionPool(
+        self.pool = StorePool(
             url,
             min_size=min_size,
             max_size=max_size,
-            open=False,
-            configure=self._configure,
-            check=_still_alive,
             timeout=pool_timeout_seconds,
-            name="workload-store",
-            connection_class=psycopg.AsyncConnection[Row],
+            configure=self._configure,
             kwargs={
                 # A statement outside tx() is its own transaction: a read or a one-statement
                 # write costs one round trip, not three (BEGIN, the statement, COMMIT).
@@ -210,6 +185,7 @@ class Database:
                 **traced,
             },
         )
+        """Refuses at once while PostgreSQL is known unreachable (ADR 0021)."""
 
     def run_notice(self, run_id: str) -> dict[str, str]:
         """The ``channel`` and ``payload`` that announce a change of ``run_id``."""
@@ -253,19 +229,12 @@ class Database:
         self.sessions.add(conn)
 
     async def open(self) -> None:
-        """Open the pool, waiting for its first connections."""
-        try:
-            await self.pool.open(wait=True, timeout=self._open_timeout)
-        except (PoolTimeout, psycopg.Error) as exc:
-            raise StoreUnavailable(f"cannot connect to PostgreSQL: {exc}") from exc
+        """Open the pool, waiting for its first connections (else ``StoreUnavailable``)."""
+        await self.pool.open()
 
     async def close(self) -> None:
-        """Close every connection of the pool.
-
-        Its background workers get one second to finish: one connecting to a server that
-        stopped answering would otherwise hold a shutdown (or a fail-stop) for five.
-        """
-        await self.pool.close(timeout=_CLOSE_SECONDS)
+        """Close every connection of the pool (and stop probing PostgreSQL)."""
+        await self.pool.close()
 
     @asynccontextmanager
     async def tx(self, constraints: Constraints | None = None) -> AsyncIterator[Conn]:

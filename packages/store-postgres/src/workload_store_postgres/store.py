@@ -169,6 +169,20 @@ class PostgresStore(
         """Count no connection made so far as this store's (a listener had to reconnect)."""
         self._db.sessions.forget()
 
+    def unreachable(self, reason: str) -> None:
+        """PostgreSQL is known unreachable (a standby's lock try failed for want of it).
+
+        From now on every operation is refused at once (``StoreDown``: 503 ``unavailable``
+        with ``Retry-After``) instead of waiting for a connection, until the store's own probe
+        reaches PostgreSQL again (ADR 0021).
+        """
+        self._db.pool.unreachable(reason)
+
+    @property
+    def down(self) -> str | None:
+        """Why the store refuses operations at once (PostgreSQL unreachable), or None."""
+        return self._db.pool.down
+
     async def close(self) -> None:
         """Close every connection of the pool."""
         await self._db.close()
