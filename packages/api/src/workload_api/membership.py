@@ -11,6 +11,9 @@ its membership and its shard leases in one statement and moves toward its share 
   (``WORKLOAD_SHARD_HANDOFF_SECONDS``, then interrupts them), and the lease is released, for the
   replica that wants it to take. Hand-offs run beside the renewals, which go on meanwhile.
 
+The renewals have a task of their own: a round that takes shards recovers their runs, however
+many, and the leases held must not run out meanwhile.
+
 The owner of shard 0 runs the cluster's duties (``on_duties(True/False)``). A failed renewal or a
 shard taken over meanwhile is ``ShardsLost``, raised out of :meth:`Membership.run`: fail-stop.
 On a stop (:meth:`Membership.stop`), every shard is handed over before the replica leaves.
@@ -24,7 +27,9 @@ from collections.abc import Callable
 import anyio
 import anyio.abc
 
+from workload_api._errors import single_errors
 from workload_api.readiness import Readiness
+from workload_domain.errors import SystemFault
 from workload_domain.ports import Notifications, ShardLeases, Store
 from workload_domain.shards import ClusterPicture, ShardFence, balance
 from workload_engine.engine import Engine
@@ -100,13 +105,15 @@ class Membership:
         share of the free shards and recovers them (or once the membership ended).
         """
         try:
-            async with anyio.create_task_group() as handoffs:
+            async with single_errors(alike=SystemFault), anyio.create_task_group() as tasks:
+                tasks.start_soon(self._keep_renewed)
                 while not self._stopping.is_set():
-                    await self._round(handoffs)
+                    await self._round(tasks)
                     self.first_round.set()
                     with anyio.move_on_after(self._interval):
                         await self._stopping.wait()
-                await self._leave(handoffs)
+                await self._leave(tasks)
+                tasks.cancel_scope.cancel()  # every shard handed over: nothing left to renew
         finally:
             self._set_duties(False)
             self.first_round.set()
@@ -129,13 +136,23 @@ class Membership:
         for shard in moves.take:
             if self._stopping.is_set():
                 break
-            if anyio.current_time() - self._renewed_at >= self._interval:
-                await self._renew()  # many takes in a row: the leases held stay renewed
             if await self._take(shard):
                 taken.append(shard)
         if taken:
             await self._recover(taken)
         self._publish(picture)
+
+    async def _keep_renewed(self) -> None:
+        """Renew every interval, whatever a round is busy with meanwhile.
+
+        A round that takes shards recovers their runs, which takes as long as there are runs;
+        a lease (three intervals) must not run out meanwhile, or another replica takes the
+        shards and this one fail-stops at its next renewal.
+        """
+        while True:
+            await anyio.sleep(max(0.0, self._renewed_at + self._interval - anyio.current_time()))
+            if anyio.current_time() - self._renewed_at >= self._interval:
+                await self._renew()
 
     async def _renew(self) -> ClusterPicture:
         assert self.ownership is not None
@@ -198,12 +215,10 @@ class Membership:
             if fence.shard not in self._leaving:
                 self._leaving.add(fence.shard)
                 handoffs.start_soon(self._hand_over, fence.shard)
-        while self.ownership.held:
+        while self.ownership.held:  # renewed meanwhile by _keep_renewed
             self._given = anyio.Event()
             with anyio.move_on_after(self._interval):
                 await self._given.wait()
-            if self.ownership.held:
-                await self._renew()
 
     async def _hear(self) -> None:
         assert self.ownership is not None
