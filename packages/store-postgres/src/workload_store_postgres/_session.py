@@ -3,9 +3,16 @@
 The coordinator lock (§7, §14) and a replica's membership (§16) each live in a session of their
 own: a session advisory lock belongs to its backend, so the connection is never pooled, never
 reconnected, and closed for good when it fails. Every operation on it is bounded: on timeout
-the connection is *closed first* (``asyncio.wait_for`` alone is not enough: on cancellation
-psycopg tries to cancel the query on the server and waits for it, seconds more on a dead
-network), and the abandoned operation is left to unwind in the background for a moment.
+(or when its caller is cancelled) the operation is *abandoned*, not cancelled, and not waited
+for. ``asyncio.wait_for`` alone is not enough: on cancellation psycopg tries to cancel the
+query on the server and waits for it, seconds more on a dead network.
+
+Abandoning severs the connection's socket (``shutdown``: the operation's wait sees end-of-file
+at once, whatever the network does) and closes the connection once the operation has ended.
+The socket is never closed under a running operation: the event loop may be watching its
+descriptor, and libuv (uvloop) aborts the whole process when it applies a watch to a
+descriptor closed behind its back (``epoll_ctl``: ``EBADF``; uvloop issue 100). Found by the
+chaos soak: replicas died with SIGABRT when a bounded operation timed out.
 """
 
 from __future__ import annotations
@@ -13,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import math
+import socket
 from collections.abc import Awaitable, Callable
 from typing import Any, Final, TypeVar
 
@@ -41,6 +49,8 @@ class DedicatedSession:
         self._application_name = application_name
         self._connect_timeout = connect_timeout
         self._stragglers: set[asyncio.Future[Any]] = set()
+        self._running: dict[int, asyncio.Future[Any]] = {}
+        """Connections (by id) whose abandoned operation still runs: closed when it ends."""
 
     async def connect(self, statement_timeout: float) -> Conn:
         """A new autocommit connection whose statements the server bounds too.
@@ -81,36 +91,72 @@ class DedicatedSession:
     async def bounded(
         self, conn: Conn, operation: Callable[[Conn], Awaitable[_T]], seconds: float
     ) -> _T:
-        """Run ``operation`` on ``conn``; on timeout close ``conn`` and raise ``TimeoutError``."""
+        """Run ``operation`` on ``conn``; on timeout abandon it (and ``conn``): ``TimeoutError``."""
         task = asyncio.ensure_future(operation(conn))
         try:
             done, _ = await asyncio.wait({task}, timeout=seconds)
         except BaseException:
-            await self._abandon(conn, task)
+            self._abandon(conn, task)
             raise
         if task not in done:
-            await self._abandon(conn, task)
+            self._abandon(conn, task)
             raise TimeoutError
         return task.result()
 
-    async def _abandon(self, conn: Conn, task: asyncio.Future[Any]) -> None:
-        task.cancel()
-        await self.close(conn)
+    def _abandon(self, conn: Conn, task: asyncio.Future[Any]) -> None:
+        """Sever ``conn`` so that ``task`` ends by itself, and close ``conn`` once it has."""
+        self._running[id(conn)] = task
+        _sever(conn)
         self._stragglers.add(task)
         task.add_done_callback(_consume)
         task.add_done_callback(self._stragglers.discard)
-        await self.settle()
+        task.add_done_callback(lambda _: self._ended(conn))
+
+    def _ended(self, conn: Conn) -> None:
+        self._running.pop(id(conn), None)
+        _finish(conn)
 
     async def settle(self) -> None:
         """Give abandoned operations a moment to unwind (they end with their connection)."""
         if self._stragglers:
             await asyncio.wait(set(self._stragglers), timeout=_UNWIND_SECONDS)
 
-    @staticmethod
-    async def close(conn: Conn) -> None:
-        """Close ``conn``; a dead one has nothing to release."""
-        with contextlib.suppress(psycopg.Error, OSError):
-            await conn.close()
+    async def close(self, conn: Conn) -> None:
+        """Close ``conn``; a dead one has nothing to release.
+
+        One whose abandoned operation is still running is only severed: it is closed when that
+        operation ends (see the module).
+        """
+        if id(conn) in self._running:
+            _sever(conn)
+            return
+        _finish(conn)
+
+
+def _sever(conn: Conn) -> None:
+    """Shut the connection's socket down, both ways, without closing its descriptor.
+
+    Reads on it return end-of-file and writes fail at once: an operation waiting on it ends
+    with a connection error instead of waiting for a server that may never answer.
+    """
+    if conn.closed:
+        return
+    try:
+        fd = conn.pgconn.socket
+    except psycopg.Error:  # no socket: nothing runs on it
+        return
+    sock = socket.socket(fileno=fd)
+    try:
+        with contextlib.suppress(OSError):  # not connected (any more): nothing to sever
+            sock.shutdown(socket.SHUT_RDWR)
+    finally:
+        sock.detach()  # the descriptor stays psycopg's
+
+
+def _finish(conn: Conn) -> None:
+    """Close ``conn`` now (psycopg's ``close`` without the coroutine: it never waits)."""
+    with contextlib.suppress(psycopg.Error, OSError):
+        conn.pgconn.finish()
 
 
 async def fetch_one(conn: Conn, sql: str, params: Any = None) -> tuple[Any, ...] | None:
