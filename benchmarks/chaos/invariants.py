@@ -16,7 +16,7 @@ _TERMINAL = "('succeeded', 'failed', 'canceled')"
 # How much of the interesting paths the soak went through: events by type (one row each).
 EXERCISED = """
     SELECT type, count(*), count(DISTINCT run_id) FROM state_events
-     WHERE type IN ('run.recovered', 'attempt.interrupted', 'attempt.canceled',
+     WHERE type IN ('run.recovered', 'attempt.interrupted', 'attempt.canceled', 'attempt.timed_out',
                     'task.waiting_retry', 'task.skipped', 'task.failed')
      GROUP BY type ORDER BY type"""
 
@@ -60,13 +60,41 @@ INVARIANTS: dict[str, str] = {
     "finished_at_mismatch": f"""
         SELECT run_id::text, status, finished_at FROM workflow_runs
          WHERE (status IN {_TERMINAL}) <> (finished_at IS NOT NULL)""",
+    # At most one live attempt per task (queued for a worker, or running anywhere).
     "several_running_attempts": """
-        SELECT run_id::text, task_key, count(*) FROM attempts WHERE status = 'running'
+        SELECT run_id::text, task_key, count(*) FROM attempts
+         WHERE status IN ('queued', 'running')
          GROUP BY run_id, task_key HAVING count(*) > 1""",
     "running_attempt_in_terminal_run": f"""
         SELECT a.run_id::text, a.task_key, a.attempt, r.status
           FROM attempts a JOIN workflow_runs r USING (run_id)
-         WHERE a.status = 'running' AND r.status IN {_TERMINAL}""",
+         WHERE a.status IN ('queued', 'running') AND r.status IN {_TERMINAL}""",
+    # Each attempt's outcome is recorded once: a late report (a frozen worker's, a fenced
+    # process's) never adds a second one.
+    "attempt_outcome_recorded_twice": """
+        SELECT run_id::text, task_key, attempt, count(*) FROM state_events
+         WHERE type IN ('attempt.succeeded', 'attempt.failed', 'attempt.timed_out',
+                        'attempt.canceled', 'attempt.interrupted')
+         GROUP BY run_id, task_key, attempt HAVING count(*) > 1""",
+    # The epoch a run's events were written in never goes back (SPEC §14, §16): no write of a
+    # deposed leader or of a replica whose shard was taken lands after its successor's.
+    "event_epoch_went_back": """
+        WITH e AS (
+            SELECT run_id, sequence, type, epoch,
+                   max(epoch) OVER (PARTITION BY run_id ORDER BY sequence
+                                    ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS before
+              FROM state_events WHERE epoch IS NOT NULL)
+        SELECT run_id::text, sequence, type, epoch, before FROM e WHERE epoch < before""",
+    # Two processes never execute one in-process task at once: an attempt of a mock or agent
+    # task starts only once the one before it has ended (interrupted by its successor's
+    # takeover, or finished), whichever processes ran them (``executed_by``).
+    "in_process_attempts_overlap": """
+        SELECT a.run_id::text, a.task_key, a.attempt, a.executed_by, b.executed_by,
+               a.finished_at, b.started_at
+          FROM attempts a JOIN attempts b ON b.run_id = a.run_id AND b.task_key = a.task_key
+               AND b.attempt = a.attempt + 1
+         WHERE a.action IN ('mock', 'agent')
+           AND (a.finished_at IS NULL OR b.started_at < a.finished_at)""",
     # Attempts of a task are numbered exactly 1..attempt_count.
     "attempts_not_contiguous": """
         SELECT t.run_id::text, t.task_key, t.attempt_count, count(a.attempt), min(a.attempt),

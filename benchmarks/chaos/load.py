@@ -1,5 +1,7 @@
 """The load: client threads that start runs (and cancel a few) until told to stop.
 
+The clients spread their requests over every service process: each request goes to the next
+one in turn, and a retry to the one after it (a process down is one the clients go around).
 Each client sends ``POST /api/v1/workflows/{id}/versions/1/runs`` with an ``Idempotency-Key`` of
 its own and RETRIES the same request with the same key until it gets a definitive answer: a 2xx
 or a 4xx (a 5xx or no answer at all means "try again"). A run is *acknowledged* when a 2xx names
@@ -20,7 +22,7 @@ from typing import Any
 
 import httpx
 
-from benchmarks.chaos.settings import OPERATOR_TOKEN, WORKFLOWS, Settings
+from benchmarks.chaos.settings import OPERATOR_TOKEN, PROBE_WORKFLOW, Settings
 
 __all__ = ["Load", "Response"]
 
@@ -59,11 +61,34 @@ class Ledger:
             self.responses.append(response)
 
 
-class Load:
-    """Starts ``settings.clients`` threads against ``base_url``; :meth:`stop` ends them."""
+class _Clients:
+    """One HTTP client per service process; each request goes to the next process in turn."""
 
-    def __init__(self, base_url: str, settings: Settings) -> None:
-        self.base_url = base_url
+    def __init__(self, base_urls: list[str], timeout: float, first: int) -> None:
+        headers = {"Authorization": f"Bearer {OPERATOR_TOKEN}"}
+        self._clients = [
+            httpx.Client(base_url=url, headers=headers, timeout=timeout) for url in base_urls
+        ]
+        self._turn = first
+
+    def next(self) -> httpx.Client:
+        client = self._clients[self._turn % len(self._clients)]
+        self._turn += 1
+        return client
+
+    def __enter__(self) -> _Clients:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        for client in self._clients:
+            client.close()
+
+
+class Load:
+    """Starts ``settings.clients`` threads against ``base_urls``; :meth:`stop` ends them."""
+
+    def __init__(self, base_urls: list[str], settings: Settings) -> None:
+        self.base_urls = base_urls
         self.settings = settings
         self.ledger = Ledger()
         self._stop = threading.Event()
@@ -73,15 +98,11 @@ class Load:
             for i in range(settings.clients)
         ]
 
-    def _http(self) -> httpx.Client:
-        return httpx.Client(
-            base_url=self.base_url,
-            headers={"Authorization": f"Bearer {OPERATOR_TOKEN}"},
-            timeout=self.settings.request_timeout_seconds,
-        )
+    def _http(self, first: int = 0) -> _Clients:
+        return _Clients(self.base_urls, self.settings.request_timeout_seconds, first)
 
     def request(
-        self, client: httpx.Client, operation: str, path: str, key: str, body: Any = None
+        self, clients: _Clients, operation: str, path: str, key: str, body: Any = None
     ) -> Response | None:
         """POST ``path`` with ``key`` until a 2xx or 4xx; None if none came before the deadline."""
         deadline = time.monotonic() + self.settings.request_deadline_seconds
@@ -89,7 +110,7 @@ class Load:
         for _ in range(_MAX_TRIES):
             sent = time.monotonic()
             try:
-                answer = client.post(path, json=body, headers={"Idempotency-Key": key})
+                answer = clients.next().post(path, json=body, headers={"Idempotency-Key": key})
             except httpx.HTTPError as exc:
                 response = Response(
                     operation, key, sent, time.monotonic(), None, type(exc).__name__
@@ -111,7 +132,7 @@ class Load:
     def setup(self) -> None:
         """Create the workflows (retried like everything else); raise if one is refused."""
         with self._http() as client:
-            for definition in WORKFLOWS:
+            for definition in (*self.settings.workflows, PROBE_WORKFLOW):
                 key = f"chaos-setup-{definition['id']}"
                 answer = self.request(client, "setup", "/api/v1/workflows", key, definition)
                 if answer is None or answer.status not in (201, 409):
@@ -125,11 +146,12 @@ class Load:
 
     def _client(self, index: int) -> None:
         rng = random.Random(self.settings.seed * 1_000 + index)
-        with self._http() as client:
+        workflows = self.settings.workflows
+        with self._http(index) as client:
             for n in range(self.settings.max_runs_per_client):
                 if self._stop.is_set() or time.monotonic() > self._deadline:
                     return
-                workflow = WORKFLOWS[(index + n) % len(WORKFLOWS)]["id"]
+                workflow = workflows[(index + n) % len(workflows)]["id"]
                 key = f"chaos-{self.settings.seed}-{index}-{n}"
                 path = f"/api/v1/workflows/{workflow}/versions/1/runs"
                 run_id = self._start_run(client, path, key)
@@ -138,7 +160,14 @@ class Load:
                     self._cancel(client, run_id, f"chaos-cancel-{self.settings.seed}-{index}-{n}")
                 self._stop.wait(self.settings.client_pause_seconds)
 
-    def _start_run(self, client: httpx.Client, path: str, key: str) -> str | None:
+    def acknowledge(self, key: str, path: str, run_id: str) -> None:
+        """Record a run started outside the clients (the probe's), to be checked like theirs."""
+        with self.ledger.lock:
+            self.ledger.run_ids_by_key[key].add(run_id)
+            self.ledger.acknowledged.setdefault(key, run_id)
+            self.ledger.paths[key] = path
+
+    def _start_run(self, client: _Clients, path: str, key: str) -> str | None:
         answer = self.request(client, "start", path, key)
         with self.ledger.lock:
             if answer is None:
@@ -147,13 +176,11 @@ class Load:
             if answer.status is None or answer.status >= 300:
                 self.ledger.rejected[key] = answer.status or 0
                 return None
-            run_id = str(answer.body.get("run_id")) if isinstance(answer.body, dict) else ""
-            self.ledger.run_ids_by_key[key].add(run_id)
-            self.ledger.acknowledged.setdefault(key, run_id)
-            self.ledger.paths[key] = path
-            return run_id
+        run_id = str(answer.body.get("run_id")) if isinstance(answer.body, dict) else ""
+        self.acknowledge(key, path, run_id)
+        return run_id
 
-    def _cancel(self, client: httpx.Client, run_id: str, key: str) -> None:
+    def _cancel(self, client: _Clients, run_id: str, key: str) -> None:
         answer = self.request(client, "cancel", f"/api/v1/runs/{run_id}/cancel", key)
         if answer is not None and answer.status is not None:
             with self.ledger.lock:

@@ -10,17 +10,19 @@ fault window.
 from __future__ import annotations
 
 import json
+import signal
 import statistics
 from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
 
-from benchmarks.chaos.faults import KINDS, Fault
+from benchmarks.chaos.faults import Fault
 from benchmarks.chaos.load import Ledger, Response
+from benchmarks.chaos.monitor import Monitor
 from benchmarks.chaos.service import Exit
 from benchmarks.chaos.verify import Findings
 
-__all__ = ["EXAMPLES", "log_digest", "service_findings", "summarize"]
+__all__ = ["EXAMPLES", "error_line_findings", "log_digest", "service_findings", "summarize"]
 
 EXAMPLES = 3
 
@@ -29,40 +31,83 @@ def _window_of(faults: list[Fault], start: float, end: float | None = None) -> F
     return next((f for f in faults if f.contains(start, end)), None)
 
 
-def service_findings(faults: list[Fault], exits: list[Exit], final_code: int | None) -> Findings:
-    """What the service did that it must not.
+def service_findings(
+    faults: list[Fault], exits: list[Exit], final_codes: dict[str, int | None]
+) -> Findings:
+    """What the processes did that they must not.
 
-    An exit outside every fault window, a second coordinator not refused with exit 3, a fault
-    never recovered from, a final SIGTERM that did not exit 0.
+    An exit outside every fault window, a death by any signal but the soak's own SIGKILL (a
+    crash: SIGABRT, SIGSEGV, or a SIGTERM not handled), a second coordinator not refused with
+    exit 3, a fault never recovered from, a final SIGTERM that did not exit 0, a frozen
+    worker's late report (the probe's) that was not refused with 409 ``lease_lost``, or a probe
+    run not finished.
     """
     findings: Findings = defaultdict(list)
     for item in exits:
         if _window_of(faults, item.at) is None:
-            findings["service_exit_outside_fault_window"].append([item.pid, item.code])
+            findings["exit_outside_fault_window"].append([item.name, item.pid, item.code])
+        if item.code is not None and item.code < 0 and item.code != -signal.SIGKILL:
+            findings["killed_by_a_signal_the_soak_did_not_send"].append(
+                [item.name, item.pid, item.code]
+            )
     for fault in faults:
         if fault.kind == "second_serve" and fault.detail.get("second_exit_code") != 3:
             findings["second_serve_not_refused"].append(fault.detail)
         if fault.recovered_at is None:
             findings["not_recovered"].append(fault.kind)
-    if final_code != 0:
-        findings["final_sigterm_exit_not_0"].append(final_code)
+        if fault.kind == "worker_sigstop" and "skipped" not in fault.detail:
+            late = (fault.detail.get("late_report_status"), fault.detail.get("late_report_code"))
+            if late != (409, "lease_lost"):
+                findings["late_report_not_refused"].append(fault.detail)
+            elif fault.detail.get("retry_report_status") != 200:
+                findings["probe_retry_not_recorded"].append(fault.detail)
+    for name, code in sorted(final_codes.items()):
+        if code != 0:
+            findings["final_sigterm_exit_not_0"].append([name, code])
     return findings
 
 
+def error_line_findings(digest: dict[str, Any]) -> Findings:
+    """Error-level lines of the service: each is a bug (ADR 0021: what faults cause is a warning).
+
+    Workers' are only reported: a worker whose replica is down logs its lost reports as errors.
+    """
+    errors = digest["error_messages"]
+    return {"service_error_lines": [[m, n] for m, n in errors.items()]} if errors else {}
+
+
 def log_digest(paths: list[Path]) -> dict[str, Any]:
-    """Error-level log messages of every service process (grouped), and stray tracebacks."""
+    """Error-level log messages of these processes (grouped), lost leases, stray tracebacks.
+
+    A service logs JSON lines (``level``, ``message``); a worker, ``<time> LEVEL name: text``.
+    """
     errors: Counter[str] = Counter()
-    tracebacks = 0
+    tracebacks = leases_lost = 0
     for path in paths:
         for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
             tracebacks += line.startswith("Traceback")
-            try:
-                record = json.loads(line)
-            except ValueError:
-                continue
-            if isinstance(record, dict) and record.get("level") in ("error", "critical"):
-                errors[str(record.get("message", ""))[:72]] += 1
-    return {"error_messages": dict(errors.most_common(12)), "tracebacks": tracebacks}
+            leases_lost += "lease lost" in line
+            level, message = _level_and_message(line)
+            if level in ("error", "critical"):
+                errors[message[:72]] += 1
+    return {
+        "error_messages": dict(errors.most_common(12)),
+        "tracebacks": tracebacks,
+        "lease_lost_lines": leases_lost,
+    }
+
+
+def _level_and_message(line: str) -> tuple[str, str]:
+    try:
+        record = json.loads(line)
+    except ValueError:
+        parts = line.split(" ", 3)  # date, time, LEVEL, "name: message"
+        if len(parts) == 4 and parts[2].isupper():
+            return parts[2].lower(), parts[3]
+        return "", ""
+    if isinstance(record, dict):
+        return str(record.get("level", "")), str(record.get("message", ""))
+    return "", ""
 
 
 def _spread(values: list[float]) -> dict[str, float] | None:
@@ -75,9 +120,17 @@ def _spread(values: list[float]) -> dict[str, float] | None:
     }
 
 
-def _faults(faults: list[Fault], exits: list[Exit], t0: float) -> dict[str, Any]:
+def _faults(
+    kinds: tuple[str, ...], faults: list[Fault], exits: list[Exit], monitor: Monitor, t0: float
+) -> dict[str, Any]:
     by_kind: dict[str, Any] = {}
-    for kind in KINDS:
+    takeovers: dict[int, float] = {}
+    for index, fault in enumerate(faults):
+        if fault.pid is not None and not fault.kind.startswith("worker_"):
+            at = monitor.takeover(fault.pid, fault.injected_at, fault.window_end)
+            if at is not None:
+                takeovers[index] = at - fault.injected_at
+    for kind in kinds:
         mine = [f for f in faults if f.kind == kind]
         codes: Counter[int] = Counter()
         for item in exits:
@@ -88,10 +141,13 @@ def _faults(faults: list[Fault], exits: list[Exit], t0: float) -> dict[str, Any]
             if fault.kind == "second_serve":
                 codes[fault.detail.get("second_exit_code", -1000)] += 1
         recoveries = [f.recovery_seconds for f in mine if f.recovery_seconds is not None]
+        taken = [t for i, t in takeovers.items() if faults[i].kind == kind]
         by_kind[kind] = {
             "count": len(mine),
             "exit_codes": {str(code): n for code, n in sorted(codes.items())},
             "recovery_seconds": _spread(recoveries),
+            "takeovers": len(taken),
+            "takeover_seconds": _spread(taken),
         }
     log = [
         {
@@ -100,9 +156,10 @@ def _faults(faults: list[Fault], exits: list[Exit], t0: float) -> dict[str, Any]
             "injection_ended_at_s": round(f.injection_ended_at - t0, 2),
             "ready_again_at_s": None if f.recovered_at is None else round(f.recovered_at - t0, 2),
             "window_end_s": round(f.window_end - t0, 2),
+            "takeover_s": round(takeovers[i], 2) if i in takeovers else None,
             **f.detail,
         }
-        for f in faults
+        for i, f in enumerate(faults)
     ]
     return {"by_kind": by_kind, "log": log}
 
@@ -145,22 +202,39 @@ def _requests(responses: list[Response], faults: list[Fault], t0: float) -> dict
     }
 
 
+def _processes(exits: list[Exit], starts: dict[str, int], t0: float) -> dict[str, Any]:
+    return {
+        name: {
+            "starts": count,
+            "exit_codes": dict(
+                sorted(Counter(str(e.code) for e in exits if e.name == name).items())
+            ),
+            "exits": [[e.pid, e.code, round(e.at - t0, 2)] for e in exits if e.name == name],
+        }
+        for name, count in starts.items()
+    }
+
+
 def summarize(
     *,
     settings: dict[str, Any],
     t0: float,
     ended: float,
     ledger: Ledger,
+    kinds: tuple[str, ...],
     faults: list[Fault],
     exits: list[Exit],
-    starts: int,
+    starts: dict[str, int],
+    monitor: Monitor,
     logs: dict[str, Any],
     database: dict[str, Any],
+    executions: dict[str, Any],
     stuck: list[str],
     violations: Findings,
 ) -> dict[str, Any]:
     """The summary; ``summary["passed"]`` says whether the soak found nothing wrong."""
     requests = _requests(ledger.responses, faults, t0)
+    violations = {**violations, "epoch_went_back": monitor.regressions()}
     found = {k: v for k, v in violations.items() if v}
     other = {status: n for status, n in requests["5xx_in_fault_windows"].items() if status != "503"}
     if other:  # a fault is no excuse for an unmapped error: the store's failures are 503s
@@ -187,12 +261,11 @@ def summarize(
             for kind, rows in sorted(found.items())
         },
         "requests": requests,
-        "faults": _faults(faults, exits, t0),
-        "service": {
-            "starts": starts,
-            "log": logs,
-            "exit_codes": {str(c): n for c, n in sorted(Counter(e.code for e in exits).items())},
-        },
+        "faults": _faults(kinds, faults, exits, monitor, t0),
+        "processes": _processes(exits, starts, t0),
+        "logs": logs,
+        "executions": executions,
+        "ownership": monitor.summary(),
     }
     failures = {
         "lost": summary["lost"],
@@ -201,6 +274,9 @@ def summarize(
         "invariant_violations": sum(v["count"] for v in summary["invariant_violations"].values()),
         "5xx_outside_fault_windows": requests["5xx_outside_fault_windows"],
     }
+    too_few = [k for k, v in summary["faults"]["by_kind"].items() if v["count"] < 1]
+    if too_few:
+        failures["fault_kinds_not_injected"] = len(too_few)
     summary["failures"] = {k: v for k, v in failures.items() if v}
     summary["passed"] = not summary["failures"]
     return summary

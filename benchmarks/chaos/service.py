@@ -1,10 +1,12 @@
-"""The real ``workload serve`` and the soak's supervisor, which restarts it whenever it exits.
+"""The real ``workload serve`` and ``workload worker``, each kept running by a supervisor.
 
-Every process is the console script of the environment running the soak, started with
-``--host 127.0.0.1`` in strict mode (``--database-url``), with an environment that holds none
-of the caller's ``WORKLOAD_*`` variables, only the soak's tokens and a short lock-check
-interval. Output goes to one file per process in the soak's directory. The supervisor records
-every start and every exit code with its time; it ends only the processes it started, by pid.
+Every process is the console script of the environment running the soak: ``serve`` with
+``--host 127.0.0.1`` in strict mode (``--database-url``, and ``--standby`` or ``--replica`` when
+several run), ``worker`` with the soak's worker module. Their environment holds none of the
+caller's ``WORKLOAD_*`` variables, only the soak's tokens and a short lock-check interval. Output
+goes to one file per process in the soak's directory. A supervisor restarts its process 0.3 s
+after every exit and records every start and exit code with its time; it ends only the processes
+it started, by pid.
 """
 
 from __future__ import annotations
@@ -18,14 +20,19 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import httpx
 
-from benchmarks.chaos.settings import OPERATOR_TOKEN, VIEWER_TOKEN
+from benchmarks.chaos.settings import OPERATOR_TOKEN, VIEWER_TOKEN, WORKER_TOKEN
+from benchmarks.chaos.worker_app import EXECUTIONS_ENV
 
-__all__ = ["Exit", "Launcher", "Supervisor", "free_port", "is_ready"]
+__all__ = ["Exit", "Launcher", "Supervisor", "free_port", "is_ready", "readyz"]
+
+WORKER_TARGET = "benchmarks.chaos.worker_app:worker"
 
 _RESTART_PAUSE_SECONDS = 0.3
 _MAX_STARTS = 5_000
@@ -41,10 +48,20 @@ def free_port() -> int:
 
 def is_ready(base_url: str, timeout: float = 1.0) -> bool:
     """Whether ``GET /readyz`` answers 200 within ``timeout``."""
+    return readyz(base_url, timeout)[0] == 200
+
+
+def readyz(base_url: str, timeout: float = 1.0) -> tuple[int | None, dict[str, Any]]:
+    """``GET /readyz``: its status (None: no answer) and its body."""
     try:
-        return httpx.get(f"{base_url}/readyz", timeout=timeout).status_code == 200
+        answer = httpx.get(f"{base_url}/readyz", timeout=timeout)
     except httpx.HTTPError:
-        return False
+        return None, {}
+    try:
+        body = answer.json()
+    except ValueError:
+        body = {}
+    return answer.status_code, body if isinstance(body, dict) else {}
 
 
 def _workload_executable() -> str:
@@ -60,6 +77,8 @@ class Launcher:
 
     def __init__(self, directory: Path, lock_check_interval: float) -> None:
         self.directory = directory
+        self.executions = directory / "executions"
+        self.executions.mkdir(parents=True, exist_ok=True)
         self.executable = _workload_executable()
         self._count = 0
         directory.mkdir(parents=True, exist_ok=True)
@@ -70,10 +89,13 @@ class Launcher:
             {
                 "WORKLOAD_OPERATOR_TOKENS": OPERATOR_TOKEN,
                 "WORKLOAD_VIEWER_TOKENS": VIEWER_TOKEN,
+                "WORKLOAD_WORKER_TOKENS": WORKER_TOKEN,
                 "WORKLOAD_LOCK_CHECK_INTERVAL_SECONDS": str(lock_check_interval),
                 "WORKLOAD_LOG_LEVEL": "INFO",
                 "XDG_RUNTIME_DIR": str(runtime),
                 "PYTHONUNBUFFERED": "1",
+                # A fatal signal (SIGSEGV, SIGABRT…) prints every thread's Python stack.
+                "PYTHONFAULTHANDLER": "1",
             }
         )
 
@@ -90,23 +112,40 @@ class Launcher:
         if result.returncode != 0:
             raise RuntimeError(f"workload migrate up failed: {result.stdout}{result.stderr}")
 
-    def serve(self, database_url: str, port: int, name: str) -> subprocess.Popen[bytes]:
-        """Start ``workload serve`` on 127.0.0.1:``port``; stdout and stderr to ``name.*.log``."""
-        self._count += 1
-        stem = self.directory / f"{name}-{self._count:04d}"
+    def serve(
+        self, database_url: str, port: int, name: str, flag: str | None = None
+    ) -> subprocess.Popen[bytes]:
+        """Start ``workload serve`` on 127.0.0.1:``port``; stdout and stderr to ``name.*.log``.
+
+        ``flag``: ``--standby`` or ``--replica`` (None: a single coordinator).
+        """
         command = [self.executable, "serve", "--host", "127.0.0.1", "--port", str(port)]
         command += ["--database-url", database_url]
+        if flag is not None:
+            command.append(flag)
+        return self._start(command, name, self.env)
+
+    def worker(self, url: str, name: str) -> subprocess.Popen[bytes]:
+        """Start ``workload worker`` of the soak's worker module against ``url``."""
+        env = {**self.env, "WORKLOAD_WORKER_TOKEN": WORKER_TOKEN}
+        env[EXECUTIONS_ENV] = str(self.executions)
+        command = [self.executable, "worker", WORKER_TARGET, "--url", url]
+        return self._start(command, name, env)
+
+    def _start(self, command: list[str], name: str, env: dict[str, str]) -> subprocess.Popen[bytes]:
+        self._count += 1
+        stem = self.directory / f"{name}-{self._count:04d}"
         with (
             stem.with_suffix(".out.log").open("wb") as out,
             stem.with_suffix(".err.log").open("wb") as err,
         ):
             return subprocess.Popen(
-                command, stdout=out, stderr=err, stdin=subprocess.DEVNULL, env=self.env
+                command, stdout=out, stderr=err, stdin=subprocess.DEVNULL, env=env
             )
 
-    def logs(self) -> list[Path]:
-        """Every stderr file written so far."""
-        return sorted(self.directory.glob("*.err.log"))
+    def logs(self, prefix: str = "") -> list[Path]:
+        """Every stderr file written so far (of the processes whose name starts ``prefix``)."""
+        return sorted(self.directory.glob(f"{prefix}*.err.log"))
 
 
 @dataclass(frozen=True)
@@ -117,25 +156,32 @@ class Exit:
     pid: int
     code: int
     at: float  # time.monotonic()
+    name: str = ""
 
 
 class Supervisor:
-    """Keeps one ``workload serve`` running on a fixed port: restarts it whenever it exits."""
+    """Keeps one process running (a service on a fixed port, or a worker): restarts it.
+
+    ``launch`` starts the process; ``base_url`` is the service's (None for a worker).
+    """
 
     def __init__(
-        self, launcher: Launcher, database_url: str, port: int, lifetime_seconds: float
+        self,
+        name: str,
+        launch: Callable[[], subprocess.Popen[bytes]],
+        lifetime_seconds: float,
+        base_url: str | None = None,
     ) -> None:
-        self._launcher = launcher
+        self.name = name
+        self._launch = launch
         self._lifetime = lifetime_seconds
-        self._database_url = database_url
-        self.port = port
-        self.base_url = f"http://127.0.0.1:{port}"
+        self.base_url = base_url or ""
         self.exits: list[Exit] = []
         self.starts = 0
         self._process: subprocess.Popen[bytes] | None = None
         self._lock = threading.Lock()
         self._stopping = threading.Event()
-        self._thread = threading.Thread(target=self._loop, name="supervisor", daemon=True)
+        self._thread = threading.Thread(target=self._loop, name=f"supervise-{name}", daemon=True)
 
     def start(self) -> None:
         """Start the service and the thread that restarts it."""
@@ -151,7 +197,7 @@ class Supervisor:
         deadline = time.monotonic() + self._lifetime
         while self._live(deadline) and self.starts < _MAX_STARTS:
             with self._lock:
-                self._process = self._launcher.serve(self._database_url, self.port, "serve")
+                self._process = self._launch()
                 self.starts += 1
                 process, generation = self._process, self.starts
             while process.poll() is None and self._live(deadline):
@@ -159,20 +205,27 @@ class Supervisor:
                     process.wait(timeout=0.1)
             if not self._live(deadline):
                 return  # stop() ends the process
-            self.exits.append(Exit(generation, process.pid, process.returncode, time.monotonic()))
+            exit_ = Exit(generation, process.pid, process.returncode, time.monotonic(), self.name)
+            self.exits.append(exit_)
             self._stopping.wait(_RESTART_PAUSE_SECONDS)
 
     def _live(self, deadline: float) -> bool:
         return not self._stopping.is_set() and time.monotonic() < deadline
 
     def wait_ready(self, timeout: float) -> bool:
-        """Poll ``/readyz`` until 200 (True) or ``timeout`` (False)."""
+        """Poll ``/readyz`` until 200 (True) or ``timeout`` (False); a worker: until it runs."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            if is_ready(self.base_url):
+            if self.ready():
                 return True
             time.sleep(0.1)
         return False
+
+    def ready(self) -> bool:
+        """A service: ``/readyz`` answers 200. A worker: its process is running."""
+        if self.base_url:
+            return is_ready(self.base_url)
+        return self.current()[1] is not None
 
     def stop(self, timeout: float = 30) -> int | None:
         """SIGTERM the running service, wait (SIGKILL after ``timeout``); its exit code."""

@@ -24,8 +24,9 @@ import psycopg
 from benchmarks.chaos.invariants import EXERCISED, INVARIANTS
 from benchmarks.chaos.load import Ledger
 from benchmarks.chaos.settings import OPERATOR_TOKEN, VIEWER_TOKEN
+from benchmarks.chaos.worker_app import worker
 
-__all__ = ["Findings", "check_api", "check_database", "wait_terminal"]
+__all__ = ["Findings", "check_api", "check_database", "check_executions", "wait_terminal"]
 
 Findings = dict[str, list[Any]]
 """Violation kind → every violating row (the report keeps a count and a few examples)."""
@@ -183,3 +184,46 @@ def _event_sequences(client: httpx.Client, run_id: str) -> list[int]:
         if not cursor:
             break
     return sequences
+
+
+def check_executions(url: str, lines: list[dict[str, Any]]) -> tuple[dict[str, Any], Findings]:
+    """The workers' handler executions (:mod:`.worker_app`) against the attempts recorded.
+
+    An attempt id is executed by one handler call at most (a second one would mean a claim
+    handed out twice); every remote attempt recorded ``succeeded`` was executed. A task executed
+    by several attempts — after a killed or frozen worker, or a replica whose lease lapsed — is
+    the at-least-once the retry policy allows: counted, not a violation.
+    """
+    starts = Counter(line["attempt_id"] for line in lines if line.get("phase") == "start")
+    ends = Counter(line["attempt_id"] for line in lines if line.get("phase") == "end")
+    per_task: dict[tuple[str, str], set[str]] = defaultdict(set)
+    kinds: Counter[str] = Counter()
+    for line in lines:
+        if line.get("phase") == "start":
+            per_task[(line["run_id"], line["task_key"])].add(line["attempt_id"])
+            kinds[str(line.get("kind"))] += 1
+    with psycopg.connect(url, autocommit=True, connect_timeout=10) as conn:
+        succeeded = _rows(
+            conn,
+            "SELECT attempt_id::text, run_id::text, task_key, attempt FROM attempts"
+            " WHERE status = 'succeeded' AND action = ANY(%s)",
+            (sorted(worker.actions),),
+        )
+    findings: Findings = defaultdict(list)
+    findings["handler_executed_twice_for_one_attempt"] = [
+        [attempt_id, n] for attempt_id, n in starts.items() if n > 1
+    ]
+    findings["succeeded_remote_attempt_never_executed"] = [
+        list(row) for row in succeeded if row[0] not in starts
+    ]
+    reexecuted = {task: ids for task, ids in per_task.items() if len(ids) > 1}
+    summary = {
+        "executions": sum(starts.values()),
+        "executions_by_kind": dict(kinds),
+        "executions_cut_short": sum(n for a, n in starts.items() if a not in ends),
+        "attempts_executed": len(starts),
+        "tasks_executed_by_several_attempts": len(reexecuted),
+        "most_attempts_executed_for_one_task": max(map(len, per_task.values()), default=0),
+        "remote_attempts_succeeded": len(succeeded),
+    }
+    return summary, findings
