@@ -74,7 +74,8 @@ def tests(session: nox.Session) -> None:
     """Every test, in the full workspace environment (but the ``packaging`` session's)."""
     _sync(session)
     args = session.posargs or ["tests"]
-    session.run("pytest", "-m", "not packaging", *args, env=_test_env())
+    # The slowest tests named in CI's output: where the time budget of SPEC's CI goes.
+    session.run("pytest", "-m", "not packaging", "--durations=30", *args, env=_test_env())
 
 
 # The uv the image's test build packs (the version of the Dockerfile's UV_IMAGE).
