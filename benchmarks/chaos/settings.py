@@ -45,6 +45,11 @@ FULL_FAULT_INTERVAL_SECONDS = 20.0
 SMOKE_FAULT_INTERVAL_SECONDS = 12.0
 # The lease of a remote attempt: a frozen worker loses it after this long without a heartbeat.
 REMOTE_HEARTBEAT_TIMEOUT_SECONDS = 4.0
+# The lock check interval (a lease is three of them, SPEC §14, §16): 0.2 s for one process, so
+# that recoveries are quick; 0.5 s when several processes share the machine's two cores, where
+# a process can wait longer than 0.6 s for a core and lose a 0.6 s lease with no fault at all.
+SINGLE_LOCK_CHECK_SECONDS = 0.2
+SHARED_LOCK_CHECK_SECONDS = 0.5
 
 _RETRY = {"max_attempts": 4, "initial_backoff_seconds": 0.1, "max_backoff_seconds": 1}
 WORKFLOWS: tuple[dict[str, Any], ...] = (
@@ -276,19 +281,32 @@ def parse_settings(argv: list[str] | None = None, env: dict[str, str] | None = N
     parser.add_argument(
         "--replica", action="store_true", default=env.get("CHAOS_REPLICA_MODE") == "1"
     )
+    parser.add_argument("--lock-check", default=env.get("CHAOS_LOCK_CHECK_SECONDS"))
     args = parser.parse_args(argv)
     try:
         minutes, seed = int(args.minutes), int(args.seed)
         workers, replicas = int(args.workers), int(args.replicas)
+        lock_check = None if args.lock_check is None else float(args.lock_check)
     except ValueError as exc:
         raise SettingsError(
-            f"CHAOS_MINUTES, CHAOS_SEED, --workers and --replicas must be integers: {exc}"
+            f"CHAOS_MINUTES, CHAOS_SEED, --workers and --replicas must be integers, and"
+            f" --lock-check a number: {exc}"
         ) from None
+    if lock_check is None:
+        alone = replicas == 1 and workers == 0 and not args.replica
+        lock_check = SINGLE_LOCK_CHECK_SECONDS if alone else SHARED_LOCK_CHECK_SECONDS
+    if not 0.1 <= lock_check <= 5:
+        raise SettingsError(f"--lock-check must be between 0.1 and 5 seconds, not {lock_check}")
     if not 0 <= workers <= MAX_WORKERS:
         raise SettingsError(f"--workers must be between 0 and {MAX_WORKERS}, not {workers}")
     if not 1 <= replicas <= MAX_REPLICAS:
         raise SettingsError(f"--replicas must be between 1 and {MAX_REPLICAS}, not {replicas}")
-    shape = {"workers": workers, "replicas": replicas, "replica_mode": args.replica}
+    shape = {
+        "workers": workers,
+        "replicas": replicas,
+        "replica_mode": args.replica,
+        "lock_check_interval_seconds": lock_check,
+    }
     if args.smoke:
         # Each kind once (see faults.kinds), one every few seconds.
         kinds = len(fault_kinds(workers=workers, replicas=replicas))

@@ -43,6 +43,9 @@ from benchmarks.chaos.settings import (
         ["--minutes", "4"],
         ["--minutes", "16"],
         ["--seed", "x"],
+        ["--lock-check", "fast"],
+        ["--lock-check", "0.05"],
+        ["--lock-check", "6"],
     ],
 )
 def test_a_bad_setting_is_refused_with_its_name(argv: list[str]) -> None:
@@ -65,6 +68,17 @@ def test_the_shape_decides_the_processes_and_the_faults() -> None:
     # Environment first, the command line wins.
     from_env = parse_settings(["--workers", "2"], env={"CHAOS_WORKERS": "3", "CHAOS_REPLICAS": "2"})
     assert (from_env.workers, from_env.replicas) == (2, 2)
+
+
+def test_the_lock_check_is_longer_when_processes_share_the_cores() -> None:
+    assert parse_settings([], env={}).lock_check_interval_seconds == 0.2
+    for argv in (["--workers", "1"], ["--replicas", "2"], ["--replica"]):
+        assert parse_settings(argv, env={}).lock_check_interval_seconds == 0.5, argv
+    chosen = parse_settings(["--replica", "--lock-check", "0.3"], env={})
+    assert chosen.lock_check_interval_seconds == 0.3
+    assert (
+        parse_settings([], env={"CHAOS_LOCK_CHECK_SECONDS": "1"}).lock_check_interval_seconds == 1
+    )
 
 
 def test_a_smoke_run_injects_every_kind_once_and_a_full_run_twice() -> None:
