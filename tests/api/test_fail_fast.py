@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import anyio
 import httpx
@@ -24,7 +24,7 @@ from workload_api.context import RequestContext
 from workload_api.lifecycle import Readiness, Service
 from workload_api.problems import problem_for, problem_response
 from workload_api.readiness import UNAVAILABLE
-from workload_domain.errors import StoreUnavailable
+from workload_domain.errors import Fenced, StoreUnavailable
 from workload_engine.clock import SystemClock
 from workload_engine.engine import Engine
 from workload_engine.memory_store import InMemoryStore
@@ -140,10 +140,16 @@ def slow_app(*, stubborn: bool) -> RequestContext:
     return RequestContext(app)
 
 
-@pytest.mark.parametrize("stubborn", [False, True], ids=["cancellable", "stubborn"])
+@pytest.mark.parametrize(
+    ("stubborn", "stops"),
+    [(False, 1), (True, 1), (True, 2)],
+    ids=["cancellable", "stubborn", "stubborn-stopped-twice"],
+)
 async def test_requests_outliving_the_grace_are_cancelled_with_a_warning_not_an_error(
-    server_logs: Records, stubborn: bool
+    server_logs: Records, stubborn: bool, stops: int
 ) -> None:
+    # Stopped twice: found by the chaos soak, a fail-stop reported by execution and by the
+    # lock check lowered uvicorn's backstop to the grace, and uvicorn logged an error.
     server = HttpServer(server_config(slow_app(stubborn=stubborn), host="127.0.0.1", port=0))
     answers: list[httpx.Response | httpx.TransportError] = []
     stopped = anyio.Event()
@@ -172,6 +178,9 @@ async def test_requests_outliving_the_grace_are_cancelled_with_a_warning_not_an_
         await await_until(in_flight, message="the request never arrived")
         running = set(server.server_state.tasks)
         server.stop(grace=FAIL_STOP_GRACE)  # as a fail-stop does
+        for _ in range(stops - 1):
+            await anyio.sleep(0.05)  # the shutdown has begun
+            server.stop(grace=FAIL_STOP_GRACE)
         # The stop does not wait for uvicorn's own bound (the grace and 5 s more).
         with anyio.fail_after(FAIL_STOP_GRACE + 4):
             await stopped.wait()
@@ -183,3 +192,42 @@ async def test_requests_outliving_the_grace_are_cancelled_with_a_warning_not_an_
     (answer,) = answers
     assert isinstance(answer, httpx.Response), answer
     assert (answer.status_code, answer.json()["code"]) == (503, "unavailable")
+
+
+class TellingStore(InMemoryStore):
+    """The in-memory store, keeping what the lifecycle asks it to tell of refused writes."""
+
+    on_fenced: Callable[[Fenced], None] | None = None
+
+    def fence(self, epoch: int | None, on_fenced: Callable[[Fenced], None] | None = None) -> None:
+        self.on_fenced = on_fenced
+
+
+@pytest.mark.parametrize(
+    ("refused", "reason"),
+    [
+        (Fenced(7), "fail-stop: a newer coordinator leads: a write of coordinator epoch 7"),
+        (Fenced(3, shard=12), "fail-stop: another replica owns a shard: a write to shard 12"),
+    ],
+)
+async def test_a_fenced_write_fail_stops_naming_the_fence_that_refused_it(
+    refused: Fenced, reason: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Found by the chaos soak (--replica): a replica whose shard write was refused logged
+    # "a newer coordinator leads: a write of coordinator epoch 0 was refused" — there is no
+    # coordinator among replicas; the shard and its epoch were lost on the way.
+    clock = SystemClock()
+    store = TellingStore(clock)
+    service = Service(
+        store=store,
+        lock=None,
+        engine=Engine(store, MockExecutor(clock=clock), clock),
+        clock=clock,
+        readiness=Readiness(),
+    )
+    async with service.running():
+        assert store.on_fenced is not None
+        with caplog.at_level(logging.WARNING, logger="workload.coordinator"):
+            store.on_fenced(refused)
+    assert service.fault is refused
+    assert any(r.getMessage().startswith(reason) for r in caplog.records), caplog.text

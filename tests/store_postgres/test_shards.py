@@ -166,9 +166,9 @@ async def test_a_write_of_a_stale_shard_epoch_is_refused(
     database_url: str, leases: list[PostgresShardLeases]
 ) -> None:
     a, b = await joined(database_url, leases, "a", "b")
-    fenced_too: list[str] = []
+    told: list[Fenced] = []
     async with PostgresStore(database_url) as store:
-        store.fence(None, lambda: fenced_too.append("told"))
+        store.fence(None, told.append)
         await remote_runs(store, 0)
         made = new_run(REMOTE)
         await store.create_run(made)
@@ -182,7 +182,8 @@ async def test_a_write_of_a_stale_shard_epoch_is_refused(
         assert new == ShardFence(shard, old.epoch + 1)
         with fenced(old), pytest.raises(Fenced, match=f"shard {shard}"):
             await store.commit(commit)
-        assert fenced_too == ["told"]
+        # The process is told which fence refused it: the shard's, not a coordinator epoch.
+        assert [(e.shard, e.epoch) for e in told] == [(shard, old.epoch)]
         assert (await store.load_run(run_id)).run.revision == 1  # nothing written
         with fenced(new):
             await store.commit(commit)

@@ -54,9 +54,17 @@ class HttpServer(uvicorn.Server):
     def capture_signals(self) -> Iterator[None]:
         yield
 
+    _shutting_down = False
+    """Set once the shutdown began: its grace is fixed then (the timers below bound it)."""
+
     def stop(self, *, grace: int | None = None) -> None:
-        """Stop accepting and serving; wait at most ``grace`` seconds for in-flight requests."""
-        if grace is not None:
+        """Stop accepting and serving; wait at most ``grace`` seconds for in-flight requests.
+
+        A stop once the shutdown began changes nothing: it would lower uvicorn's own bound,
+        the backstop, to the grace (a fail-stop is often reported twice, by execution and by the
+        lock check), and uvicorn would cancel the requests itself with an error line.
+        """
+        if grace is not None and not self._shutting_down:
             current = self.config.timeout_graceful_shutdown
             self.config.timeout_graceful_shutdown = (
                 grace if current is None else min(current, grace)
@@ -65,6 +73,7 @@ class HttpServer(uvicorn.Server):
 
     async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
         """Shut down as uvicorn does; requests still running when the grace ends are cancelled."""
+        self._shutting_down = True
         grace = self.config.timeout_graceful_shutdown
         if grace is None:
             await super().shutdown(sockets)

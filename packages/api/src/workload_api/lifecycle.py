@@ -299,9 +299,12 @@ class Service:
         """The service stops (a signal) or has failed: nothing new is to start."""
         return self.fault is not None or self.readiness.reason == STOPPING
 
-    def _fenced(self) -> None:
-        """A write was refused: a newer coordinator epoch leads (fail-stop, exit 5)."""
-        self.fail("a newer coordinator leads", Fenced(self.readiness.epoch or 0))
+    def _fenced(self, error: Fenced) -> None:
+        """A write was refused: a newer coordinator leads, or a replica took a shard (exit 5)."""
+        self.fail(
+            "a newer coordinator leads" if error.shard is None else "another replica owns a shard",
+            error,
+        )
 
     async def _listen(self) -> None:
         """Hear the other replicas: runs to execute, work to claim, tool calls ended."""

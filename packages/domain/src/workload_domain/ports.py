@@ -16,6 +16,7 @@ from workload_domain.agent.journal import StepRecord
 from workload_domain.approvals import ApprovalRecord, ApprovalStatus
 from workload_domain.cursors import Page
 from workload_domain.drafts import DraftRecord
+from workload_domain.errors import Fenced
 from workload_domain.idempotency import (
     IdempotencyClaim,
     IdempotencyRecord,
@@ -650,8 +651,12 @@ class Store(
 ):
     """The whole persistence port: every adapter implements all of it."""
 
-    def fence(self, epoch: int | None, on_fenced: Callable[[], None] | None = None) -> None:
-        """Fence execution writes with ``epoch`` (refused once it is no longer current)."""
+    def fence(self, epoch: int | None, on_fenced: Callable[[Fenced], None] | None = None) -> None:
+        """Fence execution writes with ``epoch`` (refused once it is no longer current).
+
+        ``on_fenced`` is told of each refusal, with the error: a newer coordinator epoch, or
+        (``Fenced.shard``) a shard another replica took.
+        """
         ...
 
     def announce(self, enabled: bool) -> None:

@@ -18,6 +18,7 @@ from datetime import datetime
 import anyio
 
 from workload_domain.errors import (
+    Fenced,
     RevisionConflict,
     StoreIntegrityError,
     VersionNotFound,
@@ -72,7 +73,7 @@ class InMemoryStore(MemoryReads, MemoryWorkers, MemoryApprovals, MemoryDrafts):
         """Nothing to release."""
         await anyio.lowlevel.checkpoint()
 
-    def fence(self, epoch: int | None, on_fenced: Callable[[], None] | None = None) -> None:
+    def fence(self, epoch: int | None, on_fenced: Callable[[Fenced], None] | None = None) -> None:
         """One process per store: nothing to fence (SPEC §14 needs a shared database)."""
 
     def announce(self, enabled: bool) -> None:

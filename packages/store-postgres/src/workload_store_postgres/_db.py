@@ -25,7 +25,7 @@ import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
 from contextlib import asynccontextmanager, contextmanager
 from datetime import datetime
-from typing import Any, TypeVar
+from typing import Any, NoReturn, TypeVar
 
 import psycopg
 from psycopg.errors import IntegrityError, UndefinedTable
@@ -162,7 +162,7 @@ class Database:
         self.shards_total: int | None = None
         """Set in a replica (SPEC §16): runs are announced on their shard's channel, heard by
         its owner only. None: on the channels of §14, heard by every process."""
-        self.on_fenced: Callable[[], None] | None = None
+        self.on_fenced: Callable[[Fenced], None] | None = None
         self.sessions = Sessions()
         """This pool's connections by backend pid: what they notify is this process's own."""
         # Statements are spans only while spans are recorded: psycopg's own cursor otherwise.
@@ -414,17 +414,20 @@ async def require_epoch(db: Database, conn: Conn) -> None:
     if fence is not None:
         row = await one(conn, "shard_fence", {"shard": fence.shard, "epoch": fence.epoch})
         if row is None or not row["current"]:
-            if db.on_fenced is not None:
-                db.on_fenced()
-            raise Fenced(fence.epoch, fence.shard)
+            _refused(db, Fenced(fence.epoch, fence.shard))
     if db.epoch is None:
         return
     row = await one(conn, "fence", {"epoch": db.epoch})
     if row is not None and row["current"]:
         return
+    _refused(db, Fenced(db.epoch))
+
+
+def _refused(db: Database, error: Fenced) -> NoReturn:
+    """Tell the process its write was fenced (it fail-stops), and raise ``error``."""
     if db.on_fenced is not None:
-        db.on_fenced()
-    raise Fenced(db.epoch)
+        db.on_fenced(error)
+    raise error
 
 
 RUNS_CHANNEL = "workload_runs"

@@ -21,6 +21,7 @@ from datetime import UTC, datetime
 import anyio
 
 from workload_domain.cursors import CursorCodec
+from workload_domain.errors import Fenced
 from workload_domain.ports import Clock, Expiry
 from workload_domain.telemetry import NO_TELEMETRY, Telemetry
 from workload_store_postgres._approvals import Approvals
@@ -125,12 +126,13 @@ class PostgresStore(
                 await self._db.close()
             raise
 
-    def fence(self, epoch: int | None, on_fenced: Callable[[], None] | None = None) -> None:
+    def fence(self, epoch: int | None, on_fenced: Callable[[Fenced], None] | None = None) -> None:
         """Fence this process's execution writes with ``epoch`` (SPEC §14).
 
         From now on a run commit or a journal write of this store passes only while ``epoch``
         is the current coordinator epoch; once a newer coordinator leads, it is refused
-        (``Fenced``) and ``on_fenced`` is told (fail-stop). None: writes are not fenced.
+        (``Fenced``) and ``on_fenced`` is told, with that error (fail-stop). None: writes are
+        not fenced.
         """
         self._db.epoch = epoch
         self._db.on_fenced = on_fenced
