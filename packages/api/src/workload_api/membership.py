@@ -155,17 +155,32 @@ class Membership:
                 await self._renew()
 
     async def _renew(self) -> ClusterPicture:
-        assert self.ownership is not None
         async with self._lock:
-            picture = await self.leases.renew(self.ownership.held)
+            return await self._renew_held()
+
+    async def _renew_held(self) -> ClusterPicture:
+        """Renew every lease held (the caller holds the session's lock)."""
+        assert self.ownership is not None
+        picture = await self.leases.renew(self.ownership.held)
         self._renewed_at = anyio.current_time()
         self._publish(picture)
         return picture
+
+    async def _renew_if_due(self) -> None:
+        """Renew first when an interval has passed (the caller holds the session's lock).
+
+        Takes and gives queue on the membership's one session: a burst of them (a balance that
+        hands many shards over at once) would otherwise keep the renewal waiting behind them
+        longer than a lease, and the shards still held would lapse to another replica.
+        """
+        if anyio.current_time() - self._renewed_at >= self._interval:
+            await self._renew_held()
 
     async def _take(self, shard: int) -> bool:
         """Take ``shard`` in a new epoch: its runs are this replica's from now on."""
         assert self.ownership is not None
         async with self._lock:
+            await self._renew_if_due()
             fence = await self.leases.take(shard)
         if fence is None:
             return False  # taken by another replica first (or busy): the next round sees it
@@ -206,6 +221,7 @@ class Membership:
 
     async def _give(self, fence: ShardFence) -> None:
         async with self._lock:
+            await self._renew_if_due()
             await self.leases.give(fence)
 
     async def _leave(self, handoffs: anyio.abc.TaskGroup) -> None:
