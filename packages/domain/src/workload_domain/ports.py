@@ -14,6 +14,7 @@ from typing import Protocol
 
 from workload_domain.agent.journal import StepRecord
 from workload_domain.approvals import ApprovalRecord, ApprovalStatus
+from workload_domain.console_sessions import ConsoleSessionStore
 from workload_domain.cursors import Page
 from workload_domain.drafts import DraftRecord
 from workload_domain.idempotency import (
@@ -49,6 +50,7 @@ __all__ = [
     "ApprovalStore",
     "Clock",
     "ClusterReads",
+    "ConsoleSessionStore",
     "CoordinatorLock",
     "DraftStore",
     "ExecutionStore",
@@ -644,6 +646,7 @@ class Store(
     ApprovalStore,
     DraftStore,
     SecretStore,
+    ConsoleSessionStore,
     ClusterReads,
     Resource,
     Protocol,
