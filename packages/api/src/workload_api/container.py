@@ -291,6 +291,7 @@ class Container(containers.DeclarativeContainer):
         clock=clock,
         max_age=settings.provided.console_session_seconds,
         secure=settings.provided.console_secure_cookies,
+        key=settings.provided.console_session_key,
     )
     console = providers.Singleton(
         Console, usecases=usecases, sessions=sessions, clock=clock, nav=providers.Object(NAV)

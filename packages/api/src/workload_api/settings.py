@@ -72,7 +72,10 @@ class Settings(BaseSettings):
     """An event stream re-reads its run this often even without an in-process wake-up (the
     safety net for commits made by another process)."""
     console_session_seconds: int = Field(default=28800, ge=60, le=604800)
-    """How long a web console sign-in lasts (8 hours by default)."""
+    """How long a web console sign-in lasts (8 hours by default); caps every live session."""
+    console_session_key: SecretStr | None = Field(default=None, min_length=32)
+    """The key console session cookies are signed with (ADR 0022); None: a random key kept in
+    the database. Changing it signs every browser out."""
     console_secure_cookies: bool | None = None
     """Give console cookies the Secure attribute: None follows the request's scheme (https)."""
     statement_timeout_ms: int = Field(default=5000, ge=100, le=600_000)
