@@ -56,6 +56,12 @@ class Settings(BaseSettings):
     http_header_timeout_seconds: float = Field(default=10.0, gt=0, le=300)
     """A connection whose request headers are not complete this long after its first byte is
     closed (slow clients); long-polls and streams are not affected (they wait after it)."""
+    http_body_timeout_seconds: float = Field(default=60.0, gt=0, le=3600)
+    """A request's body must have arrived this long after its headers, else 408
+    ``request_timeout`` and the connection is closed (slow clients, ADR 0024)."""
+    http_max_connections: int = Field(default=1000, ge=1, le=100_000)
+    """uvicorn's ``limit_concurrency``: past this many open connections (or requests in
+    progress), a new request is answered 503 at once (ADR 0024)."""
     http_keepalive_seconds: float = Field(default=5.0, gt=0, le=300)
     """An idle kept-alive connection is closed after this long."""
     shutdown_grace_seconds: int = Field(default=10, ge=0, le=300)

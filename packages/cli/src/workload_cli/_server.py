@@ -108,11 +108,15 @@ def _serve(overrides: dict[str, Any], stops: StopSignals) -> int:
             updates["viewer_tokens"] = credentials.viewer_token
             updates["operator_tokens"] = credentials.operator_token
             updates["worker_tokens"] = credentials.worker_token
-            say(
-                "development tokens (saved, mode 0600, in "
-                f"{credentials.path}):\n  operator: {credentials.operator_token}\n"
-                f"  viewer:   {credentials.viewer_token}\n  worker:   {credentials.worker_token}"
-            )
+            if credentials.created:
+                say(
+                    "development tokens (saved, mode 0600, in "
+                    f"{credentials.path}):\n  operator: {credentials.operator_token}\n"
+                    f"  viewer:   {credentials.viewer_token}\n"
+                    f"  worker:   {credentials.worker_token}"
+                )
+            else:  # printed once, when made: a terminal's scrollback is no place for them
+                say(f"development tokens: in {credentials.path} (mode 0600)")
         # Development mode talks to a person: say where to go (strict mode logs JSON only).
         return eventloop.serve(_run(Settings(**{**overrides, **updates}), stops, announce=True))
     finally:

@@ -45,6 +45,7 @@ LOGIN_MAX_AGE = 3600
 """Seconds a sign-in form stays valid."""
 _KEY_NAME = "console_session"
 _MAX_COOKIE = 1024
+_MAX_NONCE = 64
 
 
 class SessionBacking(SecretStore, ConsoleSessionStore, Protocol):
@@ -189,8 +190,14 @@ class Sessions:
         """The CSRF token of a sign-in form, bound to the nonce of its cookie."""
         return await self._mac("login", nonce)
 
+    @staticmethod
+    def may_sign_in(nonce: str | None) -> bool:
+        """Whether a sign-in cookie's nonce could belong to one of our forms (checked unread)."""
+        return bool(nonce) and len(nonce or "") <= _MAX_NONCE
+
     async def check_login(self, nonce: str | None, token: str | None) -> bool:
         """Whether a sign-in form's token fits its cookie's nonce."""
-        if not nonce or not token or len(nonce) > 64:
+        if not token or not self.may_sign_in(nonce):
             return False
+        assert nonce is not None
         return _same(str(token), await self.login_token(nonce))

@@ -62,12 +62,18 @@ def routes(console: Console) -> list[Route]:
         request.state.route = "/ui/login"
         if request.method == "GET":
             return await form_page(request)
+        nonce = request.cookies.get(LOGIN_COOKIE)
+        if not console.sessions.may_sign_in(nonce):
+            # No sign-in cookie: no form of ours, refused before its body is read (ADR 0024).
+            request.state.error_code = "csrf_failed"
+            return await form_page(
+                request, status=403, message="The sign-in form expired; please try again."
+            )
         try:
             form = await read_form(request)
         except HttpProblem as problem:
             request.state.error_code = problem.code
             return await console.error(request, problem.status, problem.detail)
-        nonce = request.cookies.get(LOGIN_COOKIE)
         if not await console.sessions.check_login(nonce, form.get("csrf")):
             request.state.error_code = "csrf_failed"
             return await form_page(
