@@ -294,6 +294,35 @@ async def test_the_key_never_appears_in_failures_or_logs(
     assert failure.__context__ is None
 
 
+def _shows_part_of_the_key(text: str) -> bool:
+    """Whether ``text`` holds 8 or more consecutive characters of the key, in any case."""
+    key, folded = API_KEY.lower(), text.lower()
+    return any(key[i : i + 8] in folded for i in range(len(key) - 7))
+
+
+@pytest.mark.parametrize(
+    "echoed",
+    [
+        pytest.param(API_KEY.lower(), id="lower-cased"),
+        pytest.param(API_KEY.upper(), id="upper-cased"),
+        pytest.param(API_KEY[:12] + "...", id="cut-short"),
+        pytest.param("..." + API_KEY[-9:], id="only-its-end"),
+        pytest.param(API_KEY[:10].swapcase() + "*****" + API_KEY[-8:], id="middle-elided"),
+    ],
+)
+async def test_a_changed_or_cut_key_in_a_server_message_is_masked(
+    fake_openai: FakeOpenAI, models: OpenAIModels, echoed: str
+) -> None:
+    fake_openai.queue(Status(401, f"Incorrect API key provided: {echoed} (see docs)"))
+
+    failure = await failure_of(models.model(f"openai:{MODEL}"))
+
+    assert "Incorrect API key provided: " in failure.message
+    assert "***" in failure.message
+    assert "(see docs)" in failure.message  # the rest of the message is kept
+    assert not _shows_part_of_the_key(failure.message), failure.message
+
+
 async def test_a_server_message_is_quoted_on_one_short_line(
     fake_openai: FakeOpenAI, models: OpenAIModels
 ) -> None:

@@ -13,6 +13,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from workload_api._body_deadline import BodyDeadline
 from workload_api.auth import Authenticator, Principal, Role
 from workload_api.console import CONSOLE_PREFIX, Console, SecurityHeaders
 from workload_api.console import routes as console_routes
@@ -89,12 +90,14 @@ def create_app(
     telemetry: Telemetry,
     metrics_public: bool = False,
     console: Console | None = None,
+    body_timeout: float = 60.0,
 ) -> Starlette:
     """Build the ASGI application over the use cases (and the web console, when given).
 
     The application has no lifespan of its own: the service's one lifecycle
     (:class:`~workload_api.lifecycle.Service`) runs around it, in production and in tests.
     ``metrics_public`` serves ``/metrics`` without a token (else a viewer's is needed).
+    ``body_timeout`` bounds the time a request's body may take (408, ADR 0024).
     HTTP spans and metrics are recorded when ``telemetry`` is the service's (not with the
     no-op telemetry a benchmark measures against).
     """
@@ -182,6 +185,7 @@ def create_app(
     # The span and the metrics outside: the access log line is written inside the span.
     middleware = [
         Middleware(RequestContext),
+        Middleware(BodyDeadline, timeout=body_timeout),
         Middleware(SecurityHeaders),
         Middleware(OneSegmentIds),
     ]

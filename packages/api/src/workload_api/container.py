@@ -291,6 +291,7 @@ class Container(containers.DeclarativeContainer):
         clock=clock,
         max_age=settings.provided.console_session_seconds,
         secure=settings.provided.console_secure_cookies,
+        key=settings.provided.console_session_key,
     )
     console = providers.Singleton(
         Console, usecases=usecases, sessions=sessions, clock=clock, nav=providers.Object(NAV)
@@ -303,6 +304,7 @@ class Container(containers.DeclarativeContainer):
         telemetry=telemetry,
         metrics_public=settings.provided.metrics_public,
         console=console,
+        body_timeout=settings.provided.http_body_timeout_seconds,
     )
     service = providers.Singleton(
         Service,
@@ -333,6 +335,7 @@ class Container(containers.DeclarativeContainer):
         port=settings.provided.port,
         header_timeout=settings.provided.http_header_timeout_seconds,
         keepalive_timeout=settings.provided.http_keepalive_seconds,
+        max_connections=settings.provided.http_max_connections,
         shutdown_grace=settings.provided.shutdown_grace_seconds,
     )
 

@@ -55,6 +55,7 @@ class Coordinator:
         handle_signals: bool = True,
         header_timeout: float = 10.0,
         keepalive_timeout: float = 5.0,
+        max_connections: int | None = None,
         shutdown_grace: int = 10,
     ) -> None:
         self.service = service
@@ -68,6 +69,7 @@ class Coordinator:
                 port=port,
                 http=guarded_h11(header_timeout),
                 timeout_keep_alive=keepalive_timeout,
+                limit_concurrency=max_connections,
                 timeout_graceful_shutdown=shutdown_grace,
             )
         )

@@ -56,6 +56,12 @@ class Settings(BaseSettings):
     http_header_timeout_seconds: float = Field(default=10.0, gt=0, le=300)
     """A connection whose request headers are not complete this long after its first byte is
     closed (slow clients); long-polls and streams are not affected (they wait after it)."""
+    http_body_timeout_seconds: float = Field(default=60.0, gt=0, le=3600)
+    """A request's body must have arrived this long after its headers, else 408
+    ``request_timeout`` and the connection is closed (slow clients, ADR 0024)."""
+    http_max_connections: int = Field(default=1000, ge=1, le=100_000)
+    """uvicorn's ``limit_concurrency``: past this many open connections (or requests in
+    progress), a new request is answered 503 at once (ADR 0024)."""
     http_keepalive_seconds: float = Field(default=5.0, gt=0, le=300)
     """An idle kept-alive connection is closed after this long."""
     shutdown_grace_seconds: int = Field(default=10, ge=0, le=300)
@@ -72,7 +78,10 @@ class Settings(BaseSettings):
     """An event stream re-reads its run this often even without an in-process wake-up (the
     safety net for commits made by another process)."""
     console_session_seconds: int = Field(default=28800, ge=60, le=604800)
-    """How long a web console sign-in lasts (8 hours by default)."""
+    """How long a web console sign-in lasts (8 hours by default); caps every live session."""
+    console_session_key: SecretStr | None = Field(default=None, min_length=32)
+    """The key console session cookies are signed with (ADR 0022); None: a random key kept in
+    the database. Changing it signs every browser out."""
     console_secure_cookies: bool | None = None
     """Give console cookies the Secure attribute: None follows the request's scheme (https)."""
     statement_timeout_ms: int = Field(default=5000, ge=100, le=600_000)

@@ -7,14 +7,21 @@ removes it when it stops, and the last one out stops the server. A process that 
 and its clean stop would leave the server running. :meth:`EmbeddedPostgres.start` therefore
 drops the pids of processes that no longer exist before it takes its own handle; a postmaster a
 killed ``serve`` left running is reused (pgserver finds it through ``postmaster.pid``).
+
+The postmaster does not inherit the service's environment (its API keys, its tokens, its
+database URL): pgserver starts ``initdb`` and ``pg_ctl`` with ``os.environ``, so the start runs
+with :func:`postgres_environment` in its place — a path, a home, the locale and time zone, a
+runtime directory (ADR 0024).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
 import secrets
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -30,6 +37,7 @@ __all__ = [
     "EmbeddedPostgres",
     "default_data_dir",
     "dev_credentials",
+    "postgres_environment",
 ]
 
 _log = logging.getLogger("workload.cli")
@@ -65,7 +73,8 @@ class EmbeddedPostgres:
                 "forgot the embedded server's handles of processes that are gone",
                 extra={"fields": {"pids": dead}},
             )
-        self._server = get_server(pgdata, cleanup_mode="stop")
+        with _environment_of_postgres():
+            self._server = get_server(pgdata, cleanup_mode="stop")
         admin_url: str = self._server.get_uri()
         with psycopg.connect(admin_url, autocommit=True) as conn:
             exists = conn.execute(
@@ -80,6 +89,41 @@ class EmbeddedPostgres:
         if self._server is not None:
             self._server.cleanup()
             self._server = None
+
+
+_KEPT_VARIABLES = frozenset(
+    {"PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LANGUAGE", "TZ", "TMPDIR"}
+    | {"XDG_RUNTIME_DIR", "SYSTEMROOT"}
+)
+
+
+def postgres_environment(environ: Mapping[str, str]) -> dict[str, str]:
+    """What the embedded PostgreSQL may see of ``environ``: nothing secret.
+
+    The variables a server needs (a path, a home, the user, the locale ``LANG``/``LC_*``, the
+    time zone, a temporary and a runtime directory); no ``WORKLOAD_*`` setting, no key, no
+    ``PG*`` variable either (pgserver gives the server everything it needs as arguments, and a
+    ``PGPORT`` or ``PGHOST`` meant for a client would only confuse ``pg_ctl``).
+    """
+    return {
+        name: value
+        for name, value in environ.items()
+        if name in _KEPT_VARIABLES or name.startswith("LC_")
+    }
+
+
+@contextlib.contextmanager
+def _environment_of_postgres() -> Iterator[None]:
+    # pgserver passes no ``env`` to its subprocesses: ``os.environ`` is what they get. Swapped
+    # for the start only, before the service's threads and event loop exist.
+    saved = dict(os.environ)
+    os.environ.clear()
+    os.environ.update(postgres_environment(saved))
+    try:
+        yield
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
 
 
 def _forget_dead_handles(pgdata: Path) -> list[int]:
@@ -140,6 +184,8 @@ class Credentials:
     operator_token: str
     viewer_token: str
     worker_token: str
+    created: bool
+    """Whether this start made (some of) the tokens: only then are they printed."""
 
 
 def dev_credentials(data_dir: Path, url: str) -> Credentials:
@@ -170,4 +216,5 @@ def dev_credentials(data_dir: Path, url: str) -> Credentials:
         partial.replace(path)
     finally:
         partial.unlink(missing_ok=True)
-    return Credentials(path, url, operator, viewer, worker)
+    created = not all(stored.get(k) for k in ("operator_token", "viewer_token", "worker_token"))
+    return Credentials(path, url, operator, viewer, worker, created)

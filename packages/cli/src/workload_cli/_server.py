@@ -26,14 +26,15 @@ from workload_domain.errors import SystemFault
 from workload_store_postgres.migrations import MigrationError, ShardsFixed, migration_status
 from workload_store_postgres.migrations import migrate_up as apply_migrations
 
-__all__ = ["migrate_status", "migrate_up", "serve"]
+__all__ = ["database_url_of", "migrate_status", "migrate_up", "say", "serve"]
 
 _log = logging.getLogger("workload.cli")
 _coordinator_log = logging.getLogger("workload.coordinator")
 T = TypeVar("T")
 
 
-def _say(message: str) -> None:
+def say(message: str) -> None:
+    """A message for the operator, on stderr."""
     print(message, file=sys.stderr, flush=True)
 
 
@@ -62,17 +63,17 @@ def _serve(overrides: dict[str, Any], stops: StopSignals) -> int:
         settings = Settings(**overrides)
         tracing_exporters()  # the OTEL_* variables (SPEC §12), checked before anything starts
     except ValidationError as exc:
-        _say(f"error: invalid configuration:\n{exc}")
+        say(f"error: invalid configuration:\n{exc}")
         return ExitCode.USAGE
     except TracingConfigError as exc:
-        _say(f"error: invalid tracing configuration: {exc}")
+        say(f"error: invalid tracing configuration: {exc}")
         return ExitCode.USAGE
     configure_logging(settings.log_level)
     if settings.database_url:
         return eventloop.serve(_run(settings, stops))
     # Embedded development mode: a private PostgreSQL in the data directory, migrated here.
     embedded = EmbeddedPostgres.in_data_dir(settings.data_dir)
-    _say(f"data directory: {embedded.data_dir}")
+    say(f"data directory: {embedded.data_dir}")
     try:
         # Not cut in half: a server started but not yet known to `embedded` would outlive us.
         try:
@@ -91,13 +92,13 @@ def _serve(overrides: dict[str, Any], stops: StopSignals) -> int:
                 return ExitCode.OK
             stops.check()  # a signal in the migrations' last moment, after their scope ended
         except MigrationError as exc:
-            _say(f"error: {exc}")
+            say(f"error: {exc}")
             return ExitCode.SCHEMA
         except ShardsFixed as exc:
-            _say(f"error: {exc}")
+            say(f"error: {exc}")
             return ExitCode.USAGE
         except SystemFault as exc:
-            _say(f"error: the embedded database failed: {exc}")
+            say(f"error: the embedded database failed: {exc}")
             return ExitCode.FAIL_STOP
         updates: dict[str, Any] = {"database_url": url}
         if not (settings.viewer_tokens or settings.operator_tokens or settings.worker_tokens):
@@ -107,11 +108,15 @@ def _serve(overrides: dict[str, Any], stops: StopSignals) -> int:
             updates["viewer_tokens"] = credentials.viewer_token
             updates["operator_tokens"] = credentials.operator_token
             updates["worker_tokens"] = credentials.worker_token
-            _say(
-                "development tokens (saved, mode 0600, in "
-                f"{credentials.path}):\n  operator: {credentials.operator_token}\n"
-                f"  viewer:   {credentials.viewer_token}\n  worker:   {credentials.worker_token}"
-            )
+            if credentials.created:
+                say(
+                    "development tokens (saved, mode 0600, in "
+                    f"{credentials.path}):\n  operator: {credentials.operator_token}\n"
+                    f"  viewer:   {credentials.viewer_token}\n"
+                    f"  worker:   {credentials.worker_token}"
+                )
+            else:  # printed once, when made: a terminal's scrollback is no place for them
+                say(f"development tokens: in {credentials.path} (mode 0600)")
         # Development mode talks to a person: say where to go (strict mode logs JSON only).
         return eventloop.serve(_run(Settings(**{**overrides, **updates}), stops, announce=True))
     finally:
@@ -139,7 +144,7 @@ async def _interruptible(step: Awaitable[T], stops: StopSignals) -> T | None:
 
 async def _run(settings: Settings, stops: StopSignals, *, announce: bool = False) -> int:
     container = Container(settings=settings)
-    on_ready = (lambda url: _say(f"serving on {url}")) if announce else None
+    on_ready = (lambda url: say(f"serving on {url}")) if announce else None
     coordinator = container.coordinator(on_ready=on_ready, handle_signals=False)
     try:
         with stops.routed(coordinator.signalled):
@@ -148,7 +153,8 @@ async def _run(settings: Settings, stops: StopSignals, *, announce: bool = False
         stops.closing()  # whatever stopped it (a signal, a fault), only clean-up is left
 
 
-def _url(database_url: str | None) -> str | None:
+def database_url_of(database_url: str | None) -> str | None:
+    """``--database-url``, else ``WORKLOAD_DATABASE_URL``, else None."""
     if database_url:
         return database_url
     try:
@@ -164,25 +170,25 @@ def _shards() -> int | None:
 
 def migrate_up(database_url: str | None, as_json: bool = False) -> int:
     """Run ``workload migrate up``; return the exit code."""
-    url = _url(database_url)
+    url = database_url_of(database_url)
     if not url:
-        _say("error: give --database-url or set WORKLOAD_DATABASE_URL")
+        say("error: give --database-url or set WORKLOAD_DATABASE_URL")
         return ExitCode.USAGE
     try:
         shards = _shards()
     except ValidationError as exc:
-        _say(f"error: invalid configuration:\n{exc}")
+        say(f"error: invalid configuration:\n{exc}")
         return ExitCode.USAGE
     try:
         applied = asyncio.run(apply_migrations(url, shards=shards))
     except MigrationError as exc:
-        _say(f"error: {exc}")
+        say(f"error: {exc}")
         return ExitCode.SCHEMA
     except ShardsFixed as exc:
-        _say(f"error: {exc}")
+        say(f"error: {exc}")
         return ExitCode.USAGE
     except SystemFault as exc:  # a connection failure is the operator's to fix, not a traceback
-        _say(f"error: cannot migrate: {exc}")
+        say(f"error: cannot migrate: {exc}")
         return ExitCode.FAIL_STOP
     if as_json:
         names = [{"version": m.version, "name": m.name} for m in applied]
@@ -197,14 +203,14 @@ def migrate_up(database_url: str | None, as_json: bool = False) -> int:
 
 def migrate_status(database_url: str | None, as_json: bool = False) -> int:
     """Run ``workload migrate status``; return 0 if up to date, 4 otherwise."""
-    url = _url(database_url)
+    url = database_url_of(database_url)
     if not url:
-        _say("error: give --database-url or set WORKLOAD_DATABASE_URL")
+        say("error: give --database-url or set WORKLOAD_DATABASE_URL")
         return ExitCode.USAGE
     try:
         status = asyncio.run(migration_status(url))
     except SystemFault as exc:  # a connection failure is the operator's to fix, not a traceback
-        _say(f"error: cannot read the schema: {exc}")
+        say(f"error: cannot read the schema: {exc}")
         return ExitCode.FAIL_STOP
     code = ExitCode.OK if status.up_to_date else ExitCode.SCHEMA
     if as_json:

@@ -47,6 +47,8 @@ app = typer.Typer(
 )
 migrate_app = typer.Typer(help="Database schema migrations.", no_args_is_help=True)
 app.add_typer(migrate_app, name="migrate")
+console_app = typer.Typer(help="Web console sessions (in the database).", no_args_is_help=True)
+app.add_typer(console_app, name="console")
 _CLIENT = "Client commands (through the API)"
 app.add_typer(workflows_app, name="workflows", rich_help_panel=_CLIENT)
 app.add_typer(runs_app, name="runs", rich_help_panel=_CLIENT)
@@ -205,11 +207,47 @@ def migrate_status(
     raise typer.Exit(_server_commands().migrate_status(database_url, _wants_json(ctx, output)))
 
 
+@console_app.command("sessions")
+def console_sessions(
+    ctx: typer.Context, database_url: DatabaseUrl = None, output: MigrateOutput = None
+) -> None:
+    """List the live web console sessions, newest first (id, principal id, created, expires).
+
+    Exit codes: 0 listed, 2 no database URL, 5 the database cannot be reached.
+    """
+    command = _server_module("workload_cli._console_sessions")
+    raise typer.Exit(command.list_sessions(database_url, _wants_json(ctx, output)))
+
+
+@console_app.command("revoke")
+def console_revoke(
+    ctx: typer.Context,
+    session_ids: Annotated[
+        list[str] | None, typer.Argument(help="Ids from `workload console sessions`.")
+    ] = None,
+    every: Annotated[bool, typer.Option("--all", help="Revoke every live session.")] = False,
+    database_url: DatabaseUrl = None,
+    output: MigrateOutput = None,
+) -> None:
+    """Revoke web console sessions: their browsers are signed out at their next request.
+
+    Exit codes: 0 revoked, 2 bad usage or no database URL, 5 the database cannot be reached,
+    7 one of the ids is no live session.
+    """
+    command = _server_module("workload_cli._console_sessions")
+    code = command.revoke_sessions(database_url, session_ids or [], every, _wants_json(ctx, output))
+    raise typer.Exit(code)
+
+
 def _server_commands() -> ModuleType:
+    return _server_module("workload_cli._server")
+
+
+def _server_module(name: str) -> ModuleType:
     try:
         # Imported by name at run time: the client commands never load the server packages
         # (and the import-linter contract on the client modules can see that).
-        _server = importlib.import_module("workload_cli._server")
+        module = importlib.import_module(name)
     except ImportError as exc:
         typer.echo(
             f"error: the server commands need the server packages ({exc.name} is missing); "
@@ -217,7 +255,7 @@ def _server_commands() -> ModuleType:
             err=True,
         )
         raise typer.Exit(2) from None
-    return _server
+    return module
 
 
 def main() -> None:

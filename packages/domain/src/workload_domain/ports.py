@@ -14,6 +14,7 @@ from typing import Protocol
 
 from workload_domain.agent.journal import StepRecord
 from workload_domain.approvals import ApprovalRecord, ApprovalStatus
+from workload_domain.console_sessions import ConsoleSessionStore
 from workload_domain.cursors import Page
 from workload_domain.drafts import DraftRecord
 from workload_domain.errors import Fenced
@@ -50,6 +51,7 @@ __all__ = [
     "ApprovalStore",
     "Clock",
     "ClusterReads",
+    "ConsoleSessionStore",
     "CoordinatorLock",
     "DraftStore",
     "ExecutionStore",
@@ -645,6 +647,7 @@ class Store(
     ApprovalStore,
     DraftStore,
     SecretStore,
+    ConsoleSessionStore,
     ClusterReads,
     Resource,
     Protocol,

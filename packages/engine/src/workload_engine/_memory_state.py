@@ -13,6 +13,7 @@ from typing import Any, TypeVar
 from workload_domain.agent.journal import StepRecord, StepStatus, Usage
 from workload_domain.agent.loop import tool_error
 from workload_domain.approvals import ApprovalRecord, ApprovalStatus
+from workload_domain.console_sessions import ConsoleSession
 from workload_domain.cursors import CursorCodec
 from workload_domain.drafts import DraftRecord
 from workload_domain.errors import RunNotFound, StoreIntegrityError
@@ -76,6 +77,8 @@ class MemoryState:
         """Told of the remote tool calls a commit closed (as the PostgreSQL store tells it)."""
         self._codec = CursorCodec(secrets.token_bytes(32))
         self._secrets: dict[str, bytes] = {}
+        self._console_sessions: dict[str, ConsoleSession] = {}
+        """session id → the console session (ADR 0022)."""
         self._workflows: dict[str, WorkflowRecord] = {}
         self._versions: dict[tuple[str, int], VersionRecord] = {}
         self._runs: dict[str, RunData] = {}

@@ -35,6 +35,7 @@ from workload_domain.agent.llm import (
     ModelUnavailable,
 )
 from workload_domain.jsonvalues import JsonObject
+from workload_model_openai._masking import mask_secret
 from workload_model_openai._settings import (
     DEFAULT_API_KEY,
     DEFAULT_TIMEOUT_SECONDS,
@@ -65,7 +66,7 @@ def make_client(settings: OpenAISettings) -> openai.AsyncOpenAI:
 
 def _clean(text: str, secret: str) -> str:
     """``text`` on one line, without ``secret``, at most ``_DETAIL_LIMIT`` characters."""
-    text = text.replace(secret, "***")
+    text = mask_secret(text, secret)
     text = " ".join("".join(c if c.isprintable() else " " for c in text).split())
     if len(text) > _DETAIL_LIMIT:
         text = text[: _DETAIL_LIMIT - 1] + "…"

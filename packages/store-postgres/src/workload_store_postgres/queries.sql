@@ -853,3 +853,25 @@ FROM workflows w
 JOIN workflow_versions v ON v.workflow_id = w.workflow_id AND v.version = w.latest_version
 WHERE w.workflow_id = %(workflow_id)s
 FOR UPDATE OF w
+
+-- name: sweep_console_sessions
+DELETE FROM console_sessions WHERE coalesce(revoked_at, expires_at) < %(before)s
+
+-- name: insert_console_session
+INSERT INTO console_sessions
+    (session_id, digest, principal_id, created_at, expires_at, revoked_at)
+VALUES (%(session_id)s, %(digest)s, %(principal_id)s, %(created_at)s, %(expires_at)s,
+        %(revoked_at)s)
+
+-- name: find_console_session
+SELECT session_id, digest, principal_id, created_at, expires_at, revoked_at
+FROM console_sessions WHERE digest = %(digest)s
+
+-- name: live_console_sessions
+SELECT session_id, digest, principal_id, created_at, expires_at, revoked_at
+FROM console_sessions WHERE revoked_at IS NULL AND expires_at > %(now)s
+ORDER BY created_at DESC, session_id DESC
+
+-- name: revoke_console_session
+UPDATE console_sessions SET revoked_at = %(now)s
+WHERE session_id = %(session_id)s AND revoked_at IS NULL AND expires_at > %(now)s

@@ -4,11 +4,11 @@ The store is split by concern into parts that share one :class:`~._db.Database`:
 :class:`~._workflows.Workflows` (workflows and versions), :class:`~._runs.Runs` (create, load
 and commit runs; the recovery scans), :class:`~._reads.Reads` (the API's reads and pages),
 :class:`~._workers.Workers` (claims, leases, workers, queues), :class:`~._journal.Journal`
-(agent steps), :class:`~._approvals.Approvals`, :class:`~._drafts.Drafts` and
-:class:`~._idempotency.Idempotency`. Every write is one transaction; idempotency records are
-written in the same transaction as the resource (:meth:`~._db.Database.write`), and driver
-errors are translated in one place (:func:`~._db.translate_errors`). SQL lives in
-``queries.sql``.
+(agent steps), :class:`~._approvals.Approvals`, :class:`~._drafts.Drafts`,
+:class:`~._idempotency.Idempotency` and :class:`~._sessions.Sessions` (console sessions).
+Every write is one transaction; idempotency records are written in the same transaction as the
+resource (:meth:`~._db.Database.write`), and driver errors are translated in one place
+(:func:`~._db.translate_errors`). SQL lives in ``queries.sql``.
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ from workload_store_postgres._journal import Journal
 from workload_store_postgres._queries import query
 from workload_store_postgres._reads import Reads
 from workload_store_postgres._runs import Runs
+from workload_store_postgres._sessions import Sessions
 from workload_store_postgres._workers import Workers
 from workload_store_postgres._workflows import Workflows
 from workload_store_postgres.migrations import ShardsFixed, check_schema, stored_shards
@@ -57,7 +58,7 @@ class _UtcClock:
 
 
 class PostgresStore(
-    Workflows, Runs, Reads, Workers, Journal, Approvals, Drafts, Idempotency, Cluster
+    Workflows, Runs, Reads, Workers, Journal, Approvals, Drafts, Idempotency, Cluster, Sessions
 ):
     """The whole ``Store`` port backed by a PostgreSQL database.
 

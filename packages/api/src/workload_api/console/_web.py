@@ -214,7 +214,10 @@ class Console:
         session = await self.sessions.read(request.cookies.get(SESSION_COOKIE))
         form: dict[str, str] = {}
         if method == "POST":
-            form = await read_form(request)
+            # Without a session no CSRF token can be valid: refused before the body is read,
+            # so a slow or large body from anyone costs nothing (ADR 0024).
+            if session is not None:
+                form = await read_form(request)
             if session is None or not await self.sessions.check_csrf(session, form.get("csrf")):
                 request.state.error_code = "csrf_failed"
                 return await self.error(

@@ -1,9 +1,10 @@
 """Sign-in with a pasted token, and sign-out (SPEC §13).
 
 The token travels once, in the body of a POST (never in a URL), is checked like a bearer token
-and forgotten: the browser gets a signed session cookie naming the principal by id. A worker
-token cannot sign in. The sign-in form is CSRF-protected too (its token is bound to a nonce in
-a short-lived cookie), so another site cannot sign a browser in as someone else.
+and forgotten: the browser gets a signed cookie naming a session row kept on the server (ADR
+0022), and sign-out revokes that row. A worker token cannot sign in. The sign-in form is
+CSRF-protected too (its token is bound to a nonce in a short-lived cookie), so another site
+cannot sign a browser in as someone else.
 """
 
 from __future__ import annotations
@@ -61,12 +62,18 @@ def routes(console: Console) -> list[Route]:
         request.state.route = "/ui/login"
         if request.method == "GET":
             return await form_page(request)
+        nonce = request.cookies.get(LOGIN_COOKIE)
+        if not console.sessions.may_sign_in(nonce):
+            # No sign-in cookie: no form of ours, refused before its body is read (ADR 0024).
+            request.state.error_code = "csrf_failed"
+            return await form_page(
+                request, status=403, message="The sign-in form expired; please try again."
+            )
         try:
             form = await read_form(request)
         except HttpProblem as problem:
             request.state.error_code = problem.code
             return await console.error(request, problem.status, problem.detail)
-        nonce = request.cookies.get(LOGIN_COOKIE)
         if not await console.sessions.check_login(nonce, form.get("csrf")):
             request.state.error_code = "csrf_failed"
             return await form_page(
@@ -95,6 +102,8 @@ def routes(console: Console) -> list[Route]:
         return response
 
     async def logout(view: View) -> Response:
+        # The row is revoked: a copy of the cookie kept elsewhere signs nobody in (ADR 0022).
+        await console.sessions.revoke(view.session.session_id)
         response = RedirectResponse("/ui/login", status_code=303)
         response.delete_cookie(
             SESSION_COOKIE,

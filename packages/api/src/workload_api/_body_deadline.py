@@ -1,0 +1,90 @@
+"""A deadline on the time a request's body may take to arrive (slow clients, ADR 0024).
+
+uvicorn bounds the headers (with :func:`~workload_api._http_server.guarded_h11`) and idle
+kept-alive connections, but not a body: a client sending one byte every few seconds would hold
+its request, and whatever the handler holds while it reads, for ever. :class:`BodyDeadline`
+gives each request ``timeout`` seconds from the moment its headers were complete until the last
+byte of its body. A read still waiting then fails with 408 ``request_timeout``, a problem (or
+the console's error page), and the response closes the connection (RFC 9110 §15.5.9): the rest
+of the body is never read.
+
+Only reads the handler makes count: a request answered without reading its body (a console
+POST without a session, say) is never waited for, and once the body is complete the deadline
+is over (an event stream waiting for its client to hang up is not affected).
+"""
+
+from __future__ import annotations
+
+import time
+
+import anyio
+from starlette.datastructures import MutableHeaders
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from workload_api.problems import HttpProblem, problem_response
+
+__all__ = ["BodyDeadline", "BodyTimeout"]
+
+
+class BodyTimeout(HttpProblem):
+    """The request's body did not arrive in time: 408 ``request_timeout``."""
+
+    def __init__(self, timeout: float) -> None:
+        super().__init__(
+            408,
+            "request_timeout",
+            f"the request body did not arrive within {timeout:g} seconds",
+        )
+
+
+class BodyDeadline:
+    """ASGI middleware: a request's body must arrive within ``timeout`` seconds of its headers."""
+
+    def __init__(self, app: ASGIApp, *, timeout: float) -> None:
+        self.app = app
+        self.timeout = timeout
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Handle one connection scope."""
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        deadline = time.monotonic() + self.timeout
+        body_complete = False
+        expired = False
+        response_started = False
+
+        async def bounded_receive() -> Message:
+            nonlocal body_complete, expired
+            if body_complete:
+                return await receive()
+            message: Message | None = None
+            with anyio.move_on_after(deadline - time.monotonic()):
+                message = await receive()
+            if message is None:
+                expired = True
+                raise BodyTimeout(self.timeout)
+            if message["type"] != "http.request" or not message.get("more_body", False):
+                body_complete = True
+            return message
+
+        async def closing_send(message: Message) -> None:
+            nonlocal response_started
+            if message["type"] == "http.response.start":
+                response_started = True
+                if expired:
+                    # The rest of the body is still on its way: this connection is done.
+                    MutableHeaders(scope=message)["Connection"] = "close"
+            await send(message)
+
+        try:
+            await self.app(scope, bounded_receive, closing_send)
+        except BodyTimeout as timeout:
+            # A read outside a handler's own problem handling (a background listener, say).
+            # Once an answer has begun there is nothing more to say: the connection closes.
+            if response_started:
+                return
+            state = scope.setdefault("state", {})
+            state["error_code"] = timeout.code
+            answer = problem_response(timeout, str(state.get("request_id", "-")))
+            await answer(scope, receive, closing_send)
