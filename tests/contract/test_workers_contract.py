@@ -360,3 +360,28 @@ async def test_connection_counts_are_by_state(store: Store) -> None:
     counts = store.connection_counts()
     assert set(counts) <= {"idle", "used"}
     assert all(n >= 0 for n in counts.values())
+
+
+async def test_workers_not_seen_for_a_while_are_forgotten(store: Store, clock: FakeClock) -> None:
+    """ADR 0023: the purge forgets workers last seen before its cutoff, unless they hold work."""
+    await queued_run(store, clock, remote(heartbeat_timeout_seconds=3600))
+    (held,) = await store.claim(claim("busy")[0], clock.now())  # holds its attempt from now on
+    await store.claim(claim("idle", queues=("nothing",))[0], clock.now())
+    clock.advance(3600)
+    await store.claim(claim("edge", queues=("nothing",))[0], clock.now())
+    clock.advance(3600)
+    await store.claim(claim("recent", queues=("nothing",))[0], clock.now())
+    cutoff = clock.now() - timedelta(seconds=3600)  # "edge" was last seen exactly then
+    assert await store.forget_workers(cutoff) == 1
+    left = [w.worker_id for w in (await store.page_workers(None, 10)).items]
+    assert left == ["busy", "edge", "recent"]
+    assert await store.forget_workers(cutoff) == 0
+    # Once its attempt ended, a worker holding nothing is forgotten like any other.
+    leased = await store.find_attempt(held.attempt_id)
+    assert leased is not None
+    commit, _ = cancel_commit(
+        await store.load_run(leased.run_id), now=clock.now(), local_actions=()
+    )
+    await store.commit(commit)
+    assert await store.forget_workers(clock.now()) == 2  # "recent" was seen at now: kept
+    assert [w.worker_id for w in (await store.page_workers(None, 10)).items] == ["recent"]

@@ -48,13 +48,29 @@ def test_settings_the_api_would_refuse_are_refused(settings: dict[str, Any], mes
         Worker(**settings)
 
 
-BAD_ACTIONS = [("empty", ""), ("long", "a" * 129), ("mock", "mock"), ("agent", "agent")]
+BAD_ACTIONS = [
+    ("empty", ""),
+    ("long", "a" * 129),
+    ("mock", "mock"),
+    ("agent", "agent"),
+    ("space", "has space"),  # the API refuses it (ADR 0023): refused before serving
+    ("newline", "a\nb"),
+    ("non-ascii", "résumé"),
+]
 
 
 @pytest.mark.parametrize("name", [c[1] for c in BAD_ACTIONS], ids=[c[0] for c in BAD_ACTIONS])
 def test_bad_action_names_are_refused(name: str) -> None:
     with pytest.raises(WorkerConfigError):
         Worker().action(name)
+
+
+def test_a_worker_declares_at_most_256_actions() -> None:
+    worker = Worker()
+    for n in range(256):
+        worker.action(f"a{n}:v1")(lambda ctx, input: {})
+    with pytest.raises(WorkerConfigError, match="at most 256"):
+        worker.action("one-more")
 
 
 def test_an_action_is_declared_once_and_the_function_is_kept() -> None:
@@ -221,7 +237,21 @@ def test_messages_and_codes_are_bounded() -> None:
     assert len(failure.message) == 2000
     assert failure.message.endswith("…")
     named = type("E" * 300, (Exception,), {})
-    assert len(failure_of(named()).code) == 128
+    assert failure_of(named()).code == "E" * 128
+
+
+@pytest.mark.parametrize(
+    ("name", "code"),
+    [
+        pytest.param("Ошибка", "______", id="another-script"),
+        pytest.param("Bad\x1b[31m", "Bad__31m", id="escape"),
+        pytest.param("ok.Err:v1-x_y", "ok.Err:v1-x_y", id="token-kept"),
+    ],
+)
+def test_codes_are_what_the_api_accepts(name: str, code: str) -> None:
+    """ADR 0023: an error code is 1-128 of A-Z a-z 0-9 . _ : -, whatever the class is named."""
+    assert failure_of(type(name, (Exception,), {})()).code == code
+    assert failure_of(NonRetryableError("m", code=name)).code == code
 
 
 # -- the context ----------------------------------------------------------------------------------

@@ -3,12 +3,12 @@
 :meth:`Service.running` is an async context manager. Entering it opens the store (which checks
 the schema), takes the coordinator lock when there is one, starts the engine, hands it every
 unfinished run (the recovery scan) and starts the background duties: the lock check, the
-ownership sweep and the idempotency purge. A replica (``--replica``, SPEC §16) joins its cluster
-instead of taking the lock: its :class:`~workload_api.membership.Membership` takes and recovers
-its share of the shards, and the cluster's duties run while it owns shard 0. Readiness turns
-on; the body runs (uvicorn in ``workload serve``, a test, a local run). Leaving it hands a
-replica's shards over, interrupts execution (nothing is written as canceled) and closes the
-lock and the store.
+ownership sweep and the purge (idempotency records, workers not seen for 7 days). A replica
+(``--replica``, SPEC §16) joins its cluster instead of taking the lock: its
+:class:`~workload_api.membership.Membership` takes and recovers its share of the shards, and
+the cluster's duties run while it owns shard 0. Readiness turns on; the body runs (uvicorn in
+``workload serve``, a test, a local run). Leaving it hands a replica's shards over, interrupts
+execution (nothing is written as canceled) and closes the lock and the store.
 
 A fault of any background duty or of execution is *fail-stop*: readiness turns off
 (``failed``), execution is interrupted at once, :attr:`Service.fault` records the first fault
@@ -46,6 +46,7 @@ from workload_domain.errors import Fenced, ModeConflict, StoreUnavailable, Syste
 from workload_domain.idempotency import IDEMPOTENCY_RETENTION
 from workload_domain.ports import Clock, CoordinatorLock, Notifications, NotifyHandlers, Store
 from workload_domain.telemetry import NO_TELEMETRY, Telemetry
+from workload_domain.workers import WORKER_RETENTION
 from workload_engine.approvals import ApprovalDecisions
 from workload_engine.drafting import DraftWriter
 from workload_engine.engine import Engine
@@ -433,8 +434,12 @@ class Service:
                     _log.info("expired approvals", extra={"fields": {"approvals": lapsed}})
 
     async def _purge(self) -> None:
+        """Forget idempotency records and workers past their retention (ADR 0023), hourly."""
         while True:
             purged = await self.store.purge_outcomes(self.clock.now() - IDEMPOTENCY_RETENTION)
             if purged:
                 _log.info("purged idempotency records", extra={"fields": {"purged": purged}})
+            forgotten = await self.store.forget_workers(self.clock.now() - WORKER_RETENTION)
+            if forgotten:
+                _log.info("forgot workers", extra={"fields": {"workers": forgotten}})
             await anyio.sleep(self._purge_interval)

@@ -12,10 +12,17 @@ from typing import Annotated, Any, Generic, Literal, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
 
 from workload_domain.agent.spec import MAX_SCRIPT_TURNS, MODEL_PATTERN
-from workload_domain.definition import MAX_ACTION_LENGTH, QUEUE_PATTERN, WORKFLOW_ID_PATTERN
+from workload_domain.definition import QUEUE_PATTERN, WORKFLOW_ID_PATTERN
 from workload_domain.events import EventType
 from workload_domain.statuses import AttemptStatus, RunStatus, TaskStatus
-from workload_domain.workers import MAX_CLAIM_ATTEMPTS, MAX_CLAIM_WAIT_SECONDS, WORKER_ID_PATTERN
+from workload_domain.workers import (
+    ACTION_NAME_PATTERN,
+    ERROR_CODE_PATTERN,
+    MAX_CLAIM_ACTIONS,
+    MAX_CLAIM_ATTEMPTS,
+    MAX_CLAIM_WAIT_SECONDS,
+    WORKER_ID_PATTERN,
+)
 
 __all__ = [
     "Attempt",
@@ -317,14 +324,18 @@ class _In(BaseModel):
 
 WorkerName = Annotated[str, Field(pattern=WORKER_ID_PATTERN)]
 QueueName = Annotated[str, Field(pattern=QUEUE_PATTERN)]
-ActionName = Annotated[str, Field(min_length=1, max_length=MAX_ACTION_LENGTH)]
+ActionName = Annotated[str, Field(pattern=ACTION_NAME_PATTERN)]
 
 
 class ClaimRequest(_In):
     """What a worker asks for: attempts of these queues and actions."""
 
     queues: list[QueueName] = Field(min_length=1, max_length=100)
-    actions: list[ActionName] = Field(min_length=1, max_length=1000)
+    actions: list[ActionName] = Field(
+        min_length=1,
+        max_length=MAX_CLAIM_ACTIONS,
+        description="1-256 action names, each 1-128 of A-Z a-z 0-9 . _ : - (ADR 0023)",
+    )
     max_attempts: int = Field(default=1, ge=1, le=MAX_CLAIM_ATTEMPTS)
     wait_seconds: float = Field(default=20, ge=0, le=MAX_CLAIM_WAIT_SECONDS, allow_inf_nan=False)
 
@@ -383,7 +394,9 @@ class CompleteRequest(_In):
 class ErrorIn(_In):
     """Why an attempt failed, as a worker reports it."""
 
-    code: str = Field(min_length=1, max_length=128)
+    code: str = Field(
+        pattern=ERROR_CODE_PATTERN, description="1-128 of A-Z a-z 0-9 . _ : - (ADR 0023)"
+    )
     message: str = Field(max_length=4096)
     retryable: bool = True
 

@@ -1,8 +1,14 @@
-"""How the client commands write: data on stdout, messages on stderr (STYLE 18).
+r"""How the client commands write: data on stdout, messages on stderr (STYLE 18).
 
 Three formats: ``table`` (rich tables; the default when stdout is a terminal), ``plain`` (tab-
 separated text without escapes; the default otherwise) and ``json`` (the API's resources, which
 parse into the SDK's models). ``NO_COLOR`` turns every ANSI style off.
+
+Nothing a server sends reaches the terminal as a control: :func:`visible` writes C0 and C1
+control characters (ESC, BEL, CSI …) and the bidirectional overrides as visible escapes
+(``\x1b``, ``\u202e``) in every table, plain line and message, and JSON output escapes them
+as ``\uXXXX`` (the same JSON value). A worker's error message cannot set the clipboard (OSC 52),
+hide a link (OSC 8) or reorder what is shown (ADR 0023).
 """
 
 from __future__ import annotations
@@ -11,6 +17,7 @@ import enum
 import itertools
 import json
 import os
+import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -24,7 +31,15 @@ from rich.text import Text
 
 from workload_sdk import WorkloadError
 
-__all__ = ["Column", "Output", "OutputFormat", "cell", "make_console", "status_style"]
+__all__ = [
+    "Column",
+    "Output",
+    "OutputFormat",
+    "cell",
+    "make_console",
+    "status_style",
+    "visible",
+]
 
 T = TypeVar("T")
 
@@ -80,11 +95,39 @@ def make_console(*, stderr: bool, environ: Mapping[str, str] | None = None) -> C
     )
 
 
+_CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+"""What a terminal would act on: C0 but tab and newline, DEL, C1, and the bidi controls."""
+_JSON_CONTROLS = re.compile("[\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+"""What ``json.dumps(ensure_ascii=False)`` leaves as is of those (it escapes C0 itself)."""
+
+
+def _escape(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    return f"\\x{code:02x}" if code <= 0xFF else f"\\u{code:04x}"
+
+
+def visible(text: str) -> str:
+    r"""``text`` with every control character but tab and newline written as an escape.
+
+    ``ESC`` becomes ``\x1b``, a C1 ``CSI`` ``\x9b``, a right-to-left override ``\u202e``.
+    """
+    return _CONTROLS.sub(_escape, text)
+
+
+def _json_text(data: Any, indent: int | None) -> str:
+    text = json.dumps(data, indent=indent, ensure_ascii=False)
+    return _JSON_CONTROLS.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+
+
 def cell(value: Any, *, empty: str = "-", human: bool = False) -> str:
-    """One value as text: JSON for objects and lists, ``empty`` for None.
+    """One value as text: JSON for objects and lists, ``empty`` for None; controls escaped.
 
     Timestamps are RFC 3339 in UTC as the API sends them, or (``human``) to the second.
     """
+    return visible(_text(value, empty=empty, human=human))
+
+
+def _text(value: Any, *, empty: str = "-", human: bool = False) -> str:
     if value is None:
         return empty
     if isinstance(value, datetime):
@@ -140,12 +183,12 @@ class Output:
     # -- data (stdout) ---------------------------------------------------------------------
 
     def echo(self, text: str) -> None:
-        """One line of data, as is (not through rich, which would expand tabs)."""
-        typer.echo(text)
+        """One line of data (not through rich, which would expand tabs); controls escaped."""
+        typer.echo(visible(text))
 
     def json(self, data: Any, *, indent: int | None = 2) -> None:
-        """A JSON document on stdout."""
-        self.echo(json.dumps(data, indent=indent, ensure_ascii=False))
+        r"""A JSON document on stdout (control characters escaped as ``\uXXXX``)."""
+        typer.echo(_json_text(data, indent))
 
     def resource(self, model: BaseModel) -> None:
         """One resource: a JSON object, ``field<TAB>value`` lines, or a two-column table."""
@@ -166,7 +209,7 @@ class Output:
                     if not text:
                         continue
                 elif isinstance(value, dict) and value and name in {"definition", "output"}:
-                    text = json.dumps(value, indent=2, ensure_ascii=False)
+                    text = _json_text(value, 2)
                 else:
                     text = cell(value)
                 style = status_style(value) if name == "status" else ""
@@ -248,13 +291,13 @@ class Output:
     # -- messages (stderr) -----------------------------------------------------------------
 
     def say(self, message: str, *, style: str = "") -> None:
-        """A message for the human at the terminal."""
-        self.stderr.print(Text(message, style=style), soft_wrap=True)
+        """A message for the human at the terminal (controls escaped)."""
+        self.stderr.print(Text(visible(message), style=style), soft_wrap=True)
 
     def problem(self, error: WorkloadError) -> None:
         """An SDK error with the problem's ``detail`` and ``request_id``."""
         if self.is_json:
-            typer.echo(json.dumps(_problem(error), ensure_ascii=False), err=True)
+            typer.echo(_json_text(_problem(error), None), err=True)
             return
         head = " ".join(str(part) for part in (error.status, error.code) if part is not None)
         self.say(f"error: {error.detail}" + (f" ({head})" if head else ""), style="red")
@@ -273,8 +316,11 @@ _ESCAPES = str.maketrans({"\\": "\\\\", "\t": "\\t", "\n": "\\n", "\r": "\\r"})
 
 
 def _field(value: Any) -> str:
-    """A value as one tab-separated field: empty for None; backslash, tab and newlines escaped."""
-    return cell(value, empty="").translate(_ESCAPES)
+    r"""A value as one tab-separated field: empty for None; controls escaped.
+
+    Backslash, tab and newlines with a backslash (``\t``); any other as :func:`visible`.
+    """
+    return visible(_text(value, empty="").translate(_ESCAPES))
 
 
 def _dump(item: Any) -> Any:

@@ -19,7 +19,7 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
-from workload_cli._output import Output, OutputFormat, status_style
+from workload_cli._output import Output, OutputFormat, status_style, visible
 from workload_cli._views import error_text, task_counts_text
 from workload_sdk import Run, TaskRun, TaskStatus
 
@@ -74,7 +74,8 @@ def _elapsed(run: Run) -> float:
 
 def _detail(task: TaskRun) -> str:
     """Why a task waits or failed (a running retry still carries its last error: not shown)."""
-    reason = error_text(task.error)
+    text = error_text(task.error)
+    reason = None if text is None else visible(text)  # a worker's text: no terminal controls
     if task.status is TaskStatus.WAITING_RETRY and task.next_attempt_at is not None:
         wait = (task.next_attempt_at - datetime.now(UTC)).total_seconds()
         return f"retry in {max(wait, 0):.1f}s" + (f" after {reason}" if reason else "")

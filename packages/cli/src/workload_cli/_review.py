@@ -22,7 +22,7 @@ import typer
 from rich.text import Text
 
 from workload_cli._exit import ExitCode
-from workload_cli._output import Output
+from workload_cli._output import Output, visible
 from workload_cli._session import UsageError
 
 __all__ = ["confirm", "exact_json", "shown"]
@@ -55,7 +55,7 @@ def confirm(out: Output, question: str, *, yes: bool) -> None:
             "nobody can confirm: standard input is not a terminal; review the above and pass "
             "--yes to decide without a prompt"
         )
-    out.stderr.print(Text(f"{question} [y/N] ", style="bold"), end="", soft_wrap=True)
+    out.stderr.print(Text(f"{visible(question)} [y/N] ", style="bold"), end="", soft_wrap=True)
     answer = sys.stdin.readline()
     if answer.strip().lower() not in {"y", "yes"}:
         out.say("declined: nothing was sent")

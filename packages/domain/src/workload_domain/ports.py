@@ -452,6 +452,10 @@ class WorkerStore(Protocol):
         """Workers in ``worker_id`` order."""
         ...
 
+    async def forget_workers(self, seen_before: datetime) -> int:
+        """Delete the workers last seen before ``seen_before`` that hold no work; how many."""
+        ...
+
     async def queue_stats(self) -> Sequence[QueueStats]:
         """Every queue that has (or had) remote attempts, by name."""
         ...

@@ -14,12 +14,16 @@ from datetime import datetime, timedelta
 from workload_domain.jsonvalues import JsonObject
 
 __all__ = [
+    "ACTION_NAME_PATTERN",
+    "ERROR_CODE_PATTERN",
+    "MAX_CLAIM_ACTIONS",
     "MAX_CLAIM_ATTEMPTS",
     "MAX_CLAIM_WAIT_SECONDS",
     "MAX_PROGRESS_BYTES",
     "SEEN_SECONDS",
     "WORKER_ACTIVE_WINDOW",
     "WORKER_ID_PATTERN",
+    "WORKER_RETENTION",
     "Activity",
     "Claim",
     "ClaimedAttempt",
@@ -30,6 +34,16 @@ __all__ = [
 ]
 
 WORKER_ID_PATTERN = r"^[A-Za-z0-9._-]{1,128}$"
+ACTION_NAME_PATTERN = r"^[A-Za-z0-9._:-]{1,128}$"
+"""An action a claim may name (ADR 0023): a token, never text. A definition's action may be any
+1-128 characters (SPEC §3), but only one of these can be served by a worker."""
+MAX_CLAIM_ACTIONS = 256
+"""The most actions one claim may name (ADR 0023)."""
+ERROR_CODE_PATTERN = r"^[A-Za-z0-9._:-]{1,128}$"
+"""An error code a worker may report (ADR 0023): a token, shown as is by every client."""
+WORKER_RETENTION = timedelta(days=7)
+"""A worker not seen for this long is forgotten (ADR 0023): it leaves ``GET /workers`` and the
+actions a draft is told of. Longer than any lease or start-to-close time (at most 24 h)."""
 MAX_CLAIM_ATTEMPTS = 100
 MAX_CLAIM_WAIT_SECONDS = 50
 MAX_PROGRESS_BYTES = 64 * 1024

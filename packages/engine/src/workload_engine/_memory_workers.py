@@ -240,6 +240,19 @@ class MemoryWorkers(MemoryJournal):
             self._codec, listings.WORKERS, scope={}, cursor=cursor, limit=limit, fetch=fetch
         )
 
+    async def forget_workers(self, seen_before: datetime) -> int:
+        """Delete the workers last seen before ``seen_before`` that hold no work."""
+        await anyio.lowlevel.checkpoint()
+        holding = self._in_flight()
+        old = [
+            w.worker_id
+            for w in self._workers.values()
+            if w.last_seen_at < seen_before and not holding.get(w.worker_id)
+        ]
+        for worker_id in old:
+            del self._workers[worker_id]
+        return len(old)
+
     async def queue_stats(self) -> Sequence[QueueStats]:
         """Every queue that has (or had) remote attempts, by name."""
         await anyio.lowlevel.checkpoint()

@@ -5,15 +5,16 @@ a draft created by ``POST /drafts`` is handed to it after its transaction commit
 start-up it takes every draft a stopped coordinator left ``generating`` (the generation starts
 over: a draft's model calls are not journaled — only its end is written, once). A generation
 gives the model the definition's schema and the known actions — the built-ins and those named
-by the claims of workers seen in the last 24 hours — reads each answer with the same compiler as
-``POST /workflows``, and tells the model every problem, up to :data:`MAX_ANSWERS` answers. It
-ends ``ready`` (a normalized definition and its hash) or ``invalid``; nothing becomes a version
-here.
+by the claims of workers seen in the last 24 hours, as a bounded list of names in a data block
+(ADR 0023) — reads each answer with the same compiler as ``POST /workflows``, and tells the
+model every problem, up to :data:`MAX_ANSWERS` answers. It ends ``ready`` (a normalized
+definition and its hash) or ``invalid``; nothing becomes a version here.
 """
 
 from __future__ import annotations
 
 import logging
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import replace
 from datetime import timedelta
@@ -169,18 +170,23 @@ class DraftWriter:
         )
         return ended if await self._store.finish_draft(ended) else None
 
-    async def _actions(self) -> set[str]:
-        """The built-in actions and those of workers seen in the last 24 hours."""
+    async def _actions(self) -> list[str]:
+        """The built-in actions, then those of workers seen in the last 24 hours.
+
+        The workers' actions come most declared first (then by name): when there are more
+        than a prompt lists (``known_actions``), those most workers serve are kept.
+        """
         since = self._clock.now() - RECENT_WORKERS
-        actions = set(BUILT_IN_ACTIONS)
+        served: Counter[str] = Counter()
         cursor: str | None = None
         for _ in range(100):  # bounded: at most 20,000 workers are looked at
             page = await self._store.page_workers(cursor, 200)
-            actions.update(a for w in page.items if w.last_seen_at >= since for a in w.actions)
+            served.update(a for w in page.items if w.last_seen_at >= since for a in w.actions)
             cursor = page.next_cursor
             if cursor is None:
                 break
-        return actions
+        ranked = sorted(served, key=lambda a: (-served[a], a))
+        return [*sorted(BUILT_IN_ACTIONS), *ranked]
 
 
 def _failure(exc: ModelFailure, answer: int) -> JsonObject:

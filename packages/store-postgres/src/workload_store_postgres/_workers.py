@@ -34,6 +34,7 @@ from workload_domain.workers import (
 from workload_store_postgres import _rows
 from workload_store_postgres._db import Row, one
 from workload_store_postgres._part import StorePart
+from workload_store_postgres._queries import query
 
 __all__ = ["LOCKED_RETRY_SECONDS", "Workers"]
 
@@ -125,6 +126,12 @@ class Workers(StorePart):
             return await self._read("page_workers", params, _worker)
 
         return await self._paginate(listings.WORKERS, {}, cursor, limit, fetch)
+
+    async def forget_workers(self, seen_before: datetime) -> int:
+        """Delete the workers last seen before ``seen_before`` that hold no work."""
+        async with self._db.tx() as conn:
+            cur = await conn.execute(query("forget_workers"), {"seen_before": seen_before})
+            return cur.rowcount
 
     async def queue_stats(self) -> Sequence[QueueStats]:
         """Every queue that has (or had) remote attempts, by name."""

@@ -526,6 +526,15 @@ WHERE w.worker_id > %(after)s
 ORDER BY w.worker_id
 LIMIT %(limit)s
 
+-- name: forget_workers
+-- Workers not seen since %(seen_before)s that hold no work (workers_last_seen, attempts_leased,
+-- agent_steps_leased): ADR 0023.
+DELETE FROM workers w
+WHERE w.last_seen_at < %(seen_before)s
+  AND NOT EXISTS (SELECT 1 FROM attempts a WHERE a.status = 'running' AND a.worker_id = w.worker_id)
+  AND NOT EXISTS (SELECT 1 FROM agent_steps s
+                  WHERE s.status = 'running' AND s.worker_id = w.worker_id)
+
 -- name: queue_stats
 -- Task attempts from attempts_queued and attempts_leased; agents' remote tool calls from
 -- agent_steps_queued and agent_steps_leased.

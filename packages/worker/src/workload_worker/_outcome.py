@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,6 +20,7 @@ __all__ = [
     "Failed",
     "Outcome",
     "clean_json",
+    "error_code",
     "failure_of",
     "outcome_of",
     "shutdown_failure",
@@ -118,6 +120,18 @@ def outcome_of(result: object) -> Outcome:
     return Completed(result)
 
 
+_NOT_IN_CODE = re.compile(r"[^A-Za-z0-9._:-]")
+
+
+def error_code(text: str) -> str:
+    """``text`` as an error code the API accepts (ADR 0023): 1-128 of ``A-Z a-z 0-9 . _ : -``.
+
+    Any other character becomes ``_`` (a class named in another script stays recognisable by
+    its length and punctuation); an empty code is ``error``.
+    """
+    return _NOT_IN_CODE.sub("_", text)[:MAX_CODE_CHARS] or "error"
+
+
 def failure_of(exc: Exception) -> Failed:
     """The report of a handler's exception: its class name, its message, retryable or not."""
     code = type(exc).__name__
@@ -125,7 +139,7 @@ def failure_of(exc: Exception) -> Failed:
         code = exc.code
     message = str(exc) or type(exc).__name__
     return Failed(
-        _bounded(code, MAX_CODE_CHARS),
+        error_code(code),
         _bounded(message, MAX_MESSAGE_CHARS),
         retryable=not isinstance(exc, NonRetryableError),
     )

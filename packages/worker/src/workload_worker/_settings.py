@@ -10,8 +10,9 @@ from collections.abc import Sequence
 from workload_worker.errors import WorkerConfigError
 
 __all__ = [
+    "ACTION",
     "BUILT_IN_ACTIONS",
-    "MAX_ACTION_CHARS",
+    "MAX_ACTIONS",
     "QUEUE",
     "WORKER_ID",
     "checked_queues",
@@ -23,7 +24,10 @@ BUILT_IN_ACTIONS = frozenset({"mock", "agent"})
 """Actions that run inside the coordinator, never on a worker."""
 QUEUE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,62}$")
 WORKER_ID = re.compile(r"^[A-Za-z0-9._-]{1,128}$")
-MAX_ACTION_CHARS = 128
+ACTION = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
+"""An action name the API accepts in a claim (ADR 0023)."""
+MAX_ACTIONS = 256
+"""The most actions a claim may name (ADR 0023)."""
 
 
 def default_worker_id() -> str:

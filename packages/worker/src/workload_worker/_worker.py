@@ -32,8 +32,9 @@ from workload_worker._backoff import Backoff
 from workload_worker._context import Context
 from workload_worker._serving import Serving
 from workload_worker._settings import (
+    ACTION,
     BUILT_IN_ACTIONS,
-    MAX_ACTION_CHARS,
+    MAX_ACTIONS,
     WORKER_ID,
     checked_queues,
     default_worker_id,
@@ -180,15 +181,17 @@ class Worker:
         and returns the output, a JSON object (a ``dict``), or either may be a pydantic model.
 
         Raises:
-            WorkerConfigError: an empty, too long, built-in (``mock``, ``agent``) or already
-                declared name.
+            WorkerConfigError: a name the API refuses (1-128 of ``A-Z a-z 0-9 . _ : -``), a
+                built-in (``mock``, ``agent``) or already declared one, or a 257th action.
         """
-        if not isinstance(name, str) or not name or len(name) > MAX_ACTION_CHARS:
-            raise WorkerConfigError(f"an action name is 1-{MAX_ACTION_CHARS} characters")
+        if not isinstance(name, str) or not ACTION.fullmatch(name):
+            raise WorkerConfigError(f"action {name!r} does not match {ACTION.pattern}")
         if name in BUILT_IN_ACTIONS:
             raise WorkerConfigError(f"{name!r} is built in: it runs inside the control plane")
         if name in self._actions:
             raise WorkerConfigError(f"action {name!r} is already declared")
+        if len(self._actions) >= MAX_ACTIONS:
+            raise WorkerConfigError(f"a worker declares at most {MAX_ACTIONS} actions")
 
         def register(handler: H) -> H:
             if not callable(handler):

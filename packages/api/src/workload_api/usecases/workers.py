@@ -75,7 +75,6 @@ class WorkerUseCases:
         out attempts to a worker that can no longer receive them.
         """
         request = parse(schemas.ClaimRequest, body)
-        storable(request.actions, "actions")  # an action name PostgreSQL cannot store: 400
         deadline = anyio.current_time() + request.wait_seconds
         while True:
             if gone is not None and gone.is_set():
