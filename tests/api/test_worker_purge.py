@@ -11,9 +11,9 @@ from datetime import timedelta
 
 import pytest
 
-from tests.plugins.live_api import settings
 from tests.waiting import await_until
 from workload_api.container import Container, use_memory_store
+from workload_api.settings import Settings
 from workload_domain.leases import token_digest
 from workload_domain.workers import WORKER_RETENTION, Claim
 from workload_engine.clock import FakeClock
@@ -23,7 +23,8 @@ pytestmark = pytest.mark.anyio
 
 async def test_the_purge_forgets_workers_not_seen_for_seven_days() -> None:
     clock = FakeClock()
-    container = use_memory_store(Container(settings=settings()))
+    # Settings of its own: the tests_api session installs the API package alone (no SDK).
+    container = use_memory_store(Container(settings=Settings(operator_tokens="op-" + "x" * 32)))
     container.clock.override(clock)
     store = container.store()
     for worker_id in ("old", "recent"):
