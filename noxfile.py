@@ -176,7 +176,7 @@ def bench(session: nox.Session) -> None:
     benchmark (SPEC §15, §16: replicas in 0.25-CPU cgroups, as root; ≈ 10 minutes), which a bare
     ``nox -s bench`` leaves out. ``WORKLOAD_BENCH_SMOKE=1`` shrinks every count (a check, not a
     measurement); ``WORKLOAD_BENCH_RESULTS`` is where the JSON goes (default: a new temporary
-    directory); ``WORKLOAD_BENCH_PEERS`` points at ../shared/bench-peers results
+    directory); ``WORKLOAD_BENCH_PEERS`` points at the peer harness's results
     (benchmarks/README.md).
     """
     kinds = ("store", "api", "worker", "telemetry", "e2e", "ready")

@@ -4,7 +4,7 @@
 Starts a real ``workload serve`` process on a loopback port against a throwaway embedded
 PostgreSQL (or ``WORKLOAD_BENCH_DATABASE_URL``), and measures the one-connection single-row
 ``INSERT``+``COMMIT`` on the same server first (the commit ceiling the 10-task figure is a ratio
-to). Per repetition and workflow (the method of ``../shared/bench-peers/workload_e2e_bench.py``,
+to). Per repetition and workflow (the method of the peer harness's ``workload_e2e_bench.py``,
 the DBOS comparison's counterpart): 8 clients submit ``WORKLOAD_BENCH_E2E_RUNS`` runs as fast as
 they can, then the database is polled (every 20 ms, one connection) until none of that
 workflow's runs is unfinished; tasks/s = tasks of succeeded runs ÷ the time from the first

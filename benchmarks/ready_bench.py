@@ -1,7 +1,7 @@
 """Readiness and memory benchmark (SPEC §15): ``/readyz`` after a restart with a backlog of
 non-terminal runs, and the service's memory per active run.
 
-The method of ``../shared/bench-peers/workload_ready_bench.py``, self-contained: a throwaway
+The method of the peer harness's ``workload_ready_bench.py``, self-contained: a throwaway
 embedded PostgreSQL (or ``WORKLOAD_BENCH_DATABASE_URL``), real ``workload serve`` processes on
 loopback ports, stopped by their pid.
 

@@ -8,7 +8,7 @@ it (pgbench's when the wheel ships it, else psycopg's): a latency as a multiple 
 throughput as a fraction of its commits/s.
 
 Targets relative to peers (× Prefect, × DBOS) are judged only when the peers' figures are given,
-measured on the same machine by ``../shared/bench-peers``:
+measured on the same machine by the side-by-side peer harness (distributed separately):
 
 - ``WORKLOAD_BENCH_PEERS``: that harness's results directory (``prefect-api.json``,
   ``dbos.json``), or a JSON file with ``prefect_create_rps``, ``prefect_read_rps``,
@@ -35,7 +35,7 @@ PEER_ENV = {
     "prefect_read_rps": "PREFECT_READ_RPS",
     "dbos_steps_ps": "DBOS_STEPS_PS",
 }
-NO_PEER = "n/a (peer: run ../shared/bench-peers)"
+NO_PEER = "n/a (peer: run the peer harness)"
 FULL_BACKLOG = 5000
 SCALEOUT_RATIOS = (
     ("local", "scale-out: 10-task mock chains, tasks/s by replicas (0.25 CPU each)"),
