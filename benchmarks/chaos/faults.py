@@ -148,13 +148,9 @@ class FaultSchedule:
     # -- injections ---------------------------------------------------------------------------
 
     def _on_service(self, fault: Fault, index: int) -> None:
-        supervisor = self._fleet.replicas[index]
-        _, process = supervisor.current()
-        fault.detail["target"] = supervisor.name
+        process = _target(fault, self._fleet.replicas[index])
         if process is None:
-            fault.detail["skipped"] = "the process was not running"
             return
-        fault.pid = process.pid
         settings, proxy = self._settings, self._fleet.proxies[index]
         if fault.kind == "sigstop":
             _freeze(process.pid, settings.sigstop_seconds)
@@ -177,13 +173,9 @@ class FaultSchedule:
                 proxy.heal()
 
     def _on_worker(self, fault: Fault, index: int) -> None:
-        supervisor = self._fleet.workers[index]
-        _, process = supervisor.current()
-        fault.detail["target"] = supervisor.name
+        process = _target(fault, self._fleet.workers[index])
         if process is None:
-            fault.detail["skipped"] = "the process was not running"
             return
-        fault.pid = process.pid
         if fault.kind == "worker_sigkill":
             os.kill(process.pid, signal.SIGKILL)
             return
@@ -229,6 +221,17 @@ class FaultSchedule:
                 return streak[1]
             time.sleep(0.05)
         return None
+
+
+def _target(fault: Fault, supervisor: Supervisor) -> subprocess.Popen[bytes] | None:
+    """The supervised process a fault is done to (recorded in the fault), or None if down."""
+    _, process = supervisor.current()
+    fault.detail["target"] = supervisor.name
+    if process is None:
+        fault.detail["skipped"] = "the process was not running"
+        return None
+    fault.pid = process.pid
+    return process
 
 
 def _freeze(pid: int, seconds: float) -> None:
