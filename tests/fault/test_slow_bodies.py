@@ -36,13 +36,14 @@ def _head(path: str, headers: dict[str, str]) -> bytes:
     return ("\r\n".join(lines) + "\r\n\r\n").encode("ascii")
 
 
-def _send_slowly(service: Service, head: bytes, *, limit: float) -> tuple[bytes, float]:
+def _send_slowly(service: Service, head: bytes, *, limit: float) -> tuple[bytes, float, bool]:
     """Send ``head``, then the body one byte every 2 s; the answer and when the server closed.
 
-    Returns what the server sent and the seconds from the end of the headers until it closed
-    the connection (or ``limit`` passed: then the assertions on the answer fail).
+    Returns what the server sent, the seconds from the end of the headers until it closed the
+    connection (or ``limit`` passed), and whether the server closed it.
     """
     answer = b""
+    closed = False
     with socket.create_connection(("127.0.0.1", service.port), timeout=5) as sock:
         sock.sendall(head)
         started = time.monotonic()
@@ -55,16 +56,19 @@ def _send_slowly(service: Service, head: bytes, *, limit: float) -> tuple[bytes,
                 try:
                     chunk = sock.recv(65536)
                 except ConnectionError:
+                    closed = True
                     break
                 if not chunk:
-                    break  # closed by the server
+                    closed = True
+                    break
                 answer += chunk
                 continue
             try:
                 sock.sendall(b"x")
             except ConnectionError:
+                closed = True
                 break
-        return answer, time.monotonic() - started
+        return answer, time.monotonic() - started, closed
 
 
 def _status_and_headers(answer: bytes) -> tuple[int, dict[str, str], bytes]:
@@ -109,11 +113,12 @@ def test_a_slow_body_is_cut_at_its_deadline(
                 "Cookie": f"workload_login={_login_cookie(service)}",
             },
         )
-    answer, closed_after = _send_slowly(service, head, limit=BODY_TIMEOUT + MARGIN + 10)
+    answer, closed_after, closed = _send_slowly(service, head, limit=BODY_TIMEOUT + MARGIN + 10)
     assert answer, f"no answer in {closed_after:.1f} s\n{service.stderr_tail()}"
     status, headers, body = _status_and_headers(answer)
     assert status == 408, answer[:400]
     assert headers.get("connection") == "close", headers
+    assert closed, f"the connection was still open after {closed_after:.1f} s"
     assert closed_after <= BODY_TIMEOUT + MARGIN, f"cut after {closed_after:.1f} s"
     assert closed_after >= BODY_TIMEOUT * 0.9, f"cut after {closed_after:.1f} s, before its time"
     if route == "api-workflows":
@@ -136,10 +141,14 @@ def test_a_console_post_without_session_is_refused_unread(
     service.wait_ready()
     path = "/ui/logout" if route == "ui-logout-without-session" else "/ui/login"
     head = _head(path, {"Content-Type": "application/x-www-form-urlencoded"})
-    answer, closed_after = _send_slowly(service, head, limit=15)
+    answer, closed_after, closed = _send_slowly(service, head, limit=15)
     assert answer, f"no answer in {closed_after:.1f} s\n{service.stderr_tail()}"
-    status, _, _ = _status_and_headers(answer)
+    status, headers, _ = _status_and_headers(answer)
     assert status == 403, answer[:400]
+    # Answered unread, and the connection closed: the server does not wait for a body nobody
+    # wants (it held the connection until the body deadline before).
+    assert headers.get("connection") == "close", headers
+    assert closed, f"the connection was still open after {closed_after:.1f} s"
     lines = [r for r in access_records(service) if r["status"] == 403]
     assert [r["error_code"] for r in lines] == ["csrf_failed"], service.stderr_tail()
     assert_no_server_errors(service)

@@ -10,7 +10,9 @@ of the body is never read.
 
 Only reads the handler makes count: a request answered without reading its body (a console
 POST without a session, say) is never waited for, and once the body is complete the deadline
-is over (an event stream waiting for its client to hang up is not affected).
+is over (an event stream waiting for its client to hang up is not affected). A response that
+starts while a declared body is still unread closes the connection too: the server would
+otherwise read (and wait for) the rest of a body nobody wants before the next request.
 """
 
 from __future__ import annotations
@@ -50,7 +52,7 @@ class BodyDeadline:
             await self.app(scope, receive, send)
             return
         deadline = time.monotonic() + self.timeout
-        body_complete = False
+        body_complete = not _declares_body(scope)
         expired = False
         response_started = False
 
@@ -72,7 +74,7 @@ class BodyDeadline:
             nonlocal response_started
             if message["type"] == "http.response.start":
                 response_started = True
-                if expired:
+                if expired or not body_complete:
                     # The rest of the body is still on its way: this connection is done.
                     MutableHeaders(scope=message)["Connection"] = "close"
             await send(message)
@@ -88,3 +90,13 @@ class BodyDeadline:
             state["error_code"] = timeout.code
             answer = problem_response(timeout, str(state.get("request_id", "-")))
             await answer(scope, receive, closing_send)
+
+
+def _declares_body(scope: Scope) -> bool:
+    """Whether the request's headers announce a body (a non-zero length, or chunks)."""
+    for name, value in scope.get("headers", ()):
+        if name == b"transfer-encoding":
+            return True
+        if name == b"content-length":
+            return value.strip() not in (b"", b"0")
+    return False
