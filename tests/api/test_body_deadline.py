@@ -7,6 +7,7 @@ unread, or did not arrive in time — and kept when there is no body or it was r
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
@@ -21,7 +22,7 @@ def _scope(method: str, headers: list[tuple[bytes, bytes]]) -> Scope:
     return {"type": "http", "method": method, "path": "/", "headers": headers, "state": {}}
 
 
-async def _answer(app: Any, scope: Scope, body: list[Message]) -> list[Message]:
+async def _answer(app: Any, scope: Scope, body: Sequence[Message]) -> list[Message]:
     pending = list(body)
     sent: list[Message] = []
 
