@@ -71,18 +71,9 @@ def contracts(session: nox.Session) -> None:
 
 @nox.session(python=PYTHON)
 def tests(session: nox.Session) -> None:
-    """Every test in the full workspace environment, but those another default session runs.
-
-    A package's own session (``tests_<package>``) runs its whole test directory with only that
-    package installed: the same tests, so they are not run twice here (CI's time budget). Given
-    arguments (``nox -s tests -- tests/cli``), it runs exactly those.
-    """
+    """Every test, in the full workspace environment (but the ``packaging`` session's)."""
     _sync(session)
-    unrun = [p for p in PACKAGES if f"tests_{p.replace('-', '_')}" not in nox.options.sessions]
-    if unrun:
-        session.error(f"packages without a default test session of their own: {unrun}")
-    covered = sorted({PACKAGE_TESTS.get(p, p.replace("-", "_")) for p in PACKAGES})
-    args = session.posargs or ["tests", *(f"--ignore=tests/{d}" for d in covered)]
+    args = session.posargs or ["tests"]
     # The slowest tests named in CI's output: where the time budget of SPEC's CI goes.
     session.run("pytest", "-m", "not packaging", "--durations=30", *args, env=_test_env())
 
