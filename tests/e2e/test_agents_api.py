@@ -93,6 +93,11 @@ def run(api: LiveApi, workflow_id: str) -> dict[str, Any]:
             id="script-not-mock",
         ),
         pytest.param(
+            {"model": "openai:m\u0017\u009f"},
+            ["/tasks/0/input/model"],
+            id="model-control-characters",
+        ),
+        pytest.param(
             {"tools": [{"name": "t", "action": "x", "approval_timeout_seconds": 604801}]},
             ["/tasks/0/input/tools/0/approval_timeout_seconds"],
             id="approval-timeout",

@@ -220,6 +220,10 @@ def test_draft_requests_are_checked(live_api: LiveApi) -> None:
         ({"prompt": "x", "workflow_id": "Not Valid"}, "/workflow_id"),
         ({"prompt": "x", "extra": 1}, "/extra"),
         ({"prompt": "x\u0000"}, "/prompt"),
+        # Found by schemathesis: a NUL in the model name reached PostgreSQL (a 500).
+        ({"prompt": "x", "model": "openai:\u0017\u00d5\u0000"}, "/model"),
+        ({"prompt": "x", "model": "openai:m\u0000"}, "/model"),
+        ({"prompt": "x", "model": "openai:m\u0085"}, "/model"),
     ]
     for body, path in cases:
         response = live_api.operator.post(f"{V1}/drafts", json=body, headers=idem())

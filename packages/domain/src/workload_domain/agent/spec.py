@@ -37,7 +37,8 @@ __all__ = [
 ]
 
 AGENT_ACTION = "agent"
-MODEL_PATTERN = r"^(mock|openai:[^\s]{1,200})$"
+MODEL_PATTERN = r"^(mock|openai:[^\s\x00-\x1f\x7f-\x9f]{1,200})$"
+"""``mock`` or ``openai:<name>``: a name of visible characters (no space, no C0 or C1 control)."""
 TOOL_NAME_PATTERN = r"^[A-Za-z0-9_-]{1,64}$"
 """What OpenAI-compatible endpoints accept as a function name."""
 MAX_TEXT_LENGTH = 100_000
