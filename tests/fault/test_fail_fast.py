@@ -18,15 +18,12 @@ Real processes on a real PostgreSQL, each test its own cluster (``tests/fault/co
 
 from __future__ import annotations
 
-import contextlib
 import json
-import threading
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import httpx
-import psycopg
 import pytest
 
 from tests.fault.conftest import (
@@ -48,7 +45,7 @@ from tests.fault.test_faults import (
     report,
     start_slow_run,
 )
-from tests.fault.test_reliability import SMALL_POOL, Load, waiting_on_a_lock
+from tests.fault.test_reliability import SMALL_POOL, Load, a_request_held_in_the_database
 from tests.fault.test_standby_outage import STANDBY, CutProxy, readyz, wait_readyz
 from tests.waiting import wait_until
 
@@ -206,31 +203,12 @@ def postgres_frozen_with_a_request_inside(
     ends with that request still running (exit 5)."""
     service = services.start(database_url)
     service.wait_ready()
-    create_workflow(service, QUICK)
-    answers: list[httpx.Response | httpx.TransportError] = []
-
-    def new_version() -> None:
-        try:
-            body = {**QUICK, "description": "version 2"}
-            answers.append(post(service.operator, "/api/v1/workflows/quick/versions", body))
-        except httpx.TransportError as exc:
-            answers.append(exc)
-
-    holder = psycopg.connect(database_url, connect_timeout=5)
-    try:
-        holder.execute("SELECT 1 FROM workflows WHERE workflow_id = 'quick' FOR UPDATE")
-        waiter = threading.Thread(target=new_version)
-        waiter.start()
-        wait_until(lambda: waiting_on_a_lock(pg), timeout=10, message=service.stderr_tail)
+    with a_request_held_in_the_database(service, database_url, pg) as answers:
         try:
             pg.freeze()
             assert service.wait_exit(30) == EXIT_CODE_FAIL_STOP, service.stderr_tail()
         finally:
             pg.thaw()
-        waiter.join(timeout=30)
-    finally:
-        with contextlib.suppress(psycopg.Error):
-            holder.close()
     (answer,) = answers
     if isinstance(answer, httpx.Response):
         assert answer.status_code == 503, answer.text

@@ -377,19 +377,21 @@ def waiting_on_a_lock(pg: PgCluster) -> bool:
     return rows == [(1,)]
 
 
-@pytest.mark.parametrize("fault", IN_DATABASE_FAULTS)
-def test_request_inside_the_database_at_fail_stop_is_not_answered_500(
-    pg: PgCluster, database_url: str, services: Services, fault: str
-) -> None:
-    """The load test's window made certain: one request is inside PostgreSQL at the fault.
+Answers = list[httpx.Response | httpx.TransportError]
 
-    The test holds the workflow's row lock, so ``POST …/versions`` (which updates that row)
-    waits in the database until the fault.
+
+@contextlib.contextmanager
+def a_request_held_in_the_database(
+    service: Service, database_url: str, pg: PgCluster
+) -> Iterator[Answers]:
+    """``POST …/workflows/quick/versions`` waiting inside PostgreSQL on the workflow's row lock.
+
+    The row lock is held here, so the request (which updates that row) waits in the database:
+    the block runs once it does (and injects its fault). After the block the request's answer,
+    or its transport error, is the list's one item.
     """
-    service = services.start(database_url)
-    service.wait_ready()
     create_workflow(service, QUICK)
-    answers: list[httpx.Response | httpx.TransportError] = []
+    answers: Answers = []
 
     def new_version() -> None:
         try:
@@ -403,7 +405,28 @@ def test_request_inside_the_database_at_fail_stop_is_not_answered_500(
         holder.execute("SELECT 1 FROM workflows WHERE workflow_id = 'quick' FOR UPDATE")
         waiter = threading.Thread(target=new_version)
         waiter.start()
-        wait_until(lambda: waiting_on_a_lock(pg), timeout=10, message=service.stderr_tail)
+        try:
+            wait_until(lambda: waiting_on_a_lock(pg), timeout=10, message=service.stderr_tail)
+            yield answers
+        finally:
+            waiter.join(timeout=30)
+    finally:
+        with contextlib.suppress(psycopg.Error):
+            holder.close()
+
+
+@pytest.mark.parametrize("fault", IN_DATABASE_FAULTS)
+def test_request_inside_the_database_at_fail_stop_is_not_answered_500(
+    pg: PgCluster, database_url: str, services: Services, fault: str
+) -> None:
+    """The load test's window made certain: one request is inside PostgreSQL at the fault.
+
+    The test holds the workflow's row lock, so ``POST …/versions`` (which updates that row)
+    waits in the database until the fault.
+    """
+    service = services.start(database_url)
+    service.wait_ready()
+    with a_request_held_in_the_database(service, database_url, pg) as answers:
         fault_at = time.monotonic()
         try:
             inject(fault, pg)
@@ -411,11 +434,6 @@ def test_request_inside_the_database_at_fail_stop_is_not_answered_500(
             took = time.monotonic() - fault_at
         finally:
             pg.thaw()
-        waiter.join(timeout=30)
-    finally:
-        with contextlib.suppress(psycopg.Error):
-            holder.close()
-
     (answer,) = answers
     shown = answer.status_code if isinstance(answer, httpx.Response) else type(answer).__name__
     report(

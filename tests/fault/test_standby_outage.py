@@ -14,7 +14,6 @@ small TCP proxy that the test cuts and restores.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import signal
 import threading
 from collections.abc import Coroutine, Iterator
@@ -25,6 +24,7 @@ from typing import Any, Self, TypeVar
 import httpx
 import pytest
 
+from tests.cut_forwarding import CutForwarding
 from tests.fault.conftest import (
     DATABASE,
     FAST_REAPER,
@@ -49,9 +49,9 @@ QUICK = {"id": "quick", "tasks": [{"key": "a", "action": "mock"}]}
 class CutProxy:
     """A TCP proxy on 127.0.0.1 to a PostgreSQL Unix socket that the test can cut.
 
-    Cut, it aborts every connection it carries and closes each new one at once (a client sees
-    its connection refused by the server); restored, it forwards again. It counts the connections
-    it turned away, so that a test can wait for a client's retries.
+    A :class:`~tests.cut_forwarding.CutForwarding` in an event loop of its own thread (the test
+    and the processes it drives are synchronous). It counts the connections it turned away, so
+    that a test can wait for a client's retries.
     """
 
     def __init__(self, unix_socket: Path) -> None:
@@ -60,10 +60,8 @@ class CutProxy:
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
         self._server: asyncio.Server | None = None
-        self._writers: set[asyncio.StreamWriter] = set()
         self._tasks: set[asyncio.Task[None]] = set()
-        self._cut = False
-        self._refused = 0
+        self._forwarding = CutForwarding(lambda: asyncio.open_unix_connection(str(unix_socket)))
 
     def url(self, database: str) -> str:
         """A libpq URL of ``database`` through the proxy."""
@@ -106,7 +104,7 @@ class CutProxy:
         return asyncio.run_coroutine_threadsafe(work, self._loop).result(timeout=30)
 
     async def _count(self) -> int:
-        return self._refused
+        return self._forwarding.refused
 
     async def _shutdown(self) -> None:
         await self._set_cut(True)
@@ -116,48 +114,19 @@ class CutProxy:
             await asyncio.wait(self._tasks, timeout=10)
 
     async def _set_cut(self, cut: bool) -> None:
-        self._cut = cut
         if cut:
-            for writer in list(self._writers):
-                writer.transport.abort()
+            self._forwarding.sever()
+        else:
+            self._forwarding.restore()
 
     async def _accept(self, client_r: asyncio.StreamReader, client_w: asyncio.StreamWriter) -> None:
         task = asyncio.current_task()
         assert task is not None
         self._tasks.add(task)
         try:
-            await self._forward(client_r, client_w)
+            await self._forwarding.accept(client_r, client_w)
         finally:
             self._tasks.discard(task)
-
-    async def _forward(
-        self, client_r: asyncio.StreamReader, client_w: asyncio.StreamWriter
-    ) -> None:
-        if self._cut:
-            self._refused += 1
-            client_w.transport.abort()
-            return
-        try:
-            server_r, server_w = await asyncio.open_unix_connection(str(self.unix_socket))
-        except OSError:
-            client_w.transport.abort()
-            return
-        pair = {client_w, server_w}
-        self._writers |= pair
-        try:
-            await asyncio.gather(_pipe(client_r, server_w), _pipe(server_r, client_w))
-        finally:
-            self._writers -= pair
-            for writer in pair:
-                writer.transport.abort()
-
-
-async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-    with contextlib.suppress(OSError, asyncio.IncompleteReadError):
-        while data := await reader.read(65536):
-            writer.write(data)
-            await writer.drain()
-    writer.transport.abort()  # either direction ending ends the connection
 
 
 @pytest.fixture

@@ -7,13 +7,13 @@ that the test cuts (every connection aborted, new ones closed at once) and resto
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import AsyncIterator
 
 import anyio
 import pytest
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
+from tests.cut_forwarding import CutForwarding
 from tests.waiting import await_until
 from workload_domain.errors import StoreUnavailable
 from workload_store_postgres import StoreDown
@@ -33,14 +33,16 @@ class CutProxy:
     def __init__(self, target_url: str) -> None:
         params = conninfo_to_dict(target_url)
         host, port = str(params.get("host") or "localhost"), str(params.get("port") or 5432)
-        self._unix = f"{host}/.s.PGSQL.{port}" if host.startswith("/") else None
-        self._tcp = (host, int(port))
+        unix = f"{host}/.s.PGSQL.{port}" if host.startswith("/") else None
+
+        async def connect() -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+            if unix is not None:
+                return await asyncio.open_unix_connection(unix)
+            return await asyncio.open_connection(host, int(port))
+
+        self.forwarding = CutForwarding(connect)
         self._target_url = target_url
         self._server: asyncio.Server | None = None
-        self._writers: set[asyncio.StreamWriter] = set()
-        self.cut = False
-        self.refused = 0
-        """Connections turned away while cut."""
 
     def url(self) -> str:
         """``target_url``, through the proxy."""
@@ -52,48 +54,16 @@ class CutProxy:
 
     def sever(self) -> None:
         """Abort every connection; close new ones at once."""
-        self.cut = True
-        for writer in list(self._writers):
-            writer.transport.abort()
+        self.forwarding.sever()
 
     async def __aenter__(self) -> CutProxy:
-        self._server = await asyncio.start_server(self._accept, "127.0.0.1", 0)
+        self._server = await asyncio.start_server(self.forwarding.accept, "127.0.0.1", 0)
         return self
 
     async def __aexit__(self, *exc: object) -> None:
         self.sever()
         assert self._server is not None
         self._server.close()
-
-    async def _accept(self, client_r: asyncio.StreamReader, client_w: asyncio.StreamWriter) -> None:
-        if self.cut:
-            self.refused += 1
-            client_w.transport.abort()
-            return
-        try:
-            if self._unix is not None:
-                server_r, server_w = await asyncio.open_unix_connection(self._unix)
-            else:
-                server_r, server_w = await asyncio.open_connection(*self._tcp)
-        except OSError:
-            client_w.transport.abort()
-            return
-        pair = {client_w, server_w}
-        self._writers |= pair
-        try:
-            await asyncio.gather(_pipe(client_r, server_w), _pipe(server_r, client_w))
-        finally:
-            self._writers -= pair
-            for writer in pair:
-                writer.transport.abort()
-
-
-async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-    with contextlib.suppress(OSError, asyncio.IncompleteReadError):
-        while data := await reader.read(65536):
-            writer.write(data)
-            await writer.drain()
-    writer.transport.abort()
 
 
 @pytest.fixture
@@ -129,14 +99,14 @@ async def test_a_store_told_postgresql_is_unreachable_refuses_at_once_until_it_a
     assert error.retry_after == 1
 
     async def probed_thrice() -> bool:
-        return proxy.refused >= 3
+        return proxy.forwarding.refused >= 3
 
     await await_until(probed_thrice, within=AT_ONCE, message="the store does not probe")
     assert store.down is not None  # each probe failed: still refused
     with anyio.fail_after(AT_ONCE):
         assert isinstance(await refused(store), StoreDown)
 
-    proxy.cut = False
+    proxy.forwarding.restore()
 
     async def served() -> bool:
         return store.down is None
