@@ -22,6 +22,7 @@ nox.options.sessions = [
     "tests_sdk",
     "tests_worker",
     "tests_model_openai",
+    "tests_model_anthropic",
     "tests_cli",
     "tests_inprocess",
     "tests_postgres15",
@@ -29,7 +30,17 @@ nox.options.sessions = [
 ]
 
 PYTHON = "3.11"
-PACKAGES = ("domain", "engine", "store-postgres", "api", "cli", "sdk", "worker", "model-openai")
+PACKAGES = (
+    "domain",
+    "engine",
+    "store-postgres",
+    "api",
+    "cli",
+    "sdk",
+    "worker",
+    "model-openai",
+    "model-anthropic",
+)
 SOURCES = [f"packages/{p}/src" for p in PACKAGES]
 TEST_TOOLS = ("pytest>=8.4", "pytest-timeout>=2.4", "hypothesis>=6.150")
 
@@ -101,16 +112,26 @@ WORKSPACE_DEPENDENCIES = {
     "domain": (),
     "engine": ("domain",),
     "store-postgres": ("domain",),
-    "api": ("domain", "engine", "store-postgres", "model-openai"),
+    "api": ("domain", "engine", "store-postgres", "model-openai", "model-anthropic"),
     "sdk": (),
     "worker": ("sdk",),
     "model-openai": ("domain",),
-    "cli": ("sdk", "worker", "domain", "engine", "store-postgres", "model-openai", "api"),
+    "model-anthropic": ("domain",),
+    "cli": (
+        "sdk",
+        "worker",
+        "domain",
+        "engine",
+        "store-postgres",
+        "model-openai",
+        "model-anthropic",
+        "api",
+    ),
 }
 # The extras a package's own tests need (the CLI's server and run-local commands).
 PACKAGE_EXTRAS = {"cli": "[server,local]"}
 # Where a package's own tests are when not in tests/<package with underscores>.
-PACKAGE_TESTS = {"model-openai": "models"}
+PACKAGE_TESTS = {"model-openai": "models", "model-anthropic": "models_anthropic"}
 
 
 def _package_tests(
@@ -241,6 +262,15 @@ def tests_model_openai(session: nox.Session) -> None:
     The fake OpenAI server they call is the standard library's: nothing else is installed.
     """
     _package_tests(session, "model-openai")
+
+
+@nox.session(python=PYTHON)
+def tests_model_anthropic(session: nox.Session) -> None:
+    """The Anthropic adapter's tests with only it and the domain (and the anthropic client).
+
+    The fake Anthropic server they call is the standard library's: nothing else is installed.
+    """
+    _package_tests(session, "model-anthropic")
 
 
 @nox.session(python=PYTHON)

@@ -15,7 +15,14 @@ import os
 import subprocess
 import sys
 
-DEFERRED = ("openai", "workload_model_openai", "jinja2", "opentelemetry.sdk")
+DEFERRED = (
+    "openai",
+    "workload_model_openai",
+    "anthropic",
+    "workload_model_anthropic",
+    "jinja2",
+    "opentelemetry.sdk",
+)
 
 _SERVE = """
 import json, sys

@@ -42,6 +42,7 @@ SERVER_SIDE = {
     "workload-cli",
     "workload-domain",
     "workload-engine",
+    "workload-model-anthropic",
     "workload-model-openai",
     "workload-store-postgres",
     "dependency-injector",

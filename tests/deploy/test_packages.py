@@ -25,7 +25,7 @@ _SIBLING = re.compile(r"^(workload-[a-z-]+)(\[[a-z,]+\])?(.*)$")
 
 def test_every_package_is_listed_by_workload_version() -> None:
     names = {project(directory)["name"] for directory in PACKAGE_DIRS}
-    assert len(PACKAGE_DIRS) == 8
+    assert len(PACKAGE_DIRS) == 9
     assert set(PACKAGES) == names
     assert len(PACKAGES) == len(names)
 
@@ -79,6 +79,6 @@ def test_workload_version_prints_every_installed_package() -> None:
     result = CliRunner().invoke(app, ["--version"])
     assert result.exit_code == 0, result.output
     lines = result.stdout.splitlines()
-    # The full workspace is installed here: all eight, the command's own first.
+    # The full workspace is installed here: all nine, the command's own first.
     assert lines == [f"{name} {metadata.version(name)}" for name in PACKAGES]
     assert lines[0] == f"workload-cli {release_version()}"

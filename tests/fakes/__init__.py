@@ -1,1 +1,1 @@
-"""Test doubles that stand in for outside services (a fake OpenAI-compatible server)."""
+"""Test doubles that stand in for outside services (fake OpenAI and Anthropic model servers)."""

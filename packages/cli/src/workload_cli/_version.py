@@ -20,6 +20,7 @@ PACKAGES = (
     "workload-engine",
     "workload-store-postgres",
     "workload-model-openai",
+    "workload-model-anthropic",
     "workload-domain",
 )
 """Every distribution of the workspace, the command's own first."""

@@ -29,6 +29,7 @@ __all__ = [
     "ModelRejected",
     "ModelRequest",
     "ModelResponse",
+    "ModelSettings",
     "ModelUnavailable",
     "Models",
     "Role",
@@ -135,21 +136,60 @@ class ToolSchema:
 
 
 @dataclass(frozen=True, slots=True)
+class ModelSettings:
+    """How the model should sample (SPEC §11 ``model_settings``); None: the provider's default."""
+
+    temperature: float | None = None
+    """0–2."""
+    max_output_tokens: int | None = None
+    """1–1,000,000."""
+    top_p: float | None = None
+    """(0, 1]."""
+
+    def to_json(self) -> JsonObject:
+        """The settings that are set (an empty object when none is)."""
+        values = {
+            "temperature": self.temperature,
+            "max_output_tokens": self.max_output_tokens,
+            "top_p": self.top_p,
+        }
+        return {k: v for k, v in values.items() if v is not None}
+
+
+@dataclass(frozen=True, slots=True)
 class ModelRequest:
-    """One call: the conversation so far and the tools the model may call."""
+    """One call: the conversation so far and the tools the model may call.
+
+    ``settings`` are passed to the provider; ``output_schema``, when set, is the JSON Schema the
+    final answer must match, which a provider that supports it is asked for natively (OpenAI
+    ``response_format`` ``json_schema``, Anthropic a forced tool); the runtime validates the
+    answer against it afterwards in any case.
+    """
 
     model: str
     """The provider's model name (for ``openai:gpt-4o`` it is ``gpt-4o``; ``mock`` for mock)."""
     messages: tuple[Message, ...]
     tools: tuple[ToolSchema, ...] = ()
+    settings: ModelSettings = field(default_factory=ModelSettings)
+    output_schema: JsonObject | None = None
 
     def to_json(self) -> JsonObject:
-        """The request as journaled and hashed (the provider key is never part of it)."""
-        return {
+        """The request as journaled and hashed (the provider key is never part of it).
+
+        ``settings`` and ``output_schema`` appear only when set, so a request without them
+        journals (and hashes) exactly as before they existed: journals replay across upgrades.
+        """
+        request: JsonObject = {
             "model": self.model,
             "messages": [m.to_json() for m in self.messages],
             "tools": [t.to_json() for t in self.tools],
         }
+        settings = self.settings.to_json()
+        if settings:
+            request["settings"] = settings
+        if self.output_schema is not None:
+            request["output_schema"] = self.output_schema
+        return request
 
 
 @dataclass(frozen=True, slots=True)

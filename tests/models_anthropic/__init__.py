@@ -1,0 +1,1 @@
+"""The Anthropic adapter against a real HTTP server (the fake Anthropic Messages one)."""
