@@ -21,6 +21,7 @@ nox.options.sessions = [
     "tests_api",
     "tests_sdk",
     "tests_worker",
+    "tests_worker_mcp",
     "tests_model_openai",
     "tests_model_anthropic",
     "tests_cli",
@@ -253,6 +254,19 @@ def tests_sdk(session: nox.Session) -> None:
 def tests_worker(session: nox.Session) -> None:
     """The worker SDK's tests with only workload-worker and workload-sdk (and their deps)."""
     _package_tests(session, "worker")
+
+
+@nox.session(python=PYTHON)
+def tests_worker_mcp(session: nox.Session) -> None:
+    """The worker SDK's MCP tests with only workload-worker[mcp] and workload-sdk (ADR 0029).
+
+    The extra brings the ``mcp`` package (and the MCP server side's packages with it), so these
+    are not in ``tests_worker``, whose environment must hold no server package.
+    """
+    session.install("./packages/sdk", "./packages/worker[mcp]", *TEST_TOOLS)
+    tests = ("tests/mcp_tools/test_worker_mcp.py", "tests/mcp_tools/test_mcp_parts.py")
+    env = {**_test_env(), "WORKLOAD_ONLY_PACKAGE": "worker-mcp"}
+    session.run("pytest", *tests, *session.posargs, env=env)
 
 
 @nox.session(python=PYTHON)

@@ -1,9 +1,10 @@
 """``workload worker MODULE:ATTRIBUTE``: run a worker defined in your code (SPEC §10).
 
 The command imports the module (from the current directory too, as ``python -m`` would), takes
-its :class:`workload_worker.Worker`, applies ``--queue`` / ``--concurrency``, connects it and
-runs it until SIGTERM or Ctrl-C (a second one stops at once). The worker SDK is imported here,
-when the command runs, so that the other commands never load it.
+its :class:`workload_worker.Worker`, applies ``--queue`` / ``--concurrency``, adds the MCP
+servers of ``--mcp NAME=COMMAND`` (ADR 0029; with ``--mcp`` alone, a Worker of its own serves
+them), connects it and runs it until SIGTERM or Ctrl-C (a second one stops at once). The worker
+SDK is imported here, when the command runs, so that the other commands never load it.
 
 Where it connects: ``--url`` / ``--token`` (before or after the command) win; then the URL and
 token given to the ``Worker`` in code; then ``WORKLOAD_URL`` / ``WORKLOAD_WORKER_TOKEN``; then
@@ -22,6 +23,7 @@ import httpx
 import typer
 
 from workload_cli._config import WORKER_TOKEN, ClientConfig, ConfigError, Given, resolve_config
+from workload_cli._mcp import McpOption, McpSpec, parse_mcp
 from workload_cli._options import UrlOption, WorkerTokenOption, closest
 from workload_cli._session import UsageError, session
 from workload_cli._stop import Interrupted, StopSignals
@@ -35,11 +37,11 @@ if TYPE_CHECKING:
 __all__ = ["load_worker", "worker", "worker_config"]
 
 TargetArgument = Annotated[
-    str,
+    str | None,
     typer.Argument(
         help="Where the Worker is: MODULE:ATTRIBUTE (e.g. "
         "workload_worker.examples.textstats:worker), or MODULE alone when it holds exactly one "
-        "Worker.",
+        "Worker. Optional with --mcp: a Worker serving only the MCP tools.",
         metavar="MODULE:ATTRIBUTE",
         show_default=False,
     ),
@@ -166,10 +168,11 @@ class _LogTo:
 
 def worker(
     ctx: typer.Context,
-    target: TargetArgument,
+    target: TargetArgument = None,
     *,
     queue: QueueOption = None,
     concurrency: ConcurrencyOption = None,
+    mcp: McpOption = None,
     log_level: LogLevelOption = "INFO",
     url: UrlOption = None,
     token: WorkerTokenOption = None,
@@ -179,6 +182,8 @@ def worker(
     Stops on SIGTERM or Ctrl-C: no more claims, running handlers get the Worker's grace period
     (30 s by default), then are cancelled and reported worker_shutdown. A second signal stops
     at once. A signal before the worker serves (loading your module) stops it too: exit 0.
+    With --mcp, each MCP server is started first and its tools listed (exit 2 if one does not
+    start); one whose connection is lost later stops the worker (exit 1).
     """
     if log_level.upper() not in logging.getLevelNamesMapping():
         raise typer.BadParameter(f"unknown log level {log_level!r}", param_hint="--log-level")
@@ -193,6 +198,7 @@ def worker(
                 stops,
                 queue=queue,
                 concurrency=concurrency,
+                mcp=mcp or [],
                 log_level=log_level,
                 url=url,
                 token=token,
@@ -203,20 +209,25 @@ def worker(
 
 def _run_worker(
     ctx: typer.Context,
-    target: str,
+    target: str | None,
     stops: StopSignals,
     *,
     queue: list[str] | None,
     concurrency: int | None,
+    mcp: list[str],
     log_level: str,
     url: str | None,
     token: str | None,
 ) -> None:
-    from workload_worker import WorkerConfigError  # noqa: PLC0415 - only this command needs it
+    from workload_worker import McpServerLost, WorkerConfigError  # noqa: PLC0415 - only here
 
     with session(ctx) as s:
-        found = load_worker(target)
-        config = worker_config(ctx, found, target, url, token)
+        servers = [parse_mcp(value) for value in mcp]
+        if target is None and not servers:
+            raise UsageError("give MODULE:ATTRIBUTE, --mcp NAME=COMMAND, or both")
+        found = _worker_of(target, servers)
+        label = target or "the --mcp worker"
+        config = worker_config(ctx, found, label, url, token)
         if config.token is None:
             raise UsageError(
                 f"no worker token: give --token, set {WORKER_TOKEN_ENV}, or start "
@@ -243,6 +254,9 @@ def _run_worker(
             with _LogTo(log_level):
                 try:
                     found.run()
+                except McpServerLost as exc:
+                    s.out.say(f"error: {exc}", style="red")
+                    raise typer.Exit(1) from None
                 except Interrupted:
                     # The signal came in the instant between this command's handler and the
                     # worker's (as run() put ours back): the worker has stopped, or never
@@ -254,6 +268,24 @@ def _run_worker(
             raise UsageError(str(exc)) from None
     if client is None and found.handlers_left_running:  # the process is the worker's own
         _leave_abandoned_handlers()
+
+
+def _worker_of(target: str | None, servers: list[McpSpec]) -> Worker:
+    """The Worker of ``target`` (or a new one), with the MCP servers of ``--mcp`` added.
+
+    Raises:
+        UsageError: no such Worker, or an MCP server it refuses (a name given twice, no ``mcp``
+            package).
+    """
+    from workload_worker import Worker, WorkerConfigError  # noqa: PLC0415 - only here
+
+    found = load_worker(target) if target is not None else Worker()
+    try:
+        for server in servers:
+            found.mcp(server.name, server.command, url=server.url)
+    except WorkerConfigError as exc:
+        raise UsageError(str(exc)) from None
+    return found
 
 
 def _leave_abandoned_handlers() -> None:

@@ -2,8 +2,8 @@
 
 Client commands (``workflows``, ``runs``, ``approvals``, ``drafts``, ``workers``, ``queues``,
 ``status``, ``demo``) talk to a server through the SDK only; ``worker`` runs a worker SDK's
-Worker (imported when it runs); ``run-local`` imports the engine and ``serve`` / ``migrate`` the
-server packages, both lazily.
+Worker and ``mcp tools`` lists an MCP server's tools (the worker SDK imported when they run);
+``run-local`` imports the engine and ``serve`` / ``migrate`` the server packages, both lazily.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from workload_cli._demo import demo
 from workload_cli._drafts import drafts_app
 from workload_cli._exit import EXIT_CODES_HELP
 from workload_cli._local import run_local
+from workload_cli._mcp import mcp_app
 from workload_cli._options import OutputOption, TokenOption, UrlOption
 from workload_cli._output import OutputFormat
 from workload_cli._runs import runs_app
@@ -61,6 +62,7 @@ app.command("cluster", epilog=EXIT_CODES_HELP, rich_help_panel=_CLIENT)(cluster)
 app.command("demo", epilog=EXIT_CODES_HELP, rich_help_panel=_CLIENT)(demo)
 app.command("run-local", epilog=EXIT_CODES_HELP, rich_help_panel="Without a server")(run_local)
 app.command("worker", epilog=EXIT_CODES_HELP, rich_help_panel="Workers")(worker)
+app.add_typer(mcp_app, name="mcp", rich_help_panel="Workers")
 app.command("completion", rich_help_panel="Shell")(completion)
 
 

@@ -16,7 +16,9 @@ operator token.
 A worker claims attempts of the actions it declares, runs their handlers (coroutine functions on
 the event loop, plain functions in threads), heartbeats their leases, and reports each outcome
 once. It depends on ``workload-sdk``, ``anyio`` and ``pydantic`` only, and logs to the
-``workload.worker`` logger.
+``workload.worker`` logger. ``worker.mcp(name, command=[...])`` (or ``url=...``) serves the tools
+of an MCP server as actions ``mcp.NAME.TOOL`` (:mod:`workload_worker.mcp_tools`, the
+``workload-worker[mcp]`` extra).
 """
 
 from workload_worker._agent import Tool, ToolLike, agent, tool
@@ -34,16 +36,19 @@ from workload_worker.errors import (
     WorkerError,
     WorkflowApplyError,
 )
+from workload_worker.mcp_tools import MCP_TOOL_ERROR, McpServerLost
 
 __all__ = [
     "INVALID_INPUT",
     "INVALID_OUTPUT",
+    "MCP_TOOL_ERROR",
     "WORKER_SHUTDOWN",
     "Context",
     "DefinitionError",
     "Handler",
     "InvalidInput",
     "JsonObject",
+    "McpServerLost",
     "NonRetryableError",
     "TaskHandle",
     "TaskOptions",

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from workload_worker._context import JsonObject
-from workload_worker.errors import NonRetryableError
+from workload_worker.errors import NonRetryableError, WorkerError
 
 __all__ = [
     "INVALID_OUTPUT",
@@ -135,8 +135,9 @@ def error_code(text: str) -> str:
 def failure_of(exc: Exception) -> Failed:
     """The report of a handler's exception: its class name, its message, retryable or not."""
     code = type(exc).__name__
-    if isinstance(exc, NonRetryableError) and exc.code:
-        code = exc.code
+    explicit = getattr(exc, "code", None) if isinstance(exc, WorkerError) else None
+    if isinstance(explicit, str) and explicit:  # NonRetryableError's, or a class's own
+        code = explicit
     message = str(exc) or type(exc).__name__
     return Failed(
         error_code(code),

@@ -2,14 +2,23 @@
 
 from __future__ import annotations
 
+import logging
 import signal
 
 import anyio
+import anyio.abc
 
 from workload_worker._attempt import AttemptRunner
 from workload_worker._loop import LoopCaller
 
-__all__ = ["Serving"]
+__all__ = ["SAME_SIGNAL_SECONDS", "SHUTDOWN_REPORT_SECONDS", "Serving"]
+
+logger = logging.getLogger("workload.worker")
+
+SHUTDOWN_REPORT_SECONDS = 10.0
+"""After the grace period, how long cancelled attempts get to report ``worker_shutdown``."""
+SAME_SIGNAL_SECONDS = 0.5
+"""A repeat of the first stop signal this soon is the same signal delivered twice."""
 
 
 class Serving:
@@ -57,3 +66,60 @@ class Serving:
         """Sleep, unless stopping begins."""
         with anyio.move_on_after(seconds):
             await self.draining.wait()
+
+    async def drain(self, attempts: anyio.abc.TaskGroup, worker_id: str) -> None:
+        """Wait for running attempts until the grace deadline, then cancel and report them."""
+        if self.active:
+            left = max(0.0, self.deadline - anyio.current_time())
+            logger.info(
+                "worker %s: stopping, waiting up to %.0f s for %d attempt(s)",
+                worker_id,
+                left,
+                len(self.active),
+            )
+            with anyio.move_on_at(self.deadline):
+                while self.active and not self.hurry.is_set():
+                    await self.wait_change()
+        if self.active:
+            logger.warning(
+                "worker %s: cancelling %d attempt(s), reported worker_shutdown",
+                worker_id,
+                len(self.active),
+            )
+            for runner in list(self.active):
+                runner.shutdown()
+            with anyio.move_on_after(SHUTDOWN_REPORT_SECONDS):
+                while self.active:
+                    await self.wait_change()
+        attempts.cancel_scope.cancel()
+
+    async def watch_signals(self, *, task_status: anyio.abc.TaskStatus[None]) -> None:
+        """Take SIGTERM and SIGINT as :meth:`signalled` (``serve(handle_signals=True)``)."""
+        with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as received:
+            task_status.started()
+            async for signum in received:
+                self.signalled(signal.Signals(signum))
+
+    def signalled(self, received: signal.Signals) -> None:
+        """A stop signal (in the loop): the first drains, the next stops now.
+
+        The first signal again within :data:`SAME_SIGNAL_SECONDS` is the same stop delivered
+        twice: a process group signalled through ``uv run`` (Ctrl-C in a terminal, systemd's
+        control-group kill) gets it directly and forwarded. Taken as a second signal, it would
+        cancel every running handler without its grace period.
+        """
+        now = anyio.current_time()
+        first = self.first_signal
+        if first is not None and first[0] is received and now - first[1] < SAME_SIGNAL_SECONDS:
+            logger.warning("%s again at once: the same stop, delivered twice", received.name)
+        elif self.draining.is_set():
+            logger.warning("%s again: stopping now", received.name)
+            self.stop(now=True)
+        else:
+            self.first_signal = (received, now)
+            logger.warning(
+                "%s: stopping (running handlers get %g s; again to stop now)",
+                received.name,
+                self.grace_seconds,
+            )
+            self.stop(now=False)

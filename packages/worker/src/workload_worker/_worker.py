@@ -16,7 +16,6 @@ import functools
 import inspect
 import logging
 import os
-import signal
 import threading
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
@@ -44,6 +43,7 @@ from workload_worker._signals import RunSignals
 from workload_worker._typed import typed_handler
 from workload_worker._workflow import Workflow
 from workload_worker.errors import WorkerConfigError
+from workload_worker.mcp_tools import McpServer, McpServerLost, mcp_actions, mcp_server
 
 __all__ = ["Handler", "Worker"]
 
@@ -54,10 +54,6 @@ Handler = Callable[[Context, Any], Any]
 H = TypeVar("H", bound=Handler)
 
 MAX_CLAIM = 100  # the API's bound on max_attempts
-SHUTDOWN_REPORT_SECONDS = 10.0
-"""After the grace period, how long cancelled attempts get to report ``worker_shutdown``."""
-SAME_SIGNAL_SECONDS = 0.5
-"""A repeat of the first stop signal this soon is the same signal delivered twice."""
 
 
 class Worker:
@@ -113,6 +109,8 @@ class Worker:
         operator_client: AsyncClient | None = None,
     ) -> None:
         self._actions: dict[str, Action] = {}
+        self._mcp: list[McpServer] = []
+        self._mcp_lost: McpServer | None = None
         self._apply = ApplyOnStart.of(workflows, apply_on_start, operator_token, operator_client)
         self.workflows = self._apply.workflows
         self.queues: list[str] = []
@@ -173,6 +171,11 @@ class Worker:
         """The declared actions, sorted (what claims ask for)."""
         return sorted(self._actions)
 
+    @property
+    def mcp_servers(self) -> list[McpServer]:
+        """The MCP servers declared with :meth:`mcp`, in order."""
+        return list(self._mcp)
+
     def action(self, name: str) -> Callable[[H], H]:
         """Declare the handler of an action (a decorator); the function is returned as is.
 
@@ -204,6 +207,23 @@ class Worker:
 
         return register
 
+    def mcp(
+        self, name: str, command: Sequence[str] | None = None, *, url: str | None = None
+    ) -> None:
+        """Serve the tools of an MCP server as actions ``mcp.NAME.TOOL`` (ADR 0029).
+
+        ``command`` (program and arguments) runs a server over stdio; ``url`` connects to one
+        over streamable HTTP. It starts with serving (a server that does not start makes
+        :meth:`serve` raise :class:`WorkerConfigError`). Needs ``workload-worker[mcp]``.
+
+        Raises:
+            WorkerConfigError: a bad or repeated name, not one of command and url, no ``mcp``.
+        """
+        server = mcp_server(name, command, url)
+        if any(known.name == server.name for known in self._mcp):
+            raise WorkerConfigError(f"MCP server {name!r} is already declared")
+        self._mcp.append(server)
+
     # -- running ------------------------------------------------------------------------------
 
     @property
@@ -220,7 +240,7 @@ class Worker:
         """Serve until SIGTERM or SIGINT (Ctrl-C), then stop gracefully; blocks.
 
         A second signal stops at once (handlers are cancelled and reported ``worker_shutdown``);
-        the first one again within :data:`SAME_SIGNAL_SECONDS` is the same signal delivered
+        the first one again within ``SAME_SIGNAL_SECONDS`` (0.5 s) is the same signal delivered
         twice. Signals are handled only in the main thread, from the call until it returns (one that
         arrives before the worker serves stops it as soon as it starts; one after it stopped is
         logged); elsewhere use :meth:`stop`.
@@ -247,12 +267,14 @@ class Worker:
         is reported (its outcome if known, else ``worker_shutdown``) on a best-effort basis.
 
         Raises:
-            WorkerConfigError: nothing to serve, no token, or already serving.
+            WorkerConfigError: nothing to serve, no token, already serving, or an MCP server
+                that did not start.
+            McpServerLost: an MCP server's connection was lost, so the worker stopped.
         """
         if self._serving is not None:
             raise WorkerConfigError("this worker is already serving")
-        if not self._actions:
-            raise WorkerConfigError("no action declared: use @worker.action(name)")
+        if not self._actions and not self._mcp:
+            raise WorkerConfigError("no action declared: use @worker.action(name) or worker.mcp")
         token = self.token or os.environ.get(WORKER_TOKEN_ENV)
         if self.client is None and not token:
             raise WorkerConfigError(
@@ -260,23 +282,40 @@ class Worker:
                 "(one of the tokens in the server's WORKLOAD_WORKER_TOKENS)"
             )
         serving = self._serving = Serving(self.grace_seconds)
+        served: dict[str, Action] | WorkerConfigError = {}
+        self._mcp_lost = None
         try:
             async with contextlib.AsyncExitStack() as stack:
-                client = self.client
-                if client is None:
-                    # The worker retries on its own terms: the client sends each call once.
-                    # Every slot may have a report and a heartbeat in flight, besides the
-                    # claim: a heartbeat never waits for a connection behind reports.
-                    client = AsyncClient(
-                        base_url=self.url,
-                        token=token,
-                        max_retries=0,
-                        max_connections=2 * self.concurrency + 1,
-                    )
-                    await stack.enter_async_context(client)
-                await self._serve(client, serving, handle_signals)
+                if self._mcp:  # raised below if refused, out of the sessions' task group
+                    lost = functools.partial(self._lost, serving)
+                    served = await mcp_actions(self._mcp, self._actions, stack, lost)
+                if isinstance(served, dict):
+                    self._actions.update(served)
+                    await self._serve(await self._client(stack, token), serving, handle_signals)
         finally:
+            for action in served if isinstance(served, dict) else ():
+                del self._actions[action]
             self._serving = None
+        if isinstance(served, WorkerConfigError):
+            raise served
+        if self._mcp_lost is not None:
+            raise McpServerLost(f"{self._mcp_lost.describe()}: connection lost; the worker stopped")
+
+    async def _client(self, stack: contextlib.AsyncExitStack, token: str | None) -> AsyncClient:
+        if self.client is not None:
+            return self.client
+        # The worker retries on its own terms: the client sends each call once. Every slot may
+        # have a report and a heartbeat in flight, besides the claim: a heartbeat never waits
+        # for a connection behind reports.
+        client = AsyncClient(
+            base_url=self.url, token=token, max_retries=0, max_connections=2 * self.concurrency + 1
+        )
+        return await stack.enter_async_context(client)
+
+    def _lost(self, serving: Serving, server: McpServer) -> None:
+        """An MCP server's connection was lost: stop (in the loop), raise when stopped."""
+        self._mcp_lost = server
+        serving.stop(now=False)
 
     def stop(self, *, now: bool = False) -> None:
         """Stop claiming; running handlers may finish within the grace period (from any thread).
@@ -301,15 +340,15 @@ class Worker:
         async with anyio.create_task_group() as outer:
             routed: contextlib.AbstractContextManager[None] = contextlib.nullcontext()
             if handle_signals:
-                await outer.start(self._watch_signals, serving)
+                await outer.start(serving.watch_signals)
             elif self._run_signals is not None:
-                routed = self._run_signals.serving(functools.partial(self._signalled, serving))
+                routed = self._run_signals.serving(serving.signalled)
             with routed:
                 refused = await self._apply.run(self.url, serving, self._new_backoff())
                 async with anyio.create_task_group() as attempts:
                     if refused is None:
                         await self._claim_loop(client, serving, attempts, limiter)
-                    await self._drain(serving, attempts)
+                    await serving.drain(attempts, self.worker_id)
             outer.cancel_scope.cancel()
         if refused is not None:
             raise refused  # out here: inside the task groups it would become an ExceptionGroup
@@ -386,64 +425,6 @@ class Worker:
         finally:
             serving.active.discard(runner)
             serving.changed()
-
-    async def _drain(self, serving: Serving, attempts: anyio.abc.TaskGroup) -> None:
-        """Wait for running attempts until the grace deadline, then cancel and report them."""
-        if serving.active:
-            left = max(0.0, serving.deadline - anyio.current_time())
-            logger.info(
-                "worker %s: stopping, waiting up to %.0f s for %d attempt(s)",
-                self.worker_id,
-                left,
-                len(serving.active),
-            )
-            with anyio.move_on_at(serving.deadline):
-                while serving.active and not serving.hurry.is_set():
-                    await serving.wait_change()
-        if serving.active:
-            logger.warning(
-                "worker %s: cancelling %d attempt(s), reported worker_shutdown",
-                self.worker_id,
-                len(serving.active),
-            )
-            for runner in list(serving.active):
-                runner.shutdown()
-            with anyio.move_on_after(SHUTDOWN_REPORT_SECONDS):
-                while serving.active:
-                    await serving.wait_change()
-        attempts.cancel_scope.cancel()
-
-    async def _watch_signals(
-        self, serving: Serving, *, task_status: anyio.abc.TaskStatus[None]
-    ) -> None:
-        with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as received:
-            task_status.started()
-            async for signum in received:
-                self._signalled(serving, signal.Signals(signum))
-
-    def _signalled(self, serving: Serving, received: signal.Signals) -> None:
-        """A stop signal (in the loop): the first drains, the next stops now.
-
-        The first signal again within :data:`SAME_SIGNAL_SECONDS` is the same stop delivered
-        twice: a process group signalled through ``uv run`` (Ctrl-C in a terminal, systemd's
-        control-group kill) gets it directly and forwarded. Taken as a second signal, it would
-        cancel every running handler without its grace period.
-        """
-        now = anyio.current_time()
-        first = serving.first_signal
-        if first is not None and first[0] is received and now - first[1] < SAME_SIGNAL_SECONDS:
-            logger.warning("%s again at once: the same stop, delivered twice", received.name)
-        elif serving.draining.is_set():
-            logger.warning("%s again: stopping now", received.name)
-            serving.stop(now=True)
-        else:
-            serving.first_signal = (received, now)
-            logger.warning(
-                "%s: stopping (running handlers get %g s; again to stop now)",
-                received.name,
-                self.grace_seconds,
-            )
-            serving.stop(now=False)
 
     def __repr__(self) -> str:
         return (

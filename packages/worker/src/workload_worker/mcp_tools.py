@@ -1,0 +1,368 @@
+"""The tools of MCP servers served as actions (SPEC §11, ADR 0029): ``worker.mcp(...)``.
+
+Each server named to a worker is started (stdio: its command is run; streamable HTTP: its URL is
+connected) when the worker starts serving, its tools are listed then, and each tool ``T`` becomes
+the action ``mcp.NAME.T``. The session stays open while the worker serves and is closed when it
+stops. A tool whose action name the API would refuse (a character outside ``A-Z a-z 0-9 . _ :
+-``, or longer than 128 with its prefix) is left out, with a warning.
+
+An action's handler calls the tool with the claim's input as its arguments and completes with
+``{"content": [MCP content blocks, as JSON], "structured": structuredContent or null,
+"is_error": false}``; a tool error (``isError: true``) fails the attempt ``mcp_tool_error``, not
+retryable, with the text of the result's text blocks as the message. A server whose connection
+is lost fails the calls it had ``mcp_unavailable`` (retryable) and stops the worker (ADR 0029).
+
+The ``mcp`` package is imported only here, and only when a server is started: it is the
+``workload-worker[mcp]`` extra, and it brings the MCP server side's packages along.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import logging
+import re
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, TextIO
+
+import anyio
+import anyio.abc
+
+from workload_worker._attempt import Action
+from workload_worker._context import Context
+from workload_worker._outcome import clean_json
+from workload_worker._settings import ACTION, MAX_ACTIONS
+from workload_worker.errors import NonRetryableError, WorkerConfigError, WorkerError
+
+if TYPE_CHECKING:
+    from mcp import Client
+    from mcp.types import CallToolResult, Tool
+
+__all__ = [
+    "MCP_ERROR",
+    "MCP_NAME",
+    "MCP_TOOL_ERROR",
+    "MCP_UNAVAILABLE",
+    "McpConnections",
+    "McpServer",
+    "McpServerLost",
+    "action_of",
+    "list_tools",
+    "mcp_actions",
+    "mcp_server",
+    "output_of",
+    "tool_entry",
+]
+
+logger = logging.getLogger("workload.worker")
+
+MCP_NAME = re.compile(r"^[A-Za-z0-9_-]{1,32}$")
+"""A server's name in its actions (``mcp.NAME.T``): no dot, so the action reads one way."""
+MCP_TOOL_ERROR = "mcp_tool_error"
+"""The code of a call the tool answered with ``isError: true`` (not retryable)."""
+MCP_ERROR = "mcp_error"
+"""The code of a call the server refused with a protocol error (no such tool, bad arguments)."""
+MCP_UNAVAILABLE = "mcp_unavailable"
+"""The code of a call whose server connection was lost (retryable: another worker may serve)."""
+AGENT_TOOL_NAME = re.compile(r"[^A-Za-z0-9_-]")
+"""What an agent tool's name may not hold (its pattern is ``^[A-Za-z0-9_-]{1,64}$``)."""
+_MAX_PAGES = 100
+"""A server that pages its tool list forever is read this many pages far."""
+_INSTALL = "the mcp package is not installed: pip install 'workload-worker[mcp]'"
+
+
+class McpServerLost(WorkerError):
+    """An MCP server's connection was lost while the worker served: the worker stopped.
+
+    Attributes:
+        code: ``mcp_unavailable``, the code its calls in flight failed with (retryable).
+    """
+
+    code = MCP_UNAVAILABLE
+
+
+@dataclass(frozen=True, slots=True)
+class McpServer:
+    """An MCP server a worker serves the tools of: a command (stdio) or a URL (HTTP)."""
+
+    name: str
+    command: tuple[str, ...] = ()
+    url: str | None = None
+
+    def describe(self) -> str:
+        """The server as messages name it."""
+        where = self.url if self.url is not None else " ".join(self.command)
+        return f"MCP server {self.name!r} ({where})"
+
+    def client(self) -> Client:
+        """An unopened client of the official ``mcp`` package for this server."""
+        from mcp import Client, StdioServerParameters, stdio_client  # noqa: PLC0415 - the extra
+
+        if self.url is not None:
+            return Client(self.url)
+        program, *args = self.command
+        parameters = StdioServerParameters(command=program, args=args)
+        # The server's standard error is this process's: its messages show with the worker's.
+        return Client(stdio_client(parameters, errlog=_errlog()))
+
+
+def mcp_server(name: str, command: Sequence[str] | None, url: str | None) -> McpServer:
+    """The server ``worker.mcp`` names, checked.
+
+    Raises:
+        WorkerConfigError: a bad name, neither or both of command and url, an empty command, a
+            URL that is not http(s), or the ``mcp`` package missing.
+    """
+    if not isinstance(name, str) or not MCP_NAME.fullmatch(name):
+        raise WorkerConfigError(f"MCP server name {name!r} does not match {MCP_NAME.pattern}")
+    if (command is None) == (url is None):
+        raise WorkerConfigError(f"MCP server {name!r}: give command=[...] or url=..., not both")
+    if importlib.util.find_spec("mcp") is None:
+        raise WorkerConfigError(_INSTALL)
+    if url is not None:
+        if not isinstance(url, str) or not re.fullmatch(r"https?://\S+", url):
+            raise WorkerConfigError(f"MCP server {name!r}: url must be an http(s) URL")
+        return McpServer(name, url=url)
+    if isinstance(command, str) or not command or not all(isinstance(c, str) for c in command):
+        raise WorkerConfigError(f"MCP server {name!r}: command must be a non-empty list of str")
+    if not command[0]:
+        raise WorkerConfigError(f"MCP server {name!r}: the command's program is empty")
+    return McpServer(name, command=tuple(command))
+
+
+def action_of(server: str, tool: str) -> str | None:
+    """The action serving ``tool`` of ``server``, or None when the API would refuse its name."""
+    action = f"mcp.{server}.{tool}"
+    return action if tool and ACTION.fullmatch(action) else None
+
+
+def tool_entry(server: str, tool: Tool) -> dict[str, Any] | None:
+    """The agent ``tools`` entry of an MCP tool (None: no action can carry its name).
+
+    ``name`` is the tool's name with any character an agent tool name may not hold made ``_``
+    (cut to 64); ``parameters`` is the tool's input schema as the server gave it.
+    """
+    action = action_of(server, tool.name)
+    if action is None:
+        return None
+    return {
+        "name": AGENT_TOOL_NAME.sub("_", tool.name)[:64],
+        "action": action,
+        "description": tool.description or "",
+        "parameters": tool.input_schema,
+    }
+
+
+def output_of(result: CallToolResult) -> dict[str, Any]:
+    """The output of a call (strings cleaned as ``clean_json`` does), or a tool error's failure.
+
+    Raises:
+        NonRetryableError: the tool answered ``isError: true`` (code ``mcp_tool_error``).
+    """
+    content = [
+        block.model_dump(mode="json", by_alias=True, exclude_none=True) for block in result.content
+    ]
+    if result.is_error:
+        texts = [str(block.get("text", "")) for block in content if block.get("type") == "text"]
+        raise NonRetryableError("\n".join(texts) or "the tool failed", code=MCP_TOOL_ERROR)
+    # A server's text may hold what the control plane cannot store (NUL, lone surrogates).
+    structured = clean_json(result.structured_content)
+    return {"content": clean_json(content), "structured": structured, "is_error": False}
+
+
+async def _all_tools(client: Client) -> list[Tool]:
+    tools: list[Tool] = []
+    cursor: str | None = None
+    for _ in range(_MAX_PAGES):
+        page = await client.list_tools(cursor=cursor)
+        tools.extend(page.tools)
+        cursor = page.next_cursor
+        if cursor is None:
+            break
+    return tools
+
+
+def _errlog() -> TextIO:
+    """Where a stdio server's standard error goes: this process's own (not a replaced one)."""
+    return sys.__stderr__ if sys.__stderr__ is not None else sys.stderr
+
+
+async def list_tools(server: McpServer) -> list[Tool]:
+    """Start ``server``, list its tools, stop it (``workload mcp tools``).
+
+    Raises:
+        WorkerConfigError: the server did not start or did not list its tools.
+    """
+    started = False
+    try:
+        async with server.client() as client:
+            started = True
+            return await _all_tools(client)
+    except Exception as exc:  # OSError (no such program), a closed connection, an HTTP error
+        raise _not_started(server, exc, listed=started) from exc
+
+
+def _not_started(server: McpServer, exc: BaseException, *, listed: bool) -> WorkerConfigError:
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:  # a transport's task group
+        exc = exc.exceptions[0]
+    what = "did not list its tools" if listed else "did not start"
+    return WorkerConfigError(f"{server.describe()} {what}: {str(exc) or type(exc).__name__}")
+
+
+def _connection_lost(exc: BaseException) -> bool:
+    """Whether a call's exception means the session is gone (else the server refused it)."""
+    from mcp import MCPError  # noqa: PLC0415 - the optional extra
+    from mcp.types import CONNECTION_CLOSED  # noqa: PLC0415
+
+    if isinstance(exc, MCPError):
+        return exc.error.code == CONNECTION_CLOSED
+    return True  # a closed stream, a refused or broken HTTP connection, an unreadable answer
+
+
+class _Session:
+    """One server's session, held open by a task of its own until :meth:`close`.
+
+    The transport's own tasks (the stdio pipes, the HTTP streams) live in that task: if they
+    fail, the failure ends this session (the server is lost), not the worker's serving task.
+    """
+
+    def __init__(self, server: McpServer, on_lost: Callable[[McpServer], None]) -> None:
+        self.server = server
+        self.client: Client | None = None
+        self.tools: list[Tool] = []
+        self.failed: WorkerConfigError | None = None
+        self._on_lost = on_lost
+        self._closing = anyio.Event()
+
+    async def hold(self, *, task_status: anyio.abc.TaskStatus[None]) -> None:
+        """Start the server and list its tools, report that, then hold the session."""
+        ready = False
+        started = False
+        try:
+            async with self.server.client() as client:
+                started = True
+                self.tools = await _all_tools(client)
+                self.client = client
+                ready = True
+                task_status.started()
+                await self._closing.wait()
+        except Exception as exc:
+            if not ready:
+                self.failed = _not_started(self.server, exc, listed=started)
+                task_status.started()
+            elif not self._closing.is_set():
+                logger.exception("%s: session ended", self.server.describe())
+                self._on_lost(self.server)
+
+    def close(self) -> None:
+        """End the session (its task closes the client and stops a stdio server)."""
+        self._closing.set()
+
+
+async def mcp_actions(
+    servers: Sequence[McpServer],
+    declared: Mapping[str, Action],
+    stack: contextlib.AsyncExitStack,
+    on_lost: Callable[[McpServer], None],
+) -> dict[str, Action] | WorkerConfigError:
+    """Start ``servers`` (closed with ``stack``): the actions of their tools, or why not.
+
+    Args:
+        servers: The servers to start.
+        declared: The actions the worker declares already (none may be an MCP tool's).
+        stack: What closes the sessions (the worker's, when it stops).
+        on_lost: Called (in the event loop) with a server whose connection was lost.
+    """
+    actions = await McpConnections(servers, on_lost).open(stack)
+    if isinstance(actions, WorkerConfigError):
+        return actions
+    clash = sorted(set(actions) & set(declared))
+    if clash:
+        return WorkerConfigError(f"actions declared twice: {', '.join(clash)}")
+    if len(actions) + len(declared) > MAX_ACTIONS:
+        return WorkerConfigError(f"a worker declares at most {MAX_ACTIONS} actions")
+    if not actions and not declared:
+        return WorkerConfigError("the MCP servers offer no tool an action can carry")
+    return actions
+
+
+class McpConnections:
+    """The open sessions of a serving worker's MCP servers, and the actions of their tools.
+
+    Opened on the ``AsyncExitStack`` of ``Worker.serve`` (closed with it, after the attempts);
+    handlers call through the sessions from their own tasks.
+
+    Args:
+        servers: The servers to start.
+        on_lost: Called (in the event loop) with a server whose connection was lost.
+    """
+
+    def __init__(self, servers: Sequence[McpServer], on_lost: Callable[[McpServer], None]) -> None:
+        self._servers = list(servers)
+        self._on_lost = on_lost
+        self.lost: McpServer | None = None
+
+    async def open(self, stack: contextlib.AsyncExitStack) -> dict[str, Action] | WorkerConfigError:
+        """Start every server, list its tools: the actions (closed with ``stack``).
+
+        Returns the error of a server that did not start or list its tools instead (raised
+        inside the sessions' task group, it would come out in an exception group).
+        """
+        holders = await stack.enter_async_context(anyio.create_task_group())
+        sessions: list[_Session] = []
+
+        def close_all() -> None:
+            for session in sessions:
+                session.close()
+
+        stack.callback(close_all)  # before the task group waits for the sessions' tasks
+        actions: dict[str, Action] = {}
+        for server in self._servers:
+            session = _Session(server, self._lost)
+            sessions.append(session)
+            await holders.start(session.hold)
+            if session.failed is not None:
+                return session.failed
+            served = []
+            for tool in session.tools:
+                action = action_of(server.name, tool.name)
+                if action is None:
+                    logger.warning(
+                        "%s: tool %r left out: no action name can carry it",
+                        server.describe(),
+                        tool.name,
+                    )
+                    continue
+                actions[action] = Action(action, self._handler(session, tool.name), True)
+                served.append(tool.name)
+            logger.info(
+                "%s: serving %d tool(s): %s", server.describe(), len(served), ", ".join(served)
+            )
+        return actions
+
+    def _handler(self, session: _Session, tool: str) -> Callable[[Context, dict[str, Any]], Any]:
+        server = session.server
+
+        async def call(ctx: Context, arguments: dict[str, Any]) -> dict[str, Any]:
+            client = session.client
+            if self.lost is not None or client is None:
+                lost = self.lost or server
+                raise McpServerLost(f"{lost.describe()}: connection lost")
+            try:
+                result = await client.call_tool(tool, arguments)
+            except Exception as exc:
+                if _connection_lost(exc):
+                    self._lost(server)
+                    raise McpServerLost(f"{server.describe()}: connection lost ({exc})") from exc
+                raise NonRetryableError(f"{server.describe()}: {exc}", code=MCP_ERROR) from exc
+            return output_of(result)
+
+        return call
+
+    def _lost(self, server: McpServer) -> None:
+        if self.lost is None:
+            self.lost = server
+            logger.error("%s: connection lost; the worker stops (ADR 0029)", server.describe())
+            self._on_lost(server)
