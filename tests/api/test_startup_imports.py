@@ -99,3 +99,15 @@ print(json.dumps({
         OTEL_TRACES_EXPORTER="console",
     )
     assert seen == {"openai": True, "tracing": True, "sdk": True}
+
+
+def test_named_endpoints_load_their_adapter_at_their_first_model() -> None:
+    endpoints = {
+        "local": {"provider": "openai", "base_url": "http://127.0.0.1:9/v1"},
+        "hosted": {"provider": "openai", "base_url": "http://127.0.0.1:9/v1", "api_key_env": "K"},
+    }
+    seen = _run(
+        _SERVE.format(deferred=DEFERRED), WORKLOAD_MODEL_ENDPOINTS=json.dumps(endpoints), K="k-1"
+    )
+    assert seen["wired"] == [], seen
+    assert seen["ready"] == [], seen

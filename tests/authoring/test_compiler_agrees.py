@@ -19,11 +19,13 @@ from hypothesis import strategies as st
 from pydantic import BaseModel, Field
 
 from tests.json_values import json_objects
+from workload_domain.agent.spec import ENDPOINT_NAME_PATTERN, SamplingSettings
 from workload_domain.agent.validation import compile_schema
 from workload_domain.compiler import compile_definition
 from workload_domain.definition import QUEUE_PATTERN, TASK_KEY_PATTERN, WORKFLOW_ID_PATTERN
 from workload_domain.jsonvalues import canonical_json
 from workload_worker import Context, TaskHandle, Worker, Workflow, tool
+from workload_worker._agent import MODEL_SETTINGS_FIELDS
 
 
 def _positive(maximum: float) -> st.SearchStrategy[float]:
@@ -246,3 +248,34 @@ def test_the_server_validates_tool_arguments_with_the_models_schema(
     assert schema.errors(bad) != []
     with pytest.raises(ValueError, match="validation error"):
         model.model_validate(bad)
+
+
+# -- model settings and endpoints (SPEC §11, amended) ------------------------------------------
+
+
+_settings = st.fixed_dictionaries(
+    {},
+    optional={
+        "temperature": st.one_of(st.integers(0, 2), st.floats(0, 2, allow_nan=False)),
+        "max_output_tokens": st.integers(1, 1_000_000),
+        "top_p": st.one_of(st.just(1), _positive(1)),
+    },
+)
+
+
+@settings(max_examples=100, deadline=None)
+@given(model_settings=_settings, endpoint=st.from_regex(ENDPOINT_NAME_PATTERN, fullmatch=True))
+def test_model_settings_and_endpoint_models_compile_as_the_builder_writes_them(
+    model_settings: dict[str, Any], endpoint: str
+) -> None:
+    workflow = Workflow("settings")
+    workflow.agent("a", model=f"{endpoint}:some-model", prompt="p", model_settings=model_settings)
+    definition = workflow.definition()
+    compiled = compile_definition(definition, endpoints=frozenset({endpoint}))
+    assert compiled.document() == definition
+    assert compiled.definition_hash == workflow.definition_hash()
+    assert definition["tasks"][0]["input"]["model_settings"] == model_settings
+
+
+def test_the_builder_knows_the_model_settings_the_server_knows() -> None:
+    assert set(MODEL_SETTINGS_FIELDS) == set(SamplingSettings.model_fields)

@@ -6,19 +6,53 @@ the real one on a loopback port (``real_http_only``).
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.plugins.live_api import OPERATOR_TOKEN, WORKER_TOKEN, LiveApi
+from tests.fakes.openai_server import FakeOpenAI, running_fake_openai
+from tests.plugins.live_api import OPERATOR_TOKEN, WORKER_TOKEN, LiveApi, settings
+from workload_api.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"
 pytestmark = pytest.mark.real_http_only
+HOSTED_KEY = "sk-docs-hosted-Wq58RecognizableKey-3Lm"
+
+
+@pytest.fixture
+def local_model() -> Iterator[FakeOpenAI]:
+    with running_fake_openai() as fake:
+        yield fake
+
+
+@pytest.fixture
+def hosted_model() -> Iterator[FakeOpenAI]:
+    with running_fake_openai() as fake:
+        yield fake
+
+
+@pytest.fixture
+def api_settings(
+    local_model: FakeOpenAI, hosted_model: FakeOpenAI, monkeypatch: pytest.MonkeyPatch
+) -> Settings:
+    """agents.md's endpoints ``local`` and ``hosted``: two fake OpenAI-compatible servers."""
+    monkeypatch.setenv("HOSTED_KEY", HOSTED_KEY)
+    endpoints = {
+        "local": {"provider": "openai", "base_url": local_model.base_url},
+        "hosted": {
+            "provider": "openai",
+            "base_url": hosted_model.base_url,
+            "api_key_env": "HOSTED_KEY",
+        },
+    }
+    return settings(model_endpoints=json.dumps(endpoints))
 
 
 def blocks(name: str, language: str) -> list[str]:
@@ -125,8 +159,7 @@ def test_approvals_md_examples_run(live_api: LiveApi, tmp_path: Path) -> None:
 def test_agents_md_examples_run(
     live_api: LiveApi, example_worker: subprocess.Popen[bytes], tmp_path: Path
 ) -> None:
-    examples = blocks("agents.md", "bash")
-    assert len(examples) == 2
+    examples = blocks("agents.md", "bash")[:2]  # the others: the endpoints' test below
     # From the repository's root (the example files; the demo starts the example worker too).
     result = run_blocks(examples, live_api, tmp_path, cwd=ROOT, WORKLOAD_WORKER_TOKEN=WORKER_TOKEN)
     out, err = result.stdout, result.stderr
@@ -141,6 +174,44 @@ def test_agents_md_examples_run(
     assert re.search(r"^status\tsucceeded$", out, re.M)
     assert re.search(r"^usage\t\{\"model_calls\":2,\"tool_calls\":2,", out, re.M)
     assert example_worker.poll() is None
+
+
+def test_agents_md_endpoints_example_runs(
+    live_api: LiveApi, local_model: FakeOpenAI, hosted_model: FakeOpenAI, tmp_path: Path
+) -> None:
+    examples = blocks("agents.md", "bash")[2:]
+    assert len(examples) == 2
+    local_model.queue(
+        {
+            "content": "A lease lets one worker hold an attempt for a while.",
+            "usage": {"prompt_tokens": 11, "completion_tokens": 13},
+        }
+    )
+    hosted_model.queue(
+        {"content": '{"correct": true}', "usage": {"prompt_tokens": 31, "completion_tokens": 5}}
+    )
+    result = run_blocks(examples, live_api, tmp_path, cwd=tmp_path)
+    out, err = result.stdout, result.stderr
+    assert len(re.findall(r"^\S+ run \S+ succeeded in ", out, re.M)) == 1
+    usage = '{"model_calls":2,"tool_calls":0,"input_tokens":42,"output_tokens":18}'
+    assert re.search(rf"^usage\t{re.escape(usage)}$", out, re.M), out
+    assert re.search(r"^1\t1\tmodel_call\tsucceeded\thosted:gpt-4o-mini\t", out, re.M), out
+    assert "exit code 7" in out
+    assert "no model endpoint named 'elsewhere' is configured on this server" in err
+    [draft] = [r.json() for r in local_model.chat_requests]
+    assert (draft["model"], draft["temperature"], draft["max_completion_tokens"]) == (
+        "llama3.2",
+        0.7,
+        200,
+    )
+    assert "response_format" not in draft
+    [check] = hosted_model.chat_requests
+    body = check.json()
+    assert (body["model"], body["temperature"]) == ("gpt-4o-mini", 0)
+    assert body["response_format"]["json_schema"]["strict"] is True
+    assert check.headers["authorization"] == f"Bearer {HOSTED_KEY}"
+    assert "A lease lets one worker" in body["messages"][-1]["content"]
+    assert HOSTED_KEY not in out + err
 
 
 def test_sdk_md_examples_run(

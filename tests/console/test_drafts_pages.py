@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import re
 import threading
-from typing import Any
 
 import httpx
 import pytest
@@ -257,15 +256,15 @@ def test_a_bad_new_draft_is_shown_back_and_nothing_is_made(
     assert live_api.viewer.get(f"{V1}/drafts").json()["items"] == []
 
 
-def test_openai_drafts_can_be_asked_for(live_api: LiveApi, operator_browser: httpx.Client) -> None:
-    """No endpoint is configured here, so the draft ends ``invalid`` saying what to set."""
+def test_a_draft_of_an_endpoint_not_configured_here_is_refused_saying_so(
+    live_api: LiveApi, operator_browser: httpx.Client
+) -> None:
+    """No endpoint is configured here: the form is shown back naming the endpoint (SPEC §11)."""
     page = operator_browser.get("/ui/drafts").text
     answer = operator_browser.post(
         "/ui/drafts", data=new_draft_form(page, model="openai:llama3.2", workflow_id="nightly")
     )
-    assert answer.status_code == 303, answer.text
-    draft: dict[str, Any] = generated(live_api, answer.headers["location"].rsplit("/", 1)[1])
-    assert (draft["model"], draft["workflow_id"]) == ("openai:llama3.2", "nightly")
-    shown = operator_browser.get(answer.headers["location"]).text
-    assert "openai:llama3.2" in shown
-    assert "WORKLOAD_OPENAI_BASE_URL" in shown
+    assert answer.status_code == 400, answer.text
+    shown = assert_safe_page(answer)
+    assert "no model endpoint named &#39;openai&#39; is configured on this server" in shown
+    assert live_api.viewer.get(f"{V1}/drafts").json()["items"] == []

@@ -89,13 +89,23 @@ def run(api: LiveApi, workflow_id: str) -> dict[str, Any]:
         ),
         pytest.param(
             {"model": "openai:m", "script": [{"content": "x"}]},
-            ["/tasks/0/input/script"],
+            # No endpoint is configured here: openai is not one either (SPEC §11).
+            ["/tasks/0/input/model", "/tasks/0/input/script"],
             id="script-not-mock",
         ),
         pytest.param(
             {"model": "openai:m\u0017\u009f"},
             ["/tasks/0/input/model"],
             id="model-control-characters",
+        ),
+        pytest.param(
+            {"model_settings": {"temperature": 3, "top_p": 0, "seed": 1}},
+            [
+                "/tasks/0/input/model_settings/seed",
+                "/tasks/0/input/model_settings/temperature",
+                "/tasks/0/input/model_settings/top_p",
+            ],
+            id="model-settings",
         ),
         pytest.param(
             {"tools": [{"name": "t", "action": "x", "approval_timeout_seconds": 604801}]},

@@ -9,8 +9,9 @@ the one lifecycle (:class:`~workload_api.lifecycle.Service`).
 
 from __future__ import annotations
 
+import functools
+import importlib
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
 from dependency_injector import containers, providers
 
@@ -18,6 +19,7 @@ from workload_api.app import create_app
 from workload_api.auth import Authenticator
 from workload_api.console import NAV, Console, Sessions
 from workload_api.coordinator import Coordinator
+from workload_api.endpoints import ANTHROPIC_PACKAGE, ModelEndpoint, configured_endpoints
 from workload_api.lifecycle import Service
 from workload_api.membership import Membership
 from workload_api.readiness import Readiness
@@ -45,16 +47,13 @@ from workload_engine.engine import Engine
 from workload_engine.local import LocalExecutors
 from workload_engine.memory_store import InMemoryStore
 from workload_engine.mock_executor import MockExecutor
-from workload_engine.models import ModelRouter
+from workload_engine.models import ClosableModels, EndpointAdapters, ModelRouter
 from workload_engine.remote import RemoteAttempts
 from workload_engine.signals import StepSignal, WorkSignal
 from workload_store_postgres.lock import PostgresCoordinatorLock
 from workload_store_postgres.notifications import PostgresNotifications
 from workload_store_postgres.shard_leases import PostgresShardLeases
 from workload_store_postgres.store import PostgresStore
-
-if TYPE_CHECKING:
-    from workload_model_openai import OpenAIModels
 
 __all__ = ["Container", "use_memory_store"]
 
@@ -89,21 +88,37 @@ def _store_unreachable(store: Store) -> Callable[[str], None] | None:
     return store.unreachable if isinstance(store, PostgresStore) else None
 
 
-def _openai_models(settings: Settings) -> OpenAIModels | None:
-    """The ``openai:`` adapters, when an endpoint is configured (SPEC §11).
+def _adapters(endpoint: ModelEndpoint, timeout_seconds: float) -> ClosableModels:
+    """The adapters of ``endpoint``: made, and their package imported, at its first model.
 
-    The adapter (and the ``openai`` package, a third of a second to import) is imported only
-    then: a service with no OpenAI-compatible endpoint never loads it.
+    The ``openai`` package takes a third of a second to import; a service whose tasks use no
+    endpoint never loads it. ``anthropic`` endpoints use ``workload_model_anthropic`` (checked
+    to be installed at start-up), whose ``AnthropicModels`` takes the same arguments as
+    ``OpenAIModels``.
     """
-    if not settings.openai_base_url:
-        return None
-    from workload_model_openai import DEFAULT_API_KEY, OpenAIModels  # noqa: PLC0415 - lazy
+    key = endpoint.api_key.get_secret_value() if endpoint.api_key else None
+    if endpoint.provider == "openai":
+        from workload_model_openai import DEFAULT_API_KEY, OpenAIModels  # noqa: PLC0415 - lazy
 
-    key = settings.openai_api_key.get_secret_value() if settings.openai_api_key else None
-    return OpenAIModels(
-        settings.openai_base_url,
-        key or DEFAULT_API_KEY,
-        settings.model_timeout_seconds,
+        assert endpoint.base_url is not None  # required of openai endpoints
+        return OpenAIModels(endpoint.base_url, key or DEFAULT_API_KEY, timeout_seconds)
+    anthropic = importlib.import_module(ANTHROPIC_PACKAGE)
+    arguments: dict[str, object] = {"timeout_seconds": timeout_seconds}
+    if endpoint.base_url is not None:
+        arguments["base_url"] = endpoint.base_url
+    if key is not None:
+        arguments["api_key"] = key
+    made: ClosableModels = anthropic.AnthropicModels(**arguments)
+    return made
+
+
+def _models(endpoints: tuple[ModelEndpoint, ...], timeout: float) -> ModelRouter:
+    """``mock`` and every configured endpoint (SPEC §11), each made at its first model."""
+    return ModelRouter(
+        {
+            e.name: EndpointAdapters(e.provider, functools.partial(_adapters, e, timeout))
+            for e in endpoints
+        }
     )
 
 
@@ -191,8 +206,13 @@ class Container(containers.DeclarativeContainer):
     work_signal = providers.Singleton(WorkSignal)
     step_signal = providers.Singleton(StepSignal)
     mock_executor = providers.Singleton(MockExecutor, clock=clock)
-    openai_models = providers.Singleton(_openai_models, settings=settings)
-    models = providers.Singleton(ModelRouter, openai=openai_models)
+    # The endpoints' keys are read from the environment here, when the service is wired.
+    endpoints = providers.Singleton(configured_endpoints, settings=settings)
+    models = providers.Singleton(
+        _models, endpoints=endpoints, timeout=settings.provided.model_timeout_seconds
+    )
+    # What a definition may name (SPEC §11): the endpoints the models are routed to.
+    endpoint_names = models.provided.names
     agent_executor = providers.Singleton(
         AgentExecutor,
         journal=store,
@@ -223,7 +243,11 @@ class Container(containers.DeclarativeContainer):
     remote = providers.Singleton(RemoteAttempts, store=store, engine=engine)
     decisions = providers.Singleton(ApprovalDecisions, store=store, engine=engine)
     workflows = providers.Singleton(
-        WorkflowUseCases, store=store, definitions=definitions, clock=clock
+        WorkflowUseCases,
+        store=store,
+        definitions=definitions,
+        clock=clock,
+        endpoints=endpoint_names,
     )
     runs = providers.Singleton(
         RunUseCases,
@@ -265,9 +289,16 @@ class Container(containers.DeclarativeContainer):
     )
     approvals = providers.Singleton(ApprovalUseCases, store=store, decisions=decisions)
     draft_writer = providers.Singleton(
-        DraftWriter, store=store, models=models, clock=clock, telemetry=telemetry
+        DraftWriter,
+        store=store,
+        models=models,
+        clock=clock,
+        telemetry=telemetry,
+        endpoints=endpoint_names,
     )
-    drafts = providers.Singleton(DraftUseCases, store=store, writer=draft_writer, clock=clock)
+    drafts = providers.Singleton(
+        DraftUseCases, store=store, writer=draft_writer, clock=clock, endpoints=endpoint_names
+    )
     usecases = providers.Singleton(
         UseCases,
         workflows=workflows,

@@ -70,6 +70,9 @@ class Settings(BaseSettings):
     """An OpenAI-compatible endpoint (ending in ``/v1``) for ``openai:<model>`` agents (§11)."""
     openai_api_key: SecretStr | None = None
     """Its key, if it needs one; never logged, never in a step or a resource."""
+    model_endpoints: str | None = None
+    """Named model endpoints (SPEC §11): a JSON object, or ``@path`` to a JSON or TOML file;
+    read, with their keys, when the service starts (``workload_api.endpoints``, ADR 0027)."""
     model_timeout_seconds: float = Field(default=120.0, gt=0, le=3600)
     """The most one model call may take before the attempt fails ``model_unavailable``."""
     stream_keepalive_seconds: float = Field(default=15.0, gt=0, le=300)

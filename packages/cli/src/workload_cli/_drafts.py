@@ -101,7 +101,9 @@ def create(
         str | None,
         typer.Option(help="Draft the next version of this workflow.", show_default=False),
     ] = None,
-    model: Annotated[str, typer.Option(help="The model: mock, or openai:<model-name>.")] = "mock",
+    model: Annotated[
+        str, typer.Option(help="The model: mock, or <endpoint>:<model-name> (openai:gpt-4o).")
+    ] = "mock",
     script: Annotated[
         str | None,
         typer.Option(

@@ -18,6 +18,7 @@ from workload_api import eventloop
 from workload_api.container import Container
 from workload_api.context import configure_logging
 from workload_api.coordinator import ExitCode
+from workload_api.endpoints import EndpointConfigError, configured_endpoints
 from workload_api.settings import Settings
 from workload_api.telemetry import TracingConfigError, tracing_exporters
 from workload_cli._embedded import EmbeddedPostgres, dev_credentials
@@ -67,6 +68,11 @@ def _serve(overrides: dict[str, Any], stops: StopSignals) -> int:
         return ExitCode.USAGE
     except TracingConfigError as exc:
         say(f"error: invalid tracing configuration: {exc}")
+        return ExitCode.USAGE
+    try:
+        configured_endpoints(settings)  # read again, the same, when the service is wired
+    except EndpointConfigError as exc:
+        say(f"error: invalid model endpoints: {exc}")
         return ExitCode.USAGE
     configure_logging(settings.log_level)
     if settings.database_url:

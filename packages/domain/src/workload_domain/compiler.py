@@ -10,7 +10,7 @@ from __future__ import annotations
 import heapq
 import json
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
@@ -93,13 +93,21 @@ class CompiledWorkflow:
         return frozenset(seen)
 
 
-def compile_definition(raw: object, *, workflow_id: str | None = None) -> CompiledWorkflow:
+def compile_definition(
+    raw: object,
+    *,
+    workflow_id: str | None = None,
+    endpoints: Collection[str] | None = None,
+) -> CompiledWorkflow:
     """Validate and normalize a workflow definition.
 
     Args:
         raw: the definition as parsed from JSON.
         workflow_id: when given (a new version under an existing workflow), the body's ``id``
             may be omitted and defaults to it; a different ``id`` is refused.
+        endpoints: the names of the model endpoints configured on the server that compiles
+            it: an agent task naming another is refused (SPEC §11). None: not checked (a
+            stored version read back compiles whatever endpoints exist now).
 
     Raises:
         InvalidDefinition: with every problem found, each with a JSON Pointer path.
@@ -127,7 +135,7 @@ def compile_definition(raw: object, *, workflow_id: str | None = None) -> Compil
         problems.extend(_pydantic_problems(exc))
     reported = {p.path for p in problems}
     # One problem per location: pydantic's word on a field stands when both checks object.
-    problems.extend(p for p in _value_problems(raw) if p.path not in reported)
+    problems.extend(p for p in _value_problems(raw, endpoints) if p.path not in reported)
     graph = _raw_graph(raw)
     problems.extend(_graph_problems(graph))
     if problems or model is None:
@@ -154,7 +162,7 @@ def _pydantic_problems(exc: ValidationError) -> list[Problem]:
     return problems
 
 
-def _value_problems(raw: Mapping[str, Any]) -> list[Problem]:
+def _value_problems(raw: Mapping[str, Any], endpoints: Collection[str] | None) -> list[Problem]:
     """Checks that pydantic cannot express: relations between fields and storable JSON."""
     problems: list[Problem] = []
     if isinstance(raw.get("description"), str):
@@ -170,7 +178,7 @@ def _value_problems(raw: Mapping[str, Any]) -> list[Problem]:
         if isinstance(task.get("input"), dict):
             problems.extend(json_problems(task["input"], ("tasks", i, "input")))
             if task.get("action") == AGENT_ACTION:
-                problems.extend(agent_problems(task["input"], ("tasks", i, "input")))
+                problems.extend(agent_problems(task["input"], ("tasks", i, "input"), endpoints))
         retry = task.get("retry")
         if isinstance(retry, Mapping):
             initial = retry.get("initial_backoff_seconds", 1)

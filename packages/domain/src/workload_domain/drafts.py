@@ -13,7 +13,7 @@ from __future__ import annotations
 import enum
 import json
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Annotated, Literal
@@ -185,8 +185,16 @@ class Reading:
 _FENCE = re.compile(r"```(?:json)?\s*\n(.*?)\n?```", re.DOTALL | re.IGNORECASE)
 
 
-def read_answer(content: str | None, answer: int, workflow_id: str | None) -> Reading:
-    """Compile the definition in answer number ``answer`` (a fenced block allowed)."""
+def read_answer(
+    content: str | None,
+    answer: int,
+    workflow_id: str | None,
+    endpoints: Collection[str] | None = None,
+) -> Reading:
+    """Compile the definition in answer number ``answer`` (a fenced block allowed).
+
+    ``endpoints``: the model endpoints configured here, as for ``POST /workflows``.
+    """
 
     def problem(path: str, message: str) -> Reading:
         return Reading(None, ({"answer": answer, "path": path, "message": message},))
@@ -204,7 +212,7 @@ def read_answer(content: str | None, answer: int, workflow_id: str | None) -> Re
     except (ValueError, RecursionError):
         return problem("", "the answer is not a JSON object")
     try:
-        compiled = compile_definition(raw, workflow_id=workflow_id)
+        compiled = compile_definition(raw, workflow_id=workflow_id, endpoints=endpoints)
     except InvalidDefinition as exc:
         return Reading(
             None,

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import replace
 from datetime import timedelta
 from typing import Any, Protocol
@@ -68,9 +68,11 @@ class DraftWriter:
         models: Models,
         clock: Clock,
         telemetry: Telemetry = NO_TELEMETRY,
+        endpoints: Collection[str] | None = None,
     ) -> None:
         self._store = store
         self._models = models
+        self._endpoints = endpoints
         self._clock = clock
         self._telemetry = telemetry
         self._group: TaskGroup | None = None
@@ -147,7 +149,7 @@ class DraftWriter:
                 output_tokens=max(response.usage.output_tokens, 0),
             )
             content = storable(response.content) if isinstance(response.content, str) else None
-            reading = read_answer(content, answer, wanted)
+            reading = read_answer(content, answer, wanted, self._endpoints)
             problems.extend(reading.problems)
             if reading.compiled is not None:
                 return await self._end(draft, reading.compiled, problems, usage)

@@ -1,5 +1,9 @@
 """Model adapters the engine ships: the mock model, and the registry that picks one by name.
 
+The registry (:class:`ModelRouter`) serves ``mock`` and ``<endpoint>:<model-name>`` for each
+configured endpoint (SPEC §11): an endpoint's adapter is made at its first model, so a service
+never loads a provider's package for an endpoint no task uses.
+
 The mock model (SPEC §11) is deterministic and never touches the network: its answer to a
 conversation is the turn of its ``script`` numbered by how many answers the conversation already
 holds, so a replayed conversation gets the same answer. Token counts are an estimate (four
@@ -9,7 +13,8 @@ characters a token, at least one) so that token budgets can be exercised without
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Protocol
 
 import anyio
@@ -26,10 +31,16 @@ from workload_domain.agent.llm import (
 )
 from workload_domain.jsonvalues import JsonObject, canonical_json
 
-__all__ = ["MOCK_MODEL", "ClosableModels", "MockModel", "ModelRouter", "estimate_tokens"]
+__all__ = [
+    "MOCK_MODEL",
+    "ClosableModels",
+    "EndpointAdapters",
+    "MockModel",
+    "ModelRouter",
+    "estimate_tokens",
+]
 
 MOCK_MODEL = "mock"
-OPENAI_PREFIX = "openai:"
 
 
 def estimate_tokens(value: object) -> int:
@@ -77,30 +88,55 @@ class ClosableModels(Models, Protocol):
         ...
 
 
-class ModelRouter:
-    """The :class:`~workload_domain.agent.llm.Models` of the service: ``mock`` and ``openai:``.
+@dataclass(frozen=True, slots=True)
+class EndpointAdapters:
+    """How to make the adapters of one endpoint.
 
-    ``openai`` is the OpenAI-compatible adapter's registry when it is configured (None: a task
-    naming an ``openai:`` model fails ``model_error`` with what to set).
+    ``make`` is called once, at the endpoint's first model; the adapters it returns serve
+    ``<provider>:<model-name>`` (the router asks them for ``openai:gpt-4o`` when a task names
+    ``local:gpt-4o`` on an ``openai`` endpoint called ``local``).
     """
 
-    def __init__(self, openai: ClosableModels | None = None) -> None:
-        self._openai = openai
+    provider: str
+    make: Callable[[], ClosableModels]
+
+
+class ModelRouter:
+    """The :class:`~workload_domain.agent.llm.Models` of the service: ``mock`` and the endpoints.
+
+    ``endpoints`` maps an endpoint's name to its adapters (SPEC §11, ``WORKLOAD_MODEL_ENDPOINTS``;
+    ``openai`` is also the one ``WORKLOAD_OPENAI_BASE_URL`` defines). A model of an endpoint
+    that is not configured fails ``model_error`` (a version compiled while it was configured).
+    """
+
+    def __init__(self, endpoints: Mapping[str, EndpointAdapters] | None = None) -> None:
+        self._endpoints = dict(endpoints or {})
+        self._made: dict[str, ClosableModels] = {}
+
+    @property
+    def names(self) -> frozenset[str]:
+        """The names of the configured endpoints."""
+        return frozenset(self._endpoints)
 
     async def aclose(self) -> None:
-        """Close the adapters' connections."""
-        if self._openai is not None:
-            await self._openai.aclose()
+        """Close the connections of the adapters made so far."""
+        made, self._made = self._made, {}
+        for adapters in made.values():
+            await adapters.aclose()
 
     def model(self, name: str, *, script: Sequence[JsonObject] | None = None) -> Model:
         """The model called ``name``."""
         if name == MOCK_MODEL:
             return MockModel(script or ())
-        if name.startswith(OPENAI_PREFIX):
-            if self._openai is None:
-                raise ModelRejected(
-                    f"{name} needs an OpenAI-compatible endpoint: set WORKLOAD_OPENAI_BASE_URL "
-                    "(and WORKLOAD_OPENAI_API_KEY if it needs one)"
-                )
-            return self._openai.model(name)
-        raise ModelRejected(f"no model adapter serves {name!r}")
+        endpoint, colon, model_name = name.partition(":")
+        found = self._endpoints.get(endpoint) if colon else None
+        if found is None:
+            configured = ", ".join(sorted(self._endpoints)) or "none"
+            raise ModelRejected(
+                f"no model endpoint serves {name[:100]!r} (configured endpoints: {configured}; "
+                "see WORKLOAD_MODEL_ENDPOINTS)"
+            )
+        adapters = self._made.get(endpoint)
+        if adapters is None:
+            adapters = self._made[endpoint] = found.make()
+        return adapters.model(f"{found.provider}:{model_name}")

@@ -3,7 +3,9 @@
 A model call is ``POST {base_url}/chat/completions`` through the official ``openai`` client,
 with its retries off (``max_retries=0``: SPEC §11 retries a failed attempt through the workflow's
 own retry policy, so a client that retried too would multiply calls and hide them from the
-journal). What can go wrong becomes a :class:`~workload_domain.agent.llm.ModelFailure`::
+journal). It carries the request's sampling settings and, for an output schema, a
+``json_schema`` response format (``_options``). What can go wrong becomes a
+:class:`~workload_domain.agent.llm.ModelFailure`::
 
     ModelUnavailable (model_unavailable, retryable)
     ├── HTTP 429, any 5xx
@@ -36,6 +38,7 @@ from workload_domain.agent.llm import (
 )
 from workload_domain.jsonvalues import JsonObject
 from workload_model_openai._masking import mask_secret
+from workload_model_openai._options import response_format, sampling
 from workload_model_openai._settings import (
     DEFAULT_API_KEY,
     DEFAULT_TIMEOUT_SECONDS,
@@ -176,10 +179,13 @@ class OpenAIModel:
         raise failure
 
     async def _post(self, request: ModelRequest) -> bytes:
+        answer_format = response_format(request.output_schema)
         raw = await self._client.chat.completions.with_raw_response.create(
             model=request.model,
             messages=wire_messages(request.messages),
             tools=wire_tools(request.tools) if request.tools else openai.omit,
+            response_format=openai.omit if answer_format is None else answer_format,
+            **sampling(request.settings),
         )
         return raw.http_response.content
 

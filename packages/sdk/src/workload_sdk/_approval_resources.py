@@ -166,7 +166,7 @@ class Drafts:
         Args:
             prompt: What the workflow should do.
             workflow_id: Draft the next version of this workflow instead of a new workflow.
-            model: ``mock`` or ``openai:<model>``.
+            model: ``mock`` or ``<endpoint>:<model-name>`` (``openai:gpt-4o``).
             script: The mock model's answers, turns ``{"content": "…"}`` (mock only).
             idempotency_key: The write's ``Idempotency-Key``; generated when not given. Pass
                 the same key to retry this write safely: a replay returns the same draft.

@@ -1,7 +1,7 @@
 """Drafts (SPEC §11): a workflow from a sentence, shown in full before a person approves it.
 
 The list page has the **New draft** form (operators: a prompt, an optional workflow id, a model
-— ``mock`` with a script of answers, for demos and tests, or ``openai:<model>``). A draft's page
+— ``mock`` with a script of answers, for demos and tests, or ``<endpoint>:<model>``). A draft's page
 follows its generation (``console.js`` re-reads ``…/live`` while it is ``generating``), then
 shows the problems of each answer, the definition (JSON, every non-ASCII character escaped) and
 its DAG, and — when approving it would add a version to an existing workflow — a line diff

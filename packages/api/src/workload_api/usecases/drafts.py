@@ -10,10 +10,12 @@ draft again returns it, and no path makes a model's output a version without tha
 from __future__ import annotations
 
 import secrets
+from collections.abc import Collection
 
 from workload_api import resources, schemas
 from workload_api.usecases._bodies import parse, storable
 from workload_api.usecases._result import Result
+from workload_domain.agent.spec import unknown_endpoint
 from workload_domain.drafts import DraftRecord, DraftStatus
 from workload_domain.errors import (
     DraftNotFound,
@@ -44,10 +46,17 @@ _APPROVE_TRIES = 10
 class DraftUseCases:
     """Create, read, approve and reject drafts."""
 
-    def __init__(self, store: Store, writer: DraftWriter, clock: Clock) -> None:
+    def __init__(
+        self,
+        store: Store,
+        writer: DraftWriter,
+        clock: Clock,
+        endpoints: Collection[str] | None = None,
+    ) -> None:
         self._store = store
         self._writer = writer
         self._clock = clock
+        self._endpoints = endpoints
 
     async def create(
         self, body: JsonObject | None, claim: IdempotencyClaim, created_by: str
@@ -71,6 +80,9 @@ class DraftUseCases:
                 raise InvalidArgument("the request body is invalid", tuple(problems))
             storable(request.script, "script")
             script = tuple(request.script)
+        unknown = unknown_endpoint(request.model, self._endpoints)
+        if unknown is not None:  # refused now, as in a definition (SPEC §11)
+            raise InvalidArgument("the request body is invalid", (Problem("/model", unknown),))
         now = self._clock.now()
         draft = DraftRecord(
             draft_id=uuid7(int(now.timestamp() * 1000), secrets.token_bytes(10)),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from datetime import datetime
 
 from workload_api import resources
@@ -26,14 +27,22 @@ __all__ = ["WorkflowUseCases"]
 class WorkflowUseCases:
     """Create workflows and versions; read them."""
 
-    def __init__(self, store: WorkflowStore, definitions: DefinitionCache, clock: Clock) -> None:
+    def __init__(
+        self,
+        store: WorkflowStore,
+        definitions: DefinitionCache,
+        clock: Clock,
+        endpoints: Collection[str] | None = None,
+    ) -> None:
         self._store = store
         self._definitions = definitions
         self._clock = clock
+        self._endpoints = endpoints
+        """The model endpoints configured here: an agent naming another is refused (§11)."""
 
     async def create(self, body: JsonObject, claim: IdempotencyClaim) -> Result:
         """Compile the definition and create the workflow with it as version 1."""
-        compiled = compile_definition(body)
+        compiled = compile_definition(body, endpoints=self._endpoints)
         now = self._clock.now()
         version = _version(compiled, 1, now)
         workflow = WorkflowRecord(
@@ -50,7 +59,7 @@ class WorkflowUseCases:
     ) -> Result:
         """Compile the definition and add it as the workflow's next version."""
         await self._store.get_workflow(workflow_id)  # 404 before 400
-        compiled = compile_definition(body, workflow_id=workflow_id)
+        compiled = compile_definition(body, workflow_id=workflow_id, endpoints=self._endpoints)
         version = NewVersion(
             compiled.workflow_id,
             compiled.definition_hash,
@@ -74,7 +83,7 @@ class WorkflowUseCases:
         201 with the version created (version 1 of a new workflow, or the next one), or 200
         with the latest version when it has this definition already — nothing written.
         """
-        compiled = compile_definition(body, workflow_id=workflow_id)
+        compiled = compile_definition(body, workflow_id=workflow_id, endpoints=self._endpoints)
         version = NewVersion(
             compiled.workflow_id,
             compiled.definition_hash,

@@ -15,7 +15,6 @@ model step's ``request_hash`` proves it.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -24,6 +23,7 @@ from typing import Any
 from workload_domain.agent.journal import StepKind, StepRecord, StepStatus, Usage
 from workload_domain.agent.llm import Message, ModelRequest, ModelResponse, Role, ToolCall
 from workload_domain.agent.llm import ToolSchema as ModelTool
+from workload_domain.agent.output import INVALID_MODEL_OUTPUT, final_output
 from workload_domain.agent.spec import AgentSpec, ToolSpec
 from workload_domain.agent.validation import SchemaError, compile_schema
 from workload_domain.errors import quoted
@@ -51,7 +51,6 @@ __all__ = [
 ]
 
 BUDGET_EXCEEDED = "budget_exceeded"
-INVALID_MODEL_OUTPUT = "invalid_model_output"
 JOURNAL_MISMATCH = "journal_mismatch"
 _MAX_TOOL_CALL_ID = 128
 _TOOL_CALL_ID = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
@@ -172,8 +171,8 @@ def decide(
             if tool_messages is None:
                 return _mismatch(f"model step {step.sequence} was made before its tool results")
             messages.extend(tool_messages)
-        request = ModelRequest(spec.provider_model, tuple(messages), tools)
-        if sha256_tag(canonical_json(request.to_json())) != step.request_hash:
+        request = _journaled_request(spec, tuple(messages), tools, step.request_hash)
+        if request is None:
             return _mismatch(f"model step {step.sequence} does not match this conversation")
         sent = len(messages)
         last_model, answer = step, None
@@ -215,13 +214,15 @@ def decide(
         return _refused(f"max_input_tokens ({budget.max_input_tokens}) reached")
     if budget.max_output_tokens is not None and usage.output_tokens >= budget.max_output_tokens:
         return _refused(f"max_output_tokens ({budget.max_output_tokens}) reached")
-    request = ModelRequest(spec.provider_model, tuple(messages), tools)
-    journaled = {
+    request = _request(spec, tuple(messages), tools)
+    journaled: JsonObject = {
         "model": spec.model,
         "messages": [m.to_json() for m in messages[sent:]],
         "message_count": len(messages),
         "tools": [t.name for t in tools],
     }
+    if settings := request.settings.to_json():
+        journaled["settings"] = settings
     return CallModel(
         next_sequence,
         request,
@@ -229,6 +230,33 @@ def decide(
         sha256_tag(canonical_json(request.to_json())),
         again=False,
     )
+
+
+def _request(
+    spec: AgentSpec, messages: tuple[Message, ...], tools: tuple[ModelTool, ...]
+) -> ModelRequest:
+    return ModelRequest(
+        spec.provider_model, messages, tools, spec.model_settings.port(), spec.output_schema
+    )
+
+
+def _journaled_request(
+    spec: AgentSpec,
+    messages: tuple[Message, ...],
+    tools: tuple[ModelTool, ...],
+    request_hash: str,
+) -> ModelRequest | None:
+    """The request a model step journaled as ``request_hash`` made (None: not this one).
+
+    A step journaled before requests carried the output schema (ADR 0027) hashed the request
+    without it: that request is the one it made, and the one a replay makes again.
+    """
+    request = _request(spec, messages, tools)
+    earlier = ModelRequest(spec.provider_model, messages, tools, request.settings)
+    for made in (request, earlier):
+        if sha256_tag(canonical_json(made.to_json())) == request_hash:
+            return made
+    return None
 
 
 def _pending(
@@ -383,42 +411,3 @@ def sanitized(response: ModelResponse, sequence: int) -> ModelResponse:
         response.usage,
         storable(response.finish_reason)[:64] if isinstance(response.finish_reason, str) else "",
     )
-
-
-_FENCE = re.compile(r"^```(?:json)?\s*\n(.*?)\n?```\s*$", re.DOTALL | re.IGNORECASE)
-
-
-def final_output(spec: AgentSpec, content: str | None, usage: Usage) -> JsonObject | TaskError:
-    """The task's output from the model's final answer, or why it is not acceptable.
-
-    ``structured`` is the answer parsed as JSON (a fenced ````json`` block allowed) and
-    validated against ``output_schema`` when there is one; an answer that does not satisfy it
-    fails the attempt ``invalid_model_output`` (retryable: another attempt may do better).
-    """
-    output: JsonObject = {"content": content, "structured": None, "usage": usage.to_json()}
-    if spec.output_schema is None:
-        return output
-    text = (content or "").strip()
-    fenced = _FENCE.match(text)
-    if fenced:
-        text = fenced.group(1).strip()
-    try:
-        structured = json.loads(text, parse_constant=_no_constant)
-    except (ValueError, RecursionError):
-        return TaskError(INVALID_MODEL_OUTPUT, "the final answer is not JSON", True)
-    try:
-        problems = compile_schema(spec.output_schema).errors(structured)
-    except SchemaError as exc:  # pragma: no cover - checked when the version was created
-        return TaskError(INVALID_MODEL_OUTPUT, f"output_schema is unusable: {exc.message}", False)
-    if problems:
-        return TaskError(
-            INVALID_MODEL_OUTPUT,
-            "the final answer does not satisfy output_schema: " + "; ".join(problems),
-            True,
-        )
-    output["structured"] = storable(structured)
-    return output
-
-
-def _no_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON")

@@ -9,13 +9,14 @@ whichever worker declares it.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import re
+from collections.abc import Collection, Mapping
 from functools import lru_cache
 from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 
-from workload_domain.agent.llm import provider_model
+from workload_domain.agent.llm import ModelSettings, provider_model, provider_of
 from workload_domain.agent.validation import SchemaError, compile_schema
 from workload_domain.definition import MAX_ACTION_LENGTH, MAX_TIMEOUT_SECONDS
 from workload_domain.errors import Problem, quoted
@@ -24,21 +25,28 @@ from workload_domain.jsonvalues import JsonObject, canonical_json, pointer
 __all__ = [
     "AGENT_ACTION",
     "DEFAULT_APPROVAL_TIMEOUT_SECONDS",
+    "ENDPOINT_NAME_PATTERN",
     "MAX_APPROVAL_TIMEOUT_SECONDS",
     "MAX_TEXT_LENGTH",
     "MAX_TOOLS",
     "MODEL_PATTERN",
     "AgentSpec",
     "Budget",
+    "SamplingSettings",
     "ScriptTurn",
     "ToolSpec",
     "agent_problems",
     "parse_agent",
+    "unknown_endpoint",
 ]
 
 AGENT_ACTION = "agent"
-MODEL_PATTERN = r"^(mock|openai:[^\s\x00-\x1f\x7f-\x9f]{1,200})$"
-"""``mock`` or ``openai:<name>``: a name of visible characters (no space, no C0 or C1 control)."""
+ENDPOINT_NAME_PATTERN = r"^[a-z][a-z0-9_-]{0,31}$"
+"""A model endpoint's name (``WORKLOAD_MODEL_ENDPOINTS``, SPEC §11)."""
+MODEL_PATTERN = r"^(mock|[a-z][a-z0-9_-]{0,31}:[^\s\x00-\x1f\x7f-\x9f]{1,200})$"
+"""``mock``, or ``<endpoint>:<model-name>``: a name of visible characters (no space, no C0 or
+C1 control)."""
+MAX_OUTPUT_TOKENS = 1_000_000
 TOOL_NAME_PATTERN = r"^[A-Za-z0-9_-]{1,64}$"
 """What OpenAI-compatible endpoints accept as a function name."""
 MAX_TEXT_LENGTH = 100_000
@@ -49,6 +57,7 @@ DEFAULT_APPROVAL_TIMEOUT_SECONDS = 86400
 MAX_APPROVAL_TIMEOUT_SECONDS = 604800
 
 _STRICT = ConfigDict(strict=True, extra="forbid", frozen=True)
+_MODEL = re.compile(MODEL_PATTERN)
 
 
 class ToolSpec(BaseModel):
@@ -82,6 +91,20 @@ class Budget(BaseModel):
     max_seconds: float = Field(default=600, gt=0, le=MAX_TIMEOUT_SECONDS, allow_inf_nan=False)
 
 
+class SamplingSettings(BaseModel):
+    """``model_settings``: how the model samples; an unset one is the provider's default."""
+
+    model_config = _STRICT
+
+    temperature: float | None = Field(default=None, ge=0, le=2, allow_inf_nan=False)
+    max_output_tokens: int | None = Field(default=None, ge=1, le=MAX_OUTPUT_TOKENS)
+    top_p: float | None = Field(default=None, gt=0, le=1, allow_inf_nan=False)
+
+    def port(self) -> ModelSettings:
+        """The settings as the model port carries them."""
+        return ModelSettings(self.temperature, self.max_output_tokens, self.top_p)
+
+
 class ScriptedCall(BaseModel):
     """A tool call of a mock model's turn; ``arguments`` may be any JSON (to test refusals)."""
 
@@ -110,6 +133,7 @@ class AgentSpec(BaseModel):
     prompt: str = Field(max_length=MAX_TEXT_LENGTH)
     tools: list[ToolSpec] = Field(default_factory=list, max_length=MAX_TOOLS)
     budget: Budget = Field(default_factory=Budget)
+    model_settings: SamplingSettings = Field(default_factory=SamplingSettings)
     output_schema: dict[str, Any] | None = None
     script: list[ScriptTurn] | None = Field(default=None, max_length=MAX_SCRIPT_TURNS)
 
@@ -123,18 +147,27 @@ class AgentSpec(BaseModel):
         return next((t for t in self.tools if t.name == name), None)
 
 
-def agent_problems(raw: Mapping[str, Any], at: tuple[str | int, ...]) -> list[Problem]:
+def agent_problems(
+    raw: Mapping[str, Any],
+    at: tuple[str | int, ...],
+    endpoints: Collection[str] | None = None,
+) -> list[Problem]:
     """Every problem of an agent task's input ``raw``, with paths under ``at``.
 
     Field problems come from the model; the checks it cannot express (tool names unique,
-    usable JSON Schemas, a script only for the mock model) run on whatever part of the input is
-    well-formed, so that one answer lists them all.
+    usable JSON Schemas, a script only for the mock model, a configured endpoint) run on
+    whatever part of the input is well-formed, so that one answer lists them all.
+    ``endpoints`` are the model endpoints configured where the definition is compiled (None:
+    not checked, as for a stored version read back).
     """
     problems: list[Problem] = []
     try:
         AgentSpec.model_validate(raw)
     except ValidationError as exc:
         problems.extend(_problem(e, at) for e in exc.errors(include_url=False, include_input=False))
+    unknown = unknown_endpoint(raw.get("model"), endpoints)
+    if unknown is not None:
+        problems.append(Problem(pointer((*at, "model")), unknown))
     tools = raw.get("tools")
     seen: dict[str, int] = {}
     for i, tool in enumerate(tools if isinstance(tools, list) else ()):
@@ -161,6 +194,24 @@ def agent_problems(raw: Mapping[str, Any], at: tuple[str | int, ...]) -> list[Pr
     if raw.get("script") is not None and raw.get("model") != "mock":
         problems.append(Problem(pointer((*at, "script")), "only the mock model follows a script"))
     return problems
+
+
+def unknown_endpoint(model: object, endpoints: Collection[str] | None) -> str | None:
+    """Why ``model`` names an endpoint not in ``endpoints`` (None: it does not, or unchecked).
+
+    Only a well-formed ``<endpoint>:<model-name>`` is checked (a malformed one is reported as
+    such); ``mock`` needs no endpoint.
+    """
+    if endpoints is None or not isinstance(model, str) or not _MODEL.fullmatch(model):
+        return None
+    endpoint = provider_of(model)
+    if model == "mock" or endpoint in endpoints:
+        return None
+    configured = ", ".join(sorted(endpoints)) or "none"
+    return (
+        f"no model endpoint named {quoted(endpoint)} is configured on this server "
+        f"(configured: {configured})"
+    )
 
 
 def parse_agent(raw: Mapping[str, Any]) -> AgentSpec:
