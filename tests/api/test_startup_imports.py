@@ -80,6 +80,7 @@ def test_serve_is_ready_without_openai_the_templates_or_the_tracing_sdk() -> Non
 def test_a_configured_endpoint_and_tracing_still_load_their_packages() -> None:
     code = """
 import json, sys
+import anyio
 from workload_api.container import Container, use_memory_store
 from workload_api.settings import Settings
 from workload_model_openai import OpenAIModel
@@ -87,8 +88,9 @@ from workload_model_openai import OpenAIModel
 container = use_memory_store(Container(settings=Settings()))
 container.coordinator()
 router = container.models()
+adapters = anyio.run(router.adapters, "openai")  # what an endpoint's first model call makes
 print(json.dumps({
-    "openai": type(router.model("openai:some-model")) is OpenAIModel,
+    "openai": type(adapters.model("openai:some-model")) is OpenAIModel,
     "tracing": container.telemetry().tracing,
     "sdk": "opentelemetry.sdk.trace" in sys.modules,
 }))

@@ -7,8 +7,11 @@ endpoint it does not have, and close exactly what it made.
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Sequence
 
+import anyio
 import pytest
 
 from workload_domain.agent.llm import Model, ModelRejected, ModelRequest, ModelResponse
@@ -58,14 +61,18 @@ async def test_each_endpoint_is_made_at_its_first_model_and_asked_for_its_provid
     first = router.model("local:llama3.1:8b")
     again = router.model("local:other")
     claude = router.model("claude:sonnet")
+    assert made == []  # made at the first call, not at the first model
 
-    assert len(made) == 2
-    local, anthropic = made
-    assert local.asked == ["openai:llama3.1:8b", "openai:other"]
-    assert anthropic.asked == ["anthropic:sonnet"]
     assert (await first.complete(ModelRequest("x", ()))).content == "openai:llama3.1:8b"
     assert (await again.complete(ModelRequest("x", ()))).content == "openai:other"
     assert (await claude.complete(ModelRequest("x", ()))).content == "anthropic:sonnet"
+    assert (await router.model("local:third").complete(ModelRequest("x", ()))).content == (
+        "openai:third"
+    )
+    assert len(made) == 2
+    local, anthropic = made
+    assert local.asked == ["openai:llama3.1:8b", "openai:other", "openai:third"]
+    assert anthropic.asked == ["anthropic:sonnet"]
 
     await router.aclose()
     assert [m.closed for m in made] == [True, True]
@@ -85,3 +92,31 @@ def test_no_endpoints_serves_mock_only() -> None:
     assert router.names == frozenset()
     with pytest.raises(ModelRejected, match=r"configured endpoints: none;"):
         router.model("openai:gpt-4o")
+
+
+@pytest.mark.anyio
+async def test_adapters_are_made_once_off_the_event_loop_however_many_calls_wait() -> None:
+    """Importing a provider's package takes seconds: never on the event loop's thread."""
+    made: list[Recording] = []
+    threads: list[int] = []
+
+    def make() -> Recording:
+        threads.append(threading.get_ident())
+        time.sleep(0.05)  # a slow import: the other first calls wait for this one
+        return Recording(made)
+
+    router = ModelRouter({"local": EndpointAdapters("openai", make)})
+    answers: list[str] = []
+
+    async def call(i: int) -> None:
+        answer = await router.model(f"local:m{i}").complete(ModelRequest("x", ()))
+        answers.append(str(answer.content))
+
+    async with anyio.create_task_group() as tg:
+        for i in range(5):
+            tg.start_soon(call, i)
+    assert len(threads) == 1, "made once"
+    assert threads[0] != threading.get_ident(), "made in a worker thread"
+    assert sorted(answers) == sorted(f"openai:m{i}" for i in range(5))
+    (local,) = made
+    assert sorted(local.asked) == sorted(f"openai:m{i}" for i in range(5))

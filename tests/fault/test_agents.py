@@ -9,12 +9,15 @@ tool (counted at the worker).
 
 from __future__ import annotations
 
+import json
 import signal
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
+from tests.fakes.anthropic_server import Reply as AnthropicReply
+from tests.fakes.anthropic_server import ToolUse, running_fake_anthropic
 from tests.fakes.openai_server import Call, FakeOpenAI, Hang, Reply, Status, running_fake_openai
 from tests.fault.conftest import (
     FAST_REAPER,
@@ -240,3 +243,104 @@ def test_model_unavailable_follows_the_retry_rule(
     assert run["status"] == "failed"
     task = service.client(VIEWER_TOKEN).get(f"/api/v1/runs/{run_id}/tasks/agent").json()
     assert (task["error"]["code"], task["error"]["retryable"]) == ("model_error", False)
+
+
+def test_two_endpoints_resume_each_agent_from_its_journal_after_a_kill(
+    services: Services, database_url: str, fake_model: FakeOpenAI
+) -> None:
+    """An OpenAI-compatible endpoint and an Anthropic one (SPEC §11, named endpoints): two
+    agent tasks, one on each, are killed with their second model call in flight; the next
+    service resumes both from their journals, repeating neither first call."""
+    fake_model.queue(
+        Reply(tool_calls=[Call("calc", {"output": {"sum": 1}}, id="call_o")], usage=(11, 4)),
+        Hang(),
+        Reply('{"answer": "from openai", "sources": 1}', usage=(30, 9)),
+    )
+    with running_fake_anthropic() as claude:
+        claude.queue(
+            AnthropicReply(
+                tool_uses=[ToolUse("calc", {"output": {"sum": 2}}, id="toolu_a")],
+                usage={"input_tokens": 12, "output_tokens": 5},
+            ),
+            Hang(),
+            AnthropicReply(
+                tool_uses=[ToolUse("final_answer", {"answer": "from claude", "sources": 2})],
+                usage={"input_tokens": 31, "output_tokens": 8},
+            ),
+        )
+        endpoints = {
+            "local": {"provider": "openai", "base_url": fake_model.base_url},
+            "claude": {
+                "provider": "anthropic",
+                "base_url": claude.base_url,
+                "api_key_env": "WORKLOAD_TEST_CLAUDE_KEY",
+            },
+        }
+        env = {
+            **FAST_REAPER,
+            "WORKLOAD_MODEL_ENDPOINTS": json.dumps(endpoints),
+            "WORKLOAD_TEST_CLAUDE_KEY": "sk-ant-test-secret-key-0123456789",
+            # Both second calls must still be in flight when the service is killed (the first
+            # Anthropic call imports its package, seconds on a busy machine).
+            "WORKLOAD_MODEL_TIMEOUT_SECONDS": "120",
+        }
+        first = services.start(database_url, env=env)
+        first.wait_ready()
+        tasks: list[dict[str, Any]] = []
+        for key, model in (("local", "local:small"), ("claude", "claude:claude-sonnet-4-5")):
+            (task,) = agent_workflow(key, model)["tasks"]
+            tasks.append({**task, "key": key})
+        create_workflow(first, {"id": "two-endpoints", "tasks": tasks})
+        run_id = start(first, "two-endpoints")
+
+        def journals(service: Service) -> dict[str, list[str]]:
+            return {
+                key: [s["status"] for s in task_steps(service, run_id, key)]
+                for key in ("local", "claude")
+            }
+
+        in_flight = ["succeeded", "succeeded", "running"]
+        wait_until(
+            lambda: journals(first) == {"local": in_flight, "claude": in_flight},
+            timeout=60,
+            message=lambda: f"{journals(first)}\n{first.stderr_tail()}",
+        )
+        assert (fake_model.calls, claude.calls) == (2, 2)
+        first.signal(signal.SIGKILL)
+        first.wait_exit(10)
+
+        second = services.start(database_url, env=env)
+        second.wait_ready()
+        run = wait_for_run(second, run_id)
+        assert run["status"] == "succeeded", f"{journals(second)}\n{second.stderr_tail()}"
+        # Each first call was answered once; each call in flight was issued again, once.
+        assert (fake_model.calls, claude.calls) == (3, 3)
+        for requests in (fake_model.chat_requests, claude.message_requests):
+            bodies = [r.json() for r in requests]
+            assert bodies[1] == bodies[2]
+            assert bodies[0] != bodies[1]
+        for key, answer in (("local", "from openai"), ("claude", "from claude")):
+            task = second.client(VIEWER_TOKEN).get(f"/api/v1/runs/{run_id}/tasks/{key}").json()
+            assert task["output"]["structured"]["answer"] == answer
+            assert task["usage"]["model_calls"] == 2
+            attempts = second.client(VIEWER_TOKEN).get(
+                f"/api/v1/runs/{run_id}/tasks/{key}/attempts"
+            )
+            assert [a["status"] for a in attempts.json()["items"]] == ["succeeded"]  # resumed
+        assert get_run(second, run_id)["usage"] == {
+            "model_calls": 4,
+            "tool_calls": 2,
+            "input_tokens": 11 + 30 + 12 + 31,
+            "output_tokens": 4 + 9 + 5 + 8,
+        }
+        for service in (first, second):
+            assert "sk-ant-test-secret-key" not in service.stderr()
+
+
+def task_steps(service: Service, run_id: str, task_key: str) -> list[dict[str, Any]]:
+    response = service.client(VIEWER_TOKEN).get(
+        f"/api/v1/runs/{run_id}/tasks/{task_key}/steps", params={"limit": 200}
+    )
+    assert response.status_code == 200, response.text
+    items: list[dict[str, Any]] = response.json()["items"]
+    return items

@@ -1,8 +1,10 @@
 """Model adapters the engine ships: the mock model, and the registry that picks one by name.
 
 The registry (:class:`ModelRouter`) serves ``mock`` and ``<endpoint>:<model-name>`` for each
-configured endpoint (SPEC §11): an endpoint's adapter is made at its first model, so a service
-never loads a provider's package for an endpoint no task uses.
+configured endpoint (SPEC §11): an endpoint's adapter is made at its first model call, so a
+service never loads a provider's package for an endpoint no task uses. It is made in a worker
+thread: importing a provider's package is long (``anthropic`` took 3–9 s on a busy 2-core
+machine), and on the event loop it would stall every request, lease renewal and run meanwhile.
 
 The mock model (SPEC §11) is deterministic and never touches the network: its answer to a
 conversation is the turn of its ``script`` numbered by how many answers the conversation already
@@ -112,6 +114,7 @@ class ModelRouter:
     def __init__(self, endpoints: Mapping[str, EndpointAdapters] | None = None) -> None:
         self._endpoints = dict(endpoints or {})
         self._made: dict[str, ClosableModels] = {}
+        self._making: dict[str, anyio.Lock] = {}
 
     @property
     def names(self) -> frozenset[str]:
@@ -136,7 +139,35 @@ class ModelRouter:
                 f"no model endpoint serves {name[:100]!r} (configured endpoints: {configured}; "
                 "see WORKLOAD_MODEL_ENDPOINTS)"
             )
+        named = f"{found.provider}:{model_name}"
         adapters = self._made.get(endpoint)
-        if adapters is None:
-            adapters = self._made[endpoint] = found.make()
-        return adapters.model(f"{found.provider}:{model_name}")
+        if adapters is not None:
+            return adapters.model(named)
+        return _FirstCall(self, endpoint, named)
+
+    async def adapters(self, endpoint: str) -> ClosableModels:
+        """The adapters of a configured ``endpoint``, made (in a worker thread) if not yet."""
+        made = self._made.get(endpoint)
+        if made is not None:
+            return made
+        lock = self._making.setdefault(endpoint, anyio.Lock())
+        async with lock:  # one import and one client per endpoint, however many callers wait
+            made = self._made.get(endpoint)
+            if made is None:
+                make = self._endpoints[endpoint].make
+                made = self._made[endpoint] = await anyio.to_thread.run_sync(make)
+            return made
+
+
+@dataclass(frozen=True, slots=True)
+class _FirstCall:
+    """A model of an endpoint whose adapters are not made yet: made when first called."""
+
+    router: ModelRouter
+    endpoint: str
+    name: str
+
+    async def complete(self, request: ModelRequest) -> ModelResponse:
+        """Make the endpoint's adapters (off the event loop), then call the model."""
+        adapters = await self.router.adapters(self.endpoint)
+        return await adapters.model(self.name).complete(request)
