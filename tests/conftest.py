@@ -18,7 +18,13 @@ if all(importlib.util.find_spec(m) is not None for m in ("workload_api", "worklo
     pytest_plugins.append("tests.plugins.live_api")
 
 _DATABASE_FIXTURES = frozenset(
-    {"database_url", "empty_database_url", "postgres_server_url", "template_database"}
+    {
+        "database_url",
+        "empty_database_url",
+        "other_database_url",
+        "postgres_server_url",
+        "template_database",
+    }
 )
 _PURE = tuple(Path(__file__).parent / name for name in ("domain", "engine"))
 

@@ -12,24 +12,31 @@ from tests.cli.conftest import Cli
 from tests.plugins.live_api import OPERATOR_TOKEN
 from workload_api.auth import Authenticator
 from workload_api.console import Sessions
+from workload_api.service_key import ServiceKey
 from workload_engine.clock import SystemClock
 from workload_store_postgres.store import PostgresStore
 
-_TOKENS = Authenticator(viewers=(), operators=(SecretStr(OPERATOR_TOKEN),))
+
+def _sessions(store: PostgresStore) -> Sessions:
+    """Sessions as the service keeps them on this database (its stored key)."""
+    tokens = Authenticator(
+        viewers=(), operators=(SecretStr(OPERATOR_TOKEN),), key=ServiceKey(store)
+    )
+    return Sessions(store, tokens, SystemClock())
 
 
 async def _sign_in(url: str, times: int) -> list[str]:
     """Sign in ``times`` times; the cookies."""
     async with PostgresStore(url, max_size=1) as store:
-        sessions = Sessions(store, _TOKENS, SystemClock())
-        principal = _TOKENS.identify(OPERATOR_TOKEN)
+        sessions = _sessions(store)
+        principal = await sessions.authenticator.identify(OPERATOR_TOKEN)
         assert principal is not None
         return [await sessions.issue(principal) for _ in range(times)]
 
 
 async def _signed_in(url: str, cookies: list[str]) -> list[bool]:
     async with PostgresStore(url, max_size=1) as store:
-        sessions = Sessions(store, _TOKENS, SystemClock())
+        sessions = _sessions(store)
         return [await sessions.read(c) is not None for c in cookies]
 
 

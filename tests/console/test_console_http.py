@@ -194,7 +194,7 @@ def test_sign_out_ends_the_session(live_api: LiveApi, operator_browser: httpx.Cl
 
 def test_an_expired_session_is_signed_out(live_api: LiveApi) -> None:
     sessions: Sessions = live_api.container.sessions()
-    principal = live_api.container.authenticator().identify(OPERATOR_TOKEN)
+    principal = call(live_api.container.authenticator().identify, OPERATOR_TOKEN)
     assert principal is not None
     now = int(live_api.container.clock().now().timestamp())
     expired = call(sessions.issue, principal, now=now - sessions.max_age - 1)

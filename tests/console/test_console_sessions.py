@@ -23,6 +23,7 @@ from tests.plugins.live_api import OPERATOR_TOKEN, LiveApi
 from workload_api.auth import Authenticator, Principal
 from workload_api.console import Sessions
 from workload_api.console._sessions import key_id
+from workload_api.service_key import ServiceKey
 from workload_engine.clock import FakeClock
 from workload_engine.memory_store import InMemoryStore
 
@@ -100,21 +101,23 @@ def _new_format(key: bytes, principal: Principal) -> tuple[str, str]:
 def test_a_cookie_made_from_the_stored_key_is_refused(live_api: LiveApi, forge: object) -> None:
     create(live_api, SLEEPY)
     key = call(live_api.container.store().secret, "console_session")
-    principal = live_api.container.authenticator().identify(OPERATOR_TOKEN)
+    principal = call(live_api.container.authenticator().identify, OPERATOR_TOKEN)
     assert principal is not None
     cookie, csrf = forge(key, principal)  # type: ignore[operator]
     _refused(live_api, cookie, csrf)
 
 
-def _sessions(store: InMemoryStore, clock: FakeClock, **options: object) -> Sessions:
-    tokens = Authenticator(viewers=(), operators=(SecretStr(OPERATOR_TOKEN),))
+def _sessions(
+    store: InMemoryStore, clock: FakeClock, key: SecretStr | None = None, **options: object
+) -> Sessions:
+    tokens = Authenticator(
+        viewers=(), operators=(SecretStr(OPERATOR_TOKEN),), key=ServiceKey(store, key)
+    )
     return Sessions(store, tokens, clock, **options)  # type: ignore[arg-type]
 
 
-def _operator() -> Principal:
-    principal = Authenticator(viewers=(), operators=(SecretStr(OPERATOR_TOKEN),)).identify(
-        OPERATOR_TOKEN
-    )
+async def _operator(sessions: Sessions) -> Principal:
+    principal = await sessions.authenticator.identify(OPERATOR_TOKEN)
     assert principal is not None
     return principal
 
@@ -122,7 +125,8 @@ def _operator() -> Principal:
 def test_a_cookie_signed_with_a_replaced_key_is_refused() -> None:
     async def main() -> None:
         store, clock = InMemoryStore(), FakeClock()
-        cookie = await _sessions(store, clock, key=KEY).issue(_operator())
+        first = _sessions(store, clock, key=KEY)
+        cookie = await first.issue(await _operator(first))
         assert await _sessions(store, clock, key=KEY).read(cookie) is not None, "same key"
         replaced = _sessions(store, clock, key=SecretStr("n" * 32))
         assert await replaced.read(cookie) is None
@@ -139,7 +143,8 @@ def test_a_cookie_signed_with_a_replaced_key_is_refused() -> None:
 def test_the_configured_max_age_caps_a_session() -> None:
     async def main() -> None:
         store, clock = InMemoryStore(), FakeClock()
-        cookie = await _sessions(store, clock, key=KEY, max_age=86400).issue(_operator())
+        first = _sessions(store, clock, key=KEY, max_age=86400)
+        cookie = await first.issue(await _operator(first))
         clock.advance(3600)
         assert await _sessions(store, clock, key=KEY, max_age=86400).read(cookie) is not None
         shorter = _sessions(store, clock, key=KEY, max_age=3600)

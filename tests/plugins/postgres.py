@@ -103,6 +103,12 @@ def database_url(postgres_server_url: str, template_database: str) -> Iterator[s
     yield from _database(postgres_server_url, template=template_database)
 
 
+@pytest.fixture
+def other_database_url(postgres_server_url: str, template_database: str) -> Iterator[str]:
+    """A second migrated database for this test (another deployment beside ``database_url``)."""
+    yield from _database(postgres_server_url, template=template_database)
+
+
 def _database(server_url: str, *, template: str | None) -> Iterator[str]:
     import psycopg  # noqa: PLC0415 - lazy (see the module docstring)
     from psycopg import sql  # noqa: PLC0415

@@ -52,7 +52,7 @@ def _endpoint(
             session = await console.sessions.read(request.cookies.get(SESSION_COOKIE))
             if session is not None:
                 return authenticator.check(session.principal, op.role)
-        return authenticator.authenticate(authorization, op.role)
+        return await authenticator.authenticate(authorization, op.role)
 
     accepted = frozenset(param.name for param in op.query)
 
@@ -131,7 +131,7 @@ def create_app(
         request.state.route = "/metrics"
         try:
             if not metrics_public:
-                authenticator.authenticate(request.headers.get("authorization"), Role.VIEWER)
+                authenticator.authorize(request.headers.get("authorization"), Role.VIEWER)
         except HttpProblem as problem:
             request.state.error_code = problem.code
             return problem_response(problem, _request_id(request))

@@ -4,8 +4,13 @@ Viewers read; operators read and write; workers claim and report attempts — an
 while viewers and operators may not claim or report.
 
 Tokens are compared in constant time against every configured token, so timing tells nothing
-about which token (or which prefix) matched. A principal is identified by a hash of its token:
-idempotency keys are scoped to it, and no token value is ever kept in a log or a record.
+about which token (or which prefix) matched. A principal is identified by a keyed hash of its
+token (ADR 0026): ``"hmac:"`` and 32 hex digits of HMAC-SHA256 under a key derived from the
+deployment's key (:class:`~workload_api.service_key.ServiceKey`). Idempotency keys and console
+sessions are scoped to it, decisions and drafts record its first 12 hex digits, and no token
+value is ever kept in a log or a record. Without the key an id cannot be computed from a token,
+so one seen by a viewer (``operator:5285a4d7e33e``) cannot be used to guess weak tokens offline;
+every process of one database has the same key, so they agree on every id.
 """
 
 from __future__ import annotations
@@ -19,10 +24,13 @@ from dataclasses import dataclass
 from pydantic import SecretStr
 
 from workload_api.problems import HttpProblem
+from workload_api.service_key import ServiceKey
 
-__all__ = ["Authenticator", "Principal", "Role"]
+__all__ = ["PRINCIPAL_ID_KEY", "Authenticator", "Principal", "Role"]
 
 _REALM = 'Bearer realm="workload"'
+PRINCIPAL_ID_KEY = "principal id"
+"""The label of the key principal ids are computed under (derived from the deployment's key)."""
 
 
 class Role(enum.IntEnum):
@@ -55,25 +63,34 @@ class Principal:
 
 
 class Authenticator:
-    """Resolves ``Authorization`` headers to principals."""
+    """Resolves ``Authorization`` headers (and console sign-ins) to principals.
+
+    Args:
+        key: the deployment's key; principal ids are computed under a key derived from it.
+    """
 
     def __init__(
         self,
         viewers: Iterable[SecretStr],
         operators: Iterable[SecretStr],
         workers: Iterable[SecretStr] = (),
+        *,
+        key: ServiceKey,
     ) -> None:
         self._tokens: list[tuple[bytes, Role]] = [
             (t.get_secret_value().encode("utf-8"), role)
             for tokens, role in ((viewers, Role.VIEWER), (operators, Role.OPERATOR))
             for t in tokens
         ] + [(t.get_secret_value().encode("utf-8"), Role.WORKER) for t in workers]
-        self._roles: dict[str, Role] = {}
-        for known, known_role in self._tokens:
-            pid = _principal_id(known)
-            self._roles[pid] = max(self._roles.get(pid, known_role), known_role)
+        self.key = key
+        self._roles: dict[str, Role] | None = None
 
-    def identify(self, token: str) -> Principal | None:
+    async def principal_id(self, token: bytes) -> str:
+        """The id of the principal a token names (a keyed hash: never the token)."""
+        key = await self.key.derived(PRINCIPAL_ID_KEY)
+        return "hmac:" + hmac.new(key, token, hashlib.sha256).hexdigest()[:32]
+
+    async def identify(self, token: str) -> Principal | None:
         """The principal of a token (the web console's sign-in), or None: not a token of ours.
 
         Compared in constant time against every configured token, like a bearer token.
@@ -83,18 +100,32 @@ class Authenticator:
         for known, known_role in self._tokens:
             if hmac.compare_digest(presented, known):
                 role = known_role if role is None else max(role, known_role)
-        return None if role is None else Principal(_principal_id(presented), role)
+        return None if role is None else Principal(await self.principal_id(presented), role)
 
-    def principal(self, principal_id: str) -> Principal | None:
+    async def principal(self, principal_id: str) -> Principal | None:
         """The principal with this id while one of its tokens is configured (else None).
 
         A console session names its principal by id; removing the token ends the session.
         """
+        if self._roles is None:
+            roles: dict[str, Role] = {}
+            for known, known_role in self._tokens:
+                pid = await self.principal_id(known)
+                roles[pid] = max(roles.get(pid, known_role), known_role)
+            self._roles = roles
         role = self._roles.get(principal_id)
         return None if role is None else Principal(principal_id, role)
 
-    def authenticate(self, authorization: str | None, required: Role) -> Principal:
+    async def authenticate(self, authorization: str | None, required: Role) -> Principal:
         """Return the principal, or raise 401 (no or bad token) / 403 (role too low)."""
+        role, presented = self._role_of(authorization, required)
+        return Principal(await self.principal_id(presented), role)
+
+    def authorize(self, authorization: str | None, required: Role) -> Role:
+        """The role of a request's token, or raise 401 / 403 (who it is is not needed)."""
+        return self._role_of(authorization, required)[0]
+
+    def _role_of(self, authorization: str | None, required: Role) -> tuple[Role, bytes]:
         if not authorization:
             raise HttpProblem(
                 401,
@@ -118,7 +149,7 @@ class Authenticator:
             )
         if not role.allows(required):
             raise HttpProblem(403, "forbidden", _FORBIDDEN[required])
-        return Principal(_principal_id(presented), role)
+        return role, presented
 
     @staticmethod
     def check(principal: Principal, required: Role) -> Principal:
@@ -126,7 +157,3 @@ class Authenticator:
         if not principal.role.allows(required):
             raise HttpProblem(403, "forbidden", _FORBIDDEN[required])
         return principal
-
-
-def _principal_id(token: bytes) -> str:
-    return "sha256:" + hashlib.sha256(token).hexdigest()[:32]

@@ -23,6 +23,7 @@ from workload_api.endpoints import ANTHROPIC_PACKAGE, ModelEndpoint, configured_
 from workload_api.lifecycle import Service
 from workload_api.membership import Membership
 from workload_api.readiness import Readiness
+from workload_api.service_key import ServiceKey
 from workload_api.settings import Settings
 from workload_api.telemetry import Metrics, ServiceTelemetry, tracer_provider_from_env
 from workload_api.usecases import (
@@ -309,11 +310,15 @@ class Container(containers.DeclarativeContainer):
         status=status,
         streams=streams,
     )
+    service_key = providers.Singleton(
+        ServiceKey, store=store, configured=settings.provided.console_session_key
+    )
     authenticator = providers.Singleton(
         Authenticator,
         viewers=settings.provided.viewer_tokens,
         operators=settings.provided.operator_tokens,
         workers=settings.provided.worker_tokens,
+        key=service_key,
     )
     sessions = providers.Singleton(
         Sessions,
@@ -322,7 +327,6 @@ class Container(containers.DeclarativeContainer):
         clock=clock,
         max_age=settings.provided.console_session_seconds,
         secure=settings.provided.console_secure_cookies,
-        key=settings.provided.console_session_key,
     )
     console = providers.Singleton(
         Console, usecases=usecases, sessions=sessions, clock=clock, nav=providers.Object(NAV)

@@ -16,7 +16,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from workload_api.console import approvals, drafts, runs, signin, workers, workflows
+from workload_api.console import approvals, drafts, raw, runs, signin, workers, workflows
 from workload_api.console._headers import CONSOLE_PREFIX, SecurityHeaders
 from workload_api.console._sessions import Sessions
 from workload_api.console._web import Console, NavEntry
@@ -33,7 +33,7 @@ NAV: tuple[NavEntry, ...] = (
 )
 """The navigation, in order."""
 
-PAGES: tuple[ModuleType, ...] = (signin, runs, approvals, workflows, drafts, workers)
+PAGES: tuple[ModuleType, ...] = (signin, runs, raw, approvals, workflows, drafts, workers)
 """The modules whose ``routes(console)`` make up the console."""
 
 _STATIC = {

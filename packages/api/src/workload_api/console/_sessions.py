@@ -1,18 +1,19 @@
 """Console sessions and CSRF tokens: a session row per sign-in, revoked at sign-out (ADR 0022).
 
 A sign-in keeps a :class:`~workload_domain.console_sessions.ConsoleSession` row in the store:
-a random public id, the principal's id (a hash of its token, as in the API's idempotency
+a random public id, the principal's id (a keyed hash of its token, as in the API's idempotency
 records), when it was made, when it expires — and the SHA-256 digest of a random secret that
 only the browser's cookie holds. The cookie is ``<key id>.<secret>.<MAC>``, the MAC an
-HMAC-SHA256 under the signing key: ``WORKLOAD_CONSOLE_SESSION_KEY`` when configured, else a
-random key the service keeps in its database (``service_secrets``). A cookie is a session only
-while its key id is the current key's, its MAC fits, and a row with its digest is neither
-revoked nor expired — expired at ``expires_at`` or at ``created_at`` plus the *configured* max
-age, whichever is sooner. So a cookie kept after sign-out is refused (its row is revoked), one
-forged by whoever reads the database is refused (no live row has its digest: the secret is not
-stored), and one signed with a replaced key is refused (its key id). Each request re-derives
-the role from the principal id and the configured tokens, so removing a token ends its
-sessions at once.
+HMAC-SHA256 under the deployment's key (the authenticator's
+:class:`~workload_api.service_key.ServiceKey`): ``WORKLOAD_CONSOLE_SESSION_KEY`` when
+configured, else a random key the service keeps in its database (``service_secrets``). A
+cookie is a session only while its key id is the current key's, its MAC fits, and a row with
+its digest is neither revoked nor expired — expired at ``expires_at`` or at ``created_at`` plus
+the *configured* max age, whichever is sooner. So a cookie kept after sign-out is refused (its
+row is revoked), one forged by whoever reads the database is refused (no live row has its
+digest: the secret is not stored), and one signed with a replaced key is refused (its key
+id). Each request re-derives the role from the principal id and the configured tokens, so
+removing a token ends its sessions at once.
 
 CSRF: every state-changing form carries ``HMAC(key, "csrf" | secret)``, new for each session;
 without a session (the sign-in form) the token is bound to a random nonce in a short-lived
@@ -31,8 +32,6 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Protocol
 
-from pydantic import SecretStr
-
 from workload_api.auth import Authenticator, Principal
 from workload_domain.console_sessions import ConsoleSession, ConsoleSessionStore
 from workload_domain.ports import Clock, SecretStore
@@ -43,7 +42,6 @@ SESSION_COOKIE = "workload_session"
 LOGIN_COOKIE = "workload_login"
 LOGIN_MAX_AGE = 3600
 """Seconds a sign-in form stays valid."""
-_KEY_NAME = "console_session"
 _MAX_COOKIE = 1024
 _MAX_NONCE = 64
 
@@ -90,9 +88,8 @@ def _same(presented: str, expected: str) -> bool:
 class Sessions:
     """Issues, reads and revokes sessions; makes and checks CSRF tokens.
 
-    Args:
-        key: the signing key (``WORKLOAD_CONSOLE_SESSION_KEY``); None: the key kept in the
-            database.
+    The signing key is the authenticator's :class:`~workload_api.service_key.ServiceKey`, so
+    cookies and principal ids are made under one deployment's key.
     """
 
     def __init__(
@@ -103,23 +100,19 @@ class Sessions:
         *,
         max_age: int = 28800,
         secure: bool | None = None,
-        key: SecretStr | None = None,
     ) -> None:
         self._store = store
         self.authenticator = authenticator
         self._clock = clock
         self.max_age = max_age
         self._secure = secure
-        self._key = None if key is None else key.get_secret_value().encode("utf-8")
 
     def secure(self, scheme: str) -> bool:
         """Whether cookies get the ``Secure`` attribute for a request made over ``scheme``."""
         return scheme == "https" if self._secure is None else self._secure
 
     async def _signing_key(self) -> bytes:
-        if self._key is None:
-            self._key = await self._store.secret(_KEY_NAME)
-        return self._key
+        return await self.authenticator.key.key()
 
     async def key_id(self) -> str:
         """The id of the current signing key."""
@@ -165,7 +158,7 @@ class Sessions:
         expires = min(row.expires_at, row.created_at + timedelta(seconds=self.max_age))
         if now >= expires:
             return None
-        principal = self.authenticator.principal(row.principal_id)
+        principal = await self.authenticator.principal(row.principal_id)
         if principal is None:
             return None
         return Session(row.session_id, principal, expires, secret)

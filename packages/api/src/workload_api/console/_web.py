@@ -5,6 +5,11 @@ sent to the sign-in page), checks a POST's CSRF token *before* anything else, ch
 (viewers may not write: 403), and renders domain errors as HTML pages with the API's statuses.
 Handlers get a :class:`View` and call the same use cases as the API's handlers. Jinja2 and the
 templates load at the first page rendered, not when the service starts.
+
+A page is rendered on a worker thread, not on the event loop (ADR 0026): a run's page with many
+values takes milliseconds to write, and the loop serves every other request, stream and claim
+meanwhile. Each render gets its own :class:`~workload_api.console._values.Previews` (``values``
+in the templates), which bounds what the page shows of its values.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, quote, urlencode
 
+import anyio.to_thread
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Route
@@ -139,6 +145,8 @@ def _duration(start: Any, end: Any) -> str:
 def _environment() -> jinja2.Environment:
     import jinja2  # noqa: PLC0415 - at the first page rendered: the service starts without it
 
+    from workload_api.console._values import PAGE_BYTES, VALUE_BYTES  # noqa: PLC0415 - as jinja2
+
     env = jinja2.Environment(
         loader=jinja2.PackageLoader("workload_api.console", "templates"),
         autoescape=True,
@@ -152,6 +160,8 @@ def _environment() -> jinja2.Environment:
     env.globals["duration"] = _duration
     env.globals["new_form_key"] = new_form_key
     env.globals["workflow_id_pattern"] = WORKFLOW_ID_INPUT_PATTERN
+    env.globals["value_kib"] = VALUE_BYTES // 1024
+    env.globals["page_kib"] = PAGE_BYTES // 1024
     return env
 
 
@@ -167,21 +177,34 @@ class Console:
         sessions: Sessions,
         clock: Clock,
         nav: tuple[NavEntry, ...] = (),
+        *,
+        threaded: bool = True,
     ) -> None:
         self.usecases = usecases
         self.sessions = sessions
         self.clock = clock
         self.nav = nav
+        self.threaded = threaded
+        """Render on a worker thread (the default); False: on the loop (a benchmark compares)."""
         self._templates: jinja2.Environment | None = None
 
     async def render(
         self, request: Request, template: str, *, status: int = 200, **context: Any
     ) -> HTMLResponse:
-        """Render a template to an HTML response (the first one loads the templates)."""
+        """Render a template to an HTML response, off the event loop.
+
+        The first render loads the templates (on the loop, once).
+        """
+        from workload_api.console._values import Previews  # noqa: PLC0415 - with Jinja2
+
         if self._templates is None:
             self._templates = _environment()
         page = self._templates.get_template(template)
-        body = page.render(nav=self.nav, request=request, **context)
+        values = {"nav": self.nav, "request": request, "values": Previews(), **context}
+        if self.threaded:
+            body = await anyio.to_thread.run_sync(page.render, values)
+        else:
+            body = page.render(values)
         return HTMLResponse(body, status_code=status)
 
     def page(

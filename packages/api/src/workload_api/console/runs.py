@@ -6,7 +6,9 @@ while the run is not finished — a cancel button. An agent task (SPEC §11) sho
 its steps (each model call and tool call, with its request and response); a task waiting for
 approval links the pending approval. ``console.js`` keeps it live: it follows the
 run's event stream (``/api/v1/runs/{run_id}/events/stream``, authenticated by the session
-cookie), appends each event to the log, and re-renders the live part (``…/live``) on change.
+cookie), appends each event to the log, and re-reads the live part (``…/live``) after events,
+at most once a second. Values (outputs, errors, inputs, steps' requests and responses) are
+shown cut at a bound per value and per page, each linked whole as JSON (``raw.py``, ADR 0026).
 """
 
 from __future__ import annotations

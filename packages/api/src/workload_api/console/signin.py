@@ -79,7 +79,7 @@ def routes(console: Console) -> list[Route]:
             return await form_page(
                 request, status=403, message="The sign-in form expired; please try again."
             )
-        principal = console.sessions.authenticator.identify(form.get("token", ""))
+        principal = await console.sessions.authenticator.identify(form.get("token", ""))
         if principal is None:
             request.state.error_code = "unauthenticated"
             return await form_page(request, status=401, message="That token is not valid.")

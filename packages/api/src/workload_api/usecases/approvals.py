@@ -3,7 +3,8 @@
 A decision is an operator's write with an ``Idempotency-Key``: a retry with the same key replays
 the first answer, even after the approval was decided (by that very request). It is accepted
 only while the approval is pending and only with the digest of its arguments; the decision
-records a stable id of the deciding principal (``operator:`` + a short hash), never its token.
+records a stable id of the deciding principal (``operator:`` + a short keyed hash), never its
+token.
 """
 
 from __future__ import annotations
@@ -22,12 +23,13 @@ __all__ = ["ApprovalUseCases", "decider"]
 
 
 def decider(principal_id: str, role: str) -> str:
-    """The stable id a decision records: the role and a short hash of the token, not the token.
+    """The stable id a decision records: the role and a short keyed hash of the token.
 
-    ``principal_id`` is ``"sha256:" + hex`` of the token (the authenticator's); twelve hex
-    digits name a principal without being usable to find its token.
+    ``principal_id`` is ``"hmac:" + hex``, an HMAC of the token under the deployment's key (the
+    authenticator's, ADR 0026); its first twelve hex digits name a principal, and without the
+    key they cannot be computed from a token, so they do not help to guess one.
     """
-    digest = principal_id.removeprefix("sha256:")[:12]
+    digest = principal_id.partition(":")[2][:12]
     return f"{role}:{digest}"
 
 

@@ -172,6 +172,24 @@ class RunUseCases:
         found = await self._store.page_steps(run_id, task_key, cursor, limit)
         return resources.page(found, resources.step)
 
+    async def get_attempt(self, run_id: str, task_key: str, attempt: int) -> JsonObject | None:
+        """One attempt of a task, by number (None: the task has no such attempt)."""
+        await self.get_task(run_id, task_key)  # a missing run or task: not found
+        for record in await self._store.list_attempts(run_id, task_key):
+            if record.attempt == attempt:
+                return resources.attempt(record)
+        return None
+
+    async def get_step(
+        self, run_id: str, task_key: str, attempt: int, sequence: int
+    ) -> JsonObject | None:
+        """One step of an agent attempt (None: no such step)."""
+        await self.get_task(run_id, task_key)
+        for record in await self._store.list_steps(run_id, task_key, attempt):
+            if record.sequence == sequence:
+                return resources.step(record)
+        return None
+
     async def list_events(self, run_id: str, cursor: str | None, limit: int) -> JsonObject:
         """A page of a run's events."""
         return resources.page(await self._store.page_events(run_id, cursor, limit), resources.event)

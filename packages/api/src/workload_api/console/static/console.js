@@ -1,10 +1,14 @@
 // Workload console: keeps pages live. Hand-written, no library, no inline script (the CSP
-// allows only this file). A run's page follows the run's event stream; the runs list re-reads
+// allows only this file). A run's page follows the run's event stream (and re-reads its live
+// part at most once a second, never the whole page); the runs list re-reads
 // its counts and rows all the time (often while some run is unfinished, less often when none
 // is), a draft's page its state while it is generating. A refresh keeps the keyboard focus.
 "use strict";
 
 (function () {
+
+  var REFRESH_DELAY = 250;
+  var REFRESH_GAP = 1000;
 
   function cell(row, text) {
     var td = document.createElement("td");
@@ -74,20 +78,35 @@
     var cancelForm = document.getElementById("cancel-form");
     var refreshing = false;
     var again = false;
+    var timer = null;
+    var lastStart = 0;
+    var lastHtml = null;
+
+    // The live part is re-read at most once a second, a quarter of a second after the event
+    // that asks for it: a burst of events (a run of many tasks) costs one or two reads, not one
+    // each. Unchanged HTML is not swapped in.
+    function schedule() {
+      if (refreshing) { again = true; return; }
+      if (timer !== null) { return; }
+      var wait = Math.max(REFRESH_DELAY, lastStart + REFRESH_GAP - Date.now());
+      timer = window.setTimeout(function () { timer = null; refresh(); }, wait);
+    }
 
     function refresh() {
-      if (refreshing) { again = true; return; }
       refreshing = true;
+      lastStart = Date.now();
       fetch(live.dataset.liveUrl, { credentials: "same-origin", headers: { Accept: "text/html" } })
         .then(function (response) {
           if (signedOut(response)) { window.location.reload(); return null; }
           return response.ok ? response.text() : null;
         })
-        .then(function (html) { if (html !== null) { swap(live, html); } })
+        .then(function (html) {
+          if (html !== null && html !== lastHtml) { lastHtml = html; swap(live, html); }
+        })
         .catch(function () { again = true; })
         .finally(function () {
           refreshing = false;
-          if (again) { again = false; window.setTimeout(refresh, 150); }
+          if (again) { again = false; schedule(); }
         });
     }
 
@@ -112,13 +131,13 @@
       "/events/stream?after=" + after);
     source.onmessage = function (message) {
       append(JSON.parse(message.data));
-      refresh();
+      schedule();
     };
     source.addEventListener("end", function () {
       source.close();
       live.dataset.terminal = "true";
       if (cancelForm) { cancelForm.hidden = true; }
-      refresh();
+      schedule();
     });
   }
 
