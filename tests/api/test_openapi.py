@@ -664,7 +664,7 @@ def test_query_parameters(document: dict[str, Any], key: tuple[str, str]) -> Non
     if paged:
         expected = {"limit", "cursor"}
     if key == ("GET", f"{V}/runs"):
-        expected |= {"workflow_id", "status"}
+        expected |= {"workflow_id", "status", "order", "created_after", "created_before"}
     if key == ("GET", f"{V}/approvals"):
         expected |= {"status"}
     if key in SPEC_STREAMS:
@@ -684,6 +684,11 @@ def test_query_parameters(document: dict[str, Any], key: tuple[str, str]) -> Non
             else {s.value for s in RunStatus}
         )
         assert set(query["status"]["schema"]["enum"]) == statuses
+    if key == ("GET", f"{V}/runs"):  # SPEC §6 (amended 2026-12-01): newest first by default
+        assert query["order"]["schema"]["enum"] == ["asc", "desc"]
+        assert query["order"]["schema"]["default"] == "desc"
+        for bound in ("created_after", "created_before"):
+            assert query[bound]["schema"]["format"] == "date-time"
 
 
 @pytest.mark.parametrize(

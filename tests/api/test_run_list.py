@@ -8,6 +8,7 @@ with the page, so nothing that commits after the page's read can mix into it.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from datetime import datetime
 
 import pytest
 
@@ -15,6 +16,7 @@ from tests.engine.harness import Harness, mock, workflow
 from workload_api.usecases import RunUseCases
 from workload_domain.cursors import Page
 from workload_domain.model import RunWithCounts
+from workload_domain.run_listing import RunOrder
 from workload_domain.statuses import RunStatus
 from workload_engine.clock import FakeClock
 from workload_engine.memory_store import InMemoryStore
@@ -33,8 +35,20 @@ class CommitsAfterPaging(InMemoryStore):
         status: RunStatus | None,
         cursor: str | None,
         limit: int,
+        *,
+        order: RunOrder = RunOrder.ASC,
+        created_after: datetime | None = None,
+        created_before: datetime | None = None,
     ) -> Page[RunWithCounts]:
-        page = await super().page_runs(workflow_id, status, cursor, limit)
+        page = await super().page_runs(
+            workflow_id,
+            status,
+            cursor,
+            limit,
+            order=order,
+            created_after=created_after,
+            created_before=created_before,
+        )
         then, self.then = self.then, None
         if then is not None:
             await then()

@@ -201,7 +201,7 @@ def test_runs_commands_print_sdk_models(cli: Cli, tmp_path: Path, live_api: Live
     live_api.wait_for_run(other.run_id)
 
     runs = parse(list[Run], cli("runs", "list", "-o", "json").stdout)
-    assert [r.run_id for r in runs] == [run.run_id, other.run_id]
+    assert [r.run_id for r in runs] == [other.run_id, run.run_id]  # newest first
     filtered = cli(
         "runs",
         "list",
@@ -214,7 +214,7 @@ def test_runs_commands_print_sdk_models(cli: Cli, tmp_path: Path, live_api: Live
         "-o",
         "json",
     )
-    assert [r.run_id for r in parse(list[Run], filtered.stdout)] == [run.run_id]
+    assert [r.run_id for r in parse(list[Run], filtered.stdout)] == [other.run_id]
     assert parse(list[Run], cli("runs", "list", "--status", "failed", "-o", "json").stdout) == []
 
     shown = parse(Run, cli("runs", "show", run.run_id, "-o", "json").stdout)
@@ -588,22 +588,52 @@ def test_completion_scripts(offline_cli: Cli) -> None:
     assert answer.stdout.split() == ["watch"]
 
 
-def test_help_documents_the_exit_codes(offline_cli: Cli) -> None:
-    for args in (
-        [],
-        ["runs", "watch"],
-        ["runs", "start"],
-        ["demo"],
-        ["run-local"],
-        ["approvals", "approve"],
-        ["drafts", "create"],
-    ):
-        text = " ".join(offline_cli(*args, "--help").stdout.split())
-        assert "10 run failed" in text
-        assert "11 run canceled" in text
-        assert "7 request rejected" in text
-        assert "12 wait timed out" in text
-        assert "13 declined at the prompt" in text
+CLIENT = ("0 ok", "1 unexpected error", "2 usage", "6 server unreachable", "7 request rejected")
+RUN_ENDS = ("10 run failed", "11 run canceled")
+
+
+@pytest.mark.parametrize(
+    ("args", "says", "not_said"),
+    [
+        ((), (*CLIENT, *RUN_ENDS, "12 wait timed out", "13 declined", "4 schema"), ()),
+        (("runs", "watch"), (*CLIENT, *RUN_ENDS, "12 wait timed out"), ("13 declined",)),
+        (("runs", "start"), (*CLIENT, *RUN_ENDS, "12 wait timed out"), ("13 declined",)),
+        (("runs", "rerun"), (*CLIENT, *RUN_ENDS, "12 wait timed out"), ("13 declined",)),
+        (("demo",), (*CLIENT, *RUN_ENDS), ("12 wait", "13 declined")),
+        (
+            ("run-local",),
+            ("7 request rejected", *RUN_ENDS),
+            ("6 server", "8 unauthorized", "12 wait"),
+        ),
+        (("approvals", "approve"), (*CLIENT, "13 declined"), ("10 run failed", "12 wait")),
+        (("drafts", "create"), (*CLIENT, "12 wait timed out"), ("10 run failed", "13 declined")),
+        (("drafts", "approve"), (*CLIENT, "13 declined"), ("10 run failed", "12 wait")),
+        (("status",), CLIENT, ("10 run failed", "12 wait", "13 declined")),
+        (("cluster",), CLIENT, ("10 run failed", "12 wait", "13 declined")),
+    ],
+    ids=[
+        "workload",
+        "runs-watch",
+        "runs-start",
+        "runs-rerun",
+        "demo",
+        "run-local",
+        "approvals-approve",
+        "drafts-create",
+        "drafts-approve",
+        "status",
+        "cluster",
+    ],
+)
+def test_help_documents_the_exit_codes_each_command_can_end_with(
+    offline_cli: Cli, args: tuple[str, ...], says: tuple[str, ...], not_said: tuple[str, ...]
+) -> None:
+    text = " ".join(offline_cli(*args, "--help").stdout.split())
+    assert "Exit codes:" in text
+    for code in says:
+        assert code in text
+    for code in not_said:
+        assert code not in text
 
 
 # -- boundaries --------------------------------------------------------------------------------

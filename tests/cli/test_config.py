@@ -164,7 +164,7 @@ def test_every_client_command_has_the_global_options_with_the_sdks_variables(
 
 
 def test_the_client_commands_are_all_there() -> None:
-    assert len(CLIENT_COMMANDS) == 18
+    assert len(CLIENT_COMMANDS) == 19
     assert ("runs", "events") in CLIENT_COMMANDS
     assert ("demo",) in CLIENT_COMMANDS
 
@@ -180,6 +180,7 @@ COMMAND_ARGS: dict[tuple[str, ...], tuple[str, ...]] = {
     ("workflows", "show"): ("wf",),
     ("workflows", "versions"): ("wf",),
     ("runs", "start"): ("wf", "--input", "{}"),
+    ("runs", "rerun"): ("r",),
     ("runs", "list"): (),
     ("runs", "show"): ("r",),
     ("runs", "cancel"): ("r",),

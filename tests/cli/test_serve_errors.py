@@ -185,3 +185,14 @@ def test_a_number_of_shards_the_database_was_not_migrated_with_is_refused(
         assert done.returncode == 2, done.stderr
         assert "has 64 shards" in done.stderr
         assert "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize(
+    "value", ["0", "-1", "36501", "forever", "1.5", "", " ", "1e3", "７"], ids=repr
+)
+def test_a_run_retention_out_of_bounds_is_a_configuration_error(tmp_path: Path, value: str) -> None:
+    # SPEC §5: 1-36500 days, or unset; refused before anything connects (exit 2, §7).
+    done = _serve(tmp_path, "--database-url", _NOWHERE, env={"WORKLOAD_RUN_RETENTION_DAYS": value})
+    assert done.returncode == 2, done.stderr
+    assert "run_retention_days" in done.stderr
+    assert "Traceback" not in done.stderr

@@ -414,8 +414,11 @@ def test_runs_filtered_by_workflow_and_status_with_bound_cursors(live_api: LiveA
     for run_id in ok_runs + bad_runs:
         live_api.wait_for_run(run_id)
 
+    # Newest first by default (SPEC §6, amended 2026-12-01); oldest first with order=asc.
     everything = viewer.get("/api/v1/runs", params={"limit": 200}).json()["items"]
-    assert [r["run_id"] for r in everything] == ok_runs + bad_runs
+    assert [r["run_id"] for r in everything] == [*reversed(ok_runs + bad_runs)]
+    oldest = viewer.get("/api/v1/runs", params={"limit": 200, "order": "asc"}).json()["items"]
+    assert [r["run_id"] for r in oldest] == ok_runs + bad_runs
     seen: list[str] = []
     params: dict[str, Any] = {"workflow_id": "ok", "status": "succeeded", "limit": 2}
     while True:
@@ -425,9 +428,9 @@ def test_runs_filtered_by_workflow_and_status_with_bound_cursors(live_api: LiveA
             break
         cursor = page["next_cursor"]
         params = {**params, "cursor": cursor}
-    assert seen == ok_runs
+    assert seen == [*reversed(ok_runs)]
     failed = viewer.get("/api/v1/runs", params={"status": "failed"}).json()["items"]
-    assert [r["run_id"] for r in failed] == bad_runs
+    assert [r["run_id"] for r in failed] == [*reversed(bad_runs)]
     assert (
         viewer.get("/api/v1/runs", params={"workflow_id": "bad", "status": "succeeded"}).json()[
             "items"

@@ -53,6 +53,7 @@ SPEC_METRICS = {
     "workload_model_calls": "counter",
     "workload_model_tokens": "counter",
     "workload_approvals_pending": "gauge",
+    "workload_runs_purged": "counter",  # §5 (amended 2026-12-01), §12
 }
 
 

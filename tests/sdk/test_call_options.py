@@ -101,9 +101,11 @@ def public_methods(client_class: type[Any]) -> set[str]:
         if callable(value) and not name.startswith("_") and name not in NOT_CALLS
     }
     for attribute, resource in typing.get_type_hints(client_class).items():
+        # A resource's parts too (``Runs(RunTasks)``): every class of it but ``object``.
+        own = {k: v for part in resource.__mro__[:-1] for k, v in vars(part).items()}
         names |= {
             f"{attribute}.{name}"
-            for name, value in vars(resource).items()
+            for name, value in own.items()
             if callable(value) and not name.startswith("_")
         }
     return names

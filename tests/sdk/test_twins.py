@@ -37,9 +37,11 @@ def _shape(function: Any) -> list[tuple[str, str, str, str]]:
 
 
 def _public(cls: type[Any]) -> dict[str, Any]:
+    # Inherited methods too: a resource may be split into parts (``Runs(RunTasks)``).
+    own = {k: v for klass in reversed(cls.__mro__[:-1]) for k, v in vars(klass).items()}
     return {
         name: value
-        for name, value in vars(cls).items()
+        for name, value in own.items()
         if callable(value) and (not name.startswith("_") or name == "__init__")
     }
 

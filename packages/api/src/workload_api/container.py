@@ -23,6 +23,7 @@ from workload_api.endpoints import ANTHROPIC_PACKAGE, ModelEndpoint, configured_
 from workload_api.lifecycle import Service
 from workload_api.membership import Membership
 from workload_api.readiness import Readiness
+from workload_api.retention import RunRetention
 from workload_api.service_key import ServiceKey
 from workload_api.settings import Settings
 from workload_api.telemetry import Metrics, ServiceTelemetry, tracer_provider_from_env
@@ -189,6 +190,16 @@ def _notifications(settings: Settings, store: PostgresStore) -> PostgresNotifica
     )
 
 
+def _retention(
+    settings: Settings, store: Store, clock: Clock, metrics: Metrics
+) -> RunRetention | None:
+    """The run retention duty (SPEC §5), when ``WORKLOAD_RUN_RETENTION_DAYS`` is set."""
+    days = settings.run_retention_days
+    if days is None:
+        return None
+    return RunRetention(store, clock, days, on_purged=metrics.runs_purged.inc)
+
+
 class Container(containers.DeclarativeContainer):
     """Providers of the service's parts."""
 
@@ -275,6 +286,9 @@ class Container(containers.DeclarativeContainer):
         recheck=settings.provided.stream_recheck_seconds,
     )
     readiness = providers.Singleton(Readiness)
+    retention = providers.Singleton(
+        _retention, settings=settings, store=store, clock=clock, metrics=metrics
+    )
     membership = providers.Singleton(
         _membership,
         settings=settings,
@@ -361,6 +375,7 @@ class Container(containers.DeclarativeContainer):
         membership=membership,
         handoff_seconds=settings.provided.shard_handoff_seconds,
         on_unreachable=providers.Callable(_store_unreachable, store=store),
+        retention=retention,
     )
     coordinator = providers.Factory(
         Coordinator,

@@ -30,7 +30,6 @@ from workload_domain.cursors import DEFAULT_PAGE_LIMIT, MAX_PAGE_LIMIT
 from workload_domain.definition import WORKFLOW_ID_PATTERN
 from workload_domain.errors import WorkflowNotFound, quoted
 from workload_domain.idempotency import IdempotencyClaim, request_hash
-from workload_domain.statuses import RunStatus
 from workload_domain.workers import WORKER_ID_PATTERN
 
 __all__ = ["AFTER", "CURSOR", "LIMIT", "PAGED", "Call", "QueryParam", "respond"]
@@ -216,23 +215,6 @@ async def start_run(call: Call) -> Response:
         await call.usecases.workflows.get_version(workflow_id, version)
     result = await call.usecases.runs.start(workflow_id, int(version), body, claim)
     return respond(result, {"Location": f"/api/v1/runs/{result.body['run_id']}"})
-
-
-async def list_runs(call: Call) -> Response:
-    cursor, limit = call.page_args("workflow_id", "status")
-    query = call.request.query_params
-    workflow_id = query.get("workflow_id")
-    if workflow_id is not None and not _WORKFLOW_ID.fullmatch(workflow_id):
-        raise _bad_query("workflow_id is not a valid workflow id")
-    raw_status = query.get("status")
-    status = None
-    if raw_status is not None:
-        try:
-            status = RunStatus(raw_status)
-        except ValueError:
-            allowed = ", ".join(s.value for s in RunStatus)
-            raise _bad_query(f"status must be one of: {allowed}") from None
-    return JSONResponse(await call.usecases.runs.list(workflow_id, status, cursor, limit))
 
 
 async def get_run(call: Call) -> Response:

@@ -42,6 +42,7 @@ import anyio.to_thread
 from workload_api._errors import single_errors
 from workload_api._outage import StandbyOutage
 from workload_api.readiness import STOPPING, UNAVAILABLE, Readiness
+from workload_api.retention import RunRetention
 from workload_domain.errors import Fenced, ModeConflict, StoreUnavailable, SystemFault
 from workload_domain.idempotency import IDEMPOTENCY_RETENTION
 from workload_domain.ports import Clock, CoordinatorLock, Notifications, NotifyHandlers, Store
@@ -93,6 +94,7 @@ class Service:
         membership: Membership | None = None,
         handoff_seconds: float = 30.0,
         on_unreachable: Callable[[str], None] | None = None,
+        retention: RunRetention | None = None,
     ) -> None:
         self.store = store
         self.membership = membership
@@ -106,6 +108,7 @@ class Service:
         """Expires approvals nobody decided in time (with the lease reaper's duty)."""
         self.drafts = drafts
         """Generates drafts in the background (and those left generating, at start-up)."""
+        self.retention = retention  # a duty: deletes finished runs past their retention
         self.models = models
         """The model adapters: their connections close with the store's."""
         self.notifications = notifications
@@ -206,7 +209,7 @@ class Service:
         tg.start_soon(self._guarded, "the ownership sweep failed", self._sweep)
 
     async def _start_duties(self, tg: anyio.abc.TaskGroup) -> None:
-        """The cluster's duties (one process at a time): drafts, the lease reaper, the purge."""
+        """The cluster's duties (one process at a time): drafts, the reaper, purges, retention."""
         if self.drafts is not None:
             await tg.start(self.drafts.run)
             try:
@@ -216,6 +219,8 @@ class Service:
         if self.remote is not None or self.decisions is not None:
             tg.start_soon(self._guarded, "the lease reaper failed", self._reap)
         tg.start_soon(self._guarded, "the idempotency purge failed", self._purge)
+        if self.retention is not None:
+            tg.start_soon(self._guarded, "the run retention failed", self.retention.run)
 
     async def _replicate(self, tg: anyio.abc.TaskGroup, membership: Membership) -> None:
         """Execute as a replica (SPEC §16): the runs of the shards this replica holds.

@@ -13,9 +13,8 @@ from workload_api import handlers as h
 from workload_api import schemas
 from workload_api.auth import Role
 from workload_api.handlers import AFTER, PAGED, Call, QueryParam
+from workload_api.runs_listing import RUNS_QUERY, list_runs
 from workload_domain.approvals import ApprovalStatus
-from workload_domain.definition import WORKFLOW_ID_PATTERN
-from workload_domain.statuses import RunStatus
 
 __all__ = ["OPERATIONS", "Call", "Operation", "QueryParam"]
 
@@ -69,18 +68,6 @@ _READ_ERRORS = (400, 401, 403, 404, 405, 503)
 _WRITE_ERRORS = (400, 401, 403, 404, 405, 409, 413, 415, 503)
 _WORKER_ERRORS = (400, 401, 403, 405, 409, 413, 415, 503)
 _V = "/api/v1"
-_RUNS_QUERY = (
-    QueryParam(
-        "workflow_id",
-        {"type": "string", "pattern": WORKFLOW_ID_PATTERN},
-        "only this workflow's runs",
-    ),
-    QueryParam(
-        "status",
-        {"type": "string", "enum": [s.value for s in RunStatus]},
-        "only runs in this status",
-    ),
-)
 
 OPERATIONS: tuple[Operation, ...] = (
     Operation(
@@ -185,11 +172,11 @@ OPERATIONS: tuple[Operation, ...] = (
         "listRuns",
         "List runs",
         Role.VIEWER,
-        h.list_runs,
+        list_runs,
         200,
         schemas.Page[schemas.Run],
         tuple(e for e in _READ_ERRORS if e != 404),
-        (*PAGED, *_RUNS_QUERY),
+        (*PAGED, *RUNS_QUERY),
     ),
     Operation(
         "GET",

@@ -11,6 +11,7 @@ from typing import Annotated
 from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from workload_domain.retention import MAX_RETENTION_DAYS
 from workload_domain.shards import MAX_SHARDS, check_replica_id
 from workload_store_postgres.urls import check_database_url
 
@@ -92,6 +93,8 @@ class Settings(BaseSettings):
     pool_timeout_seconds: float = Field(default=5.0, gt=0, le=300)
     """How long a request waits for a pool connection (and the pool's first, at start-up)
     before it is answered 503. While PostgreSQL is known unreachable nothing waits (ADR 0021)."""
+    run_retention_days: int | None = Field(default=None, ge=1, le=MAX_RETENTION_DAYS)
+    """Delete terminal runs finished longer ago than this (SPEC §5); None keeps them forever."""
     metrics_public: bool = False
     """``GET /metrics`` without a token (else a viewer's or an operator's is needed, SPEC §12)."""
 

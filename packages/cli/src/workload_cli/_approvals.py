@@ -14,7 +14,7 @@ from typing import Annotated
 
 import typer
 
-from workload_cli._exit import EXIT_CODES_HELP, exit_code_for_error
+from workload_cli._exit import CLIENT_CODES, ExitCode, exit_code_for_error, exit_codes_help
 from workload_cli._inputs import check_idempotency_key
 from workload_cli._options import IdempotencyKeyOption, OutputOption, TokenOption, UrlOption
 from workload_cli._output import OutputFormat, cell
@@ -24,6 +24,8 @@ from workload_cli._views import APPROVAL_COLUMNS
 from workload_sdk import Approval, ApprovalChanged
 
 __all__ = ["approvals_app"]
+
+_DECIDE_HELP = exit_codes_help(*CLIENT_CODES, ExitCode.DECLINED)
 
 approvals_app = typer.Typer(
     help="Approvals of agents' tool calls: list, show, approve, reject.", no_args_is_help=True
@@ -151,7 +153,7 @@ def _decide(
             s.out.say(f"rejected: {shown(decided.tool)} does not run; the model is told")
 
 
-@approvals_app.command("approve", epilog=EXIT_CODES_HELP)
+@approvals_app.command("approve", epilog=_DECIDE_HELP)
 def approve(
     ctx: typer.Context,
     approval_id: ApprovalArgument,
@@ -182,7 +184,7 @@ def approve(
     )
 
 
-@approvals_app.command("reject", epilog=EXIT_CODES_HELP)
+@approvals_app.command("reject", epilog=_DECIDE_HELP)
 def reject(
     ctx: typer.Context,
     approval_id: ApprovalArgument,

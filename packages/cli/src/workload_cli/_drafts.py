@@ -15,7 +15,7 @@ from typing import Annotated, Any
 import typer
 
 from workload_cli._dag import dag_lines
-from workload_cli._exit import EXIT_CODES_HELP, exit_code_for_error
+from workload_cli._exit import CLIENT_CODES, ExitCode, exit_code_for_error, exit_codes_help
 from workload_cli._inputs import check_idempotency_key, read_json_file
 from workload_cli._options import IdempotencyKeyOption, OutputOption, TokenOption, UrlOption
 from workload_cli._output import cell
@@ -25,6 +25,9 @@ from workload_cli._views import DRAFT_COLUMNS, usage_text
 from workload_sdk import Draft, DraftChanged
 
 __all__ = ["drafts_app"]
+
+_CREATE_HELP = exit_codes_help(*CLIENT_CODES, ExitCode.WAIT_TIMEOUT)
+_APPROVE_HELP = exit_codes_help(*CLIENT_CODES, ExitCode.DECLINED)
 
 drafts_app = typer.Typer(
     help="Workflows written by a model from a prompt; a version only once a person approves.",
@@ -92,7 +95,7 @@ def _show(s: Session, draft: Draft) -> None:
     _write_sections(s.out.echo, draft)
 
 
-@drafts_app.command("create", epilog=EXIT_CODES_HELP)
+@drafts_app.command("create", epilog=_CREATE_HELP)
 def create(
     ctx: typer.Context,
     prompt: Annotated[str, typer.Argument(help="What the workflow should do.", show_default=False)],
@@ -184,7 +187,7 @@ def show(
         _show(s, s.client.drafts.get(draft_id))
 
 
-@drafts_app.command("approve", epilog=EXIT_CODES_HELP)
+@drafts_app.command("approve", epilog=_APPROVE_HELP)
 def approve(
     ctx: typer.Context,
     draft_id: DraftArgument,

@@ -18,7 +18,15 @@ from workload_sdk import (
     WorkloadError,
 )
 
-__all__ = ["EXIT_CODES_HELP", "ExitCode", "exit_code_for_error", "exit_code_for_run"]
+__all__ = [
+    "CLIENT_CODES",
+    "EXIT_CODES_HELP",
+    "WATCHED_RUN",
+    "ExitCode",
+    "exit_code_for_error",
+    "exit_code_for_run",
+    "exit_codes_help",
+]
 
 
 class ExitCode(enum.IntEnum):
@@ -54,13 +62,46 @@ class ExitCode(enum.IntEnum):
     """Ctrl-C (the run goes on; ``workload runs cancel`` cancels it)."""
 
 
-EXIT_CODES_HELP = (
-    "Exit codes: 0 ok (watched run succeeded) · 1 unexpected error · 2 usage · "
-    "6 server unreachable · 7 request rejected (4xx) · 8 unauthorized (401/403) · "
-    "9 server error (5xx) · 10 run failed · 11 run canceled · 12 wait timed out · "
-    "13 declined at the prompt · 130 interrupted. "
-    "serve/migrate: 3 lock held (or modes mixed) · 4 schema not migrated · 5 fail-stop."
+_MEANINGS = {
+    ExitCode.OK: "ok",
+    ExitCode.ERROR: "unexpected error",
+    ExitCode.USAGE: "usage",
+    ExitCode.UNREACHABLE: "server unreachable",
+    ExitCode.REJECTED: "request rejected (4xx)",
+    ExitCode.UNAUTHORIZED: "unauthorized (401/403)",
+    ExitCode.SERVER_ERROR: "server error (5xx)",
+    ExitCode.RUN_FAILED: "run failed",
+    ExitCode.RUN_CANCELED: "run canceled",
+    ExitCode.WAIT_TIMEOUT: "wait timed out",
+    ExitCode.DECLINED: "declined at the prompt",
+    ExitCode.INTERRUPTED: "interrupted",
+}
+CLIENT_CODES = (
+    ExitCode.OK,
+    ExitCode.ERROR,
+    ExitCode.USAGE,
+    ExitCode.UNREACHABLE,
+    ExitCode.REJECTED,
+    ExitCode.UNAUTHORIZED,
+    ExitCode.SERVER_ERROR,
+    ExitCode.INTERRUPTED,
 )
+"""What any command that talks to the server may exit with."""
+WATCHED_RUN = (ExitCode.RUN_FAILED, ExitCode.RUN_CANCELED)
+"""What a command that follows a run to its end adds: how the run ended."""
+
+
+def exit_codes_help(*codes: ExitCode, ok: str = "ok") -> str:
+    """A command's help footer: only the exit codes that command can end with, by number."""
+    meanings = {**_MEANINGS, ExitCode.OK: ok}
+    return "Exit codes: " + " · ".join(f"{int(c)} {meanings[c]}" for c in sorted(set(codes))) + "."
+
+
+EXIT_CODES_HELP = (
+    exit_codes_help(*ExitCode, ok="ok (watched run succeeded)")
+    + " serve/migrate: 3 lock held (or modes mixed) · 4 schema not migrated · 5 fail-stop."
+)
+"""The top-level help's footer: every code of every command."""
 
 
 def exit_code_for_error(error: WorkloadError) -> ExitCode:

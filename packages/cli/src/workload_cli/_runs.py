@@ -1,13 +1,14 @@
-"""``workload runs …``: start, list, show, cancel, watch runs; tasks, attempts, steps, events."""
+"""``workload runs …``: start, rerun, list, show, cancel, watch; tasks, attempts, steps, events."""
 
 from __future__ import annotations
 
+import enum
 import itertools
 from typing import Annotated
 
 import typer
 
-from workload_cli._exit import EXIT_CODES_HELP
+from workload_cli._exit import CLIENT_CODES, WATCHED_RUN, ExitCode, exit_codes_help
 from workload_cli._inputs import check_idempotency_key, run_input
 from workload_cli._options import (
     IdempotencyKeyOption,
@@ -16,7 +17,8 @@ from workload_cli._options import (
     TokenOption,
     UrlOption,
 )
-from workload_cli._session import Session, session
+from workload_cli._session import Session, UsageError, session
+from workload_cli._since import since as parse_since
 from workload_cli._views import (
     ATTEMPT_COLUMNS,
     EVENT_COLUMNS,
@@ -25,7 +27,7 @@ from workload_cli._views import (
     TASK_COLUMNS,
 )
 from workload_cli._watch import DEFAULT_INTERVAL, watch_run
-from workload_sdk import RunStatus
+from workload_sdk import Run, RunStatus
 
 __all__ = ["runs_app"]
 
@@ -34,6 +36,15 @@ runs_app = typer.Typer(
 )
 
 _PAGE = 200
+DEFAULT_LIST_LIMIT = 20
+
+
+class Order(enum.StrEnum):
+    """The order of ``runs list``."""
+
+    DESC = "desc"
+    ASC = "asc"
+
 
 TaskArgument = Annotated[str, typer.Argument(help="The task's key.", show_default=False)]
 IntervalOption = Annotated[
@@ -47,9 +58,20 @@ TimeoutOption = Annotated[
         show_default=False,
     ),
 ]
+WaitOption = Annotated[bool, typer.Option("--wait", help="Show the run live until it finishes.")]
+QuietOption = Annotated[
+    bool,
+    typer.Option("--quiet", "-q", help="Print only the run id (with --wait: no progress either)."),
+]
+_WATCH_HELP = exit_codes_help(
+    *CLIENT_CODES, *WATCHED_RUN, ExitCode.WAIT_TIMEOUT, ok="ok (run succeeded)"
+)
+_START_HELP = exit_codes_help(
+    *CLIENT_CODES, *WATCHED_RUN, ExitCode.WAIT_TIMEOUT, ok="ok (with --wait: run succeeded)"
+)
 
 
-@runs_app.command("start", epilog=EXIT_CODES_HELP)
+@runs_app.command("start", epilog=_START_HELP)
 def start(
     ctx: typer.Context,
     workflow_id: Annotated[str, typer.Argument(help="The workflow to run.", show_default=False)],
@@ -67,17 +89,10 @@ def start(
         ),
     ] = None,
     idempotency_key: IdempotencyKeyOption = None,
-    wait: Annotated[
-        bool, typer.Option("--wait", help="Show the run live until it finishes.")
-    ] = False,
+    wait: WaitOption = False,
     timeout: TimeoutOption = None,
     interval: IntervalOption = DEFAULT_INTERVAL,
-    quiet: Annotated[
-        bool,
-        typer.Option(
-            "--quiet", "-q", help="Print only the run id (with --wait: no progress either)."
-        ),
-    ] = False,
+    quiet: QuietOption = False,
     url: UrlOption = None,
     token: TokenOption = None,
     output: OutputOption = None,
@@ -91,22 +106,62 @@ def start(
         data = run_input(input_)
         key = check_idempotency_key(idempotency_key)
         run = s.client.runs.start(workflow_id, data, version=version, idempotency_key=key)
-        if quiet:
-            s.out.echo(run.run_id)
-        elif not wait:
-            s.out.resource(run)
-        if not quiet:
-            s.out.say(f"started run {run.run_id} of {workflow_id} version {run.version}")
-        if wait:
-            code = watch_run(
-                s,
-                run.run_id,
-                interval=interval,
-                timeout=timeout,
-                quiet=quiet,
-                show_output=not quiet,
-            )
-            raise typer.Exit(code)
+        _started(s, run, wait=wait, timeout=timeout, interval=interval, quiet=quiet)
+
+
+def _started(
+    s: Session, run: Run, *, wait: bool, timeout: float | None, interval: float, quiet: bool
+) -> None:
+    """Print a run just started (or only its id); with ``wait``, follow it to its end."""
+    if quiet:
+        s.out.echo(run.run_id)
+    elif not wait:
+        s.out.resource(run)
+    if not quiet:
+        s.out.say(f"started run {run.run_id} of {run.workflow_id} version {run.version}")
+    if wait:
+        code = watch_run(
+            s, run.run_id, interval=interval, timeout=timeout, quiet=quiet, show_output=not quiet
+        )
+        raise typer.Exit(code)
+
+
+@runs_app.command("rerun", epilog=_START_HELP)
+def rerun(
+    ctx: typer.Context,
+    run_id: RunArgument,
+    *,
+    latest: Annotated[
+        bool,
+        typer.Option(
+            "--latest", help="Run the workflow's latest version (default: the run's version)."
+        ),
+    ] = False,
+    idempotency_key: IdempotencyKeyOption = None,
+    wait: WaitOption = False,
+    timeout: TimeoutOption = None,
+    interval: IntervalOption = DEFAULT_INTERVAL,
+    quiet: QuietOption = False,
+    url: UrlOption = None,
+    token: TokenOption = None,
+    output: OutputOption = None,
+) -> None:
+    """Start a new run of a run's workflow version, with the same input; print it as start does.
+
+    With --latest the new run is of the workflow's latest version instead. The run it repeats
+    is left as it is.
+    """
+    with session(ctx, output, url=url, token=token) as s:
+        key = check_idempotency_key(idempotency_key)
+        before = s.client.runs.get(run_id)
+        run = s.client.runs.start(
+            before.workflow_id,
+            before.input,
+            version=None if latest else before.version,
+            idempotency_key=key,
+        )
+        s.out.say(f"rerunning {before.run_id} (version {before.version})")
+        _started(s, run, wait=wait, timeout=timeout, interval=interval, quiet=quiet)
 
 
 @runs_app.command("list")
@@ -119,20 +174,45 @@ def list_runs(
     status: Annotated[
         RunStatus | None, typer.Option(help="Only runs in this status.", show_default=False)
     ] = None,
+    since: Annotated[
+        str | None,
+        typer.Option(
+            help="Only runs created after this: a duration back from now (30m, 1h, 2d) or an "
+            "RFC 3339 time.",
+            show_default=False,
+        ),
+    ] = None,
+    order: Annotated[
+        Order, typer.Option(help="desc: newest first; asc: oldest first.")
+    ] = Order.DESC,
     limit: Annotated[
         int | None,
-        typer.Option(help="Show at most this many runs (default: all).", min=1, show_default=False),
+        typer.Option(
+            help=f"Show at most this many runs (default: {DEFAULT_LIST_LIMIT}).",
+            min=1,
+            show_default=False,
+        ),
     ] = None,
+    all_: Annotated[
+        bool, typer.Option("--all", help="Show every run (page through them all).")
+    ] = False,
     url: UrlOption = None,
     token: TokenOption = None,
     output: OutputOption = None,
 ) -> None:
-    """List runs, oldest first, optionally filtered."""
+    """List runs, newest first (the latest 20 unless --limit or --all says otherwise)."""
     with session(ctx, output, url=url, token=token) as s:
+        if all_ and limit is not None:
+            raise UsageError("--all and --limit cannot be used together")
+        shown = None if all_ else (limit or DEFAULT_LIST_LIMIT)
         pager = s.client.runs.list(
-            workflow_id=workflow, status=status, limit=min(limit or _PAGE, _PAGE)
+            workflow_id=workflow,
+            status=status,
+            order=order.value,
+            created_after=None if since is None else parse_since(since),
+            limit=min(shown or _PAGE, _PAGE),
         )
-        s.out.listing(itertools.islice(pager, limit), RUN_COLUMNS)
+        s.out.listing(itertools.islice(pager, shown), RUN_COLUMNS)
 
 
 @runs_app.command("show")
@@ -181,7 +261,7 @@ def cancel(
         s.out.say(f"cancel requested for run {run.run_id} (now {run.status.value})")
 
 
-@runs_app.command("watch", epilog=EXIT_CODES_HELP)
+@runs_app.command("watch", epilog=_WATCH_HELP)
 def watch(
     ctx: typer.Context,
     run_id: RunArgument,

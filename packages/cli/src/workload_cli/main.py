@@ -22,7 +22,8 @@ from workload_cli._cluster import cluster
 from workload_cli._completion import completion
 from workload_cli._demo import demo
 from workload_cli._drafts import drafts_app
-from workload_cli._exit import EXIT_CODES_HELP
+from workload_cli._exit import CLIENT_CODES, EXIT_CODES_HELP, WATCHED_RUN, ExitCode, exit_codes_help
+from workload_cli._help import RootGroup
 from workload_cli._local import run_local
 from workload_cli._mcp import mcp_app
 from workload_cli._options import OutputOption, TokenOption, UrlOption
@@ -40,6 +41,7 @@ __all__ = ["app", "main"]
 
 app = typer.Typer(
     name="workload",
+    cls=RootGroup,
     help="Workload: a control plane for multi-step AI workloads.",
     epilog=EXIT_CODES_HELP,
     no_args_is_help=True,
@@ -57,11 +59,27 @@ app.add_typer(approvals_app, name="approvals", rich_help_panel=_CLIENT)
 app.add_typer(drafts_app, name="drafts", rich_help_panel=_CLIENT)
 app.add_typer(workers_app, name="workers", rich_help_panel=_CLIENT)
 app.add_typer(queues_app, name="queues", rich_help_panel=_CLIENT)
-app.command("status", epilog=EXIT_CODES_HELP, rich_help_panel=_CLIENT)(status)
-app.command("cluster", epilog=EXIT_CODES_HELP, rich_help_panel=_CLIENT)(cluster)
-app.command("demo", epilog=EXIT_CODES_HELP, rich_help_panel=_CLIENT)(demo)
-app.command("run-local", epilog=EXIT_CODES_HELP, rich_help_panel="Without a server")(run_local)
-app.command("worker", epilog=EXIT_CODES_HELP, rich_help_panel="Workers")(worker)
+_CLIENT_HELP = exit_codes_help(*CLIENT_CODES)
+_LOCAL_CODES = (
+    ExitCode.OK,
+    ExitCode.ERROR,
+    ExitCode.USAGE,
+    ExitCode.REJECTED,
+    ExitCode.INTERRUPTED,
+)
+app.command("status", epilog=_CLIENT_HELP, rich_help_panel=_CLIENT)(status)
+app.command("cluster", epilog=_CLIENT_HELP, rich_help_panel=_CLIENT)(cluster)
+app.command(
+    "demo",
+    epilog=exit_codes_help(*CLIENT_CODES, *WATCHED_RUN, ok="ok (run succeeded)"),
+    rich_help_panel=_CLIENT,
+)(demo)
+app.command(
+    "run-local",
+    epilog=exit_codes_help(*_LOCAL_CODES, *WATCHED_RUN, ok="ok (run succeeded)"),
+    rich_help_panel="Without a server",
+)(run_local)
+app.command("worker", epilog=_CLIENT_HELP, rich_help_panel="Workers")(worker)
 app.add_typer(mcp_app, name="mcp", rich_help_panel="Workers")
 app.command("completion", rich_help_panel="Shell")(completion)
 

@@ -43,6 +43,8 @@ from workload_domain.model import (
     VersionRecord,
     WorkflowRecord,
 )
+from workload_domain.retention import RetentionStore
+from workload_domain.run_listing import RunOrder
 from workload_domain.shards import ClusterPicture, Member, ShardFence
 from workload_domain.statuses import RunStatus
 from workload_domain.workers import Activity, Claim, ClaimedAttempt, QueueStats, WorkerRecord
@@ -384,10 +386,15 @@ class RunReads(Protocol):
         status: RunStatus | None,
         cursor: str | None,
         limit: int,
+        *,
+        order: RunOrder = RunOrder.ASC,
+        created_after: datetime | None = None,
+        created_before: datetime | None = None,
     ) -> Page[RunWithCounts]:
-        """Runs in ``(created_at, run_id)`` order, optionally filtered, with their task counts.
+        """Runs by ``(created_at, run_id)`` in ``order``, optionally filtered, with task counts.
 
-        Each run's counts are read with its row, in one read: they agree with its status.
+        The creation bounds are exclusive. Each run's counts are read with its row, in one
+        read: they agree with its status. The cursor is bound to the order and every filter.
         """
         ...
 
@@ -653,6 +660,7 @@ class Store(
     SecretStore,
     ConsoleSessionStore,
     ClusterReads,
+    RetentionStore,
     Resource,
     Protocol,
 ):

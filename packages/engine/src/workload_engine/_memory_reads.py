@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
+from datetime import datetime
 from typing import TypeVar
 
 import anyio
@@ -20,6 +21,7 @@ from workload_domain.model import (
     VersionRecord,
     WorkflowRecord,
 )
+from workload_domain.run_listing import RunFilter, RunOrder
 from workload_domain.statuses import RunStatus
 from workload_engine._memory_state import MemoryState, RunData, copied
 
@@ -116,22 +118,34 @@ class MemoryReads(MemoryState):
         status: RunStatus | None,
         cursor: str | None,
         limit: int,
+        *,
+        order: RunOrder = RunOrder.ASC,
+        created_after: datetime | None = None,
+        created_before: datetime | None = None,
     ) -> Page[RunWithCounts]:
-        """Runs in (created_at, run_id) order, optionally filtered, with their task counts."""
+        """Runs by (created_at, run_id) in ``order``, optionally filtered, with task counts."""
+        wanted = RunFilter(workflow_id, status, order, created_after, created_before)
+        position = listings.RUNS.position
 
-        async def rows() -> Sequence[RunWithCounts]:
-            return sorted(
-                (
-                    _with_counts(d)
-                    for d in self._runs.values()
-                    if (workflow_id is None or d.run.workflow_id == workflow_id)
-                    and (status is None or d.run.status is status)
-                ),
-                key=listings.RUNS.position,
+        async def fetch(after: Position | None, n: int) -> Sequence[RunWithCounts]:
+            await anyio.lowlevel.checkpoint()
+            found = sorted(
+                (_with_counts(d) for d in self._runs.values() if wanted.matches(d.run)),
+                key=position,
+                reverse=order is RunOrder.DESC,
             )
+            if after is not None:
+                found = [r for r in found if wanted.follows(position(r), after)]
+            return found[:n]
 
-        scope = {"workflow_id": workflow_id, "status": status.value if status else None}
-        return await self._page(listings.RUNS, scope, cursor, limit, rows)
+        return await listings.paginate(
+            self._codec,
+            listings.RUNS,
+            scope=wanted.scope(),
+            cursor=cursor,
+            limit=limit,
+            fetch=fetch,
+        )
 
     async def page_tasks(self, run_id: str, cursor: str | None, limit: int) -> Page[TaskRecord]:
         """A run's tasks in definition order."""

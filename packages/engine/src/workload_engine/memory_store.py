@@ -49,6 +49,7 @@ from workload_domain.statuses import AttemptStatus
 from workload_engine._memory_approvals import MemoryApprovals
 from workload_engine._memory_drafts import MemoryDrafts
 from workload_engine._memory_reads import MemoryReads
+from workload_engine._memory_retention import MemoryRetention
 from workload_engine._memory_sessions import MemorySessions
 from workload_engine._memory_state import RunData, check_rows, copied, is_canonical_uuid
 from workload_engine._memory_workers import MemoryWorkers
@@ -56,14 +57,17 @@ from workload_engine._memory_workers import MemoryWorkers
 __all__ = ["InMemoryStore", "StoreIntegrityError"]
 
 
-class InMemoryStore(MemoryReads, MemoryWorkers, MemoryApprovals, MemoryDrafts, MemorySessions):
+class InMemoryStore(
+    MemoryReads, MemoryWorkers, MemoryApprovals, MemoryDrafts, MemorySessions, MemoryRetention
+):
     """The whole ``Store`` port in process memory (tests, ``run-local``).
 
     Its parts: :class:`~workload_engine._memory_state.MemoryState` (the tables and the checks
     the PostgreSQL schema makes), :class:`~workload_engine._memory_reads.MemoryReads` (reads
     and pages), :class:`~workload_engine._memory_workers.MemoryWorkers` (claims, leases,
     workers, queues), :class:`~workload_engine._memory_journal.MemoryJournal` (agent steps),
-    :class:`~workload_engine._memory_sessions.MemorySessions` (console sessions) and this class
+    :class:`~workload_engine._memory_sessions.MemorySessions` (console sessions),
+    :class:`~workload_engine._memory_retention.MemoryRetention` (run retention) and this class
     (writes and idempotency).
     """
 

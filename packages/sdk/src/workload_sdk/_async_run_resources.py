@@ -10,19 +10,21 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Mapping
+from datetime import datetime
 from typing import Any
 
 from workload_sdk import _requests
+from workload_sdk._async_run_task_resources import AsyncRunTasks
 from workload_sdk._base_client import Deadline, ExtraHeaders, RequestTimeout, run_output
 from workload_sdk._sender import AsyncSender
 from workload_sdk._streams import END, EventFollower, SseDecoder, resumable
-from workload_sdk.models import Attempt, Event, Page, Run, RunStatus, Step, TaskRun
+from workload_sdk.models import Event, Page, Run, RunStatus
 from workload_sdk.pagination import AsyncPager
 
 __all__ = ["AsyncRuns"]
 
 
-class AsyncRuns:
+class AsyncRuns(AsyncRunTasks):
     """Runs, awaited (see :class:`~workload_sdk.Runs`)."""
 
     def __init__(self, sender: AsyncSender) -> None:
@@ -54,11 +56,14 @@ class AsyncRuns:
         *,
         workflow_id: str | None = None,
         status: RunStatus | str | None = None,
+        order: str | None = None,
+        created_after: datetime | str | None = None,
+        created_before: datetime | str | None = None,
         limit: int | None = None,
         timeout: RequestTimeout = None,
         extra_headers: ExtraHeaders = None,
     ) -> AsyncPager[Run]:
-        """Every run, oldest first, optionally filtered, fetched page by page as you ``async for``.
+        """Every run, newest first unless ``order="asc"``, page by page as you ``async for``.
 
         See :meth:`Runs.list`.
         """
@@ -66,6 +71,9 @@ class AsyncRuns:
             lambda cursor: self.list_page(
                 workflow_id=workflow_id,
                 status=status,
+                order=order,
+                created_after=created_after,
+                created_before=created_before,
                 limit=limit,
                 cursor=cursor,
                 timeout=timeout,
@@ -78,16 +86,27 @@ class AsyncRuns:
         *,
         workflow_id: str | None = None,
         status: RunStatus | str | None = None,
+        order: str | None = None,
+        created_after: datetime | str | None = None,
+        created_before: datetime | str | None = None,
         limit: int | None = None,
         cursor: str | None = None,
         timeout: RequestTimeout = None,
         extra_headers: ExtraHeaders = None,
     ) -> Page[Run]:
-        """One page of runs; a cursor only works with the filters it was issued for.
+        """One page of runs; a cursor only works with the order and filters it was issued for.
 
         See :meth:`Runs.list_page`.
         """
-        request = _requests.list_runs(workflow_id, status, limit, cursor)
+        request = _requests.list_runs(
+            workflow_id,
+            status,
+            limit,
+            cursor,
+            order=order,
+            created_after=created_after,
+            created_before=created_before,
+        )
         return await self._sender.send(request, timeout, extra_headers)
 
     async def get(
@@ -133,122 +152,6 @@ class AsyncRuns:
         request = _requests.cancel_run(
             run_id, if_revision=if_revision, if_match=if_match, idempotency_key=idempotency_key
         )
-        return await self._sender.send(request, timeout, extra_headers)
-
-    def tasks(
-        self,
-        run_id: str,
-        *,
-        limit: int | None = None,
-        timeout: RequestTimeout = None,
-        extra_headers: ExtraHeaders = None,
-    ) -> AsyncPager[TaskRun]:
-        """Every task of a run, in definition order (see :meth:`Runs.tasks`)."""
-        return AsyncPager(
-            lambda cursor: self.tasks_page(
-                run_id, limit=limit, cursor=cursor, timeout=timeout, extra_headers=extra_headers
-            )
-        )
-
-    async def tasks_page(
-        self,
-        run_id: str,
-        *,
-        limit: int | None = None,
-        cursor: str | None = None,
-        timeout: RequestTimeout = None,
-        extra_headers: ExtraHeaders = None,
-    ) -> Page[TaskRun]:
-        """One page of a run's tasks (see :meth:`Runs.tasks_page`)."""
-        request = _requests.list_tasks(run_id, limit, cursor)
-        return await self._sender.send(request, timeout, extra_headers)
-
-    async def task(
-        self,
-        run_id: str,
-        task_key: str,
-        *,
-        timeout: RequestTimeout = None,
-        extra_headers: ExtraHeaders = None,
-    ) -> TaskRun:
-        """One task of a run (see :meth:`Runs.task`)."""
-        request = _requests.get_task(run_id, task_key)
-        return await self._sender.send(request, timeout, extra_headers)
-
-    def attempts(
-        self,
-        run_id: str,
-        task_key: str,
-        *,
-        limit: int | None = None,
-        timeout: RequestTimeout = None,
-        extra_headers: ExtraHeaders = None,
-    ) -> AsyncPager[Attempt]:
-        """Every attempt at one task, by number (see :meth:`Runs.attempts`)."""
-        return AsyncPager(
-            lambda cursor: self.attempts_page(
-                run_id,
-                task_key,
-                limit=limit,
-                cursor=cursor,
-                timeout=timeout,
-                extra_headers=extra_headers,
-            )
-        )
-
-    async def attempts_page(
-        self,
-        run_id: str,
-        task_key: str,
-        *,
-        limit: int | None = None,
-        cursor: str | None = None,
-        timeout: RequestTimeout = None,
-        extra_headers: ExtraHeaders = None,
-    ) -> Page[Attempt]:
-        """One page of a task's attempts (see :meth:`Runs.attempts_page`)."""
-        request = _requests.list_attempts(run_id, task_key, limit, cursor)
-        return await self._sender.send(request, timeout, extra_headers)
-
-    def steps(
-        self,
-        run_id: str,
-        task_key: str,
-        *,
-        limit: int | None = None,
-        timeout: RequestTimeout = None,
-        extra_headers: ExtraHeaders = None,
-    ) -> AsyncPager[Step]:
-        """Every step of an agent task (model and tool calls), by attempt and sequence.
-
-        See :meth:`Runs.steps`.
-        """
-        return AsyncPager(
-            lambda cursor: self.steps_page(
-                run_id,
-                task_key,
-                limit=limit,
-                cursor=cursor,
-                timeout=timeout,
-                extra_headers=extra_headers,
-            )
-        )
-
-    async def steps_page(
-        self,
-        run_id: str,
-        task_key: str,
-        *,
-        limit: int | None = None,
-        cursor: str | None = None,
-        timeout: RequestTimeout = None,
-        extra_headers: ExtraHeaders = None,
-    ) -> Page[Step]:
-        """One page of an agent task's steps (a task of another action has none).
-
-        See :meth:`Runs.steps_page`.
-        """
-        request = _requests.list_steps(run_id, task_key, limit, cursor)
         return await self._sender.send(request, timeout, extra_headers)
 
     def events(

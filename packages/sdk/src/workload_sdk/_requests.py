@@ -15,6 +15,7 @@ import re
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any, Generic, TypeVar
 from urllib.parse import quote
 
@@ -278,14 +279,35 @@ def list_runs(
     status: RunStatus | str | None,
     limit: int | None,
     cursor: str | None,
+    *,
+    order: str | None = None,
+    created_after: datetime | str | None = None,
+    created_before: datetime | str | None = None,
 ) -> ApiRequest[Page[Run]]:
-    """``GET /runs?workflow_id=&status=``: one page of runs, optionally filtered."""
+    """``GET /runs?workflow_id=&status=&order=&created_after=&created_before=``: one page.
+
+    Raises:
+        ValueError: a creation bound is a naive datetime (a time needs its offset).
+    """
     params = _page_params(limit, cursor)
     if workflow_id is not None:
         params["workflow_id"] = workflow_id
     if status is not None:
         params["status"] = str(status)
+    if order is not None:
+        params["order"] = str(order)
+    for name, bound in (("created_after", created_after), ("created_before", created_before)):
+        if bound is not None:
+            params[name] = _rfc3339(name, bound)
     return ApiRequest("GET", f"{_PREFIX}/runs", Page[Run].model_validate, params=params)
+
+
+def _rfc3339(name: str, value: datetime | str) -> str:
+    if not isinstance(value, datetime):
+        return value
+    if value.utcoffset() is None:
+        raise ValueError(f"{name} must be an aware datetime (with a tzinfo)")
+    return value.isoformat()
 
 
 def get_run(run_id: str) -> ApiRequest[Run]:

@@ -13,19 +13,21 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator, Mapping
+from datetime import datetime
 from typing import Any
 
 from workload_sdk import _requests
 from workload_sdk._base_client import Deadline, ExtraHeaders, RequestTimeout, run_output
+from workload_sdk._run_task_resources import RunTasks
 from workload_sdk._sender import SyncSender
 from workload_sdk._streams import END, EventFollower, SseDecoder, resumable
-from workload_sdk.models import Attempt, Event, Page, Run, RunStatus, Step, TaskRun
+from workload_sdk.models import Event, Page, Run, RunStatus
 from workload_sdk.pagination import Pager
 
 __all__ = ["Runs"]
 
 
-class Runs:
+class Runs(RunTasks):
     """Runs of workflow versions, their tasks, attempts, agent steps, events and results."""
 
     def __init__(self, sender: SyncSender) -> None:
@@ -77,15 +79,22 @@ class Runs:
         *,
         workflow_id: str | None = None,
         status: RunStatus | str | None = None,
+        order: str | None = None,
+        created_after: datetime | str | None = None,
+        created_before: datetime | str | None = None,
         limit: int | None = None,
         timeout: RequestTimeout = None,
         extra_headers: ExtraHeaders = None,
     ) -> Pager[Run]:
-        """Every run, oldest first, optionally filtered, fetched page by page as you iterate.
+        """Every run, newest first unless ``order="asc"``, fetched page by page as you iterate.
 
         Args:
             workflow_id: Only this workflow's runs.
             status: Only runs in this status.
+            order: ``desc`` (the server's default: newest first) or ``asc`` (oldest first).
+            created_after: Only runs created strictly after this time (an aware datetime or
+                an RFC 3339 string).
+            created_before: Only runs created strictly before this time.
             limit: Page size (1-200; the server's default is 50).
             timeout: The HTTP timeout of each page's request (None: the client's).
             extra_headers: Headers added to each page's request.
@@ -94,6 +103,9 @@ class Runs:
             lambda cursor: self.list_page(
                 workflow_id=workflow_id,
                 status=status,
+                order=order,
+                created_after=created_after,
+                created_before=created_before,
                 limit=limit,
                 cursor=cursor,
                 timeout=timeout,
@@ -106,17 +118,28 @@ class Runs:
         *,
         workflow_id: str | None = None,
         status: RunStatus | str | None = None,
+        order: str | None = None,
+        created_after: datetime | str | None = None,
+        created_before: datetime | str | None = None,
         limit: int | None = None,
         cursor: str | None = None,
         timeout: RequestTimeout = None,
         extra_headers: ExtraHeaders = None,
     ) -> Page[Run]:
-        """One page of runs; a cursor only works with the filters it was issued for.
+        """One page of runs; a cursor only works with the order and filters it was issued for.
 
         Raises:
             InvalidRequest: ``invalid_cursor`` or ``invalid_argument`` (an unknown status).
         """
-        request = _requests.list_runs(workflow_id, status, limit, cursor)
+        request = _requests.list_runs(
+            workflow_id,
+            status,
+            limit,
+            cursor,
+            order=order,
+            created_after=created_after,
+            created_before=created_before,
+        )
         return self._sender.send(request, timeout, extra_headers)
 
     def get(
@@ -181,124 +204,6 @@ class Runs:
         request = _requests.cancel_run(
             run_id, if_revision=if_revision, if_match=if_match, idempotency_key=idempotency_key
         )
-        return self._sender.send(request, timeout, extra_headers)
-
-    def tasks(
-        self,
-        run_id: str,
-        *,
-        limit: int | None = None,
-        timeout: RequestTimeout = None,
-        extra_headers: ExtraHeaders = None,
-    ) -> Pager[TaskRun]:
-        """Every task of a run, in definition order."""
-        return Pager(
-            lambda cursor: self.tasks_page(
-                run_id, limit=limit, cursor=cursor, timeout=timeout, extra_headers=extra_headers
-            )
-        )
-
-    def tasks_page(
-        self,
-        run_id: str,
-        *,
-        limit: int | None = None,
-        cursor: str | None = None,
-        timeout: RequestTimeout = None,
-        extra_headers: ExtraHeaders = None,
-    ) -> Page[TaskRun]:
-        """One page of a run's tasks."""
-        request = _requests.list_tasks(run_id, limit, cursor)
-        return self._sender.send(request, timeout, extra_headers)
-
-    def task(
-        self,
-        run_id: str,
-        task_key: str,
-        *,
-        timeout: RequestTimeout = None,
-        extra_headers: ExtraHeaders = None,
-    ) -> TaskRun:
-        """One task of a run.
-
-        Raises:
-            NotFound: ``run_not_found`` or ``task_not_found``.
-        """
-        request = _requests.get_task(run_id, task_key)
-        return self._sender.send(request, timeout, extra_headers)
-
-    def attempts(
-        self,
-        run_id: str,
-        task_key: str,
-        *,
-        limit: int | None = None,
-        timeout: RequestTimeout = None,
-        extra_headers: ExtraHeaders = None,
-    ) -> Pager[Attempt]:
-        """Every attempt at one task, by number."""
-        return Pager(
-            lambda cursor: self.attempts_page(
-                run_id,
-                task_key,
-                limit=limit,
-                cursor=cursor,
-                timeout=timeout,
-                extra_headers=extra_headers,
-            )
-        )
-
-    def attempts_page(
-        self,
-        run_id: str,
-        task_key: str,
-        *,
-        limit: int | None = None,
-        cursor: str | None = None,
-        timeout: RequestTimeout = None,
-        extra_headers: ExtraHeaders = None,
-    ) -> Page[Attempt]:
-        """One page of a task's attempts."""
-        request = _requests.list_attempts(run_id, task_key, limit, cursor)
-        return self._sender.send(request, timeout, extra_headers)
-
-    def steps(
-        self,
-        run_id: str,
-        task_key: str,
-        *,
-        limit: int | None = None,
-        timeout: RequestTimeout = None,
-        extra_headers: ExtraHeaders = None,
-    ) -> Pager[Step]:
-        """Every step of an agent task (model and tool calls), by attempt and sequence.
-
-        Raises:
-            NotFound: ``run_not_found`` or ``task_not_found`` (when the first page is read).
-        """
-        return Pager(
-            lambda cursor: self.steps_page(
-                run_id,
-                task_key,
-                limit=limit,
-                cursor=cursor,
-                timeout=timeout,
-                extra_headers=extra_headers,
-            )
-        )
-
-    def steps_page(
-        self,
-        run_id: str,
-        task_key: str,
-        *,
-        limit: int | None = None,
-        cursor: str | None = None,
-        timeout: RequestTimeout = None,
-        extra_headers: ExtraHeaders = None,
-    ) -> Page[Step]:
-        """One page of an agent task's steps (a task of another action has none)."""
-        request = _requests.list_steps(run_id, task_key, limit, cursor)
         return self._sender.send(request, timeout, extra_headers)
 
     def events(

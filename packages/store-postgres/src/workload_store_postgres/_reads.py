@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Mapping, Sequence
+from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 from workload_domain import listings
@@ -16,6 +17,7 @@ from workload_domain.model import (
     RunWithCounts,
     TaskRecord,
 )
+from workload_domain.run_listing import RunFilter, RunOrder
 from workload_domain.statuses import RunStatus
 from workload_store_postgres import _rows
 from workload_store_postgres._db import Row, one
@@ -25,9 +27,11 @@ __all__ = ["Reads"]
 
 T = TypeVar("T")
 _NIL_UUID = uuid.UUID(int=0)
+_MAX_UUID = uuid.UUID(int=(1 << 128) - 1)
 _MIN_TIME = from_micros(-62135596800 * 1_000_000)  # 0001-01-01T00:00:00Z
+_MAX_TIME = datetime.max.replace(tzinfo=UTC)  # 9999-12-31T23:59:59.999999Z
 # Only the filters in use appear in the statement, so each variant gets its own index
-# (workflow_runs_keyset, _by_workflow, _by_status).
+# (workflow_runs_keyset, _by_workflow, _by_status); the ``_desc`` twins scan it backward.
 _RUNS_QUERY = {
     (False, False): "page_runs",
     (True, False): "page_runs_by_workflow",
@@ -97,26 +101,35 @@ class Reads(StorePart):
         status: RunStatus | None,
         cursor: str | None,
         limit: int,
+        *,
+        order: RunOrder = RunOrder.ASC,
+        created_after: datetime | None = None,
+        created_before: datetime | None = None,
     ) -> Page[RunWithCounts]:
-        """Runs in (created_at, run_id) order, optionally filtered by workflow and status.
+        """Runs by (created_at, run_id) in ``order``, optionally filtered and windowed.
 
         Each row carries its task counts, from the same statement (one snapshot).
         """
-        name = _RUNS_QUERY[(workflow_id is not None, status is not None)]
-        status_value = status.value if status else None
+        wanted = RunFilter(workflow_id, status, order, created_after, created_before)
+        desc = order is RunOrder.DESC
+        name = _RUNS_QUERY[(workflow_id is not None, status is not None)] + (
+            "_desc" if desc else ""
+        )
+        start = (_MAX_TIME, _MAX_UUID) if desc else (_MIN_TIME, _NIL_UUID)
 
         async def fetch(after: Position | None, n: int) -> list[RunWithCounts]:
             params: dict[str, Any] = {
-                "after_at": from_micros(int(after[0])) if after else _MIN_TIME,
-                "after_id": _rows.run_uuid(str(after[1])) if after else _NIL_UUID,
+                "after_at": from_micros(int(after[0])) if after else start[0],
+                "after_id": _rows.run_uuid(str(after[1])) if after else start[1],
                 "workflow_id": workflow_id,
-                "status": status_value,
+                "status": status.value if status else None,
+                "created_after": created_after or _MIN_TIME,
+                "created_before": created_before or _MAX_TIME,
                 "limit": n,
             }
             return await self._read(name, params, _run_with_counts)
 
-        scope = {"workflow_id": workflow_id, "status": status_value}
-        return await self._paginate(listings.RUNS, scope, cursor, limit, fetch)
+        return await self._paginate(listings.RUNS, wanted.scope(), cursor, limit, fetch)
 
     async def page_tasks(self, run_id: str, cursor: str | None, limit: int) -> Page[TaskRecord]:
         """A run's tasks in definition order."""

@@ -226,6 +226,9 @@ LIMIT %(limit)s
 
 -- name: page_runs
 -- Served by workflow_runs_keyset.
+-- Every runs listing (SPEC §6): keyset (created_at, run_id) in either direction, within an
+-- exclusive creation window (the store passes the widest bounds when none is asked for, so every
+-- variant is one range scan of its index; a backward scan serves newest first).
 SELECT run_id, workflow_id, version, status, revision, input, cancel_requested, created_at,
        updated_at, started_at, finished_at, model_calls, tool_calls, input_tokens,
        output_tokens, output,
@@ -234,7 +237,22 @@ SELECT run_id, workflow_id, version, status, revision, input, cancel_requested, 
               WHERE t.run_id = r.run_id GROUP BY status) AS counts) AS task_counts
 FROM workflow_runs r
 WHERE (created_at, run_id) > (%(after_at)s, %(after_id)s)
+  AND created_at > %(created_after)s AND created_at < %(created_before)s
 ORDER BY created_at, run_id
+LIMIT %(limit)s
+
+-- name: page_runs_desc
+-- Served by workflow_runs_keyset, scanned backward.
+SELECT run_id, workflow_id, version, status, revision, input, cancel_requested, created_at,
+       updated_at, started_at, finished_at, model_calls, tool_calls, input_tokens,
+       output_tokens, output,
+       (SELECT coalesce(jsonb_object_agg(status, n), '{}'::jsonb)
+        FROM (SELECT status, count(*) AS n FROM task_runs t
+              WHERE t.run_id = r.run_id GROUP BY status) AS counts) AS task_counts
+FROM workflow_runs r
+WHERE (created_at, run_id) < (%(after_at)s, %(after_id)s)
+  AND created_at > %(created_after)s AND created_at < %(created_before)s
+ORDER BY created_at DESC, run_id DESC
 LIMIT %(limit)s
 
 -- name: page_runs_by_workflow
@@ -247,7 +265,22 @@ SELECT run_id, workflow_id, version, status, revision, input, cancel_requested, 
               WHERE t.run_id = r.run_id GROUP BY status) AS counts) AS task_counts
 FROM workflow_runs r
 WHERE workflow_id = %(workflow_id)s AND (created_at, run_id) > (%(after_at)s, %(after_id)s)
+  AND created_at > %(created_after)s AND created_at < %(created_before)s
 ORDER BY created_at, run_id
+LIMIT %(limit)s
+
+-- name: page_runs_by_workflow_desc
+-- Served by workflow_runs_by_workflow, scanned backward.
+SELECT run_id, workflow_id, version, status, revision, input, cancel_requested, created_at,
+       updated_at, started_at, finished_at, model_calls, tool_calls, input_tokens,
+       output_tokens, output,
+       (SELECT coalesce(jsonb_object_agg(status, n), '{}'::jsonb)
+        FROM (SELECT status, count(*) AS n FROM task_runs t
+              WHERE t.run_id = r.run_id GROUP BY status) AS counts) AS task_counts
+FROM workflow_runs r
+WHERE workflow_id = %(workflow_id)s AND (created_at, run_id) < (%(after_at)s, %(after_id)s)
+  AND created_at > %(created_after)s AND created_at < %(created_before)s
+ORDER BY created_at DESC, run_id DESC
 LIMIT %(limit)s
 
 -- name: page_runs_by_status
@@ -260,7 +293,22 @@ SELECT run_id, workflow_id, version, status, revision, input, cancel_requested, 
               WHERE t.run_id = r.run_id GROUP BY status) AS counts) AS task_counts
 FROM workflow_runs r
 WHERE status = %(status)s AND (created_at, run_id) > (%(after_at)s, %(after_id)s)
+  AND created_at > %(created_after)s AND created_at < %(created_before)s
 ORDER BY created_at, run_id
+LIMIT %(limit)s
+
+-- name: page_runs_by_status_desc
+-- Served by workflow_runs_by_status, scanned backward.
+SELECT run_id, workflow_id, version, status, revision, input, cancel_requested, created_at,
+       updated_at, started_at, finished_at, model_calls, tool_calls, input_tokens,
+       output_tokens, output,
+       (SELECT coalesce(jsonb_object_agg(status, n), '{}'::jsonb)
+        FROM (SELECT status, count(*) AS n FROM task_runs t
+              WHERE t.run_id = r.run_id GROUP BY status) AS counts) AS task_counts
+FROM workflow_runs r
+WHERE status = %(status)s AND (created_at, run_id) < (%(after_at)s, %(after_id)s)
+  AND created_at > %(created_after)s AND created_at < %(created_before)s
+ORDER BY created_at DESC, run_id DESC
 LIMIT %(limit)s
 
 -- name: page_runs_by_workflow_and_status
@@ -274,7 +322,23 @@ SELECT run_id, workflow_id, version, status, revision, input, cancel_requested, 
 FROM workflow_runs r
 WHERE workflow_id = %(workflow_id)s AND status = %(status)s
   AND (created_at, run_id) > (%(after_at)s, %(after_id)s)
+  AND created_at > %(created_after)s AND created_at < %(created_before)s
 ORDER BY created_at, run_id
+LIMIT %(limit)s
+
+-- name: page_runs_by_workflow_and_status_desc
+-- Served by workflow_runs_by_workflow, scanned backward (status filtered on the way).
+SELECT run_id, workflow_id, version, status, revision, input, cancel_requested, created_at,
+       updated_at, started_at, finished_at, model_calls, tool_calls, input_tokens,
+       output_tokens, output,
+       (SELECT coalesce(jsonb_object_agg(status, n), '{}'::jsonb)
+        FROM (SELECT status, count(*) AS n FROM task_runs t
+              WHERE t.run_id = r.run_id GROUP BY status) AS counts) AS task_counts
+FROM workflow_runs r
+WHERE workflow_id = %(workflow_id)s AND status = %(status)s
+  AND (created_at, run_id) < (%(after_at)s, %(after_id)s)
+  AND created_at > %(created_after)s AND created_at < %(created_before)s
+ORDER BY created_at DESC, run_id DESC
 LIMIT %(limit)s
 
 -- name: unfinished_runs
@@ -324,6 +388,34 @@ VALUES (%(principal)s, %(key)s, %(operation)s, %(request_hash)s, %(status_code)s
 
 -- name: purge_outcomes
 DELETE FROM idempotency_records WHERE created_at < %(older_than)s
+
+-- name: finished_runs_due
+-- Retention (SPEC §5): the oldest finished runs past the limit, served by workflow_runs_finished.
+-- A run another transaction holds is left for the next batch rather than waited for.
+SELECT run_id FROM workflow_runs
+WHERE finished_at < %(finished_before)s AND status IN ('succeeded', 'failed', 'canceled')
+ORDER BY finished_at
+LIMIT %(limit)s
+FOR UPDATE SKIP LOCKED
+
+-- name: purge_run_approvals
+-- Each child table is deleted by its key's run_id prefix (approvals_by_attempt for approvals).
+DELETE FROM approvals WHERE run_id = ANY(%(run_ids)s)
+
+-- name: purge_run_steps
+DELETE FROM agent_steps WHERE run_id = ANY(%(run_ids)s)
+
+-- name: purge_run_events
+DELETE FROM state_events WHERE run_id = ANY(%(run_ids)s)
+
+-- name: purge_run_attempts
+DELETE FROM attempts WHERE run_id = ANY(%(run_ids)s)
+
+-- name: purge_run_tasks
+DELETE FROM task_runs WHERE run_id = ANY(%(run_ids)s)
+
+-- name: purge_runs
+DELETE FROM workflow_runs WHERE run_id = ANY(%(run_ids)s)
 
 -- name: ensure_secret
 INSERT INTO service_secrets (name, secret, created_at) VALUES (%(name)s, %(secret)s, now())

@@ -32,6 +32,7 @@ from workload_store_postgres._idempotency import Idempotency
 from workload_store_postgres._journal import Journal
 from workload_store_postgres._queries import query
 from workload_store_postgres._reads import Reads
+from workload_store_postgres._retention import Retention
 from workload_store_postgres._runs import Runs
 from workload_store_postgres._sessions import Sessions
 from workload_store_postgres._workers import Workers
@@ -58,7 +59,17 @@ class _UtcClock:
 
 
 class PostgresStore(
-    Workflows, Runs, Reads, Workers, Journal, Approvals, Drafts, Idempotency, Cluster, Sessions
+    Workflows,
+    Runs,
+    Reads,
+    Workers,
+    Journal,
+    Approvals,
+    Drafts,
+    Idempotency,
+    Cluster,
+    Sessions,
+    Retention,
 ):
     """The whole ``Store`` port backed by a PostgreSQL database.
 

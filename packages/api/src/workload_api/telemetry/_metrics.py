@@ -106,6 +106,11 @@ class Metrics:
             "Remote attempts interrupted because their lease ran out (lease_expired).",
             registry=r,
         )
+        self.runs_purged = Counter(
+            "workload_runs_purged",
+            "Finished runs deleted by retention (WORKLOAD_RUN_RETENTION_DAYS), with their rows.",
+            registry=r,
+        )
         self.workers_active = Gauge(
             "workload_workers_active",
             "Workers seen within the last 90 seconds or holding work.",

@@ -12,6 +12,7 @@ import re
 import secrets
 from collections import Counter
 from collections.abc import Callable, Collection
+from datetime import datetime
 
 from workload_api import resources, schemas
 from workload_api.usecases._bodies import parse
@@ -22,6 +23,7 @@ from workload_domain.idempotency import IdempotencyClaim, IdempotencyRecord, Out
 from workload_domain.ids import uuid7
 from workload_domain.jsonvalues import JsonObject, json_problems, jsonb_value
 from workload_domain.ports import Clock, Store
+from workload_domain.run_listing import RunOrder
 from workload_domain.statuses import RunStatus
 from workload_domain.telemetry import NO_TELEMETRY, Telemetry
 from workload_engine.definitions import DefinitionCache
@@ -132,9 +134,21 @@ class RunUseCases:
         status: RunStatus | None,
         cursor: str | None,
         limit: int,
+        *,
+        order: RunOrder = RunOrder.DESC,
+        created_after: datetime | None = None,
+        created_before: datetime | None = None,
     ) -> JsonObject:
-        """A page of runs, optionally filtered."""
-        found = await self._store.page_runs(workflow_id, status, cursor, limit)
+        """A page of runs, optionally filtered; newest first unless ``order`` says otherwise."""
+        found = await self._store.page_runs(
+            workflow_id,
+            status,
+            cursor,
+            limit,
+            order=order,
+            created_after=created_after,
+            created_before=created_before,
+        )
         return resources.page(found, lambda item: resources.run(*item))
 
     async def active_counts(self, workflow_id: str | None) -> dict[str, int]:

@@ -1,0 +1,43 @@
+"""Run retention (SPEC §5): deletes finished runs with every row they own, a batch at a time."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from workload_store_postgres._db import rows
+from workload_store_postgres._part import StorePart
+from workload_store_postgres._queries import query
+
+__all__ = ["Retention"]
+
+# Children before parents: the foreign keys (agent steps and approvals → attempts → tasks → run;
+# events → run) refuse a parent whose children remain.
+_CHILDREN = (
+    "purge_run_approvals",
+    "purge_run_steps",
+    "purge_run_events",
+    "purge_run_attempts",
+    "purge_run_tasks",
+)
+
+
+class Retention(StorePart):
+    """The ``RetentionStore`` part."""
+
+    async def purge_finished_runs(self, finished_before: datetime, limit: int) -> int:
+        """Delete up to ``limit`` terminal runs finished before ``finished_before``.
+
+        One transaction locks only those runs (one locked elsewhere is skipped) and their rows,
+        so run creation and execution never wait for more than one batch.
+        """
+        async with self._db.tx() as conn:
+            due = await rows(
+                conn, "finished_runs_due", {"finished_before": finished_before, "limit": limit}
+            )
+            if not due:
+                return 0
+            params = {"run_ids": [row["run_id"] for row in due]}
+            for name in _CHILDREN:
+                await conn.execute(query(name), params)
+            cur = await conn.execute(query("purge_runs"), params)
+            return cur.rowcount
