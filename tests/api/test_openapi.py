@@ -420,6 +420,8 @@ def _expected_errors(method: str, path: str, role: str | None) -> set[int]:
         errors.add(409)  # workflow_exists
     if path.endswith("/cancel"):
         errors |= {409, 412}  # run_finished, precondition_failed
+    if path.endswith(("/claim", "/events/stream")):
+        errors.add(429)  # too_many_requests: a cap on waiting requests (ADR 0025)
     return errors
 
 
@@ -576,6 +578,19 @@ def test_success_response(document: dict[str, Any], key: tuple[str, str]) -> Non
         schema = content["application/json"].get("schema")
         assert schema, f"{status} has no schema"
         assert _resolve(document, schema).get("type") == "object", f"{status}: not an object"
+
+
+def test_a_429_says_when_to_try_again(document: dict[str, Any]) -> None:
+    # ADR 0025: the waiting requests, and only they, are capped per caller.
+    capped = {key for key in OPERATION_KEYS if "429" in _operation(document, key)["responses"]}
+    assert capped == {
+        ("POST", f"{V}/workers/{{worker_id}}/claim"),
+        ("GET", f"{V}/runs/{{run_id}}/events/stream"),
+    }
+    for key in capped:
+        header = _operation(document, key)["responses"]["429"]["headers"]["Retry-After"]
+        assert header["required"] is True
+        assert header["schema"] == {"type": "string", "pattern": "^[0-9]+$"}
 
 
 @pytest.mark.parametrize("key", OPERATION_KEYS, ids=OPERATION_IDS)

@@ -267,6 +267,25 @@ async def test_workers_and_queues_are_listed(store: Store, clock: FakeClock) -> 
     )
 
 
+async def test_a_look_after_a_wake_up_records_the_worker_only_if_it_claims(
+    store: Store, clock: FakeClock
+) -> None:
+    # ADR 0025: a long-poll records its worker when it begins; its later looks that find
+    # nothing do not, however long ago that was (SEEN_SECONDS would otherwise record it).
+    first, _ = claim("w1")
+    assert await store.claim(first, clock.now()) == []
+    seen_at = clock.now()
+    clock.advance(60)
+    assert await store.claim(replace(first, record_seen=False), clock.now()) == []
+    (worker,) = (await store.page_workers(None, 10)).items
+    assert worker.last_seen_at == seen_at
+    await queued_run(store, clock)
+    woken, _ = claim("w1")
+    assert len(await store.claim(replace(woken, record_seen=False), clock.now())) == 1
+    (worker,) = (await store.page_workers(None, 10)).items
+    assert worker.last_seen_at == clock.now()
+
+
 @pytest.mark.parametrize("limit", [1, 3])
 async def test_a_claim_counts_one_commit_per_run(
     store: Store, clock: FakeClock, limit: int

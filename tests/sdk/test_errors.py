@@ -27,6 +27,7 @@ from workload_sdk import (
     PreconditionFailed,
     ProblemItem,
     ServerError,
+    TooManyRequests,
     Unauthenticated,
     Unavailable,
     UnsupportedMediaType,
@@ -61,6 +62,7 @@ PROBLEM_CODES: list[tuple[int, str, type[APIStatusError]]] = [
     (412, "precondition_failed", PreconditionFailed),
     (413, "payload_too_large", PayloadTooLarge),
     (415, "unsupported_media_type", UnsupportedMediaType),
+    (429, "too_many_requests", TooManyRequests),
     (500, "internal", ServerError),
     (503, "unavailable", Unavailable),
 ]
@@ -72,7 +74,7 @@ def _client(answer: httpx.Response) -> tuple[Client, FakeApi]:
 
 
 def test_every_code_of_the_spec_is_covered() -> None:
-    assert len({code for _, code, _ in PROBLEM_CODES}) == 27
+    assert len({code for _, code, _ in PROBLEM_CODES}) == 28
 
 
 @pytest.mark.parametrize(("status", "code", "cls"), PROBLEM_CODES)
@@ -120,6 +122,42 @@ def test_from_response_maps_a_bare_response(
     )
 
 
+@pytest.mark.parametrize(
+    ("header", "seconds"),
+    [
+        ("2", 2),
+        (" 30 ", 30),
+        ("0", 0),
+        (None, None),
+        ("", None),
+        ("soon", None),
+        ("-1", None),
+        ("1.5", None),
+        ("Wed, 21 Oct 2026 07:28:00 GMT", None),  # an HTTP date: the worker's own backoff
+        ("9" * 40, None),
+    ],
+    ids=[
+        "two",
+        "spaces",
+        "zero",
+        "absent",
+        "empty",
+        "word",
+        "negative",
+        "fraction",
+        "date",
+        "huge",
+    ],
+)
+def test_a_429_carries_its_retry_after_in_seconds(header: str | None, seconds: int | None) -> None:
+    answer = problem(429, "too_many_requests", "at most 16 claims at once per worker")
+    if header is not None:
+        answer.headers["Retry-After"] = header
+    error = from_response(answer)
+    assert type(error) is TooManyRequests
+    assert error.retry_after == seconds
+
+
 def test_validation_problems_are_listed() -> None:
     items = [
         {"path": "/tasks/0/key", "message": "duplicate key"},
@@ -162,9 +200,9 @@ def test_a_non_problem_body_still_maps_by_status() -> None:
 
 
 def test_an_unlisted_status_is_an_api_status_error() -> None:
-    teapot = from_response(httpx.Response(429, json={"code": "slow_down", "detail": "later"}))
+    teapot = from_response(httpx.Response(418, json={"code": "slow_down", "detail": "later"}))
     assert type(teapot) is APIStatusError
-    assert (teapot.status, teapot.code, teapot.detail) == (429, "slow_down", "later")
+    assert (teapot.status, teapot.code, teapot.detail) == (418, "slow_down", "later")
     assert type(from_response(httpx.Response(599))) is ServerError
     assert from_response(httpx.Response(599)).detail == "error"
 

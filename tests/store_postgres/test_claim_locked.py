@@ -6,6 +6,7 @@ until its ``wait_seconds`` ran out with the work queued."""
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from dataclasses import replace
 from datetime import timedelta
 
 import anyio
@@ -107,3 +108,25 @@ async def test_a_claim_that_finds_nothing_writes_nothing(
     assert await store.claim(other, later + timedelta(seconds=1)) == []
     (worker,) = (await store.page_workers(None, 10)).items
     assert worker.queues == ("default", "gpu")
+
+
+async def test_a_long_polls_look_after_a_wake_up_writes_nothing(
+    store: PostgresStore, database_url: str
+) -> None:
+    # ADR 0025: a claim request records its worker once, when it begins; its looks after a
+    # wake-up that find nothing write nothing, however long ago the worker was recorded.
+    assert await store.claim(CLAIM, T0) == []
+    woken = replace(CLAIM, record_seen=False)
+    before = _next_xid(database_url)
+    for seconds in (SEEN_SECONDS + 1, 3 * SEEN_SECONDS, 50):
+        assert await store.claim(woken, T0 + timedelta(seconds=seconds)) == []
+    assert _next_xid(database_url) == before  # no write transaction at all
+    (worker,) = (await store.page_workers(None, 10)).items
+    assert worker.last_seen_at == T0
+    # What it claims is still recorded, with the worker.
+    await queued_run(store)
+    later = T0 + timedelta(seconds=60)
+    (claimed,) = await store.claim(woken, later)
+    (worker,) = (await store.page_workers(None, 10)).items
+    assert worker.last_seen_at == later
+    assert claimed.action == "resize"

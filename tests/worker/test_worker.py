@@ -412,6 +412,30 @@ async def test_claims_back_off_on_connection_errors_and_5xx_then_recover(
     assert caplog.text.count("claim failed") == 6
 
 
+async def test_a_claim_refused_for_a_cap_waits_its_retry_after_then_recovers(
+    fake: FakeControlPlane, make_worker: MakeWorker, caplog: pytest.LogCaptureFixture
+) -> None:
+    # ADR 0025: past a cap on waiting claims the server answers 429 with Retry-After (a
+    # restarted worker's old claim may still be waiting there). The worker waits as asked,
+    # longer than its own backoff, and claims again; it never stops serving.
+    worker = make_worker(backoff_initial_seconds=0.01, backoff_max_seconds=0.02)
+    worker.action("ok")(_ok)
+    capped = problem(429, "too_many_requests", limit="per_worker")
+    capped.headers["Retry-After"] = "1"
+    fake.script("claim", capped, capped)
+    attempt = fake.add("ok")
+    started = anyio.current_time()
+    async with serving(worker):
+        await eventually(lambda: fake.recorded(attempt.attempt_id))
+        assert worker.is_serving
+    # Two refusals, each followed by a wait of at least its Retry-After, before the claim
+    # that got the work.
+    assert fake.claim_times[0] - started >= 2.0
+    assert caplog.text.count("claim refused for now (429") == 2
+    assert "claim refused:" not in caplog.text  # a cap is no error of the worker's
+    assert attempt.output == {"ok": True}
+
+
 async def test_a_refused_claim_is_logged_and_backed_off(
     fake: FakeControlPlane, make_worker: MakeWorker, caplog: pytest.LogCaptureFixture
 ) -> None:

@@ -277,6 +277,8 @@ class Container(containers.DeclarativeContainer):
         clock=clock,
         telemetry=telemetry,
         changes=engine.provided.changes,
+        max_waiting_per_worker=settings.provided.max_waiting_claims_per_worker,
+        max_waiting_per_principal=settings.provided.max_waiting_claims_per_principal,
     )
     streams = providers.Singleton(
         EventStreams,
@@ -284,6 +286,8 @@ class Container(containers.DeclarativeContainer):
         changes=engine.provided.changes,
         keepalive=settings.provided.stream_keepalive_seconds,
         recheck=settings.provided.stream_recheck_seconds,
+        max_per_principal=settings.provided.max_streams_per_principal,
+        max_per_run=settings.provided.max_streams_per_run,
     )
     readiness = providers.Singleton(Readiness)
     retention = providers.Singleton(

@@ -6,17 +6,15 @@ calls one use case, and answers its :class:`~workload_api.usecases.Result`.
 
 from __future__ import annotations
 
-import json
 import re
-from collections.abc import AsyncGenerator, AsyncIterator, Collection, Mapping
-from contextlib import aclosing
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import anyio
 from starlette.datastructures import QueryParams
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.responses import JSONResponse, Response
 
 from workload_api._errors import single_errors
 from workload_api.auth import Principal
@@ -24,7 +22,6 @@ from workload_api.jsonbody import read_json_object
 from workload_api.problems import HttpProblem
 from workload_api.usecases import Result, UseCases
 from workload_api.usecases.approvals import decider
-from workload_api.usecases.streams import End, Events, StreamItem
 from workload_domain.approvals import ApprovalStatus
 from workload_domain.cursors import DEFAULT_PAGE_LIMIT, MAX_PAGE_LIMIT
 from workload_domain.definition import WORKFLOW_ID_PATTERN
@@ -32,7 +29,18 @@ from workload_domain.errors import WorkflowNotFound, quoted
 from workload_domain.idempotency import IdempotencyClaim, request_hash
 from workload_domain.workers import WORKER_ID_PATTERN
 
-__all__ = ["AFTER", "CURSOR", "LIMIT", "PAGED", "Call", "QueryParam", "respond"]
+__all__ = [
+    "AFTER",
+    "CURSOR",
+    "LIMIT",
+    "PAGED",
+    "SEQUENCE",
+    "Call",
+    "QueryParam",
+    "bad_query",
+    "check_query_names",
+    "respond",
+]
 
 _IDEMPOTENCY_KEY = re.compile(r"^[\x21-\x7e]{1,255}$")
 _WORKFLOW_ID = re.compile(WORKFLOW_ID_PATTERN)
@@ -67,7 +75,8 @@ AFTER = QueryParam(
     {"type": "integer", "minimum": 0, "maximum": 999_999_999_999_999_999},
     "start after this sequence (Last-Event-ID, when sent, takes precedence)",
 )
-_SEQUENCE = re.compile(r"^[0-9]{1,18}$")
+SEQUENCE = re.compile(r"^[0-9]{1,18}$")
+"""An event sequence as a client may name it (``after``, ``Last-Event-ID``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,12 +129,12 @@ class Call:
         check_query_names(query, known)
         for name in known:
             if len(query.getlist(name)) > 1:
-                raise _bad_query(f"query parameter {quoted(name)} is repeated")
+                raise bad_query(f"query parameter {quoted(name)} is repeated")
         raw_limit = query.get("limit")
         limit = DEFAULT_PAGE_LIMIT
         if raw_limit is not None:
             if not _DIGITS.fullmatch(raw_limit) or not 1 <= int(raw_limit) <= MAX_PAGE_LIMIT:
-                raise _bad_query(f"limit must be an integer from 1 to {MAX_PAGE_LIMIT}")
+                raise bad_query(f"limit must be an integer from 1 to {MAX_PAGE_LIMIT}")
             limit = int(raw_limit)
         return query.get("cursor"), limit
 
@@ -138,10 +147,11 @@ def check_query_names(query: QueryParams, accepted: Collection[str]) -> None:
     """
     for name in query:
         if name not in accepted:
-            raise _bad_query(f"unknown query parameter {quoted(name)}")
+            raise bad_query(f"unknown query parameter {quoted(name)}")
 
 
-def _bad_query(detail: str) -> HttpProblem:
+def bad_query(detail: str) -> HttpProblem:
+    """The 400 of a malformed query string."""
     return HttpProblem(400, "invalid_argument", detail)
 
 
@@ -276,57 +286,6 @@ async def list_events(call: Call) -> Response:
     return JSONResponse(await call.usecases.runs.list_events(call.path("run_id"), cursor, limit))
 
 
-_STREAM_HEADERS = {"Cache-Control": "no-store", "X-Accel-Buffering": "no"}
-_RECONNECT_MS = 3000
-
-
-def _stream_start(call: Call) -> int:
-    """The sequence a stream starts after: ``Last-Event-ID`` (a resume), else ``after``, else 0."""
-    query = call.request.query_params
-    check_query_names(query, ("after",))
-    if len(query.getlist("after")) > 1:
-        raise _bad_query("query parameter 'after' is repeated")
-    raw = query.get("after")
-    if raw is not None and not _SEQUENCE.fullmatch(raw):
-        # Checked even when Last-Event-ID wins: a malformed parameter is refused, not ignored.
-        raise _bad_query("after must be an event sequence (an integer of 0 or more)")
-    resumed = call.request.headers.get("last-event-id")
-    if resumed is not None:
-        if not _SEQUENCE.fullmatch(resumed.strip()):
-            raise HttpProblem(400, "invalid_argument", "Last-Event-ID must be an event sequence")
-        return int(resumed.strip())
-    return 0 if raw is None else int(raw)
-
-
-async def stream_events(call: Call) -> Response:
-    after = _stream_start(call)
-    items = await call.usecases.streams.open(call.path("run_id"), after)
-    return StreamingResponse(
-        _server_sent(items), media_type="text/event-stream", headers=_STREAM_HEADERS
-    )
-
-
-async def _server_sent(items: AsyncGenerator[StreamItem, None]) -> AsyncIterator[bytes]:
-    """The stream's items as server-sent events (``id:`` is the event's sequence)."""
-    yield f"retry: {_RECONNECT_MS}\n\n".encode()  # answered at once, even with nothing new
-    async with aclosing(items):
-        async for item in items:
-            if isinstance(item, Events):
-                yield "".join(
-                    f"id: {e['sequence']}\ndata: {_compact(e)}\n\n" for e in item.items
-                ).encode()
-            elif isinstance(item, End):
-                body = {"run_id": item.run_id, "status": item.status}
-                yield f"event: end\ndata: {_compact(body)}\n\n".encode()
-            else:
-                yield b": keep-alive\n\n"
-
-
-def _compact(value: Any) -> str:
-    # One line: JSON escapes every newline inside strings.
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
-
-
 # -- workers (SPEC §10) ------------------------------------------------------------------------
 
 
@@ -348,7 +307,8 @@ async def claim_attempts(call: Call) -> Response:
 
     async with single_errors(), anyio.create_task_group() as tg:
         tg.start_soon(watch)
-        claimed = await call.usecases.workers.claim(worker_id, body, gone)
+        principal = "" if call.principal is None else call.principal.id
+        claimed = await call.usecases.workers.claim(worker_id, body, gone, principal=principal)
         tg.cancel_scope.cancel()
     return JSONResponse(claimed)
 
@@ -395,7 +355,7 @@ async def list_approvals(call: Call) -> Response:
             status = ApprovalStatus(raw)
         except ValueError:
             allowed = ", ".join(s.value for s in ApprovalStatus)
-            raise _bad_query(f"status must be one of: {allowed}") from None
+            raise bad_query(f"status must be one of: {allowed}") from None
     return JSONResponse(await call.usecases.approvals.list(status, cursor, limit))
 
 

@@ -33,6 +33,14 @@ _WWW_AUTHENTICATE = {
     "required": True,
     "schema": {"type": "string"},
 }
+_RETRY_AFTER = {
+    "description": (
+        "seconds to wait before trying again: the caller holds as many waiting claims or event"
+        " streams as it may (too_many_requests, ADR 0025)"
+    ),
+    "required": True,
+    "schema": {"type": "string", "pattern": "^[0-9]+$"},
+}
 _LAST_EVENT_ID = {
     "name": "Last-Event-ID",
     "in": "header",
@@ -204,6 +212,8 @@ def _operation(op: Operation, refs: dict[str, str]) -> dict[str, Any]:
         headers: dict[str, Any] = {"X-Request-ID": _REQUEST_ID_HEADER}
         if status == 401:
             headers["WWW-Authenticate"] = _WWW_AUTHENTICATE
+        if status == 429:
+            headers["Retry-After"] = _RETRY_AFTER
         responses[str(status)] = {
             "description": HTTPStatus(status).phrase,
             "headers": headers,

@@ -12,6 +12,7 @@ from starlette.responses import Response
 from workload_api import handlers as h
 from workload_api import schemas
 from workload_api.auth import Role
+from workload_api.event_stream import stream_events
 from workload_api.handlers import AFTER, PAGED, Call, QueryParam
 from workload_api.runs_listing import RUNS_QUERY, list_runs
 from workload_domain.approvals import ApprovalStatus
@@ -268,10 +269,10 @@ OPERATIONS: tuple[Operation, ...] = (
         "streamEvents",
         "Follow a run's events live (server-sent events; resumes after Last-Event-ID)",
         Role.VIEWER,
-        h.stream_events,
+        stream_events,
         200,
         schemas.Event,
-        _READ_ERRORS,
+        (*_READ_ERRORS, 429),  # 429: capped per caller (ADR 0025)
         (AFTER,),
         stream=True,
         session=True,
@@ -285,7 +286,7 @@ OPERATIONS: tuple[Operation, ...] = (
         h.claim_attempts,
         200,
         schemas.ClaimResponse,
-        _WORKER_ERRORS,
+        (*_WORKER_ERRORS, 429),  # 429: capped per caller (ADR 0025)
         body=schemas.ClaimRequest,
         fenced=True,
     ),

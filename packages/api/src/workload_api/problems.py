@@ -36,6 +36,7 @@ STATUS_BY_CATEGORY: Mapping[ErrorCategory, int] = MappingProxyType(
         ErrorCategory.CONFLICT: 409,
         ErrorCategory.REVISION_CONFLICT: 409,
         ErrorCategory.PRECONDITION_FAILED: 412,
+        ErrorCategory.TOO_MANY_REQUESTS: 429,
         ErrorCategory.UNAVAILABLE: 503,
         ErrorCategory.INTERNAL: 500,
     }

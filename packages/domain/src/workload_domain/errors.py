@@ -23,6 +23,8 @@ Hierarchy::
     ├── RevisionConflict             category REVISION_CONFLICT (a commit from a stale revision)
     ├── VersionTaken                 category REVISION_CONFLICT (a concurrent new version won)
     ├── PreconditionFailed           category PRECONDITION_FAILED (a stale If-Match)
+    ├── TooManyRequests              category TOO_MANY_REQUESTS, code too_many_requests (a cap
+    │                                on waiting claims or event streams; with retry_after)
     ├── RunBusy                      category UNAVAILABLE, code unavailable (try again shortly)
     ├── ModeConflict                 category CONFLICT (replicas and a coordinator on one database)
     ├── IllegalTransition            category INTERNAL (a bug: a status change the rules forbid)
@@ -73,6 +75,7 @@ __all__ = [
     "SystemFault",
     "TaskNotFound",
     "TooLarge",
+    "TooManyRequests",
     "VersionNotFound",
     "VersionTaken",
     "WorkflowExists",
@@ -106,6 +109,7 @@ class ErrorCategory(enum.StrEnum):
     CONFLICT = "conflict"
     REVISION_CONFLICT = "revision_conflict"
     PRECONDITION_FAILED = "precondition_failed"
+    TOO_MANY_REQUESTS = "too_many_requests"
     UNAVAILABLE = "unavailable"
     INTERNAL = "internal"
 
@@ -369,6 +373,25 @@ class PreconditionFailed(WorkloadError):
 
     category = ErrorCategory.PRECONDITION_FAILED
     code = "precondition_failed"
+
+
+class TooManyRequests(WorkloadError):
+    """A caller holds as many waiting requests of a kind as it may (ADR 0025); try later.
+
+    ``limit`` names the cap that was reached (``per_worker``, ``per_principal``, ``per_run``).
+    """
+
+    category = ErrorCategory.TOO_MANY_REQUESTS
+    code = "too_many_requests"
+
+    def __init__(self, message: str, limit: str, retry_after: int) -> None:
+        super().__init__(message)
+        self.limit = limit
+        self.retry_after = retry_after
+
+    def extensions(self) -> dict[str, str]:
+        """The ``limit`` member."""
+        return {"limit": self.limit}
 
 
 class IllegalTransition(WorkloadError):

@@ -626,8 +626,9 @@ class NotifyHandlers:
 
     run: Callable[[str], None]
     """A run was created or changed through another replica's API."""
-    work: Callable[[], None]
-    """Remote work was queued: waiting claims look again."""
+    work: Callable[[Sequence[tuple[str, str]] | None], None]
+    """Remote work of these ``(queue, action)`` pairs was queued: the waiting claims that match
+    look again (None: unknown work, every waiting claim looks)."""
     step: Callable[[str, str, int], None]
     """A tool call of ``(run_id, task_key, attempt)`` ended: its agent's loop reads on."""
 

@@ -67,6 +67,9 @@ class Claim:
     token_digests: tuple[str, ...]
     """One digest per attempt it may receive, in order (the tokens themselves go to the
     worker, never to the store)."""
+    record_seen: bool = True
+    """Record the worker as seen (at most every :data:`SEEN_SECONDS`) even if nothing is
+    claimed. False for a long-poll's looks after a wake-up: those write only what they claim."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -141,6 +141,8 @@ class MemoryWorkers(MemoryJournal):
 
     def _seen(self, claim: Claim, now: datetime, *, claimed: bool = True) -> None:
         known = self._workers.get(claim.worker_id)
+        if not claimed and not claim.record_seen:
+            return  # a long-poll's look after a wake-up writes only what it claims
         if (
             not claimed
             and known is not None

@@ -308,8 +308,8 @@ class AgentExecutor:
                 schedule_deadline=None if wait is None else now + timedelta(seconds=wait),
             )
         begun = await self._journal.begin_step(step)
-        if begun is not None and begun.remote:
-            self.work_signal.notify()
+        if begun is not None and begun.queue is not None and begun.action is not None:
+            self.work_signal.notify([(begun.queue, begun.action)])
         return begun
 
     async def _run_in_process(

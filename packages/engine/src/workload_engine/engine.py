@@ -244,8 +244,9 @@ class Engine:
         cancel use case's — so the telemetry counts runs and attempts from their events.
         """
         self.changes.notify(commit.run.run_id)
-        if any(a.status is AttemptStatus.QUEUED for a in commit.attempts):
-            self.work_signal.notify()
+        queued = [(a.queue, a.action) for a in commit.attempts if a.status is AttemptStatus.QUEUED]
+        if queued:
+            self.work_signal.notify(queued)  # only the claims that could take it look again
         self.telemetry.committed(commit)
 
     def notify(self, run_id: str) -> None:

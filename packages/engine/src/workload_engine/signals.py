@@ -6,45 +6,104 @@ run's event stream to carry each new event promptly; neither polls on a fixed ti
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Collection, Iterable, Iterator
 from contextlib import contextmanager
 
 import anyio
 
-__all__ = ["Following", "RunChanges", "StepKey", "StepSignal", "WorkSignal"]
+__all__ = [
+    "Following",
+    "Listening",
+    "RunChanges",
+    "StepKey",
+    "StepSignal",
+    "Work",
+    "WorkSignal",
+]
+
+
+Work = tuple[str, str]
+"""``(queue, action)``: what queued work a notification names (SPEC §10)."""
 
 
 class WorkSignal:
-    """A broadcast: every claim waiting now wakes when any attempt is queued.
+    """Wake-ups of waiting claims: work queued wakes the claims that could take it.
 
-    A claimer takes a :meth:`waiter` *before* it looks for work, and waits on it only if it
-    found none: a notification between the two sets that waiter, so none is missed. Waiters
-    claim again and wait again if they still find nothing, so a signal carries no payload.
-    :meth:`close` wakes everyone for good (the service is stopping: long-polls answer now).
+    A claim listens (:meth:`listen`) for its queues and actions for as long as it waits; a
+    notification naming what was queued (``(queue, action)`` pairs) wakes only the claims whose
+    queues and actions both match, so idle claims on other queues cost nothing. A notification
+    that names nothing (``None``: an older peer, a payload too long to send) wakes every claim:
+    nothing is ever missed, at the price of a look each. A claimer takes a
+    :meth:`Listening.waiter` *before* it looks for work and waits on it only if it found none, so
+    a notification between the two is not missed. :meth:`close` wakes everyone for good (the
+    service is stopping: long-polls answer now).
     """
 
     def __init__(self) -> None:
-        self._event: anyio.Event | None = None
+        self._by_queue: dict[str, set[Listening]] = {}
+        self._listening: set[Listening] = set()
         self.closed = False
 
-    def waiter(self) -> anyio.Event:
-        """The event the next notification sets."""
-        if self._event is None:
-            self._event = anyio.Event()
-            if self.closed:
-                self._event.set()
-        return self._event
+    @property
+    def waiting(self) -> int:
+        """How many claims listen now."""
+        return len(self._listening)
 
-    def notify(self) -> None:
-        """Wake every waiter (work was committed)."""
-        event, self._event = self._event, None
-        if event is not None:
-            event.set()
+    @contextmanager
+    def listen(self, queues: Collection[str], actions: Collection[str]) -> Iterator[Listening]:
+        """Listen for work of ``queues`` × ``actions`` for the duration of the block."""
+        listening = Listening(self, frozenset(queues), frozenset(actions))
+        self._listening.add(listening)
+        for queue in listening.queues:
+            self._by_queue.setdefault(queue, set()).add(listening)
+        try:
+            yield listening
+        finally:
+            self._listening.discard(listening)
+            for queue in listening.queues:
+                found = self._by_queue.get(queue)
+                if found is not None:
+                    found.discard(listening)
+                    if not found:
+                        del self._by_queue[queue]
+
+    def notify(self, work: Iterable[Work] | None = None) -> None:
+        """Wake the claims that match ``work`` (work was committed); None wakes every claim."""
+        if work is None:
+            for listening in self._listening:
+                listening.wake()
+            return
+        for queue, action in work:
+            for listening in self._by_queue.get(queue, ()):
+                if action in listening.actions:
+                    listening.wake()
 
     def close(self) -> None:
         """Wake every waiter now and from now on."""
         self.closed = True
         self.notify()
+
+
+class Listening:
+    """One waiting claim's view of :class:`WorkSignal`: the queues and actions it can take."""
+
+    def __init__(self, signal: WorkSignal, queues: frozenset[str], actions: frozenset[str]) -> None:
+        self._signal = signal
+        self.queues = queues
+        self.actions = actions
+        self._event = anyio.Event()
+
+    def waiter(self) -> anyio.Event:
+        """The event the next matching notification sets (set at once once closed)."""
+        if self._event.is_set() and not self._signal.closed:
+            self._event = anyio.Event()
+        elif self._signal.closed:
+            self._event.set()
+        return self._event
+
+    def wake(self) -> None:
+        """Matching work was queued."""
+        self._event.set()
 
 
 StepKey = tuple[str, str, int]

@@ -28,6 +28,8 @@ Hierarchy::
     │   ├── PayloadTooLarge        413 payload_too_large (a body over 1 MiB, progress over
     │   │                              64 KiB)
     │   ├── UnsupportedMediaType   415 unsupported_media_type
+    │   ├── TooManyRequests        429 too_many_requests: too many waiting claims or event
+    │   │                              streams at once (retry_after: seconds, from Retry-After)
     │   └── ServerError            5xx internal
     │       └── Unavailable        503 unavailable
     ├── APIResponseValidationError a success response that is not the documented resource
@@ -81,6 +83,7 @@ __all__ = [
     "RunCanceled",
     "RunFailed",
     "ServerError",
+    "TooManyRequests",
     "Unauthenticated",
     "Unavailable",
     "UnsupportedMediaType",
@@ -224,6 +227,21 @@ class UnsupportedMediaType(APIStatusError):
     """415: the request body is not ``application/json``."""
 
 
+class TooManyRequests(APIStatusError):
+    """429: the caller holds as many waiting requests (claims, event streams) as it may.
+
+    Attributes:
+        retry_after: The seconds the server's ``Retry-After`` asks to wait (None if absent or
+            not a number of seconds).
+    """
+
+    def __init__(self, detail: str, **fields: Any) -> None:
+        super().__init__(detail, **fields)
+        response = fields.get("response")
+        raw = None if response is None else response.headers.get("retry-after", "").strip()
+        self.retry_after: int | None = int(raw) if raw and raw.isdigit() and len(raw) < 7 else None
+
+
 class ServerError(APIStatusError):
     """5xx: the server failed; the body says nothing about internals."""
 
@@ -289,6 +307,7 @@ _CLASS_BY_STATUS: Mapping[int, type[APIStatusError]] = {
     412: PreconditionFailed,
     413: PayloadTooLarge,
     415: UnsupportedMediaType,
+    429: TooManyRequests,
     503: Unavailable,
 }
 

@@ -24,6 +24,7 @@ from workload_store_postgres import _rows
 from workload_store_postgres._db import Conn, one, require_epoch
 from workload_store_postgres._part import StorePart, require_task
 from workload_store_postgres._queries import query
+from workload_store_postgres._work_notice import encode_work
 
 __all__ = ["Journal", "close_steps"]
 
@@ -66,7 +67,12 @@ class Journal(StorePart):
             if row is None:
                 await require_epoch(self._db, conn)
             elif step.queue is not None:
-                queued = {"queues": [step.queue], "now": step.started_at}
+                queued = {
+                    "queues": [step.queue],
+                    "now": step.started_at,
+                    # Without an action (never, for a remote call) the notice names nothing.
+                    "work": encode_work([(step.queue, step.action)]) if step.action else "",
+                }
                 await conn.execute(
                     query("ensure_queues"), {**queued, "announce": self._db.announce}
                 )

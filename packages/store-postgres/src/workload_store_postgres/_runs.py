@@ -34,6 +34,7 @@ from workload_store_postgres._db import Conn, Database, one, require_epoch
 from workload_store_postgres._journal import close_steps
 from workload_store_postgres._part import StorePart, require_run
 from workload_store_postgres._queries import query
+from workload_store_postgres._work_notice import encode_work
 
 __all__ = ["Runs"]
 
@@ -120,7 +121,8 @@ class Runs(StorePart):
             "attempts": _rows.attempt_rows(uid, commit.attempts),
             "event_rows": _rows.event_rows(uid, events, self._db.event_epoch()),
         }
-        queues = [a.queue for a in commit.attempts if a.status is AttemptStatus.QUEUED]
+        queued = [(a.queue, a.action) for a in commit.attempts if a.status is AttemptStatus.QUEUED]
+        queues = [queue for queue, _ in queued]
         closing = [a for a in commit.attempts if a.action == AGENT_ACTION and not a.status.is_live]
         # Rarer writes that go with the transition: then one transaction of several statements.
         extra = bool(queues or closing or commit.approvals)
@@ -136,7 +138,12 @@ class Runs(StorePart):
                 closed.extend((step, attempt) for step in ended)
             if queues:
                 now = commit.run.updated_at
-                announced = {"queues": queues, "now": now, "announce": self._db.announce}
+                announced = {
+                    "queues": queues,
+                    "now": now,
+                    "announce": self._db.announce,
+                    "work": encode_work(queued),
+                }
                 await conn.execute(query("ensure_queues"), announced)
             if commit.approvals:
                 approvals = [_rows.approval_params(uid, a) for a in commit.approvals]

@@ -66,6 +66,7 @@ class Workers(StorePart):
             "digests": list(claim.token_digests),
             "now": now,
             "seen_seconds": SEEN_SECONDS,
+            "record_seen": claim.record_seen,
         }
         claimed = await self._read("claim_attempts", params, _claimed)
         for pause in LOCKED_RETRY_SECONDS:

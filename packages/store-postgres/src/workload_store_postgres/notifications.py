@@ -2,7 +2,8 @@
 
 With several ``workload serve`` processes on one database, the store of each replica announces
 (:meth:`~workload_store_postgres.store.PostgresStore.announce`) new runs and runs changed through
-its API (``workload_runs``, payload the run id), queued remote work (``workload_work``) and tool
+its API (``workload_runs``, payload the run id), queued remote work (``workload_work``, payload
+its queues and actions: ``_work_notice``) and tool
 calls ended by a worker or the reaper (``workload_steps``, payload ``run/attempt/task``).
 A ``--standby`` process announces from the start, and its listener also says it is there
 (``workload_replicas``) when it connects and every :data:`PRESENCE_SECONDS`. Every process
@@ -38,6 +39,7 @@ from workload_store_postgres._db import (
     STEPS_CHANNEL,
     shard_channel,
 )
+from workload_store_postgres._work_notice import decode_work
 
 __all__ = ["CHANNELS", "PRESENCE_SECONDS", "PostgresNotifications"]
 
@@ -225,7 +227,7 @@ def _dispatch(handlers: Handlers, channel: str, payload: str) -> None:
     if channel == RUNS:
         handlers.run(payload)
     elif channel == WORK:
-        handlers.work()
+        handlers.work(decode_work(payload))
     elif channel == STEPS:
         run_id, _, rest = payload.partition("/")
         attempt, _, task_key = rest.partition("/")

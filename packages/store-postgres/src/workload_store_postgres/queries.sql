@@ -149,13 +149,14 @@ WITH run AS (
 SELECT last_sequence, notified FROM run
 
 -- name: ensure_queues
--- Remote work was queued: record its queues, and wake claims waiting on other replicas.
+-- Remote work was queued: record its queues, and wake the claims waiting on other replicas
+-- for it (%(work)s names its queues and actions; empty wakes every claim, ADR 0025).
 WITH known AS (
     INSERT INTO queues (queue, created_at)
     SELECT DISTINCT q, %(now)s FROM unnest(%(queues)s::text[]) AS q
     ON CONFLICT (queue) DO NOTHING
 )
-SELECT CASE WHEN %(announce)s THEN pg_notify('workload_work', '') END AS notified
+SELECT CASE WHEN %(announce)s THEN pg_notify('workload_work', %(work)s) END AS notified
 
 -- name: get_run
 SELECT run_id, workflow_id, version, status, revision, input, cancel_requested, created_at,
@@ -517,13 +518,14 @@ WITH tool_picked AS (
            c.task_key, c.attempt, jsonb_build_object('worker_id', %(worker_id)s::text)
     FROM claimed c JOIN runs r ON r.run_id = c.run_id
 ), seen AS (
-    -- The worker is recorded when it claims something, is new, changed what it serves, or was
-    -- last recorded SEEN_SECONDS ago: a claim that finds nothing otherwise writes nothing (it is
-    -- no write transaction; woken claims that find the work taken are many).
+    -- The worker is recorded when it claims something, or — a request's first look only
+    -- (%(record_seen)s) — is new, changed what it serves, or was last recorded SEEN_SECONDS
+    -- ago: a claim that finds nothing otherwise writes nothing (it is no write transaction;
+    -- woken claims that find the work taken are many).
     INSERT INTO workers (worker_id, queues, actions, first_seen_at, last_seen_at)
     SELECT %(worker_id)s, %(queues)s, %(actions)s, %(now)s, %(now)s
     WHERE EXISTS (SELECT 1 FROM chosen)
-       OR NOT EXISTS (
+       OR %(record_seen)s AND NOT EXISTS (
            SELECT 1 FROM workers w
            WHERE w.worker_id = %(worker_id)s AND w.queues = %(queues)s
              AND w.actions = %(actions)s

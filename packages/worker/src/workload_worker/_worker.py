@@ -23,11 +23,11 @@ from typing import Any, TypeVar
 import anyio
 import anyio.abc
 
-from workload_sdk import AsyncClient, ClaimedAttempt, Forbidden, Unauthenticated, WorkloadError
+from workload_sdk import AsyncClient, ClaimedAttempt, WorkloadError
 from workload_sdk.config import WORKER_TOKEN_ENV
 from workload_worker._apply import ApplyOnStart
 from workload_worker._attempt import SYNC_HANDLER_THREADS, Action, AttemptRunner
-from workload_worker._backoff import Backoff
+from workload_worker._backoff import Backoff, claim_failed
 from workload_worker._context import Context
 from workload_worker._serving import Serving
 from workload_worker._settings import (
@@ -374,6 +374,7 @@ class Worker:
                 continue
             started = anyio.current_time()
             claimed: list[ClaimedAttempt] | None = None
+            delay = 0.0
             with anyio.CancelScope() as scope:  # cancelled by a stop (Serving.stop)
                 serving.claim_scope = scope
                 try:
@@ -385,11 +386,11 @@ class Worker:
                         wait_seconds=self.wait_seconds,
                     )
                 except WorkloadError as exc:
-                    self._claim_failed(exc, backoff)
+                    delay = claim_failed(exc, backoff)
             serving.claim_scope = None
             if claimed is None:
                 if not scope.cancelled_caught:
-                    await serving.pause(backoff.next_delay())
+                    await serving.pause(delay)
                 continue
             backoff.reset()
             for item in claimed:
@@ -406,17 +407,6 @@ class Worker:
                 attempts.start_soon(self._run_attempt, runner, serving)
             if not claimed:
                 await serving.pause(floor - (anyio.current_time() - started))
-
-    def _claim_failed(self, exc: WorkloadError, backoff: Backoff) -> None:
-        tries = backoff.failures + 1
-        if isinstance(exc, Unauthenticated):
-            logger.error("claim refused (401): the server does not know this worker token")
-        elif isinstance(exc, Forbidden):
-            logger.error("claim refused (403): the token is not a worker token")
-        elif exc.status is not None and exc.status < 500:
-            logger.error("claim refused: %s", exc)
-        else:
-            logger.warning("claim failed (try %d): %s", tries, exc)
 
     @staticmethod
     async def _run_attempt(runner: AttemptRunner, serving: Serving) -> None:

@@ -17,6 +17,7 @@ from pydantic import BaseModel
 
 from workload_api import resources, schemas
 from workload_api.usecases._bodies import parse, storable
+from workload_api.usecases._holds import Holds
 from workload_domain.agent.journal import StepStatus
 from workload_domain.agent.loop import tool_failed, tool_output
 from workload_domain.errors import LeaseLost, TooLarge
@@ -38,12 +39,23 @@ from workload_domain.telemetry import NO_TELEMETRY, Telemetry
 from workload_domain.workers import MAX_PROGRESS_BYTES, Claim
 from workload_engine.planner import AttemptOutcome
 from workload_engine.remote import RemoteAttempts
-from workload_engine.signals import RunChanges, WorkSignal
+from workload_engine.signals import Listening, RunChanges, WorkSignal
 
-__all__ = ["WorkerUseCases"]
+__all__ = [
+    "CLAIM_RETRY_AFTER",
+    "MAX_WAITING_PER_PRINCIPAL",
+    "MAX_WAITING_PER_WORKER",
+    "WorkerUseCases",
+]
 
 _TOKEN_BYTES = 32
 """A lease token's random bytes (256 bits; SPEC §10 asks for at least 128)."""
+MAX_WAITING_PER_WORKER = 16
+"""Claims one worker id may hold at once (a worker of the SDK holds one)."""
+MAX_WAITING_PER_PRINCIPAL = 256
+"""Claims one worker token may hold at once, over all its worker ids."""
+CLAIM_RETRY_AFTER = 2
+"""The ``Retry-After`` of a claim refused for a cap (seconds)."""
 
 
 class WorkerUseCases:
@@ -58,6 +70,8 @@ class WorkerUseCases:
         clock: Clock,
         telemetry: Telemetry = NO_TELEMETRY,
         changes: RunChanges | None = None,
+        max_waiting_per_worker: int = MAX_WAITING_PER_WORKER,
+        max_waiting_per_principal: int = MAX_WAITING_PER_PRINCIPAL,
     ) -> None:
         self._store = store
         self._remote = remote
@@ -65,29 +79,68 @@ class WorkerUseCases:
         self._clock = clock
         self._telemetry = telemetry
         self._changes = changes or RunChanges()
+        self._per_worker = max_waiting_per_worker
+        self._per_principal = max_waiting_per_principal
+        self.claims = Holds("claims", retry_after=CLAIM_RETRY_AFTER)
+        """The claims in progress, per worker id and per principal (ADR 0025)."""
 
     async def claim(
-        self, worker_id: str, body: JsonObject | None, gone: anyio.Event | None = None
+        self,
+        worker_id: str,
+        body: JsonObject | None,
+        gone: anyio.Event | None = None,
+        *,
+        principal: str = "",
     ) -> JsonObject:
         """Up to ``max_attempts`` queued attempts, waiting up to ``wait_seconds`` for some.
 
         ``gone`` is set when the worker hung up: a claim stops waiting then, and never hands
-        out attempts to a worker that can no longer receive them.
+        out attempts to a worker that can no longer receive them. A worker id, and a
+        ``principal`` (its token), hold only so many claims at once (ADR 0025).
+
+        Raises:
+            TooManyRequests: the worker id or the principal holds as many claims as it may.
         """
         request = parse(schemas.ClaimRequest, body)
+        caps = [
+            ("per_worker", worker_id, self._per_worker),
+            ("per_principal", principal, self._per_principal),
+        ]
+        with (
+            self.claims.hold(caps),
+            self._signal.listen(request.queues, request.actions) as listening,
+        ):
+            return await self._claim(worker_id, request, listening, gone)
+
+    async def _claim(
+        self,
+        worker_id: str,
+        request: schemas.ClaimRequest,
+        listening: Listening,
+        gone: anyio.Event | None,
+    ) -> JsonObject:
+        queues, actions = (
+            tuple(dict.fromkeys(request.queues)),
+            tuple(dict.fromkeys(request.actions)),
+        )
         deadline = anyio.current_time() + request.wait_seconds
+        first = True
         while True:
             if gone is not None and gone.is_set():
                 return {"attempts": []}
-            waiter = self._signal.waiter()  # before looking: a notification now is not missed
+            waiter = listening.waiter()  # before looking: a notification now is not missed
             tokens = [secrets.token_urlsafe(_TOKEN_BYTES) for _ in range(request.max_attempts)]
             claim = Claim(
                 worker_id,
-                tuple(dict.fromkeys(request.queues)),
-                tuple(dict.fromkeys(request.actions)),
+                queues,
+                actions,
                 request.max_attempts,
                 tuple(token_digest(t) for t in tokens),
+                # The worker is recorded by the request's first look; a look after a wake-up
+                # that finds nothing writes nothing (ADR 0025).
+                record_seen=first,
             )
+            first = False
             now = self._clock.now()
             claimed = await self._store.claim(claim, now)
             if claimed:
