@@ -82,10 +82,12 @@ def test_rerun_starts_the_same_version_with_the_same_input(
     assert latest.exit_code == 0, latest.output
     newest = TypeAdapter(Run).validate_json(latest.stdout)
     assert (newest.version, newest.input) == (2, first.input)
+    assert f"rerunning {first.run_id} (version 2)" in latest.stderr  # the new run's version
 
     quiet = cli("runs", "rerun", again.run_id, "-q")
     assert quiet.exit_code == 0, quiet.output
     (run_id,) = quiet.stdout.split()
+    assert "rerunning" not in quiet.stderr  # --quiet prints the run id alone, as `runs start`
     assert operator.runs.get(run_id).input == first.input
 
     waited = cli("runs", "rerun", first.run_id, "--wait", "-o", "json")

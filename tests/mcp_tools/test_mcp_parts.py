@@ -116,3 +116,29 @@ async def test_a_protocol_error_fails_mcp_error_and_keeps_the_server() -> None:
     assert raised.value.code == MCP_ERROR
     assert "bad arguments for search" in raised.value.message
     assert (lost, connections.lost) == ([], None)
+
+
+SECRET = "s3cr3t-Token-9Qw"
+
+
+@pytest.mark.parametrize(
+    ("server", "shown"),
+    [
+        (
+            McpServer("api", url=f"https://user:{SECRET}@mcp.example:8443/mcp?key={SECRET}#x"),
+            "MCP server 'api' (https://mcp.example:8443/mcp)",
+        ),
+        (
+            McpServer("files", command=("npx", "server", "--token", SECRET, "/srv")),
+            "MCP server 'files' (npx)",
+        ),
+    ],
+)
+def test_a_server_is_named_without_its_credentials(server: McpServer, shown: str) -> None:
+    """Messages reach logs, stored attempt errors and the model: a server's URL query, user
+    info and command arguments (where credentials go) never appear in them."""
+    assert server.describe() == shown
+    where = server.url or " ".join(server.command)
+    scrubbed = server.scrub(f"connect failed for {where}: token {SECRET} refused")
+    assert SECRET not in scrubbed
+    assert scrubbed.startswith("connect failed for ")

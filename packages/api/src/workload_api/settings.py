@@ -83,12 +83,12 @@ class Settings(BaseSettings):
     safety net for commits made by another process)."""
     max_waiting_claims_per_worker: int = Field(default=16, ge=1, le=100_000)
     """Claims one worker id may hold at once in this process; past it, 429 (ADR 0025)."""
-    max_waiting_claims_per_principal: int = Field(default=256, ge=1, le=100_000)
+    max_waiting_claims_per_principal: int = Field(default=1024, ge=1, le=100_000)
     """Claims one worker token may hold at once in this process; past it, 429 (ADR 0025)."""
     max_streams_per_principal: int = Field(default=100, ge=1, le=100_000)
     """Event streams one token (or its console sessions) may hold open at once in this
     process; past it, 429 (ADR 0025)."""
-    max_streams_per_run: int = Field(default=50, ge=1, le=100_000)
+    max_streams_per_run: int = Field(default=500, ge=1, le=100_000)
     """Event streams of one run open at once in this process; past it, 429 (ADR 0025)."""
     console_session_seconds: int = Field(default=28800, ge=60, le=604800)
     """How long a web console sign-in lasts (8 hours by default); caps every live session."""

@@ -1,4 +1,4 @@
-"""The help screens' one repair: no type beside a flag (SPEC §8: no ``<bool>`` metavars).
+"""The help screens' one repair: no type beside a flag (a flag takes no value: no `<bool>` shown).
 
 typer 0.29 shows ``<bool>`` in the type column of every flag, ``--help`` included, as if it
 took a value. :class:`RootGroup`, the class of the ``workload`` group, clears the type of every

@@ -160,7 +160,8 @@ def rerun(
             version=None if latest else before.version,
             idempotency_key=key,
         )
-        s.out.say(f"rerunning {before.run_id} (version {before.version})")
+        if not quiet:
+            s.out.say(f"rerunning {before.run_id} (version {run.version})")
         _started(s, run, wait=wait, timeout=timeout, interval=interval, quiet=quiet)
 
 

@@ -2,7 +2,9 @@
 
 The run's event stream (``GET /runs/{run_id}/events/stream``, SPEC §13) says *when* the run
 changed; the display then reads the run and its tasks again — at most once per ``interval``
-however fast events come, and not at all while nothing happens. The stream is followed in a
+however fast events come, and not at all while nothing happens. A stream refused for now (429,
+too many open: ADR 0025) is not an error: the run is read again every ``Retry-After`` seconds
+until a stream opens. The stream is followed in a
 thread of its own so that the deadline (``--timeout``) and Ctrl-C stay with the main thread.
 """
 
@@ -15,12 +17,15 @@ from workload_cli._exit import ExitCode, exit_code_for_run
 from workload_cli._output import OutputFormat
 from workload_cli._progress import progress_display
 from workload_cli._session import Session
-from workload_sdk import APITimeoutError, Client
+from workload_sdk import APITimeoutError, Client, TooManyRequests
 
 __all__ = ["DEFAULT_INTERVAL", "watch_run"]
 
 DEFAULT_INTERVAL = 0.5
 _TASK_PAGE = 200
+_BUSY_WAIT = 5.0
+"""Seconds between reads of the run while the server refuses a stream (no ``Retry-After``)."""
+_MAX_BUSY_WAIT = 30.0
 
 
 class _Follower:
@@ -37,8 +42,17 @@ class _Follower:
 
     def _follow(self, client: Client, run_id: str, timeout: float | None) -> None:
         try:
-            for _ in client.runs.stream_events(run_id, timeout=timeout):
-                self.changed.set()
+            while True:
+                try:
+                    for _ in client.runs.stream_events(run_id, timeout=timeout):
+                        self.changed.set()
+                except TooManyRequests as busy:
+                    # The server holds as many streams as it allows (ADR 0025): read the run
+                    # again every Retry-After seconds, and open the stream again then.
+                    self.changed.set()
+                    time.sleep(min(busy.retry_after or _BUSY_WAIT, _MAX_BUSY_WAIT))
+                else:
+                    return
         except APITimeoutError:
             pass  # the main thread reports the deadline
         except Exception as exc:  # handed to the main thread, which raises it

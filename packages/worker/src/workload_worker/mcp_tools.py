@@ -26,6 +26,7 @@ import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TextIO
+from urllib.parse import parse_qsl, urlsplit
 
 import anyio
 import anyio.abc
@@ -92,9 +93,34 @@ class McpServer:
     url: str | None = None
 
     def describe(self) -> str:
-        """The server as messages name it."""
-        where = self.url if self.url is not None else " ".join(self.command)
+        """The server as messages name it: never its arguments, a URL's query or user info.
+
+        Messages reach logs, attempt errors (stored, shown to viewers) and, for a tool call, the
+        model: a server's credentials are often in its arguments (``--token …``) or its URL.
+        """
+        if self.url is not None:
+            parts = urlsplit(self.url)
+            host = parts.hostname or ""
+            port = f":{parts.port}" if parts.port is not None else ""
+            where = f"{parts.scheme}://{host}{port}{parts.path}"
+        else:
+            where = self.command[0] if self.command else ""
         return f"MCP server {self.name!r} ({where})"
+
+    def scrub(self, text: str) -> str:
+        """``text`` (an exception's message) without the server's URL secrets or arguments."""
+        secrets_: list[str] = []
+        if self.url is not None:
+            parts = urlsplit(self.url)
+            secrets_ += [self.url, parts.query, parts.netloc.rpartition("@")[0]]
+            secrets_ += [
+                parts.password or "",
+                *(v for _, v in parse_qsl(parts.query) if len(v) >= 4),
+            ]
+        secrets_ += [a for a in self.command[1:] if len(a) >= 4]
+        for secret in sorted(filter(None, secrets_), key=len, reverse=True):
+            text = text.replace(secret, "***")
+        return text
 
     def client(self) -> Client:
         """An unopened client of the official ``mcp`` package for this server."""
@@ -208,7 +234,8 @@ def _not_started(server: McpServer, exc: BaseException, *, listed: bool) -> Work
     while isinstance(exc, BaseExceptionGroup) and exc.exceptions:  # a transport's task group
         exc = exc.exceptions[0]
     what = "did not list its tools" if listed else "did not start"
-    return WorkerConfigError(f"{server.describe()} {what}: {str(exc) or type(exc).__name__}")
+    why = server.scrub(str(exc)) or type(exc).__name__
+    return WorkerConfigError(f"{server.describe()} {what}: {why}")
 
 
 def _connection_lost(exc: BaseException) -> bool:
@@ -355,8 +382,10 @@ class McpConnections:
             except Exception as exc:
                 if _connection_lost(exc):
                     self._lost(server)
-                    raise McpServerLost(f"{server.describe()}: connection lost ({exc})") from exc
-                raise NonRetryableError(f"{server.describe()}: {exc}", code=MCP_ERROR) from exc
+                    why = server.scrub(str(exc))
+                    raise McpServerLost(f"{server.describe()}: connection lost ({why})") from exc
+                why = server.scrub(str(exc))
+                raise NonRetryableError(f"{server.describe()}: {why}", code=MCP_ERROR) from exc
             return output_of(result)
 
         return call

@@ -48,7 +48,7 @@ __all__ = [
 
 MAX_STREAMS_PER_PRINCIPAL = 100
 """Event streams one principal (a token, with its console sessions) may hold open at once."""
-MAX_STREAMS_PER_RUN = 50
+MAX_STREAMS_PER_RUN = 500
 """Event streams of one run open at once."""
 STREAM_RETRY_AFTER = 5
 """The ``Retry-After`` of a stream refused for a cap (seconds)."""

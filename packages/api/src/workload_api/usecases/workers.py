@@ -52,7 +52,7 @@ _TOKEN_BYTES = 32
 """A lease token's random bytes (256 bits; SPEC §10 asks for at least 128)."""
 MAX_WAITING_PER_WORKER = 16
 """Claims one worker id may hold at once (a worker of the SDK holds one)."""
-MAX_WAITING_PER_PRINCIPAL = 256
+MAX_WAITING_PER_PRINCIPAL = 1024
 """Claims one worker token may hold at once, over all its worker ids."""
 CLAIM_RETRY_AFTER = 2
 """The ``Retry-After`` of a claim refused for a cap (seconds)."""
