@@ -3,7 +3,8 @@
 The contract suite (tests/contract/test_retention_contract.py) proves what both stores delete
 and keep; here the real database proves that no table keeps a row of a purged run, that the
 duty works through a backlog batch by batch counting ``workload_runs_purged_total``, and that a
-purge skips a run another transaction holds instead of waiting for it.
+purge skips a run another transaction holds instead of waiting for it. (Here, not under
+tests/api: the API's own session installs no PostgreSQL server.)
 """
 
 from __future__ import annotations
