@@ -28,6 +28,7 @@ from datetime import datetime
 from typing import Any, NoReturn, TypeVar
 
 import psycopg
+from psycopg import pq
 from psycopg.errors import IntegrityError, UndefinedTable
 from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
@@ -127,8 +128,11 @@ class Sessions:
         conn = self._by_pid.get(pid)
         if conn is None or conn.closed or conn.broken:
             return False
-        # Written to: the backend went away (as for ``_still_alive``) — or a result is arriving
-        # on a connection in use, whose echo is then heard (harmless).
+        if conn.pgconn.transaction_status == pq.TransactionStatus.ACTIVE:
+            # A command in progress (the commit that sent this notice, its reply not read yet):
+            # what waits on the socket is its result, not the word of a backend gone away.
+            return True
+        # Written to: the backend went away (as for ``_still_alive``).
         return not written_to(conn)
 
     def forget(self) -> None:
