@@ -586,6 +586,28 @@ def test_completion_scripts(offline_cli: Cli) -> None:
         check=False,
     )
     assert answer.stdout.split() == ["watch"]
+    zsh = subprocess.run(
+        [str(workload)],
+        env={
+            **os.environ,
+            "_WORKLOAD_COMPLETE": "complete_zsh",
+            "_TYPER_COMPLETE_ARGS": "workload ru",
+        },
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert '"runs":' in zsh.stdout, zsh.stderr
+
+
+def test_one_completion_mechanism(offline_cli: Cli) -> None:
+    """``workload completion SHELL`` only: typer's own install/show flags are not offered."""
+    help_text = offline_cli("--help", env={"COLUMNS": "200"}).stdout
+    assert "completion" in help_text
+    assert "--install-completion" not in help_text
+    assert "--show-completion" not in help_text
+    refused = offline_cli("--install-completion", "bash")
+    assert refused.exit_code == ExitCode.USAGE
 
 
 CLIENT = ("0 ok", "1 unexpected error", "2 usage", "6 server unreachable", "7 request rejected")

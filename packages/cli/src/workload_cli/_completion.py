@@ -1,4 +1,9 @@
-"""``workload completion SHELL``: print the shell completion script."""
+"""``workload completion SHELL``: print the shell completion script.
+
+The one completion mechanism (SPEC §8): the root command has no ``--install-completion`` /
+``--show-completion`` (typer's ``add_completion`` is off), so typer's completion classes, which
+answer the script's ``_WORKLOAD_COMPLETE=complete_<shell>`` calls, are registered here instead.
+"""
 
 from __future__ import annotations
 
@@ -6,12 +11,15 @@ import enum
 from typing import Annotated
 
 import typer
+from typer._completion_classes import completion_init
 from typer._completion_shared import get_completion_script
 
 __all__ = ["Shell", "completion"]
 
 PROG_NAME = "workload"
 COMPLETE_VAR = "_WORKLOAD_COMPLETE"
+
+completion_init()
 
 
 class Shell(enum.StrEnum):

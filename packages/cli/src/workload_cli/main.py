@@ -45,7 +45,7 @@ app = typer.Typer(
     help="Workload: a control plane for multi-step AI workloads.",
     epilog=EXIT_CODES_HELP,
     no_args_is_help=True,
-    add_completion=True,
+    add_completion=False,  # one mechanism: `workload completion SHELL` (SPEC §8)
     pretty_exceptions_enable=False,
 )
 migrate_app = typer.Typer(help="Database schema migrations.", no_args_is_help=True)
