@@ -217,11 +217,11 @@ def test_an_expired_session_is_signed_out(live_api: LiveApi) -> None:
     ],
 )
 def test_a_forged_session_is_refused(
-    live_api: LiveApi, operator_browser: httpx.Client, forge: object
+    live_api: LiveApi, operator_browser: httpx.Client, forge: Callable[[str], str]
 ) -> None:
     cookie = operator_browser.cookies["workload_session"]
     client = live_api.client(None)
-    client.cookies.set("workload_session", forge(cookie))  # type: ignore[operator]
+    client.cookies.set("workload_session", forge(cookie))
     assert client.get("/ui/runs").status_code == 303
 
 

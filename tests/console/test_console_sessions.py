@@ -12,6 +12,7 @@ import hashlib
 import hmac
 import json
 import secrets
+from collections.abc import Callable
 
 import anyio
 import pytest
@@ -98,22 +99,24 @@ def _new_format(key: bytes, principal: Principal) -> tuple[str, str]:
         pytest.param(_new_format, id="signed-no-session-row"),
     ],
 )
-def test_a_cookie_made_from_the_stored_key_is_refused(live_api: LiveApi, forge: object) -> None:
+def test_a_cookie_made_from_the_stored_key_is_refused(
+    live_api: LiveApi, forge: Callable[[bytes, Principal], tuple[str, str]]
+) -> None:
     create(live_api, SLEEPY)
     key = call(live_api.container.store().secret, "console_session")
     principal = call(live_api.container.authenticator().identify, OPERATOR_TOKEN)
     assert principal is not None
-    cookie, csrf = forge(key, principal)  # type: ignore[operator]
+    cookie, csrf = forge(key, principal)
     _refused(live_api, cookie, csrf)
 
 
 def _sessions(
-    store: InMemoryStore, clock: FakeClock, key: SecretStr | None = None, **options: object
+    store: InMemoryStore, clock: FakeClock, key: SecretStr | None = None, max_age: int = 28800
 ) -> Sessions:
     tokens = Authenticator(
         viewers=(), operators=(SecretStr(OPERATOR_TOKEN),), key=ServiceKey(store, key)
     )
-    return Sessions(store, tokens, clock, **options)  # type: ignore[arg-type]
+    return Sessions(store, tokens, clock, max_age=max_age)
 
 
 async def _operator(sessions: Sessions) -> Principal:
