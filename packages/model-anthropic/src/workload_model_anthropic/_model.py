@@ -30,6 +30,7 @@ from collections.abc import Sequence
 import anthropic
 import anyio
 
+from workload_domain.agent.adapters import mask_secret
 from workload_domain.agent.llm import (
     ModelFailure,
     ModelRejected,
@@ -38,7 +39,6 @@ from workload_domain.agent.llm import (
     ModelUnavailable,
 )
 from workload_domain.jsonvalues import JsonObject
-from workload_model_anthropic._masking import mask_secret
 from workload_model_anthropic._settings import (
     DEFAULT_API_KEY,
     DEFAULT_BASE_URL,

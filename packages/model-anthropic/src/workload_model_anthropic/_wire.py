@@ -34,6 +34,12 @@ from anthropic.types import (
     ToolUseBlockParam,
 )
 
+from workload_domain.agent.adapters import (
+    MalformedAnswer,
+    json_object,
+    optional_string,
+    token_count,
+)
 from workload_domain.agent.llm import (
     Message,
     ModelRequest,
@@ -68,10 +74,6 @@ _FINISH = {
     "refusal": "content_filter",
 }
 """``stop_reason`` in the port's (OpenAI's) words; any other reason is kept as it is."""
-
-
-class MalformedAnswer(Exception):
-    """A 200 whose body is not a message; the message says what is wrong with it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -231,29 +233,8 @@ def wire_request(request: ModelRequest) -> WireRequest:
     )
 
 
-def _object(value: Any, where: str) -> dict[str, Any]:
-    if not isinstance(value, dict):
-        raise MalformedAnswer(f"{where} is not a JSON object")
-    return value
-
-
-def _optional_string(value: Any, where: str) -> str | None:
-    if value is not None and not isinstance(value, str):
-        raise MalformedAnswer(f"{where} is not a string")
-    return value
-
-
-def _token_count(usage: dict[str, Any], name: str) -> int:
-    value = usage.get(name)
-    if value is None:
-        return 0
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise MalformedAnswer(f"usage.{name} is not a count")
-    return value
-
-
 def _tool_call(block: dict[str, Any], where: str) -> ToolCall:
-    call_id = _optional_string(block.get("id"), f"{where}.id") or ""
+    call_id = optional_string(block.get("id"), f"{where}.id") or ""
     name = block.get("name")
     if not isinstance(name, str):
         raise MalformedAnswer(f"{where}.name is not a string")
@@ -262,12 +243,12 @@ def _tool_call(block: dict[str, Any], where: str) -> ToolCall:
 
 def _usage(answer: dict[str, Any]) -> TokenUsage:
     usage = answer.get("usage")
-    usage = {} if usage is None else _object(usage, "usage")
+    usage = {} if usage is None else json_object(usage, "usage")
     # Tokens read from or written to the prompt cache are input too (reported apart).
     cached = ("cache_creation_input_tokens", "cache_read_input_tokens")
     return TokenUsage(
-        _token_count(usage, "input_tokens") + sum(_token_count(usage, n) for n in cached),
-        _token_count(usage, "output_tokens"),
+        token_count(usage, "input_tokens") + sum(token_count(usage, n) for n in cached),
+        token_count(usage, "output_tokens"),
     )
 
 
@@ -287,7 +268,7 @@ def parse_answer(body: bytes, answer_tool: AnswerTool | None = None) -> ModelRes
         data = json.loads(body)
     except ValueError:  # UnicodeDecodeError included
         raise MalformedAnswer("the body is not JSON") from None
-    answer = _object(data, "the body")
+    answer = json_object(data, "the body")
     blocks = answer.get("content")
     if not isinstance(blocks, list):
         raise MalformedAnswer("it has no content list")
@@ -295,7 +276,7 @@ def parse_answer(body: bytes, answer_tool: AnswerTool | None = None) -> ModelRes
     calls: list[ToolCall] = []
     for index, raw in enumerate(blocks):
         where = f"content[{index}]"
-        block = _object(raw, where)
+        block = json_object(raw, where)
         kind = block.get("type")
         if kind == "text":
             text = block.get("text")
@@ -306,7 +287,7 @@ def parse_answer(body: bytes, answer_tool: AnswerTool | None = None) -> ModelRes
             calls.append(_tool_call(block, where))
         elif not isinstance(kind, str):
             raise MalformedAnswer(f"{where}.type is not a string")
-    stop = _optional_string(answer.get("stop_reason"), "stop_reason")
+    stop = optional_string(answer.get("stop_reason"), "stop_reason")
     usage = _usage(answer)
     content = "".join(texts) if texts else None
     finish = _FINISH.get(stop, stop) if stop is not None else None

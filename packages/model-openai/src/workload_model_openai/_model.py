@@ -29,6 +29,7 @@ from collections.abc import Sequence
 import anyio
 import openai
 
+from workload_domain.agent.adapters import mask_secret
 from workload_domain.agent.llm import (
     ModelFailure,
     ModelRejected,
@@ -37,7 +38,6 @@ from workload_domain.agent.llm import (
     ModelUnavailable,
 )
 from workload_domain.jsonvalues import JsonObject
-from workload_model_openai._masking import mask_secret
 from workload_model_openai._options import response_format, sampling
 from workload_model_openai._settings import (
     DEFAULT_API_KEY,

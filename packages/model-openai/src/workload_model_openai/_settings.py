@@ -12,6 +12,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
+from workload_domain.agent.adapters import safe_url
+
 __all__ = [
     "API_KEY_VARIABLE",
     "BASE_URL_VARIABLE",
@@ -36,19 +38,6 @@ MAX_TIMEOUT_SECONDS = 3600.0
 
 class OpenAIConfigError(ValueError):
     """A base URL, key or timeout that cannot be used; the message names the setting."""
-
-
-def safe_url(url: str) -> str:
-    """``url`` without user info, query or fragment: what messages may show of it."""
-    parts = urlsplit(url)
-    host = parts.hostname or ""
-    if ":" in host:  # an IPv6 literal
-        host = f"[{host}]"
-    try:
-        port = f":{parts.port}" if parts.port is not None else ""
-    except ValueError:
-        port = ""
-    return f"{parts.scheme}://{host}{port}{parts.path}"
 
 
 def _check_url(url: str, name: str) -> None:

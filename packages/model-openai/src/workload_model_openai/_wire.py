@@ -20,6 +20,12 @@ from openai.types.chat import (
     ChatCompletionMessageParam,
 )
 
+from workload_domain.agent.adapters import (
+    MalformedAnswer,
+    json_object,
+    optional_string,
+    token_count,
+)
 from workload_domain.agent.llm import (
     Message,
     ModelResponse,
@@ -30,10 +36,6 @@ from workload_domain.agent.llm import (
 )
 
 __all__ = ["MalformedAnswer", "arguments_text", "parse_answer", "wire_messages", "wire_tools"]
-
-
-class MalformedAnswer(Exception):
-    """A 200 whose body is not a chat completion; the message says what is wrong with it."""
 
 
 def arguments_text(arguments: Any) -> str:
@@ -106,31 +108,10 @@ def _decode_arguments(raw: Any) -> Any:
         return raw
 
 
-def _object(value: Any, where: str) -> dict[str, Any]:
-    if not isinstance(value, dict):
-        raise MalformedAnswer(f"{where} is not a JSON object")
-    return value
-
-
-def _optional_string(value: Any, where: str) -> str | None:
-    if value is not None and not isinstance(value, str):
-        raise MalformedAnswer(f"{where} is not a string")
-    return value
-
-
-def _token_count(usage: dict[str, Any], name: str) -> int:
-    value = usage.get(name)
-    if value is None:
-        return 0
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise MalformedAnswer(f"usage.{name} is not a count")
-    return value
-
-
 def _tool_call(raw: Any, index: int) -> ToolCall:
     where = f"choices[0].message.tool_calls[{index}]"
-    call = _object(raw, where)
-    function = _object(call.get("function"), f"{where}.function")
+    call = json_object(raw, where)
+    function = json_object(call.get("function"), f"{where}.function")
     call_id = call.get("id", "")
     if call_id is None:
         call_id = ""  # some local servers send no ids: the runtime names such calls
@@ -157,25 +138,25 @@ def parse_answer(body: bytes) -> ModelResponse:
         data = json.loads(body)
     except ValueError:  # UnicodeDecodeError included
         raise MalformedAnswer("the body is not JSON") from None
-    answer = _object(data, "the body")
+    answer = json_object(data, "the body")
     choices = answer.get("choices")
     if not isinstance(choices, list) or not choices:
         raise MalformedAnswer("it has no choices")
-    choice = _object(choices[0], "choices[0]")
-    message = _object(choice.get("message"), "choices[0].message")
-    content = _optional_string(message.get("content"), "choices[0].message.content")
+    choice = json_object(choices[0], "choices[0]")
+    message = json_object(choice.get("message"), "choices[0].message")
+    content = optional_string(message.get("content"), "choices[0].message.content")
     raw_calls = message.get("tool_calls")
     if raw_calls is None:
         raw_calls = []
     if not isinstance(raw_calls, list):
         raise MalformedAnswer("choices[0].message.tool_calls is not a list")
     calls = tuple(_tool_call(raw, i) for i, raw in enumerate(raw_calls))
-    finish = _optional_string(choice.get("finish_reason"), "choices[0].finish_reason")
+    finish = optional_string(choice.get("finish_reason"), "choices[0].finish_reason")
     usage = answer.get("usage")
-    usage = {} if usage is None else _object(usage, "usage")
+    usage = {} if usage is None else json_object(usage, "usage")
     return ModelResponse(
         content,
         calls,
-        TokenUsage(_token_count(usage, "prompt_tokens"), _token_count(usage, "completion_tokens")),
+        TokenUsage(token_count(usage, "prompt_tokens"), token_count(usage, "completion_tokens")),
         finish or ("tool_calls" if calls else "stop"),
     )
