@@ -25,7 +25,9 @@ from opentelemetry.trace import SpanKind, StatusCode
 from tests.observability.scrape import parse
 from tests.plugins.live_api import WORKER_TOKEN, LiveApi
 from tests.waiting import wait_until
+from workload_api.container import Container, use_memory_store
 from workload_api.context import ACCESS_LOGGER, JsonFormatter
+from workload_api.settings import Settings
 from workload_api.telemetry import Metrics, ServiceTelemetry, traceparent_of
 from workload_domain.model import RunRecord
 from workload_domain.statuses import RunStatus
@@ -298,6 +300,7 @@ def test_a_model_call_is_a_genai_span_with_its_usage(
         "gen_ai.provider.name": "mock",
         "gen_ai.system": "mock",
         "gen_ai.request.model": "mock-1",
+        "workload.model.endpoint": "mock",
         "gen_ai.usage.input_tokens": 12,
         "gen_ai.usage.output_tokens": 5,
     }
@@ -338,6 +341,51 @@ def test_a_failed_model_call_is_an_error(
 @contextmanager
 def _nothing() -> Iterator[None]:
     yield
+
+
+def test_a_model_call_s_span_names_its_endpoint_s_provider_and_the_metrics_its_endpoint(
+    tracer_provider: TracerProvider, spans: InMemorySpanExporter
+) -> None:
+    """Two endpoints of one kind: the span says ``openai`` for both, and which endpoint."""
+    metrics = Metrics()
+    telemetry = ServiceTelemetry(
+        metrics, tracer_provider, endpoint_providers={"local": "openai", "claude": "anthropic"}
+    )
+    for endpoint, model in (("local", "llama3"), ("claude", "claude-x"), ("gone", "m")):
+        with telemetry.model_call(provider=endpoint, model=model):
+            pass
+    attributes = {
+        name: dict(named(spans.get_finished_spans(), name).attributes or {})
+        for name in ("chat llama3", "chat claude-x", "chat m")
+    }
+    assert [
+        (a["gen_ai.provider.name"], a["gen_ai.system"], a["workload.model.endpoint"])
+        for a in attributes.values()
+    ] == [
+        ("openai", "openai", "local"),
+        ("anthropic", "anthropic", "claude"),
+        ("gone", "gone", "gone"),
+    ]
+    samples = parse(metrics.exposition().decode())
+    for endpoint in ("local", "claude", "gone"):
+        labels = (("outcome", "ok"), ("provider", endpoint))
+        assert samples[("workload_model_calls_total", labels)] == 1
+
+
+def test_the_service_s_telemetry_knows_each_configured_endpoint_s_provider(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("CLAUDE_KEY", "sk-ant-test")
+    endpoints = {
+        "local": {"provider": "openai", "base_url": "http://127.0.0.1:9/v1"},
+        "claude": {"provider": "anthropic", "api_key_env": "CLAUDE_KEY"},
+    }
+    container = use_memory_store(
+        Container(settings=Settings(model_endpoints=json.dumps(endpoints)))
+    )
+    telemetry = container.telemetry()
+    assert isinstance(telemetry, ServiceTelemetry)
+    assert telemetry.endpoint_providers == {"local": "openai", "claude": "anthropic"}
 
 
 def test_a_tool_call_is_an_execute_tool_span_and_a_tool_attempt(

@@ -114,6 +114,11 @@ def _adapters(endpoint: ModelEndpoint, timeout_seconds: float) -> ClosableModels
     return made
 
 
+def _endpoint_providers(endpoints: tuple[ModelEndpoint, ...]) -> dict[str, str]:
+    """Each endpoint's provider kind, for the GenAI spans (``local`` → ``openai``)."""
+    return {e.name: e.provider for e in endpoints}
+
+
 def _models(endpoints: tuple[ModelEndpoint, ...], timeout: float) -> ModelRouter:
     """``mock`` and every configured endpoint (SPEC §11), each made at its first model."""
     return ModelRouter(
@@ -208,8 +213,13 @@ class Container(containers.DeclarativeContainer):
     # Observability (SPEC §12): the OTEL_* variables are read when the provider is built.
     tracer_provider = providers.Singleton(tracer_provider_from_env)
     metrics = providers.Singleton(Metrics)
+    # The endpoints' keys are read from the environment here, when the service is wired.
+    endpoints = providers.Singleton(configured_endpoints, settings=settings)
     telemetry = providers.Singleton(
-        ServiceTelemetry, metrics=metrics, tracer_provider=tracer_provider
+        ServiceTelemetry,
+        metrics=metrics,
+        tracer_provider=tracer_provider,
+        endpoint_providers=providers.Callable(_endpoint_providers, endpoints),
     )
     store = providers.Singleton(_store, settings=settings, clock=clock, telemetry=telemetry)
     lock = providers.Singleton(_lock, settings=settings)
@@ -218,8 +228,6 @@ class Container(containers.DeclarativeContainer):
     work_signal = providers.Singleton(WorkSignal)
     step_signal = providers.Singleton(StepSignal)
     mock_executor = providers.Singleton(MockExecutor, clock=clock)
-    # The endpoints' keys are read from the environment here, when the service is wired.
-    endpoints = providers.Singleton(configured_endpoints, settings=settings)
     models = providers.Singleton(
         _models, endpoints=endpoints, timeout=settings.provided.model_timeout_seconds
     )

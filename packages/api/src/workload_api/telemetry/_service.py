@@ -28,7 +28,7 @@ agent attempt's (or run's) span when this process executes the run.
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from datetime import datetime
 from types import TracebackType
@@ -208,8 +208,16 @@ class _ModelCall:
 class ServiceTelemetry:
     """Metrics always; spans when a tracer provider is given (``OTEL_TRACES_EXPORTER`` set)."""
 
-    def __init__(self, metrics: Metrics, tracer_provider: TracerProvider | None = None) -> None:
+    def __init__(
+        self,
+        metrics: Metrics,
+        tracer_provider: TracerProvider | None = None,
+        *,
+        endpoint_providers: Mapping[str, str] | None = None,
+    ) -> None:
         self.metrics = metrics
+        self._endpoint_providers = dict(endpoint_providers or {})
+        """Each configured model endpoint's provider kind (``local`` → ``openai``)."""
         self.provider = tracer_provider
         self._tracer = (
             None if tracer_provider is None else tracer_provider.get_tracer(INSTRUMENTATION)
@@ -221,6 +229,11 @@ class ServiceTelemetry:
         """Remote tool calls' spans by step id: started by the claim, ended with the step."""
         self._attempts: dict[tuple[str, str, int], Span] = {}
         """Local attempts' spans while they execute (a remote tool call's parent)."""
+
+    @property
+    def endpoint_providers(self) -> dict[str, str]:
+        """Each configured model endpoint's provider kind, as the spans name it."""
+        return dict(self._endpoint_providers)
 
     @property
     def tracing(self) -> bool:
@@ -489,10 +502,16 @@ class ServiceTelemetry:
     def model_call(
         self, *, provider: str, model: str, operation: str = "chat"
     ) -> Iterator[ModelCall]:
-        """A model call: a GenAI span, ``workload_model_calls_total`` and the tokens."""
+        """A model call: a GenAI span, ``workload_model_calls_total`` and the tokens.
+
+        ``provider`` is the model name's prefix, the endpoint: the metrics count per endpoint
+        (ADR 0027); the span names the endpoint's provider kind as ``gen_ai.provider.name``
+        and the endpoint as ``workload.model.endpoint``.
+        """
         call = _ModelCall()
+        kind = self._endpoint_providers.get(provider, provider)
         with genai.chat_span(
-            self.tracer, provider=provider, model=model, operation=operation
+            self.tracer, provider=kind, model=model, operation=operation, endpoint=provider
         ) as span:
             try:
                 yield call

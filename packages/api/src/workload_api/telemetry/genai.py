@@ -30,15 +30,27 @@ __all__ = ["chat_span", "failed", "record_usage", "start_tool_span", "tool_span"
 
 @contextmanager
 def chat_span(
-    tracer: Tracer, *, provider: str, model: str, operation: str = "chat"
+    tracer: Tracer,
+    *,
+    provider: str,
+    model: str,
+    operation: str = "chat",
+    endpoint: str | None = None,
 ) -> Iterator[Span]:
-    """A model call's span, current within the block (an exception marks it failed)."""
+    """A model call's span, current within the block (an exception marks it failed).
+
+    ``provider`` is the provider's kind (``openai``, ``anthropic``, ``mock``), as the GenAI
+    conventions name it; ``endpoint`` the configured endpoint it was called through
+    (``workload.model.endpoint``: ``local`` and ``cloud`` may both be ``openai``).
+    """
     attributes = {
         "gen_ai.operation.name": operation,
         "gen_ai.provider.name": provider,
         "gen_ai.system": provider,
         "gen_ai.request.model": model,
     }
+    if endpoint is not None:
+        attributes["workload.model.endpoint"] = endpoint
     with tracer.start_as_current_span(
         f"{operation} {model}", kind=SpanKind.CLIENT, attributes=attributes
     ) as span:
