@@ -5,8 +5,8 @@ it on exit. ``POST /v1/messages`` answers with the next queued behaviour:
 
 - :class:`Reply`: a 200 message (text and/or ``tool_use`` blocks, usage, stop reason);
 - :class:`Status`: an error status (429, 529, 401, …) with an Anthropic error body;
-- :class:`~tests.fakes.openai_server.Raw`: any bytes with any status (malformed answers);
-- :class:`~tests.fakes.openai_server.Hang`: no answer at all until the server stops;
+- :class:`~tests.fakes.scripted.Raw`: any bytes with any status (malformed answers);
+- :class:`~tests.fakes.scripted.Hang`: no answer at all until the server stops;
 
 each optionally after a ``delay``. Turns may also be given as the mock model's script turns
 (``{"content": …}`` or ``{"tool_calls": [{"name", "arguments"}]}``), so one script serves the
@@ -16,26 +16,19 @@ using the script; so is any request when the queue is empty (``no turn left``). 
 on any path, is recorded (:attr:`FakeAnthropic.requests`); :attr:`FakeAnthropic.calls` counts
 the message requests, so a test can prove a call was made exactly once, even by another process.
 
-It is built like ``tests/fakes/openai_server.py`` and for the same reasons: the standard
-library's ``http.server`` needs no dependency (the adapter's own nox session installs only the
-adapter and the test tools), runs in a plain thread that a test's event loop and a ``workload
-serve`` subprocess can both call, and writes exactly the bytes it is told. It speaks HTTP/1.0
-and joins its handler threads when it stops, releasing any that hang or delay first.
+The script, the recorded requests and the socket are ``tests/fakes/scripted.py``'s.
 """
 
 from __future__ import annotations
 
 import itertools
 import json
-import threading
-from collections import deque
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from tests.fakes.openai_server import Hang, Raw, RecordedRequest
+from tests.fakes.scripted import Answer, Hang, Raw, RecordedRequest, ScriptedFake, model_of, running
 
 __all__ = [
     "MESSAGES_PATH",
@@ -152,62 +145,37 @@ class Status:
 Behaviour = Reply | Status | Raw | Hang
 
 
-class FakeAnthropic:
+class FakeAnthropic(ScriptedFake[Behaviour]):
     """The state of a running fake server: its script of behaviours and what it received."""
 
-    def __init__(self, behaviours: Iterable[Behaviour | Mapping[str, Any]] = ()) -> None:
-        self._lock = threading.Lock()
-        self._script: deque[Behaviour] = deque()
-        self._requests: list[RecordedRequest] = []
-        self.stopping = threading.Event()
-        self.port = 0
-        self.queue(*behaviours)
+    PATH = MESSAGES_PATH
+    NAME = "Anthropic"
 
     @property
     def base_url(self) -> str:
         """``http://127.0.0.1:<port>``: the API's root, as an ``anthropic`` endpoint wants it."""
         return f"http://127.0.0.1:{self.port}"
 
-    def queue(self, *behaviours: Behaviour | Mapping[str, Any]) -> None:
-        """Answer the next message requests with these, in order (mappings are script turns)."""
-        converted = [b if not isinstance(b, Mapping) else Reply.from_turn(b) for b in behaviours]
-        with self._lock:
-            self._script.extend(converted)
-
-    @property
-    def pending(self) -> int:
-        """Behaviours queued and not yet used."""
-        with self._lock:
-            return len(self._script)
-
-    @property
-    def requests(self) -> list[RecordedRequest]:
-        """Every request received so far, on any path, in order."""
-        with self._lock:
-            return list(self._requests)
-
     @property
     def message_requests(self) -> list[RecordedRequest]:
         """The ``POST /v1/messages`` requests received so far."""
-        return [r for r in self.requests if r.method == "POST" and r.path == MESSAGES_PATH]
+        return self.scripted_requests
 
-    @property
-    def calls(self) -> int:
-        """How many messages were asked for."""
-        return len(self.message_requests)
+    def from_turn(self, turn: Mapping[str, Any]) -> Behaviour:
+        return Reply.from_turn(turn)
 
-    def record(self, request: RecordedRequest) -> Behaviour | None:
-        """Keep ``request``; the behaviour to answer it with (None: not a message request)."""
-        with self._lock:
-            self._requests.append(request)
-            if request.method != "POST" or request.path != MESSAGES_PATH:
-                return None
-            missing = _missing_fields(request.body)
-            if missing:
-                return Status(400, f"fake Anthropic server: {missing}: Field required")
-            if self._script:
-                return self._script.popleft()
-        return Status(400, "fake Anthropic server: no turn left in the script")
+    def error(self, status: int, message: str) -> Behaviour:
+        return Status(status, message)
+
+    def refusal(self, body: bytes) -> str:
+        missing = _missing_fields(body)
+        return f"{missing}: Field required" if missing else ""
+
+    def answer(self, behaviour: Behaviour, request_body: bytes) -> Answer:
+        if isinstance(behaviour, Reply):
+            return Answer(200, behaviour.body(model_of(request_body)))
+        assert isinstance(behaviour, Status)
+        return Answer(behaviour.status, behaviour.body(), headers=behaviour.headers)
 
 
 def _missing_fields(body: bytes) -> str:
@@ -221,82 +189,10 @@ def _missing_fields(body: bytes) -> str:
     return next((name for name in _REQUIRED if name not in data), "")
 
 
-class _Server(ThreadingHTTPServer):
-    daemon_threads = False  # joined by server_close(): nothing outlives the server
-    block_on_close = True
-
-    def __init__(self, fake: FakeAnthropic) -> None:
-        super().__init__(("127.0.0.1", 0), _Handler)
-        self.fake = fake
-
-
-class _Handler(BaseHTTPRequestHandler):
-    server: _Server
-    timeout = 10  # a client that connects and sends nothing does not hold a thread forever
-
-    def log_message(self, format: str, *args: Any) -> None:
-        return  # quiet: the test reads .requests instead
-
-    def do_GET(self) -> None:
-        self._serve()
-
-    def do_POST(self) -> None:
-        self._serve()
-
-    def _serve(self) -> None:
-        length = int(self.headers.get("Content-Length") or 0)
-        body = self.rfile.read(length) if length else b""
-        headers = {k.lower(): v for k, v in self.headers.items()}
-        fake = self.server.fake
-        behaviour = fake.record(RecordedRequest(self.command, self.path, headers, body))
-        if behaviour is None:
-            self._send(404, Status(404, f"no route {self.path}").body())
-            return
-        if isinstance(behaviour, Hang) or fake.stopping.wait(behaviour.delay):
-            fake.stopping.wait()
-            return
-        if isinstance(behaviour, Reply):
-            self._send(200, behaviour.body(json.loads(body).get("model")))
-        elif isinstance(behaviour, Status):
-            self._send(behaviour.status, behaviour.body(), headers=behaviour.headers)
-        else:
-            self._send(behaviour.status, behaviour.body, behaviour.content_type)
-
-    def _send(
-        self,
-        status: int,
-        body: bytes,
-        content_type: str = "application/json",
-        headers: Mapping[str, str] | None = None,
-    ) -> None:
-        try:
-            self.send_response(status)
-            self.send_header("Content-Type", content_type)
-            self.send_header("Content-Length", str(len(body)))
-            for name, value in (headers or {}).items():
-                self.send_header(name, value)
-            self.end_headers()
-            self.wfile.write(body)
-        except OSError:  # the client hung up (it timed out): nothing to answer
-            return
-
-
 @contextmanager
 def running_fake_anthropic(
     turns: Iterable[Behaviour | Mapping[str, Any]] = (),
 ) -> Iterator[FakeAnthropic]:
     """A fake server on 127.0.0.1 (ephemeral port) answering ``turns``, stopped on exit."""
-    fake = FakeAnthropic(turns)
-    server = _Server(fake)
-    fake.port = server.server_address[1]
-    thread = threading.Thread(
-        target=server.serve_forever, kwargs={"poll_interval": 0.05}, name="fake-anthropic"
-    )
-    thread.start()
-    try:
+    with running(FakeAnthropic(turns), "fake-anthropic") as fake:
         yield fake
-    finally:
-        fake.stopping.set()  # releases handlers that hang or delay
-        server.shutdown()
-        server.server_close()  # joins the handler threads
-        thread.join()
