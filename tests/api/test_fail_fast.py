@@ -27,7 +27,7 @@ from workload_api.readiness import UNAVAILABLE
 from workload_domain.errors import Fenced, StoreUnavailable
 from workload_engine.clock import SystemClock
 from workload_engine.engine import Engine
-from workload_engine.memory_store import InMemoryStore
+from workload_engine.memory import InMemoryStore
 from workload_engine.mock_executor import MockExecutor
 from workload_store_postgres import StoreDown
 

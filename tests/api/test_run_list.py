@@ -19,7 +19,7 @@ from workload_domain.model import RunWithCounts
 from workload_domain.run_listing import RunOrder
 from workload_domain.statuses import RunStatus
 from workload_engine.clock import FakeClock
-from workload_engine.memory_store import InMemoryStore
+from workload_engine.memory import InMemoryStore
 
 pytestmark = pytest.mark.anyio
 

@@ -17,7 +17,7 @@ from tests.waiting import await_until
 from workload_api.lifecycle import Readiness, Service
 from workload_engine.clock import SystemClock
 from workload_engine.engine import Engine
-from workload_engine.memory_store import InMemoryStore
+from workload_engine.memory import InMemoryStore
 from workload_engine.mock_executor import MockExecutor
 
 pytestmark = pytest.mark.anyio

@@ -26,7 +26,7 @@ from workload_api.console import Sessions
 from workload_api.console._sessions import key_id
 from workload_api.service_key import ServiceKey
 from workload_engine.clock import FakeClock
-from workload_engine.memory_store import InMemoryStore
+from workload_engine.memory import InMemoryStore
 
 START = "/ui/workflows/sleepy/versions/1/runs"
 KEY = SecretStr("k" * 32)

@@ -17,7 +17,7 @@ from workload_api.usecases import RunUseCases
 from workload_domain.model import RunSnapshot
 from workload_engine.clock import FakeClock
 from workload_engine.engine import Engine
-from workload_engine.memory_store import InMemoryStore
+from workload_engine.memory import InMemoryStore
 from workload_engine.mock_executor import MockExecutor
 
 pytestmark = pytest.mark.anyio

@@ -8,7 +8,7 @@ import pytest
 
 from workload_domain.ports import Store
 from workload_engine.clock import FakeClock
-from workload_engine.memory_store import InMemoryStore
+from workload_engine.memory import InMemoryStore
 from workload_store_postgres.store import PostgresStore
 
 

@@ -25,7 +25,7 @@ from workload_api.auth import Authenticator
 from workload_api.container import Container
 from workload_api.service_key import ServiceKey
 from workload_api.usecases.approvals import decider
-from workload_engine.memory_store import InMemoryStore
+from workload_engine.memory import InMemoryStore
 
 V1 = "/api/v1"
 _keys = itertools.count()

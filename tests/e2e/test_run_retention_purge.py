@@ -23,7 +23,7 @@ from workload_api.settings import Settings
 from workload_api.telemetry import Metrics
 from workload_domain.statuses import RunStatus
 from workload_engine.clock import FakeClock
-from workload_engine.memory_store import InMemoryStore
+from workload_engine.memory import InMemoryStore
 from workload_store_postgres.store import PostgresStore
 
 pytestmark = pytest.mark.anyio

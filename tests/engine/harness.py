@@ -28,7 +28,7 @@ from workload_domain.ports import Executor, Store
 from workload_domain.statuses import AttemptStatus
 from workload_engine.clock import FakeClock
 from workload_engine.engine import Engine
-from workload_engine.memory_store import InMemoryStore
+from workload_engine.memory import InMemoryStore
 from workload_engine.mock_executor import MockExecutor
 from workload_engine.runs import build_run
 

@@ -23,7 +23,7 @@ from workload_domain.model import (
 )
 from workload_domain.statuses import AttemptStatus, RunStatus
 from workload_engine.clock import FakeClock, SystemClock, wait_until_idle
-from workload_engine.memory_store import InMemoryStore, StoreIntegrityError
+from workload_engine.memory import InMemoryStore, StoreIntegrityError
 from workload_engine.mock_executor import MAX_SLEEP_MS, MockExecutor
 
 pytestmark = pytest.mark.anyio

@@ -31,7 +31,7 @@ from workload_engine.agent import AgentExecutor
 from workload_engine.approvals import ApprovalDecisions
 from workload_engine.clock import FakeClock
 from workload_engine.local import LocalExecutors
-from workload_engine.memory_store import InMemoryStore
+from workload_engine.memory import InMemoryStore
 from workload_engine.mock_executor import MockExecutor
 from workload_engine.models import ModelRouter
 from workload_engine.runs import request_cancel

@@ -19,7 +19,7 @@ from workload_domain.idempotency import IdempotencyClaim, IdempotencyRecord, Out
 from workload_domain.model import RunCommit
 from workload_domain.statuses import RunStatus
 from workload_engine.clock import wait_until_idle
-from workload_engine.memory_store import InMemoryStore
+from workload_engine.memory import InMemoryStore
 from workload_engine.runs import CancelResult, request_cancel
 
 pytestmark = pytest.mark.anyio

@@ -30,7 +30,7 @@ from workload_domain.leases import token_digest
 from workload_domain.workers import ACTION_NAME_PATTERN, Claim
 from workload_engine.clock import FakeClock
 from workload_engine.drafting import DraftWriter
-from workload_engine.memory_store import InMemoryStore
+from workload_engine.memory import InMemoryStore
 
 pytestmark = pytest.mark.anyio
 

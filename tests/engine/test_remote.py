@@ -21,7 +21,7 @@ from workload_domain.model import AttemptRecord, RunCommit
 from workload_domain.statuses import AttemptStatus, RunStatus, TaskStatus
 from workload_domain.workers import Claim, ClaimedAttempt
 from workload_engine.clock import FakeClock
-from workload_engine.memory_store import InMemoryStore
+from workload_engine.memory import InMemoryStore
 from workload_engine.planner import AttemptOutcome, plan
 from workload_engine.remote import Decide, RemoteAttempts, RunLocks
 

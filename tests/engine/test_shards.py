@@ -27,7 +27,7 @@ from workload_domain.statuses import AttemptStatus, RunStatus
 from workload_domain.workers import Claim
 from workload_engine.clock import FakeClock
 from workload_engine.engine import Engine
-from workload_engine.memory_store import InMemoryStore
+from workload_engine.memory import InMemoryStore
 from workload_engine.mock_executor import MockExecutor
 from workload_engine.ownership import ShardOwnership
 from workload_engine.planner import AttemptOutcome

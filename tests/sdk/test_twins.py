@@ -3,8 +3,11 @@
 ``Client`` and ``AsyncClient`` must have the same public methods and the same resources, and each
 resource the same public methods as its twin, with the same parameters (names, kinds, defaults,
 annotations) and the same return annotations once ``Async`` is read away (``AsyncPager[Run]`` is
-the twin of ``Pager[Run]``, ``httpx.AsyncClient`` of ``httpx.Client``). The async twin's methods
-are awaited (or async-iterated); the sync twin's never are.
+the twin of ``Pager[Run]``, ``httpx.AsyncClient`` of ``httpx.Client``). Each public method's
+docstring is the same too, with the same words read away (and ``await``, ``async for``,
+``async with`` read as their blocking selves): a user reading either twin learns the same
+arguments, results and errors. The async twin's methods are awaited (or async-iterated); the sync
+twin's never are.
 """
 
 from __future__ import annotations
@@ -19,12 +22,18 @@ import pytest
 from workload_sdk import AsyncClient, Client
 
 _ASYNC = re.compile(r"\b(?:Async|Sync)(?=[A-Z])")
+_AWAIT = re.compile(r"\bawait\s+|\basync\s+(?=for\b|with\b)")
 
 
 def _plain(annotation: Any) -> str:
     """An annotation as text, with ``Async`` (and ``Sync``: the senders) read away."""
     text = annotation if isinstance(annotation, str) else inspect.formatannotation(annotation)
     return _ASYNC.sub("", text)
+
+
+def _doc(function: Any) -> str:
+    """A docstring, dedented, with ``Async`` and the awaiting words read away."""
+    return _AWAIT.sub("", _ASYNC.sub("", inspect.getdoc(function) or ""))
 
 
 def _shape(function: Any) -> list[tuple[str, str, str, str]]:
@@ -67,6 +76,10 @@ def drift(sync: type[Any], twin: type[Any]) -> list[str]:
             )
         if name.startswith("_") or name in {"close"}:
             continue
+        if not _doc(mine[name]):
+            problems.append(f"{sync.__name__}.{name} has no docstring")
+        if _doc(mine[name]) != _doc(theirs[name]):
+            problems.append(f"{name}: the docstrings of {sync.__name__} and {twin.__name__} differ")
         if inspect.iscoroutinefunction(mine[name]) or inspect.isasyncgenfunction(mine[name]):
             problems.append(f"{sync.__name__}.{name} is async")
         if not _is_async(theirs[name]):
@@ -90,7 +103,7 @@ def test_the_clients_have_the_same_resources() -> None:
 
 
 @pytest.mark.parametrize(("sync", "twin"), _pairs(), ids=lambda c: c.__name__)
-def test_every_public_method_has_the_same_signature_in_both_twins(
+def test_every_public_method_has_the_same_signature_and_docstring_in_both_twins(
     sync: type[Any], twin: type[Any]
 ) -> None:
     assert drift(sync, twin) == []
@@ -113,10 +126,12 @@ def test_the_comparison_sees_a_drift() -> None:
 
     class Things2:
         def get(self, thing_id: str) -> int:
+            """One thing; ``AsyncThings2`` iterates with ``async for``."""
             raise NotImplementedError
 
     class AsyncThings2:
         def get(self, thing_id: str) -> int:  # not awaited
+            """One thing; ``Things2`` iterates with ``for``."""
             raise NotImplementedError
 
     problems = drift(Things, AsyncThings)
@@ -124,3 +139,30 @@ def test_the_comparison_sees_a_drift() -> None:
     assert "Things lacks both" in problems
     assert any(p.startswith("get: Things(") for p in problems)  # the default differs
     assert drift(Things2, AsyncThings2) == ["AsyncThings2.get is not awaited"]
+
+
+def test_the_comparison_sees_a_docstring_drift() -> None:
+    class Things:
+        def get(self, thing_id: str) -> int:
+            """One thing.
+
+            Raises:
+                NotFound: no such thing.
+            """
+            raise NotImplementedError
+
+        def put(self, thing_id: str) -> None:
+            raise NotImplementedError
+
+    class AsyncThings:
+        async def get(self, thing_id: str) -> int:
+            """One thing (see :meth:`Things.get`)."""
+            raise NotImplementedError
+
+        async def put(self, thing_id: str) -> None:
+            raise NotImplementedError
+
+    assert drift(Things, AsyncThings) == [
+        "get: the docstrings of Things and AsyncThings differ",
+        "Things.put has no docstring",
+    ]

@@ -47,7 +47,7 @@ from workload_engine.definitions import DefinitionCache
 from workload_engine.drafting import DraftWriter
 from workload_engine.engine import Engine
 from workload_engine.local import LocalExecutors
-from workload_engine.memory_store import InMemoryStore
+from workload_engine.memory import InMemoryStore
 from workload_engine.mock_executor import MockExecutor
 from workload_engine.models import ClosableModels, EndpointAdapters, ModelRouter
 from workload_engine.remote import RemoteAttempts

@@ -22,7 +22,7 @@ __all__ = ["AsyncApprovals", "AsyncDrafts"]
 
 
 class AsyncApprovals:
-    """Approvals of agents' tool calls, awaited (see :class:`~workload_sdk.Approvals`)."""
+    """Approvals of agents' tool calls that require one (``requires_approval: true``)."""
 
     def __init__(self, sender: AsyncSender) -> None:
         self._sender = sender
@@ -35,7 +35,15 @@ class AsyncApprovals:
         timeout: RequestTimeout = None,
         extra_headers: ExtraHeaders = None,
     ) -> AsyncPager[Approval]:
-        """Every approval, optionally of one status (see :meth:`Approvals.list`)."""
+        """Every approval, oldest first, optionally of one status, fetched as you iterate.
+
+        Args:
+            status: Only approvals in this status (``pending``, ``approved``, ``rejected``,
+                ``expired``, ``canceled``).
+            limit: Page size (1-200; the server's default is 50).
+            timeout: The HTTP timeout of each page's request (None: the client's).
+            extra_headers: Headers added to each page's request.
+        """
         return AsyncPager(
             lambda cursor: self.list_page(
                 status=status,
@@ -55,7 +63,11 @@ class AsyncApprovals:
         timeout: RequestTimeout = None,
         extra_headers: ExtraHeaders = None,
     ) -> Page[Approval]:
-        """One page of approvals (see :meth:`Approvals.list_page`)."""
+        """One page of approvals; a cursor only works with the status it was issued for.
+
+        Raises:
+            InvalidRequest: ``invalid_cursor`` or ``invalid_argument`` (an unknown status).
+        """
         request = _approval_requests.list_approvals(status, limit, cursor)
         return await self._sender.send(request, timeout, extra_headers)
 
@@ -66,7 +78,11 @@ class AsyncApprovals:
         timeout: RequestTimeout = None,
         extra_headers: ExtraHeaders = None,
     ) -> Approval:
-        """One approval (see :meth:`Approvals.get`)."""
+        """One approval.
+
+        Raises:
+            NotFound: ``not_found`` (no such approval).
+        """
         request = _approval_requests.get_approval(approval_id)
         return await self._sender.send(request, timeout, extra_headers)
 
@@ -80,7 +96,25 @@ class AsyncApprovals:
         timeout: RequestTimeout = None,
         extra_headers: ExtraHeaders = None,
     ) -> Approval:
-        """Approve exactly the arguments of this digest (see :meth:`Approvals.approve`)."""
+        """Approve the tool call: it runs, once, with exactly the arguments of this digest.
+
+        Args:
+            approval_id: The approval.
+            arguments_digest: The ``arguments_digest`` of the approval you looked at.
+            comment: Recorded with the decision (at most 4096 characters).
+            idempotency_key: The write's ``Idempotency-Key``; generated when not given. Pass
+                the same key to retry this write safely.
+            timeout: This call's HTTP timeout (None: the client's).
+            extra_headers: Headers added to this call's request.
+
+        Returns:
+            The approval, ``approved``, with ``decided_by`` and ``decided_at``.
+
+        Raises:
+            ApprovalChanged: the digest is not that of the approval's arguments.
+            ApprovalDecided: it is no longer pending (decided, expired or canceled).
+            NotFound: ``not_found`` (no such approval).
+        """
         request = _approval_requests.decide_approval(
             approval_id, "approve", arguments_digest, comment, idempotency_key
         )
@@ -96,7 +130,10 @@ class AsyncApprovals:
         timeout: RequestTimeout = None,
         extra_headers: ExtraHeaders = None,
     ) -> Approval:
-        """Reject the tool call (see :meth:`Approvals.reject`)."""
+        """Reject the tool call: it never runs, and the model is told so (with the comment).
+
+        Arguments, result and errors are those of :meth:`approve`.
+        """
         request = _approval_requests.decide_approval(
             approval_id, "reject", arguments_digest, comment, idempotency_key
         )
@@ -104,7 +141,7 @@ class AsyncApprovals:
 
 
 class AsyncDrafts:
-    """Drafts, awaited (see :class:`~workload_sdk.Drafts`)."""
+    """Drafts: workflow definitions written by a model, made versions only by a person."""
 
     def __init__(self, sender: AsyncSender) -> None:
         self._sender = sender
@@ -120,7 +157,21 @@ class AsyncDrafts:
         timeout: RequestTimeout = None,
         extra_headers: ExtraHeaders = None,
     ) -> Draft:
-        """Ask a model for a workflow definition (see :meth:`Drafts.create`)."""
+        """Ask a model for a workflow definition; the draft is returned ``generating``.
+
+        Args:
+            prompt: What the workflow should do.
+            workflow_id: Draft the next version of this workflow instead of a new workflow.
+            model: ``mock`` or ``<endpoint>:<model-name>`` (``openai:gpt-4o``).
+            script: The mock model's answers, turns ``{"content": "…"}`` (mock only).
+            idempotency_key: The write's ``Idempotency-Key``; generated when not given. Pass
+                the same key to retry this write safely: a replay returns the same draft.
+            timeout: This call's HTTP timeout (None: the client's).
+            extra_headers: Headers added to this call's request.
+
+        Raises:
+            InvalidRequest: ``invalid_argument`` (e.g. a script for another model).
+        """
         request = _approval_requests.create_draft(
             prompt, workflow_id, model, script, idempotency_key
         )
@@ -133,7 +184,7 @@ class AsyncDrafts:
         timeout: RequestTimeout = None,
         extra_headers: ExtraHeaders = None,
     ) -> AsyncPager[Draft]:
-        """Every draft, oldest first (see :meth:`Drafts.list`)."""
+        """Every draft, oldest first, fetched page by page as you iterate."""
         return AsyncPager(
             lambda cursor: self.list_page(
                 limit=limit, cursor=cursor, timeout=timeout, extra_headers=extra_headers
@@ -159,7 +210,11 @@ class AsyncDrafts:
         timeout: RequestTimeout = None,
         extra_headers: ExtraHeaders = None,
     ) -> Draft:
-        """One draft (see :meth:`Drafts.get`)."""
+        """One draft.
+
+        Raises:
+            NotFound: ``not_found`` (no such draft).
+        """
         return await self._sender.send(
             _approval_requests.get_draft(draft_id), timeout, extra_headers
         )
@@ -173,7 +228,24 @@ class AsyncDrafts:
         timeout: RequestTimeout = None,
         extra_headers: ExtraHeaders = None,
     ) -> Draft:
-        """Make exactly this definition a version (see :meth:`Drafts.approve`)."""
+        """Make exactly the definition of this hash the workflow (or its next version).
+
+        Args:
+            draft_id: The draft.
+            definition_hash: The ``definition_hash`` of the draft you looked at.
+            idempotency_key: The write's ``Idempotency-Key``; generated when not given.
+            timeout: This call's HTTP timeout (None: the client's).
+            extra_headers: Headers added to this call's request.
+
+        Returns:
+            The draft, ``approved``, with ``version`` set (an approved draft is returned as it
+            is: approving again makes no second version).
+
+        Raises:
+            DraftChanged: the hash is not that of the draft's definition.
+            DraftNotReady: the draft is generating, invalid or rejected.
+            NotFound: ``not_found`` (no such draft).
+        """
         request = _approval_requests.approve_draft(draft_id, definition_hash, idempotency_key)
         return await self._sender.send(request, timeout, extra_headers)
 
@@ -185,7 +257,12 @@ class AsyncDrafts:
         timeout: RequestTimeout = None,
         extra_headers: ExtraHeaders = None,
     ) -> Draft:
-        """Reject a ready or invalid draft (see :meth:`Drafts.reject`)."""
+        """Reject a ready or invalid draft; it never becomes a version.
+
+        Raises:
+            DraftNotReady: the draft is generating or already approved.
+            NotFound: ``not_found`` (no such draft).
+        """
         request = _approval_requests.reject_draft(draft_id, idempotency_key)
         return await self._sender.send(request, timeout, extra_headers)
 
@@ -197,7 +274,22 @@ class AsyncDrafts:
         poll_interval: float = 0.5,
         extra_headers: ExtraHeaders = None,
     ) -> Draft:
-        """Poll a draft until it is no longer ``generating`` (see :meth:`Drafts.wait`)."""
+        """Poll a draft until the model is done with it (no longer ``generating``).
+
+        Args:
+            draft_id: The draft.
+            timeout: Seconds to wait at most (the whole call's deadline); None waits forever.
+            poll_interval: Seconds between polls.
+            extra_headers: Headers added to each poll's request.
+
+        Returns:
+            The draft: ``ready``, ``invalid`` (or already decided).
+
+        Raises:
+            DraftWaitTimeout: still generating at the deadline (``exc.draft`` is the last
+                state seen).
+            NotFound: ``not_found`` (no such draft).
+        """
         deadline = Deadline(timeout, poll_interval)
         while True:
             draft = await self.get(draft_id, extra_headers=extra_headers)

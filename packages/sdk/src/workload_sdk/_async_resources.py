@@ -21,7 +21,7 @@ __all__ = ["AsyncVersions", "AsyncWorkflows"]
 
 
 class AsyncWorkflows:
-    """Workflows, awaited (see :class:`~workload_sdk.Workflows`)."""
+    """Workflows: the ids under which immutable versions are created."""
 
     def __init__(self, sender: AsyncSender) -> None:
         self._sender = sender
@@ -34,7 +34,23 @@ class AsyncWorkflows:
         timeout: RequestTimeout = None,
         extra_headers: ExtraHeaders = None,
     ) -> Version:
-        """Create a workflow and its version 1 (see :meth:`Workflows.create`)."""
+        """Create a workflow and its version 1.
+
+        Args:
+            definition: The workflow definition (``id``, ``tasks``, optional ``description``).
+            idempotency_key: The write's ``Idempotency-Key``; generated when not given. Pass
+                the same key to retry this write safely.
+            timeout: This call's HTTP timeout (None: the client's).
+            extra_headers: Headers added to this call's request.
+
+        Returns:
+            Version 1, with its normalized definition.
+
+        Raises:
+            InvalidRequest: ``invalid_definition``, with every problem in ``errors``.
+            Conflict: ``workflow_exists``, or ``idempotency_key_reused`` (the key was used for
+                another request).
+        """
         request = _requests.create_workflow(definition, idempotency_key)
         return await self._sender.send(request, timeout, extra_headers)
 
@@ -46,7 +62,35 @@ class AsyncWorkflows:
         timeout: RequestTimeout = None,
         extra_headers: ExtraHeaders = None,
     ) -> AppliedVersion:
-        """Apply a definition by content (see :meth:`Workflows.apply`)."""
+        """Apply a definition by content: a new version only when it differs from the latest.
+
+        ``PUT /workflows/{id}`` under the definition's own ``id``: a new workflow gets version 1,
+        a changed definition the next version, the latest version's definition nothing (the
+        server compares normalized definitions, so key order and defaults do not count).
+        Concurrent identical applies create one version.
+
+        It is retried after a transient failure (no answer, 502/503/504) as a read is, since
+        the server writes at most one version per definition. A retry after a lost answer may
+        report ``created=False`` for the version the lost try created; pass an
+        ``idempotency_key`` to have the first answer replayed instead.
+
+        Args:
+            definition: The workflow definition; its ``id`` names the workflow.
+            idempotency_key: An ``Idempotency-Key`` to send (none is sent by default).
+            timeout: This call's HTTP timeout (None: the client's).
+            extra_headers: Headers added to this call's request.
+
+        Returns:
+            The latest version after the apply, with ``created`` (True: 201, this call created
+            it; False: 200, nothing was written).
+
+        Raises:
+            TypeError: the definition is not a mapping.
+            ValueError: the definition has no ``id``.
+            InvalidRequest: ``invalid_definition``, with every problem in ``errors``.
+            Forbidden: the token may not write definitions (a viewer's or a worker's).
+            Conflict: ``idempotency_key_reused`` (the key was used for another request).
+        """
         request = _requests.apply_workflow(definition, idempotency_key)
         version, response = await self._sender.send_with_response(request, timeout, extra_headers)
         return AppliedVersion.of(version, created=response.status_code == 201)
@@ -58,7 +102,13 @@ class AsyncWorkflows:
         timeout: RequestTimeout = None,
         extra_headers: ExtraHeaders = None,
     ) -> AsyncPager[Workflow]:
-        """Every workflow, oldest first, as you ``async for`` (see :meth:`Workflows.list`)."""
+        """Every workflow, oldest first, fetched page by page as you iterate.
+
+        Args:
+            limit: Page size (1-200; the server's default is 50).
+            timeout: The HTTP timeout of each page's request (None: the client's).
+            extra_headers: Headers added to each page's request.
+        """
         return AsyncPager(
             lambda cursor: self.list_page(
                 limit=limit, cursor=cursor, timeout=timeout, extra_headers=extra_headers
@@ -73,7 +123,17 @@ class AsyncWorkflows:
         timeout: RequestTimeout = None,
         extra_headers: ExtraHeaders = None,
     ) -> Page[Workflow]:
-        """One page of workflows (see :meth:`Workflows.list_page`)."""
+        """One page of workflows.
+
+        Args:
+            limit: Page size (1-200; the server's default is 50).
+            cursor: The ``next_cursor`` of the previous page; None for the first page.
+            timeout: This call's HTTP timeout (None: the client's).
+            extra_headers: Headers added to this call's request.
+
+        Raises:
+            InvalidRequest: ``invalid_cursor`` or ``invalid_argument`` (a bad limit).
+        """
         request = _requests.list_workflows(limit, cursor)
         return await self._sender.send(request, timeout, extra_headers)
 
@@ -84,13 +144,17 @@ class AsyncWorkflows:
         timeout: RequestTimeout = None,
         extra_headers: ExtraHeaders = None,
     ) -> Workflow:
-        """One workflow (see :meth:`Workflows.get`)."""
+        """One workflow.
+
+        Raises:
+            NotFound: ``workflow_not_found``.
+        """
         request = _requests.get_workflow(workflow_id)
         return await self._sender.send(request, timeout, extra_headers)
 
 
 class AsyncVersions:
-    """Versions, awaited (see :class:`~workload_sdk.Versions`)."""
+    """Versions: immutable, numbered definitions of a workflow."""
 
     def __init__(self, sender: AsyncSender) -> None:
         self._sender = sender
@@ -104,7 +168,24 @@ class AsyncVersions:
         timeout: RequestTimeout = None,
         extra_headers: ExtraHeaders = None,
     ) -> Version:
-        """Create the next version of a workflow (see :meth:`Versions.create`)."""
+        """Create the next version of a workflow.
+
+        Args:
+            workflow_id: The workflow.
+            definition: The new definition; its ``id`` may be omitted (it defaults to
+                ``workflow_id``).
+            idempotency_key: The write's ``Idempotency-Key``; generated when not given. Pass
+                the same key to retry this write safely.
+            timeout: This call's HTTP timeout (None: the client's).
+            extra_headers: Headers added to this call's request.
+
+        Returns:
+            The new version, with its normalized definition.
+
+        Raises:
+            InvalidRequest: ``invalid_definition`` or ``workflow_id_mismatch``.
+            NotFound: ``workflow_not_found``.
+        """
         request = _requests.create_version(workflow_id, definition, idempotency_key)
         return await self._sender.send(request, timeout, extra_headers)
 
@@ -116,7 +197,7 @@ class AsyncVersions:
         timeout: RequestTimeout = None,
         extra_headers: ExtraHeaders = None,
     ) -> AsyncPager[VersionSummary]:
-        """Every version of a workflow, by number, as you ``async for``."""
+        """Every version of a workflow, by number, fetched page by page as you iterate."""
         return AsyncPager(
             lambda cursor: self.list_page(
                 workflow_id,
@@ -148,6 +229,10 @@ class AsyncVersions:
         timeout: RequestTimeout = None,
         extra_headers: ExtraHeaders = None,
     ) -> Version:
-        """One version with its normalized definition (see :meth:`Versions.get`)."""
+        """One version with its normalized definition.
+
+        Raises:
+            NotFound: ``workflow_not_found`` or ``version_not_found``.
+        """
         request = _requests.get_version(workflow_id, version)
         return await self._sender.send(request, timeout, extra_headers)

@@ -25,7 +25,7 @@ __all__ = ["AsyncRuns"]
 
 
 class AsyncRuns(AsyncRunTasks):
-    """Runs, awaited (see :class:`~workload_sdk.Runs`)."""
+    """Runs of workflow versions, their tasks, attempts, agent steps, events and results."""
 
     def __init__(self, sender: AsyncSender) -> None:
         self._sender = sender
@@ -42,7 +42,27 @@ class AsyncRuns(AsyncRunTasks):
     ) -> Run:
         """Start a run; it exists once this returns (status ``pending``).
 
-        See :meth:`Runs.start`.
+        Without ``version`` the run is of the workflow's latest version, read first with
+        ``GET /workflows/{workflow_id}``: a version applied between that read and the start
+        is not the one run (the run's ``version`` says which was). A retry with the same
+        ``idempotency_key`` after a new version appeared starts the new one, which the server
+        refuses (``Conflict``, ``idempotency_key_reused``): pass ``version`` when you may
+        retry a start.
+
+        Args:
+            workflow_id: The workflow.
+            input: The run's input object (sent as ``{"input": ...}``); None sends no body.
+            version: The version number to run; None: the latest.
+            idempotency_key: The write's ``Idempotency-Key``; generated when not given. Pass
+                the same key to retry this write safely: a replay returns the same run.
+            timeout: This call's HTTP timeout, for each of its requests (None: the client's).
+            extra_headers: Headers added to each of this call's requests.
+
+        Raises:
+            TypeError: ``input`` is not a mapping (e.g. a version number passed positionally,
+                as ``start(workflow_id, version, input)`` once took it).
+            NotFound: ``workflow_not_found`` or ``version_not_found``.
+            Conflict: ``idempotency_key_reused``.
         """
         _requests.check_run_input(input)
         if version is None:
@@ -63,9 +83,18 @@ class AsyncRuns(AsyncRunTasks):
         timeout: RequestTimeout = None,
         extra_headers: ExtraHeaders = None,
     ) -> AsyncPager[Run]:
-        """Every run, newest first unless ``order="asc"``, page by page as you ``async for``.
+        """Every run, newest first unless ``order="asc"``, fetched page by page as you iterate.
 
-        See :meth:`Runs.list`.
+        Args:
+            workflow_id: Only this workflow's runs.
+            status: Only runs in this status.
+            order: ``desc`` (the server's default: newest first) or ``asc`` (oldest first).
+            created_after: Only runs created strictly after this time (an aware datetime or
+                an RFC 3339 string).
+            created_before: Only runs created strictly before this time.
+            limit: Page size (1-200; the server's default is 50).
+            timeout: The HTTP timeout of each page's request (None: the client's).
+            extra_headers: Headers added to each page's request.
         """
         return AsyncPager(
             lambda cursor: self.list_page(
@@ -96,7 +125,8 @@ class AsyncRuns(AsyncRunTasks):
     ) -> Page[Run]:
         """One page of runs; a cursor only works with the order and filters it was issued for.
 
-        See :meth:`Runs.list_page`.
+        Raises:
+            InvalidRequest: ``invalid_cursor`` or ``invalid_argument`` (an unknown status).
         """
         request = _requests.list_runs(
             workflow_id,
@@ -116,7 +146,11 @@ class AsyncRuns(AsyncRunTasks):
         timeout: RequestTimeout = None,
         extra_headers: ExtraHeaders = None,
     ) -> Run:
-        """One run (with ``output`` once it has succeeded) (see :meth:`Runs.get`)."""
+        """One run (with ``output`` once it has succeeded).
+
+        Raises:
+            NotFound: ``run_not_found``.
+        """
         return await self._sender.send(_requests.get_run(run_id), timeout, extra_headers)
 
     async def get_with_etag(
@@ -126,10 +160,7 @@ class AsyncRuns(AsyncRunTasks):
         timeout: RequestTimeout = None,
         extra_headers: ExtraHeaders = None,
     ) -> tuple[Run, str]:
-        """One run and its ``ETag`` (``'"<revision>"'``), for ``cancel(if_match=...)``.
-
-        See :meth:`Runs.get_with_etag`.
-        """
+        """One run and its ``ETag`` (``'"<revision>"'``), for ``cancel(if_match=...)``."""
         run, response = await self._sender.send_with_response(
             _requests.get_run(run_id), timeout, extra_headers
         )
@@ -147,7 +178,25 @@ class AsyncRuns(AsyncRunTasks):
     ) -> Run:
         """Request cancellation of a run (a pending run is canceled at once).
 
-        See :meth:`Runs.cancel`.
+        Args:
+            run_id: The run.
+            if_revision: Cancel only if the run is still at this ``revision`` (sent as
+                ``If-Match``); otherwise :class:`~workload_sdk.PreconditionFailed` and nothing
+                is written.
+            if_match: The same condition as a raw ``If-Match`` value (e.g. the ETag of
+                :meth:`get_with_etag`). Give at most one of the two.
+            idempotency_key: The write's ``Idempotency-Key``; generated when not given. Pass
+                the same key to retry this write safely.
+            timeout: This call's HTTP timeout (None: the client's).
+            extra_headers: Headers added to this call's request.
+
+        Returns:
+            The run with ``cancel_requested`` set (already ``canceled`` if it was).
+
+        Raises:
+            NotFound: ``run_not_found``.
+            Conflict: ``run_finished`` (the run succeeded or failed).
+            PreconditionFailed: the run's revision changed.
         """
         request = _requests.cancel_run(
             run_id, if_revision=if_revision, if_match=if_match, idempotency_key=idempotency_key
@@ -162,7 +211,7 @@ class AsyncRuns(AsyncRunTasks):
         timeout: RequestTimeout = None,
         extra_headers: ExtraHeaders = None,
     ) -> AsyncPager[Event]:
-        """A run's whole history, by sequence (see :meth:`Runs.events`)."""
+        """A run's whole history, by sequence."""
         return AsyncPager(
             lambda cursor: self.events_page(
                 run_id, limit=limit, cursor=cursor, timeout=timeout, extra_headers=extra_headers
@@ -178,7 +227,7 @@ class AsyncRuns(AsyncRunTasks):
         timeout: RequestTimeout = None,
         extra_headers: ExtraHeaders = None,
     ) -> Page[Event]:
-        """One page of a run's events (see :meth:`Runs.events_page`)."""
+        """One page of a run's events."""
         request = _requests.list_events(run_id, limit, cursor)
         return await self._sender.send(request, timeout, extra_headers)
 
@@ -193,7 +242,24 @@ class AsyncRuns(AsyncRunTasks):
     ) -> AsyncIterator[Event]:
         """A run's events as they are committed, each once, until the run is terminal.
 
-        See :meth:`Runs.stream_events`.
+        Follows ``GET /runs/{run_id}/events/stream`` (server-sent events). The iteration ends
+        after the run's last event (``run.succeeded``, ``run.failed`` or ``run.canceled`` and
+        any event of the same commit). A stream that breaks off (the service restarted, the
+        network failed) is resumed with ``Last-Event-ID``: no event is missed or repeated.
+
+        Args:
+            run_id: The run.
+            after: Start after this sequence (0: from the first event).
+            timeout: Seconds to follow at most (the whole call's deadline); None follows until
+                the run ends.
+            reconnects: Resumptions in a row without a new event before giving up; default
+                the client's ``max_retries``.
+            extra_headers: Headers added to each (re)connection's request.
+
+        Raises:
+            NotFound: ``run_not_found``.
+            APIConnectionError: the stream could not be resumed.
+            APITimeoutError: ``timeout`` passed before the run ended.
         """
         follower = EventFollower(
             run_id,
@@ -230,7 +296,16 @@ class AsyncRuns(AsyncRunTasks):
     ) -> Run:
         """Poll a run until it is terminal (succeeded, failed or canceled) and return it.
 
-        See :meth:`Runs.wait`.
+        Args:
+            run_id: The run.
+            timeout: Seconds to wait at most (the whole call's deadline); None waits forever.
+            poll_interval: Seconds between polls.
+            extra_headers: Headers added to each poll's request.
+
+        Raises:
+            WaitTimeout: the run was still not terminal at the deadline (``exc.run`` is the
+                last state seen).
+            NotFound: ``run_not_found``.
         """
         deadline = Deadline(timeout, poll_interval)
         while True:
@@ -249,7 +324,20 @@ class AsyncRuns(AsyncRunTasks):
     ) -> dict[str, Any]:
         """Wait until a run is terminal and return its result: the run's ``output``.
 
-        See :meth:`Runs.result`.
+        Args:
+            run_id: The run.
+            timeout: Seconds to wait at most (the whole call's deadline); None waits forever.
+            poll_interval: Seconds between polls.
+            extra_headers: Headers added to each poll's request.
+
+        Returns:
+            ``{task_key: output}`` of the run's sink tasks (those no other task depends on).
+
+        Raises:
+            RunFailed: the run failed (``exc.run`` is the run; its tasks say why).
+            RunCanceled: the run was canceled (``exc.run``).
+            WaitTimeout: the run was still not terminal at the deadline (``exc.run``).
+            NotFound: ``run_not_found``.
         """
         run = await self.wait(
             run_id, timeout=timeout, poll_interval=poll_interval, extra_headers=extra_headers

@@ -29,7 +29,7 @@ class AsyncRunTasks:
         timeout: RequestTimeout = None,
         extra_headers: ExtraHeaders = None,
     ) -> AsyncPager[TaskRun]:
-        """Every task of a run, in definition order (see :meth:`Runs.tasks`)."""
+        """Every task of a run, in definition order."""
         return AsyncPager(
             lambda cursor: self.tasks_page(
                 run_id, limit=limit, cursor=cursor, timeout=timeout, extra_headers=extra_headers
@@ -45,7 +45,7 @@ class AsyncRunTasks:
         timeout: RequestTimeout = None,
         extra_headers: ExtraHeaders = None,
     ) -> Page[TaskRun]:
-        """One page of a run's tasks (see :meth:`Runs.tasks_page`)."""
+        """One page of a run's tasks."""
         request = _requests.list_tasks(run_id, limit, cursor)
         return await self._sender.send(request, timeout, extra_headers)
 
@@ -57,7 +57,11 @@ class AsyncRunTasks:
         timeout: RequestTimeout = None,
         extra_headers: ExtraHeaders = None,
     ) -> TaskRun:
-        """One task of a run (see :meth:`Runs.task`)."""
+        """One task of a run.
+
+        Raises:
+            NotFound: ``run_not_found`` or ``task_not_found``.
+        """
         request = _requests.get_task(run_id, task_key)
         return await self._sender.send(request, timeout, extra_headers)
 
@@ -70,7 +74,7 @@ class AsyncRunTasks:
         timeout: RequestTimeout = None,
         extra_headers: ExtraHeaders = None,
     ) -> AsyncPager[Attempt]:
-        """Every attempt at one task, by number (see :meth:`Runs.attempts`)."""
+        """Every attempt at one task, by number."""
         return AsyncPager(
             lambda cursor: self.attempts_page(
                 run_id,
@@ -92,7 +96,7 @@ class AsyncRunTasks:
         timeout: RequestTimeout = None,
         extra_headers: ExtraHeaders = None,
     ) -> Page[Attempt]:
-        """One page of a task's attempts (see :meth:`Runs.attempts_page`)."""
+        """One page of a task's attempts."""
         request = _requests.list_attempts(run_id, task_key, limit, cursor)
         return await self._sender.send(request, timeout, extra_headers)
 
@@ -107,7 +111,8 @@ class AsyncRunTasks:
     ) -> AsyncPager[Step]:
         """Every step of an agent task (model and tool calls), by attempt and sequence.
 
-        See :meth:`Runs.steps`.
+        Raises:
+            NotFound: ``run_not_found`` or ``task_not_found`` (when the first page is read).
         """
         return AsyncPager(
             lambda cursor: self.steps_page(
@@ -130,9 +135,6 @@ class AsyncRunTasks:
         timeout: RequestTimeout = None,
         extra_headers: ExtraHeaders = None,
     ) -> Page[Step]:
-        """One page of an agent task's steps (a task of another action has none).
-
-        See :meth:`Runs.steps_page`.
-        """
+        """One page of an agent task's steps (a task of another action has none)."""
         request = _requests.list_steps(run_id, task_key, limit, cursor)
         return await self._sender.send(request, timeout, extra_headers)

@@ -29,7 +29,7 @@ __all__ = ["AsyncAttempts", "AsyncClusterInfo", "AsyncQueues", "AsyncWorkers"]
 
 
 class AsyncAttempts:
-    """The worker protocol, awaited (see :class:`~workload_sdk.Attempts`)."""
+    """The worker protocol: claim attempts under a lease, heartbeat, complete or fail them."""
 
     def __init__(self, sender: AsyncSender) -> None:
         self._sender = sender
@@ -45,7 +45,29 @@ class AsyncAttempts:
         timeout: RequestTimeout = None,
         extra_headers: ExtraHeaders = None,
     ) -> list[ClaimedAttempt]:
-        """Claim up to ``max_attempts`` attempts (see :meth:`Attempts.claim`)."""
+        """Claim up to ``max_attempts`` attempts of these actions in these queues.
+
+        The server answers as soon as matching work exists, or with an empty list after
+        ``wait_seconds`` without any (the request's read timeout is longer than that wait).
+
+        Args:
+            worker_id: This worker's id (``^[A-Za-z0-9._-]{1,128}$``), chosen by the worker.
+            queues: The queues to take work from (at least one).
+            actions: The actions this worker runs (at least one).
+            max_attempts: How many attempts at most (1-100).
+            wait_seconds: How long the server waits for work (0-50).
+            timeout: This call's HTTP timeout (None: the client's); its read timeout is
+                raised to ``wait_seconds`` plus a margin when shorter.
+            extra_headers: Headers added to this call's request.
+
+        Returns:
+            The claimed attempts, each with its ``lease_token``, oldest ready first.
+
+        Raises:
+            ValueError: ``queues`` or ``actions`` is empty.
+            InvalidRequest: ``invalid_argument`` (a bound or a name the server refuses).
+            Forbidden: the token is not a worker's.
+        """
         request = _worker_requests.claim_attempts(
             worker_id, queues, actions, max_attempts, wait_seconds
         )
@@ -60,7 +82,19 @@ class AsyncAttempts:
         timeout: RequestTimeout = None,
         extra_headers: ExtraHeaders = None,
     ) -> Lease:
-        """Renew an attempt's lease (see :meth:`Attempts.heartbeat`)."""
+        """Renew an attempt's lease (by its ``heartbeat_timeout_seconds``), recording progress.
+
+        Args:
+            attempt_id: The claimed attempt.
+            lease_token: The claim's lease token.
+            progress: A JSON object shown on the attempt (``progress``); None keeps the last.
+            timeout: This call's HTTP timeout (None: the client's).
+            extra_headers: Headers added to this call's request.
+
+        Raises:
+            LeaseLost: the lease is gone (``exc.reason``): stop working on the attempt.
+            PayloadTooLarge: ``progress`` is over 64 KiB.
+        """
         request = _worker_requests.heartbeat_attempt(attempt_id, lease_token, progress)
         return await self._sender.send(request, timeout, extra_headers)
 
@@ -73,7 +107,17 @@ class AsyncAttempts:
         timeout: RequestTimeout = None,
         extra_headers: ExtraHeaders = None,
     ) -> Attempt:
-        """Report success (see :meth:`Attempts.complete`)."""
+        """Report that an attempt succeeded, with its output (a JSON object).
+
+        Repeating it with the same token and output is answered the same 200 again.
+
+        Returns:
+            The attempt, ``succeeded``.
+
+        Raises:
+            LeaseLost: too late (``expired``, ``canceled``, ``timed_out``), already reported
+                otherwise (``finished``) or not this lease (``unknown``); nothing was written.
+        """
         request = _worker_requests.complete_attempt(attempt_id, lease_token, output)
         return await self._sender.send(request, timeout, extra_headers)
 
@@ -88,7 +132,23 @@ class AsyncAttempts:
         timeout: RequestTimeout = None,
         extra_headers: ExtraHeaders = None,
     ) -> Attempt:
-        """Report failure (see :meth:`Attempts.fail`)."""
+        """Report that an attempt failed; the task's retry rule decides what happens next.
+
+        Args:
+            attempt_id: The claimed attempt.
+            lease_token: The claim's lease token.
+            code: A stable error code (e.g. the exception's class name).
+            message: What went wrong, for people.
+            retryable: Whether another attempt may succeed (False fails the task now).
+            timeout: This call's HTTP timeout (None: the client's).
+            extra_headers: Headers added to this call's request.
+
+        Returns:
+            The attempt, ``failed``.
+
+        Raises:
+            LeaseLost: as for :meth:`complete`.
+        """
         request = _worker_requests.fail_attempt(attempt_id, lease_token, code, message, retryable)
         return await self._sender.send(request, timeout, extra_headers)
 
@@ -106,7 +166,7 @@ class AsyncWorkers:
         timeout: RequestTimeout = None,
         extra_headers: ExtraHeaders = None,
     ) -> AsyncPager[WorkerInfo]:
-        """Every worker seen, fetched page by page as you ``async for``."""
+        """Every worker seen, fetched page by page as you iterate."""
         return AsyncPager(
             lambda cursor: self.list_page(
                 limit=limit, cursor=cursor, timeout=timeout, extra_headers=extra_headers
@@ -121,7 +181,7 @@ class AsyncWorkers:
         timeout: RequestTimeout = None,
         extra_headers: ExtraHeaders = None,
     ) -> Page[WorkerInfo]:
-        """One page of workers."""
+        """One page of workers (``status`` ``active`` or ``gone``, ``in_flight`` attempts)."""
         request = _worker_requests.list_workers(limit, cursor)
         return await self._sender.send(request, timeout, extra_headers)
 
@@ -135,7 +195,7 @@ class AsyncClusterInfo:
     async def get(
         self, *, timeout: RequestTimeout = None, extra_headers: ExtraHeaders = None
     ) -> Cluster:
-        """The live replicas and the shards each owns (see :meth:`ClusterInfo.get`)."""
+        """The live replicas and the shards each owns (a coordinator alone: one, owning all)."""
         return await self._sender.send(_requests.get_cluster(), timeout, extra_headers)
 
 
@@ -148,5 +208,5 @@ class AsyncQueues:
     async def list(
         self, *, timeout: RequestTimeout = None, extra_headers: ExtraHeaders = None
     ) -> list[QueueStats]:
-        """Every queue with work or history."""
+        """Every queue with work or history: attempts queued and running, the oldest wait."""
         return await self._sender.send(_worker_requests.list_queues(), timeout, extra_headers)

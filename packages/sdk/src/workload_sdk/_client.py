@@ -181,16 +181,21 @@ class AsyncClient:
     """An asyncio client of the Workload API: the twin of :class:`Client`, with awaited calls.
 
     Args:
-        base_url: The server; default ``WORKLOAD_URL``, else ``http://127.0.0.1:8080``.
-        token: The bearer token; default ``WORKLOAD_TOKEN``.
+        base_url: The server, e.g. ``http://127.0.0.1:8080``; default ``WORKLOAD_URL``, else
+            ``http://127.0.0.1:8080``.
+        token: The bearer token (viewer reads; operator reads and writes; worker claims and
+            reports attempts); default ``WORKLOAD_TOKEN``, else no ``Authorization`` header.
         timeout: Seconds (or an :class:`httpx.Timeout`) for each HTTP request; None for none.
-        max_retries: How many times a *read* (or an apply) is retried after a transient
-            failure. POST writes are never retried.
-        transport: An async httpx transport (e.g. :class:`httpx.MockTransport`).
+        max_retries: How many times a *read* is retried after a transient transport failure
+            or a 502/503/504 (with a small exponential backoff); an apply
+            (``workflows.apply``, a PUT idempotent by content) too. POST writes never are.
+        transport: An async httpx transport to send through instead of the network (e.g.
+            :class:`httpx.MockTransport` in tests).
         max_connections: How many connections may be open at once (each kept alive); None
             for httpx's default (100). A request beyond them waits for one to be free.
-        http_client: Your own :class:`httpx.AsyncClient` to send through; the SDK never
-            closes it (see :class:`Client`).
+        http_client: Your own :class:`httpx.AsyncClient` to send through (proxies, TLS, event
+            hooks, a shared pool). The SDK sets each request's URL, headers and timeout, and
+            never closes it: close it yourself. Not with ``transport`` or ``max_connections``.
 
     Raises:
         TypeError: ``http_client`` is not an :class:`httpx.AsyncClient`.
@@ -269,6 +274,12 @@ class AsyncClient:
         extra_headers: ExtraHeaders = None,
     ) -> Run:
         """Poll a run until it is terminal and return it (see :meth:`AsyncRuns.wait`).
+
+        Args:
+            run_id: The run.
+            timeout: Seconds to wait at most; None waits forever.
+            poll_interval: Seconds between polls.
+            extra_headers: Headers added to each poll's request.
 
         Raises:
             WaitTimeout: the run was still not terminal at the deadline.

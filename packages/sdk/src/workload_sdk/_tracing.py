@@ -16,7 +16,7 @@ from typing import Any
 
 from workload_sdk._version import __version__
 
-__all__ = ["RequestSpan", "request_span", "route_of"]
+__all__ = ["RequestSpan", "opentelemetry_api", "request_span", "route_of"]
 
 _PREFIX = "/api/v1/"
 _IDS = {
@@ -45,8 +45,11 @@ def route_of(path: str) -> str:
     return _PREFIX + "/".join(parts)
 
 
-def _opentelemetry() -> Any:
-    """``(propagate, trace)`` of OpenTelemetry's API, or None when it is not installed."""
+def opentelemetry_api() -> Any:
+    """``(propagate, trace)`` of OpenTelemetry's API, or None when it is not installed.
+
+    Imported once, on first use; the worker package loads it through here too.
+    """
     global _api  # noqa: PLW0603 - loaded once, on first use
     if _api is _UNSET:
         try:
@@ -89,7 +92,7 @@ _NOTHING = RequestSpan()
 @contextmanager
 def request_span(method: str, path: str, base_url: str) -> Iterator[RequestSpan]:
     """A ``CLIENT`` span around one API call (retries included), current within the block."""
-    api = _opentelemetry()
+    api = opentelemetry_api()
     if api is None:
         yield _NOTHING
         return

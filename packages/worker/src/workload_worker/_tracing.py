@@ -5,7 +5,8 @@ A claim item carries the ``traceparent`` of its attempt's span on the server (SP
 ``CONSUMER`` span ``handle {action}`` (``execute_tool {tool}`` for an agent's tool call) whose
 parent is that context; the handler's own spans, and the SDK's heartbeat and report requests,
 are its children. The worker configures no OpenTelemetry SDK itself: the program that runs it
-does (it uses the global tracer provider). Without the package: nothing.
+does (it uses the global tracer provider). Without the package: nothing. OpenTelemetry's API
+is loaded by the SDK's loader (``workload_sdk._tracing``), once for both.
 """
 
 from __future__ import annotations
@@ -15,25 +16,11 @@ from contextlib import contextmanager
 from typing import Any
 
 from workload_sdk import ClaimedAttempt
+from workload_sdk._tracing import opentelemetry_api
 
 __all__ = ["HandlerSpan", "handler_span"]
 
-_UNSET: Any = object()
-_api: Any = _UNSET
 _VERSION = "0.1.0"
-
-
-def _opentelemetry() -> Any:
-    """``(propagate, trace)`` of OpenTelemetry's API, or None when it is not installed."""
-    global _api  # noqa: PLW0603 - loaded once, on first use
-    if _api is _UNSET:
-        try:
-            from opentelemetry import propagate, trace  # noqa: PLC0415
-        except ImportError:
-            _api = None
-        else:
-            _api = (propagate, trace)
-    return _api
 
 
 class HandlerSpan:
@@ -62,7 +49,7 @@ _NOTHING = HandlerSpan()
 @contextmanager
 def handler_span(item: ClaimedAttempt, worker_id: str) -> Iterator[HandlerSpan]:
     """The attempt's span, a child of the claim item's ``traceparent``, current in the block."""
-    api = _opentelemetry()
+    api = opentelemetry_api()
     if api is None:
         yield _NOTHING
         return

@@ -1,13 +1,13 @@
-"""The state an in-memory store holds, its checks, and how values are copied in and out."""
+"""What every part of the in-memory store shares: its tables, their checks, copies in and out."""
 
 from __future__ import annotations
 
 import copy
 import secrets
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 from workload_domain.agent.journal import StepRecord, StepStatus, Usage
@@ -39,11 +39,15 @@ from workload_domain.shards import DEFAULT_SHARDS
 from workload_domain.statuses import AttemptStatus, TaskStatus
 from workload_domain.telemetry import NO_TELEMETRY, Telemetry
 from workload_domain.workers import WorkerRecord
-from workload_engine.clock import SystemClock
 
 __all__ = ["MemoryState", "RunData", "check_rows", "copied", "is_canonical_uuid"]
 
 T = TypeVar("T")
+
+
+def _wall_clock() -> datetime:
+    """The time when no ``Clock`` is injected (the store never waits, so ``now`` is enough)."""
+    return datetime.now(UTC)
 
 
 def copied(value: T) -> T:
@@ -72,7 +76,8 @@ class MemoryState:
     ) -> None:
         self.shards_total = shards_total
         """How runs are split into shards (SPEC §16; one process executes them all here)."""
-        self._clock = clock or SystemClock()
+        self._now: Callable[[], datetime] = _wall_clock if clock is None else clock.now
+        """The time written into idempotency records (injected, as the PostgreSQL store's)."""
         self._telemetry = telemetry
         """Told of the remote tool calls a commit closed (as the PostgreSQL store tells it)."""
         self._codec = CursorCodec(secrets.token_bytes(32))
@@ -185,7 +190,7 @@ class MemoryState:
             self._outcomes[(claim.principal, claim.key)] = (
                 claim,
                 copied(record.outcome),
-                self._clock.now(),
+                self._now(),
             )
 
     def _run(self, run_id: str) -> RunData:

@@ -14,7 +14,7 @@ import anyio
 from workload_domain import listings
 from workload_domain.approvals import ApprovalRecord, ApprovalStatus
 from workload_domain.cursors import Page, Position
-from workload_engine._memory_state import MemoryState, copied
+from workload_engine.memory._part import MemoryState, copied
 
 __all__ = ["MemoryApprovals"]
 

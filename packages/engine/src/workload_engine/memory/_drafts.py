@@ -19,7 +19,7 @@ from workload_domain.errors import (
 )
 from workload_domain.idempotency import IdempotencyRecord, PendingRecord, Replayed
 from workload_domain.model import VersionRecord, WorkflowRecord
-from workload_engine._memory_state import MemoryState, copied, is_canonical_uuid
+from workload_engine.memory._part import MemoryState, copied, is_canonical_uuid
 
 __all__ = ["MemoryDrafts"]
 

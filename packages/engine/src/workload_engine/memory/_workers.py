@@ -33,8 +33,8 @@ from workload_domain.workers import (
     WorkerRecord,
     still_claimable,
 )
-from workload_engine._memory_journal import MemoryJournal
-from workload_engine._memory_state import RunData, copied
+from workload_engine.memory._journal import MemoryJournal
+from workload_engine.memory._part import RunData, copied
 
 __all__ = ["MemoryWorkers"]
 

@@ -6,7 +6,7 @@ from datetime import datetime
 
 import anyio
 
-from workload_engine._memory_state import MemoryState
+from workload_engine.memory._part import MemoryState
 
 __all__ = ["MemoryRetention"]
 

@@ -23,7 +23,7 @@ from workload_domain.jsonvalues import JsonObject
 from workload_domain.leases import LeasedToolCall
 from workload_domain.statuses import AttemptStatus
 from workload_domain.workers import Claim, ClaimedAttempt, still_claimable
-from workload_engine._memory_state import MemoryState, copied
+from workload_engine.memory._part import MemoryState, copied
 
 __all__ = ["MemoryJournal"]
 

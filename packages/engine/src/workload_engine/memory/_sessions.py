@@ -10,7 +10,7 @@ import anyio
 
 from workload_domain.console_sessions import ConsoleSession
 from workload_domain.errors import StoreIntegrityError
-from workload_engine._memory_state import MemoryState
+from workload_engine.memory._part import MemoryState
 
 __all__ = ["MemorySessions"]
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from datetime import datetime
 from typing import TypeVar
 
@@ -23,7 +23,7 @@ from workload_domain.model import (
 )
 from workload_domain.run_listing import RunFilter, RunOrder
 from workload_domain.statuses import RunStatus
-from workload_engine._memory_state import MemoryState, RunData, copied
+from workload_engine.memory._part import MemoryState, RunData, copied
 
 __all__ = ["MemoryReads"]
 
@@ -55,6 +55,18 @@ class MemoryReads(MemoryState):
             sorted(
                 (a for (k, _), a in data.attempts.items() if k == task_key),
                 key=lambda a: a.attempt,
+            )
+        )
+
+    async def count_active_runs(self, workflow_id: str | None) -> Mapping[str, int]:
+        """How many unfinished runs are in each status, optionally of one workflow."""
+        await anyio.lowlevel.checkpoint()
+        return dict(
+            Counter(
+                data.run.status.value
+                for data in self._runs.values()
+                if not data.run.status.is_terminal
+                and (workflow_id is None or data.run.workflow_id == workflow_id)
             )
         )
 
