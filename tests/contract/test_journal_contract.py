@@ -20,10 +20,11 @@ from workload_domain.ports import Store
 from workload_domain.statuses import AttemptStatus
 from workload_domain.workers import Claim
 from workload_engine.agent import AgentExecutor
+from workload_engine.cancellation import cancel_commit
 from workload_engine.clock import FakeClock
 from workload_engine.local import LocalExecutors
 from workload_engine.mock_executor import MockExecutor
-from workload_engine.planner import AttemptOutcome, cancel_commit, plan
+from workload_engine.planner import AttemptOutcome, plan
 
 pytestmark = pytest.mark.anyio
 _tokens = itertools.count()

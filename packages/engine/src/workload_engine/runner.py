@@ -45,10 +45,10 @@ from workload_domain.shards import ShardFence
 from workload_domain.statuses import AttemptStatus, RunStatus, TaskStatus
 from workload_domain.telemetry import NO_TELEMETRY, Telemetry
 from workload_engine._groups import first_error
+from workload_engine.approval_planning import ApprovalWait
 from workload_engine.definitions import DefinitionCache
 from workload_engine.planner import (
     TIMED_OUT_ERROR,
-    ApprovalWait,
     AttemptOutcome,
     Launch,
     Observation,

@@ -25,7 +25,7 @@ from workload_domain.model import (
 )
 from workload_domain.ports import Clock, ExecutionStore, IdempotencyStore
 from workload_domain.statuses import RunStatus, TaskStatus
-from workload_engine.planner import cancel_commit
+from workload_engine.cancellation import cancel_commit
 
 __all__ = ["CancelResult", "build_run", "request_cancel"]
 
