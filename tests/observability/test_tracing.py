@@ -27,7 +27,7 @@ from tests.plugins.live_api import WORKER_TOKEN, LiveApi
 from tests.waiting import wait_until
 from workload_api.context import ACCESS_LOGGER, JsonFormatter
 from workload_api.telemetry import Metrics, ServiceTelemetry, traceparent_of
-from workload_domain.model import RunRecord
+from workload_domain.records import RunRecord
 from workload_domain.statuses import RunStatus
 from workload_worker import Context, Worker
 

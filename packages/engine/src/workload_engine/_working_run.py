@@ -11,7 +11,7 @@ from workload_domain.approvals import ApprovalRecord, ApprovalStatus
 from workload_domain.events import EventType
 from workload_domain.ids import attempt_id
 from workload_domain.jsonvalues import JsonObject
-from workload_domain.model import (
+from workload_domain.records import (
     AttemptRecord,
     EventRecord,
     RunCommit,

@@ -13,7 +13,7 @@ from typing import Any
 
 from workload_domain.approvals import ApprovalRecord, ApprovalStatus
 from workload_domain.events import EventType
-from workload_domain.model import RunCommit, RunSnapshot
+from workload_domain.records import RunCommit, RunSnapshot
 from workload_domain.statuses import TaskStatus
 from workload_engine._working_run import AttemptKey, WorkingRun, settle_run
 

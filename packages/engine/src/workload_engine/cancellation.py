@@ -12,7 +12,7 @@ from datetime import datetime
 
 from workload_domain.approvals import ApprovalStatus
 from workload_domain.events import EventType
-from workload_domain.model import RunCommit, RunSnapshot
+from workload_domain.records import RunCommit, RunSnapshot
 from workload_domain.statuses import AttemptStatus, RunStatus, TaskStatus
 from workload_engine._working_run import WorkingRun
 

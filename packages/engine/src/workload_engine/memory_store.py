@@ -33,7 +33,7 @@ from workload_domain.idempotency import (
     Replayed,
     same_request,
 )
-from workload_domain.model import (
+from workload_domain.records import (
     AppliedVersion,
     NewRun,
     NewVersion,

@@ -1,6 +1,6 @@
 """The functional core of execution: from a run's state and new facts, the next commit.
 
-:func:`plan` is pure. Given a :class:`~workload_domain.model.RunSnapshot`, the compiled
+:func:`plan` is pure. Given a :class:`~workload_domain.records.RunSnapshot`, the compiled
 workflow, the current time and what was observed since the last commit (finished attempts,
 granted concurrency slots), it returns the one commit that moves the run forward and the
 effects to perform *after* that commit succeeds (attempts to launch, slots to request or
@@ -25,7 +25,7 @@ from workload_domain.compiler import CompiledWorkflow
 from workload_domain.definition import TaskSpec
 from workload_domain.events import EventType
 from workload_domain.leases import LEASE_EXPIRED, SCHEDULE_TO_START_TIMED_OUT
-from workload_domain.model import (
+from workload_domain.records import (
     ExecutorRequest,
     RunCommit,
     RunSnapshot,

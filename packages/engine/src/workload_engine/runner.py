@@ -32,7 +32,8 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 from workload_domain.compiler import CompiledWorkflow
 from workload_domain.errors import RevisionConflict, SystemFault
 from workload_domain.fencing import fenced
-from workload_domain.model import (
+from workload_domain.ports import Clock, ExecutionStore, Executor
+from workload_domain.records import (
     ExecutorFailure,
     ExecutorResult,
     ExecutorSuspended,
@@ -40,7 +41,6 @@ from workload_domain.model import (
     RunSnapshot,
     TaskError,
 )
-from workload_domain.ports import Clock, ExecutionStore, Executor
 from workload_domain.shards import ShardFence
 from workload_domain.statuses import AttemptStatus, RunStatus, TaskStatus
 from workload_domain.telemetry import NO_TELEMETRY, Telemetry

@@ -9,7 +9,7 @@ from workload_domain.idempotency import (
     IdempotencyRecord,
     Replayed,
 )
-from workload_domain.model import (
+from workload_domain.records import (
     NewRun,
     RunCommit,
     RunRecord,

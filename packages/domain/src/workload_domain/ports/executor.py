@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from workload_domain.model import (
+from workload_domain.records import (
     ExecutorRequest,
     ExecutorResult,
 )

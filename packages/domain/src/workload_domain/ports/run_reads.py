@@ -7,7 +7,7 @@ from datetime import datetime
 from typing import Protocol
 
 from workload_domain.cursors import Page
-from workload_domain.model import (
+from workload_domain.records import (
     AttemptRecord,
     EventRecord,
     RunRecord,

@@ -10,7 +10,7 @@ from workload_domain.idempotency import (
     PendingRecord,
     Replayed,
 )
-from workload_domain.model import (
+from workload_domain.records import (
     AppliedVersion,
     NewVersion,
     VersionRecord,
