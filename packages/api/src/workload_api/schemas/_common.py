@@ -17,12 +17,9 @@ __all__ = [
 
 T = TypeVar("T")
 
-
 JsonObject = dict[str, Any]
 
-
 DEFINITION_MARKER = "x-workload-definition"
-
 
 DefinitionDocument = Annotated[
     dict[str, Any], WithJsonSchema({"type": "object", DEFINITION_MARKER: True})

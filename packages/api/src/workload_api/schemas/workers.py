@@ -55,9 +55,7 @@ class ToolCallReport(Attempt):
 
 WorkerName = Annotated[str, Field(pattern=WORKER_ID_PATTERN)]
 
-
 QueueName = Annotated[str, Field(pattern=QUEUE_PATTERN)]
-
 
 ActionName = Annotated[str, Field(pattern=ACTION_NAME_PATTERN)]
 

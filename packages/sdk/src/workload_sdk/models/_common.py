@@ -15,7 +15,6 @@ __all__ = [
 
 T = TypeVar("T")
 
-
 JsonObject = dict[str, Any]
 
 
