@@ -15,7 +15,7 @@ import pytest
 from tests.engine.harness import Harness, mock, workflow
 from workload_api.usecases import RunUseCases
 from workload_domain.cursors import Page
-from workload_domain.model import RunWithCounts
+from workload_domain.records import RunWithCounts
 from workload_domain.run_listing import RunOrder
 from workload_domain.statuses import RunStatus
 from workload_engine.clock import FakeClock

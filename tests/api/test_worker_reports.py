@@ -16,7 +16,7 @@ from workload_api.usecases.workers import WorkerUseCases
 from workload_domain.errors import LeaseLost
 from workload_domain.events import EventType
 from workload_domain.statuses import AttemptStatus
-from workload_engine._draft import Draft
+from workload_engine._working_run import WorkingRun
 from workload_engine.remote import RemoteAttempts
 from workload_engine.signals import WorkSignal
 
@@ -27,10 +27,10 @@ async def test_a_report_after_a_recorded_cancel_is_refused_as_canceled() -> None
     h = Harness()
     run_id, (item,) = await claimed_run(h, 1)
     # An older server's cancel: the request recorded, the remote attempt left running.
-    draft = Draft(await h.store.load_run(run_id), h.clock.now())
-    draft.set_run(cancel_requested=True)
-    draft.emit(EventType.RUN_CANCEL_REQUESTED)
-    commit, _ = draft.result()
+    working = WorkingRun(await h.store.load_run(run_id), h.clock.now())
+    working.set_run(cancel_requested=True)
+    working.emit(EventType.RUN_CANCEL_REQUESTED)
+    commit, _ = working.result()
     assert commit is not None
     await h.store.commit(commit)
     workers = WorkerUseCases(

@@ -17,7 +17,7 @@ from tests.plugins.live_api import LiveApi
 from tests.waiting import wait_until
 from workload_domain.agent.llm import Model, ModelRequest, ModelResponse
 from workload_domain.jsonvalues import JsonObject
-from workload_engine.models import ModelRouter
+from workload_engine.model_router import ModelRouter
 
 V1 = "/api/v1"
 _keys = itertools.count()

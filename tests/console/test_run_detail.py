@@ -14,7 +14,7 @@ import pytest
 
 from tests.engine.harness import Harness, mock, workflow
 from workload_api.usecases import RunUseCases
-from workload_domain.model import RunSnapshot
+from workload_domain.records import RunSnapshot
 from workload_engine.clock import FakeClock
 from workload_engine.engine import Engine
 from workload_engine.memory import InMemoryStore

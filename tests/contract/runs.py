@@ -6,8 +6,8 @@ from dataclasses import replace
 
 from workload_domain.events import EventType
 from workload_domain.ids import attempt_id
-from workload_domain.model import AttemptRecord, EventRecord, RunCommit
 from workload_domain.ports import Store
+from workload_domain.records import AttemptRecord, EventRecord, RunCommit
 from workload_domain.statuses import AttemptStatus, RunStatus, TaskStatus
 from workload_engine.clock import FakeClock
 

@@ -11,19 +11,21 @@ from typing import Any
 import pytest
 
 from tests.engine.harness import Harness
-from workload_domain.agent.journal import StepKind, StepRecord, StepStatus, Usage
+from workload_domain.agent.journal import StepKind, StepRecord, StepStatus
 from workload_domain.agent.llm import ModelRequest, ModelResponse, Role, TokenUsage, ToolCall
 from workload_domain.compiler import compile_definition
 from workload_domain.errors import InvalidCursor, RunNotFound, TaskNotFound
 from workload_domain.leases import LeaseLostReason, token_digest, tool_call_lease_lost
 from workload_domain.ports import Store
 from workload_domain.statuses import AttemptStatus
+from workload_domain.usage import Usage
 from workload_domain.workers import Claim
 from workload_engine.agent import AgentExecutor
+from workload_engine.cancellation import cancel_commit
 from workload_engine.clock import FakeClock
 from workload_engine.local import LocalExecutors
 from workload_engine.mock_executor import MockExecutor
-from workload_engine.planner import AttemptOutcome, cancel_commit, plan
+from workload_engine.planner import AttemptOutcome, plan
 
 pytestmark = pytest.mark.anyio
 _tokens = itertools.count()

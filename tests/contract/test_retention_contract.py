@@ -18,11 +18,12 @@ from tests.engine.harness import Harness, mock, workflow
 from workload_domain.approvals import ApprovalRecord, ApprovalStatus, approval_id, arguments_digest
 from workload_domain.compiler import compile_definition
 from workload_domain.errors import RunNotFound
-from workload_domain.model import RunCommit
 from workload_domain.ports import Store
+from workload_domain.records import RunCommit
 from workload_domain.statuses import RunStatus
+from workload_engine.cancellation import cancel_commit
 from workload_engine.clock import FakeClock
-from workload_engine.planner import cancel_commit, plan
+from workload_engine.planner import plan
 
 pytestmark = pytest.mark.anyio
 

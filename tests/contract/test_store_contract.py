@@ -35,7 +35,8 @@ from workload_domain.idempotency import (
     PendingRecord,
     Replayed,
 )
-from workload_domain.model import (
+from workload_domain.ports import Store
+from workload_domain.records import (
     AppliedVersion,
     EventRecord,
     NewRun,
@@ -45,7 +46,6 @@ from workload_domain.model import (
     VersionRecord,
     WorkflowRecord,
 )
-from workload_domain.ports import Store
 from workload_domain.statuses import RunStatus
 from workload_engine.clock import FakeClock
 

@@ -16,12 +16,13 @@ from tests.engine.test_agent import harness as agent_harness
 from workload_domain.compiler import compile_definition
 from workload_domain.events import EventType
 from workload_domain.leases import LeaseLostReason, lease_lost, token_digest
-from workload_domain.model import EventRecord, RunCommit
 from workload_domain.ports import Store
+from workload_domain.records import EventRecord, RunCommit
 from workload_domain.statuses import AttemptStatus, RunStatus
 from workload_domain.workers import Claim, worker_status
+from workload_engine.cancellation import cancel_commit
 from workload_engine.clock import FakeClock
-from workload_engine.planner import AttemptOutcome, cancel_commit, plan
+from workload_engine.planner import AttemptOutcome, plan
 from workload_engine.runs import request_cancel
 
 pytestmark = pytest.mark.anyio

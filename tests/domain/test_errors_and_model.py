@@ -7,7 +7,7 @@ import pytest
 from workload_domain import errors
 from workload_domain.errors import ErrorCategory, Problem
 from workload_domain.events import EventType
-from workload_domain.model import TaskError
+from workload_domain.records import TaskError
 
 
 @pytest.mark.parametrize(

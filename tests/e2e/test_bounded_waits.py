@@ -35,7 +35,7 @@ from tests.plugins.live_api import (
 from tests.waiting import await_until, wait_until
 from workload_api.container import Container
 from workload_api.settings import Settings
-from workload_domain.model import EventRecord, RunRecord
+from workload_domain.records import EventRecord, RunRecord
 from workload_domain.workers import Claim, ClaimedAttempt
 from workload_store_postgres.store import PostgresStore
 

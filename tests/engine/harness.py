@@ -13,7 +13,8 @@ import anyio
 from workload_domain.compiler import CompiledWorkflow, compile_definition
 from workload_domain.idempotency import IdempotencyRecord, Replayed
 from workload_domain.ids import uuid7
-from workload_domain.model import (
+from workload_domain.ports import Executor, Store
+from workload_domain.records import (
     AttemptRecord,
     EventRecord,
     ExecutorRequest,
@@ -24,7 +25,6 @@ from workload_domain.model import (
     VersionRecord,
     WorkflowRecord,
 )
-from workload_domain.ports import Executor, Store
 from workload_domain.statuses import AttemptStatus
 from workload_engine.clock import FakeClock
 from workload_engine.engine import Engine

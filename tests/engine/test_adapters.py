@@ -13,7 +13,7 @@ from tests.engine.harness import Harness, mock, workflow
 from workload_domain.errors import RevisionConflict, RunNotFound, TaskNotFound
 from workload_domain.events import EventType
 from workload_domain.ids import attempt_id
-from workload_domain.model import (
+from workload_domain.records import (
     AttemptRecord,
     EventRecord,
     ExecutorFailure,

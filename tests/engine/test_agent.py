@@ -16,16 +16,17 @@ import anyio.lowlevel
 import pytest
 
 from tests.engine.harness import Harness, RunView, mock
-from workload_domain.agent.journal import StepKind, StepRecord, StepStatus, Usage
+from workload_domain.agent.journal import StepKind, StepRecord, StepStatus
 from workload_domain.agent.llm import Model, ModelRequest, ModelResponse, Models
 from workload_domain.approvals import ApprovalRecord, ApprovalStatus, Decision, arguments_digest
 from workload_domain.errors import ApprovalDecided, StoreUnavailable
 from workload_domain.events import EventType
 from workload_domain.jsonvalues import JsonObject
 from workload_domain.leases import token_digest
-from workload_domain.model import RunCommit
 from workload_domain.ports import Store
+from workload_domain.records import RunCommit
 from workload_domain.telemetry import NO_TELEMETRY, Telemetry
+from workload_domain.usage import Usage
 from workload_domain.workers import Claim
 from workload_engine.agent import AgentExecutor
 from workload_engine.approvals import ApprovalDecisions
@@ -33,7 +34,7 @@ from workload_engine.clock import FakeClock
 from workload_engine.local import LocalExecutors
 from workload_engine.memory import InMemoryStore
 from workload_engine.mock_executor import MockExecutor
-from workload_engine.models import ModelRouter
+from workload_engine.model_router import ModelRouter
 from workload_engine.runs import request_cancel
 
 pytestmark = pytest.mark.anyio

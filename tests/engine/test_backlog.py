@@ -14,8 +14,8 @@ import anyio
 import pytest
 
 from tests.engine.harness import Harness, mock, workflow
-from workload_domain.model import ExecutorRequest, ExecutorResult, RunSnapshot
 from workload_domain.ports import Executor
+from workload_domain.records import ExecutorRequest, ExecutorResult, RunSnapshot
 from workload_domain.statuses import RunStatus
 from workload_engine.clock import FakeClock, wait_until_idle
 from workload_engine.mock_executor import MockExecutor

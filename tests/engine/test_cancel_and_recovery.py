@@ -16,7 +16,7 @@ from workload_domain.errors import (
     StoreUnavailable,
 )
 from workload_domain.idempotency import IdempotencyClaim, IdempotencyRecord, Outcome, Replayed
-from workload_domain.model import RunCommit
+from workload_domain.records import RunCommit
 from workload_domain.statuses import RunStatus
 from workload_engine.clock import wait_until_idle
 from workload_engine.memory import InMemoryStore

@@ -8,7 +8,7 @@ import anyio
 import pytest
 
 from tests.engine.harness import CountingExecutor, Harness, mock, workflow
-from workload_domain.model import ExecutorRequest, ExecutorResult
+from workload_domain.records import ExecutorRequest, ExecutorResult
 from workload_engine.clock import wait_until_idle
 from workload_engine.mock_executor import MockExecutor
 

@@ -16,7 +16,7 @@ import pytest
 
 from workload_domain.agent.llm import Model, ModelRejected, ModelRequest, ModelResponse
 from workload_domain.jsonvalues import JsonObject
-from workload_engine.models import EndpointAdapters, MockModel, ModelRouter
+from workload_engine.model_router import EndpointAdapters, MockModel, ModelRouter
 
 
 class Named:

@@ -17,7 +17,7 @@ from tests.engine.harness import Harness
 from workload_domain.errors import LeaseLost, RevisionConflict, RunBusy
 from workload_domain.idempotency import IdempotencyRecord, Replayed
 from workload_domain.leases import token_digest
-from workload_domain.model import AttemptRecord, RunCommit
+from workload_domain.records import AttemptRecord, RunCommit
 from workload_domain.statuses import AttemptStatus, RunStatus, TaskStatus
 from workload_domain.workers import Claim, ClaimedAttempt
 from workload_engine.clock import FakeClock

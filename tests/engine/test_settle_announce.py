@@ -15,7 +15,7 @@ import pytest
 from tests.engine.harness import Harness
 from workload_domain.idempotency import IdempotencyRecord, Replayed
 from workload_domain.leases import token_digest
-from workload_domain.model import AttemptRecord, RunCommit, TaskError
+from workload_domain.records import AttemptRecord, RunCommit, TaskError
 from workload_domain.statuses import AttemptStatus
 from workload_domain.workers import Claim
 from workload_engine.clock import FakeClock

@@ -16,7 +16,7 @@ from tests.waiting import await_until
 from workload_domain.fencing import current_fence
 from workload_domain.idempotency import IdempotencyRecord, Replayed
 from workload_domain.leases import token_digest
-from workload_domain.model import (
+from workload_domain.records import (
     AttemptRecord,
     ExecutorRequest,
     ExecutorResult,

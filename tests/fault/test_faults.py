@@ -35,7 +35,7 @@ from tests.fault.conftest import (
 from tests.waiting import wait_until
 from workload_domain.compiler import compile_definition
 from workload_domain.ids import uuid7
-from workload_domain.model import VersionRecord, WorkflowRecord
+from workload_domain.records import VersionRecord, WorkflowRecord
 from workload_engine.clock import SystemClock
 from workload_engine.runs import build_run
 from workload_store_postgres.store import PostgresStore

@@ -29,7 +29,7 @@ from workload_api.container import Container, use_memory_store
 from workload_api.context import ACCESS_LOGGER, JsonFormatter
 from workload_api.settings import Settings
 from workload_api.telemetry import Metrics, ServiceTelemetry, traceparent_of
-from workload_domain.model import RunRecord
+from workload_domain.records import RunRecord
 from workload_domain.statuses import RunStatus
 from workload_worker import Context, Worker
 

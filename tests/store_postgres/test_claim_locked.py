@@ -16,7 +16,7 @@ import pytest
 from tests.store_postgres.test_store_postgres import T0, new_run, queue_commit
 from workload_domain.compiler import compile_definition
 from workload_domain.leases import token_digest
-from workload_domain.model import VersionRecord, WorkflowRecord
+from workload_domain.records import VersionRecord, WorkflowRecord
 from workload_domain.workers import SEEN_SECONDS, Claim
 from workload_store_postgres.store import PostgresStore
 

@@ -22,7 +22,7 @@ from workload_domain.compiler import compile_definition
 from workload_domain.events import EventType
 from workload_domain.ids import uuid7
 from workload_domain.jsonvalues import canonical_json, jsonb_value, sha256_tag
-from workload_domain.model import (
+from workload_domain.records import (
     EventRecord,
     NewRun,
     NewVersion,

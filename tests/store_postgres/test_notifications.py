@@ -14,8 +14,8 @@ import pytest
 from tests.store_postgres.test_store_postgres import T0, WORKFLOW, new_run
 from tests.waiting import await_until
 from workload_domain.idempotency import IdempotencyClaim, IdempotencyRecord, Outcome
-from workload_domain.model import VersionRecord, WorkflowRecord
 from workload_domain.ports import NotifyHandlers
+from workload_domain.records import VersionRecord, WorkflowRecord
 from workload_store_postgres.notifications import APPLICATION_NAME, PostgresNotifications
 from workload_store_postgres.store import PostgresStore
 

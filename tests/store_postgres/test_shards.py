@@ -14,7 +14,7 @@ from tests.store_postgres.test_store_postgres import T0, new_run, queue_commit
 from workload_domain.compiler import compile_definition
 from workload_domain.errors import Fenced, ModeConflict, ShardsLost
 from workload_domain.fencing import fenced
-from workload_domain.model import VersionRecord, WorkflowRecord
+from workload_domain.records import VersionRecord, WorkflowRecord
 from workload_domain.shards import DEFAULT_SHARDS, ShardFence, shard_of
 from workload_store_postgres.lock import PostgresCoordinatorLock
 from workload_store_postgres.migrations import ShardsFixed, migrate_up, stored_shards

@@ -26,7 +26,7 @@ from workload_domain.events import EventType
 from workload_domain.idempotency import IdempotencyClaim, IdempotencyRecord, Outcome, Replayed
 from workload_domain.ids import attempt_id, uuid7
 from workload_domain.leases import token_digest
-from workload_domain.model import (
+from workload_domain.records import (
     AttemptRecord,
     EventRecord,
     NewRun,

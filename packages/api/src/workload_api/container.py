@@ -49,7 +49,7 @@ from workload_engine.engine import Engine
 from workload_engine.local import LocalExecutors
 from workload_engine.memory import InMemoryStore
 from workload_engine.mock_executor import MockExecutor
-from workload_engine.models import ClosableModels, EndpointAdapters, ModelRouter
+from workload_engine.model_router import ClosableModels, EndpointAdapters, ModelRouter
 from workload_engine.remote import RemoteAttempts
 from workload_engine.signals import StepSignal, WorkSignal
 from workload_store_postgres.lock import PostgresCoordinatorLock

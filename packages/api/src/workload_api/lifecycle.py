@@ -51,7 +51,7 @@ from workload_domain.workers import WORKER_RETENTION
 from workload_engine.approvals import ApprovalDecisions
 from workload_engine.drafting import DraftWriter
 from workload_engine.engine import Engine
-from workload_engine.models import ModelRouter
+from workload_engine.model_router import ModelRouter
 from workload_engine.remote import RemoteAttempts
 
 if TYPE_CHECKING:

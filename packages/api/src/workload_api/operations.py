@@ -1,4 +1,7 @@
-"""The HTTP operations of SPEC §6: one table drives both routing and the OpenAPI document."""
+"""The HTTP operations of SPEC §6: one table drives both routing and the OpenAPI document.
+
+One file because it is that table: every route of the API, read (and reviewed) in one place.
+"""
 
 from __future__ import annotations
 

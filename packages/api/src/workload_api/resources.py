@@ -20,7 +20,7 @@ from workload_domain.approvals import ApprovalRecord
 from workload_domain.cursors import Page
 from workload_domain.drafts import DraftRecord
 from workload_domain.jsonvalues import JsonObject
-from workload_domain.model import (
+from workload_domain.records import (
     AttemptRecord,
     EventRecord,
     RunRecord,

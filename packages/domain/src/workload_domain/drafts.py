@@ -20,7 +20,6 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
-from workload_domain.agent.journal import Usage
 from workload_domain.agent.llm import Message, Role
 from workload_domain.agent.spec import MAX_TEXT_LENGTH, MODEL_PATTERN
 from workload_domain.compiler import CompiledWorkflow, compile_definition
@@ -32,6 +31,7 @@ from workload_domain.errors import (
     WorkflowIdMismatch,
 )
 from workload_domain.jsonvalues import DuplicateKey, JsonObject, strict_loads
+from workload_domain.usage import Usage
 from workload_domain.workers import ACTION_NAME_PATTERN
 
 __all__ = [

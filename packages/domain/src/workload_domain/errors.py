@@ -1,5 +1,7 @@
 """Domain errors: one base class, stable categories and stable codes.
 
+One file because it is the catalogue of every error and its code: the hierarchy reads as one table.
+
 Every error a caller can act on is a :class:`WorkloadError`. Its ``category`` says what kind of
 failure it is (the HTTP layer maps categories to statuses in one table); its ``code`` is the
 stable machine-readable string that clients see (SPEC §6).

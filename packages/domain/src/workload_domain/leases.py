@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from workload_domain.agent.journal import StepRecord, StepStatus
-from workload_domain.model import AttemptRecord
+from workload_domain.records import AttemptRecord
 from workload_domain.statuses import AttemptStatus
 
 __all__ = [

@@ -17,7 +17,7 @@ from workload_domain.approvals import ApprovalRecord
 from workload_domain.cursors import CursorCodec, Page, Position, Scope, page_of, to_micros
 from workload_domain.drafts import DraftRecord
 from workload_domain.errors import InvalidCursor
-from workload_domain.model import (
+from workload_domain.records import (
     AttemptRecord,
     EventRecord,
     RunWithCounts,

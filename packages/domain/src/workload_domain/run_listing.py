@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from workload_domain.cursors import Position, Scope, to_micros
-from workload_domain.model import RunRecord
+from workload_domain.records import RunRecord
 from workload_domain.statuses import RunStatus
 
 __all__ = ["RunFilter", "RunOrder"]

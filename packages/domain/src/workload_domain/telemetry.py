@@ -7,7 +7,7 @@ library. :data:`NO_TELEMETRY` is the default everywhere: it does nothing, at no 
 
 What is reported, and by whom:
 
-- every committed :class:`~workload_domain.model.RunCommit` (:meth:`Telemetry.committed`), by
+- every committed :class:`~workload_domain.records.RunCommit` (:meth:`Telemetry.committed`), by
   ``Engine.committed`` — runs started and finished, attempts finished, leases expired, and the
   end of remote attempts' spans are all derived from the commit's events;
 - a run being executed (:meth:`Telemetry.run`) and a local attempt executing
@@ -35,7 +35,7 @@ from typing import Protocol
 
 from workload_domain.agent.journal import StepRecord, StepStatus
 from workload_domain.leases import LeaseLostReason
-from workload_domain.model import AttemptRecord, RunCommit, RunRecord
+from workload_domain.records import AttemptRecord, RunCommit, RunRecord
 from workload_domain.statuses import AttemptStatus
 from workload_domain.workers import ClaimedAttempt
 

@@ -48,7 +48,8 @@ from workload_domain.approvals import (
     arguments_digest,
 )
 from workload_domain.jsonvalues import canonical_json, sha256_tag
-from workload_domain.model import (
+from workload_domain.ports import ApprovalStore, Clock, Executor, JournalStore
+from workload_domain.records import (
     ExecutorFailure,
     ExecutorRequest,
     ExecutorResult,
@@ -56,7 +57,6 @@ from workload_domain.model import (
     ExecutorSuspended,
     TaskError,
 )
-from workload_domain.ports import ApprovalStore, Clock, Executor, JournalStore
 from workload_domain.telemetry import NO_TELEMETRY, Telemetry
 from workload_engine.mock_executor import MOCK_ACTION
 from workload_engine.signals import StepKey, StepSignal, WorkSignal

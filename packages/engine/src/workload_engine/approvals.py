@@ -22,8 +22,8 @@ from workload_domain.errors import (
 )
 from workload_domain.idempotency import IdempotencyRecord, Replayed
 from workload_domain.ports import ApprovalStore, ExecutionStore
+from workload_engine.approval_planning import decision_commit
 from workload_engine.engine import Engine
-from workload_engine.planner import decision_commit
 
 __all__ = ["ApprovalDecisions", "DecisionStore"]
 

@@ -23,7 +23,6 @@ from typing import Any, Protocol
 import anyio
 from anyio.abc import TaskGroup, TaskStatus
 
-from workload_domain.agent.journal import Usage
 from workload_domain.agent.llm import (
     MODEL_ERROR,
     Message,
@@ -45,6 +44,7 @@ from workload_domain.drafts import (
 from workload_domain.jsonvalues import JsonObject, storable
 from workload_domain.ports import Clock, DraftStore, WorkerStore
 from workload_domain.telemetry import NO_TELEMETRY, Telemetry
+from workload_domain.usage import Usage
 
 __all__ = ["BUILT_IN_ACTIONS", "DraftWriter", "DraftWriterStore"]
 

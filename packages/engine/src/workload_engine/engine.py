@@ -25,8 +25,8 @@ import anyio
 from anyio.abc import TaskGroup, TaskStatus
 
 from workload_domain.errors import ExecutionStopped
-from workload_domain.model import RunCommit, RunSnapshot
 from workload_domain.ports import Clock, ExecutionStore, Executor
+from workload_domain.records import RunCommit, RunSnapshot
 from workload_domain.statuses import AttemptStatus
 from workload_domain.telemetry import NO_TELEMETRY, Telemetry
 from workload_engine._groups import first_error

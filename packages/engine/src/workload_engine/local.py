@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from workload_domain.model import ExecutorFailure, ExecutorRequest, ExecutorResult, TaskError
 from workload_domain.ports import Executor
+from workload_domain.records import ExecutorFailure, ExecutorRequest, ExecutorResult, TaskError
 
 __all__ = ["LocalExecutors"]
 

@@ -5,14 +5,14 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
-from workload_domain.model import (
+from workload_domain.ports import Clock
+from workload_domain.records import (
     ExecutorFailure,
     ExecutorRequest,
     ExecutorResult,
     ExecutorSuccess,
     TaskError,
 )
-from workload_domain.ports import Clock
 
 __all__ = ["MAX_SLEEP_MS", "MOCK_ACTION", "MockExecutor"]
 

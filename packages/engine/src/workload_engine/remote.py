@@ -33,8 +33,8 @@ from workload_domain.agent.journal import StepRecord, StepStatus
 from workload_domain.agent.loop import tool_error
 from workload_domain.errors import RevisionConflict, RunBusy
 from workload_domain.leases import LeaseLostReason
-from workload_domain.model import AttemptRecord
 from workload_domain.ports import ExecutionStore, JournalStore, WorkerStore
+from workload_domain.records import AttemptRecord
 from workload_domain.statuses import AttemptStatus
 from workload_engine.engine import Engine
 from workload_engine.planner import (

@@ -16,7 +16,7 @@ from datetime import datetime
 
 import anyio
 
-from workload_domain.model import AttemptRecord, RunSnapshot
+from workload_domain.records import AttemptRecord, RunSnapshot
 from workload_engine.planner import AttemptOutcome
 
 __all__ = ["Decide", "Report", "Settled"]

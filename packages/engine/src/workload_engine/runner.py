@@ -22,7 +22,6 @@ from __future__ import annotations
 import contextlib
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
 from datetime import datetime
 
 import anyio
@@ -30,57 +29,39 @@ from anyio.abc import TaskGroup
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from workload_domain.compiler import CompiledWorkflow
-from workload_domain.errors import RevisionConflict, SystemFault
+from workload_domain.errors import RevisionConflict
 from workload_domain.fencing import fenced
-from workload_domain.model import (
-    ExecutorFailure,
-    ExecutorResult,
-    ExecutorSuspended,
+from workload_domain.ports import Clock, ExecutionStore, Executor
+from workload_domain.records import (
     RunCommit,
     RunSnapshot,
-    TaskError,
 )
-from workload_domain.ports import Clock, ExecutionStore, Executor
 from workload_domain.shards import ShardFence
-from workload_domain.statuses import AttemptStatus, RunStatus, TaskStatus
+from workload_domain.statuses import RunStatus, TaskStatus
 from workload_domain.telemetry import NO_TELEMETRY, Telemetry
 from workload_engine._groups import first_error
+from workload_engine._held_reports import HeldReports
+from workload_engine._local_execution import execute
+from workload_engine._runner_messages import (
+    Drain,
+    Message,
+    Refresh,
+    SlotGranted,
+    Wake,
+    drained,
+)
+from workload_engine.approval_planning import ApprovalWait
 from workload_engine.definitions import DefinitionCache
 from workload_engine.planner import (
-    TIMED_OUT_ERROR,
-    ApprovalWait,
     AttemptOutcome,
     Launch,
     Observation,
     Plan,
     plan,
 )
-from workload_engine.reports import Report, Settled
+from workload_engine.reports import Report
 
 __all__ = ["RunRunner"]
-
-
-@dataclass(frozen=True, slots=True)
-class _SlotGranted:
-    task_key: str
-
-
-@dataclass(frozen=True, slots=True)
-class _Wake:
-    pass
-
-
-@dataclass(frozen=True, slots=True)
-class _Refresh:
-    pass
-
-
-@dataclass(frozen=True, slots=True)
-class _Drain:
-    pass
-
-
-_Message = AttemptOutcome | ApprovalWait | _SlotGranted | _Wake | _Refresh | _Drain | Report
 
 
 class _LocalAttempt:
@@ -144,16 +125,16 @@ class RunRunner:
         self._started = False
         self.started = anyio.Event()
         """Set once the runner's first commit is done (or it ended): its leftovers are marked."""
-        send, receive = anyio.create_memory_object_stream[_Message](math.inf)
-        self._send: MemoryObjectSendStream[_Message] = send
-        self._receive: MemoryObjectReceiveStream[_Message] = receive
+        send, receive = anyio.create_memory_object_stream[Message](math.inf)
+        self._send: MemoryObjectSendStream[Message] = send
+        self._receive: MemoryObjectReceiveStream[Message] = receive
         self._attempts: dict[tuple[str, int], _LocalAttempt] = {}
         self._slots: dict[str, object] = {}
         self._slot_waiters: dict[str, anyio.CancelScope] = {}
         self._timer: anyio.CancelScope | None = None
         self._timer_at: datetime | None = None
         self._draining = False
-        self._reports: list[Report] = []
+        self._reports = HeldReports()
         self._closed = False
 
     def notify(self) -> None:
@@ -164,7 +145,7 @@ class RunRunner:
             return
         # A runner that already finished has nothing left to refresh.
         with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
-            self._send.send_nowait(_Refresh())
+            self._send.send_nowait(Refresh())
 
     def report(self, report: Report) -> bool:
         """Commit a remote attempt's report in this runner's next commit.
@@ -188,7 +169,7 @@ class RunRunner:
         finishing the run, which the replica taking the shard over recovers.
         """
         with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
-            self._send.send_nowait(_Drain())
+            self._send.send_nowait(Drain())
 
     async def run(self) -> RunSnapshot:
         """Drive the run to a terminal status and return its final state.
@@ -212,9 +193,8 @@ class RunRunner:
             self._release_grant()
             self._send.close()
             # Reports nobody committed go back to their senders, who commit them themselves.
-            for report in self._reports:
-                report.decline()
-            for message in _drained(self._receive):
+            self._reports.decline_all()
+            for message in drained(self._receive):
                 if isinstance(message, Report):
                     message.decline()
             self._receive.close()
@@ -264,7 +244,7 @@ class RunRunner:
             if snapshot.run.cancel_requested and self._attempts:
                 await self._stop_attempts()
             # Reports are decided on the run as just read (a report always makes it read again).
-            reported = self._decide_reports(snapshot)
+            reported = self._reports.decide(snapshot, self._clock)
             observed = [*outcomes, *(o for _, o in reported)]
             decided = self._plan(workflow, snapshot, observed, recovering)
             if not self._draining and self._take_free_slots(decided.wanted_slots):
@@ -280,7 +260,8 @@ class RunRunner:
                 recovering = False
                 if self._committed is not None:
                     self._committed(decided.commit)
-            self._answer_reports(reported, decided)
+            if self._reports.answer(reported, decided):
+                self._send.send_nowait(Refresh())  # duplicates held back: decide them next
             snapshot = decided.after
             outcomes = []
             for key in decided.unused_slots:
@@ -318,53 +299,13 @@ class RunRunner:
                 if isinstance(message, AttemptOutcome | ApprovalWait):
                     outcomes.append(message)
                     self._attempts.pop(message.key, None)
-                elif isinstance(message, _Refresh):
+                elif isinstance(message, Refresh):
                     refresh = True
                 elif isinstance(message, Report):
-                    self._reports.append(message)
+                    self._reports.hold(message)
                     refresh = True  # decided on the run as stored now (leases change unseen)
-                elif isinstance(message, _Drain):
+                elif isinstance(message, Drain):
                     self._start_draining()
-
-    def _decide_reports(self, snapshot: RunSnapshot) -> list[tuple[Report, AttemptOutcome]]:
-        """The reports that decide an outcome on ``snapshot``; the others are answered now.
-
-        A report that decides nothing (its attempt is no longer live) or refuses (its lease is
-        lost) is answered at once: those are final, whatever the run becomes.
-        """
-        if not self._reports:
-            return []
-        live = {(a.task_key, a.attempt): a for a in snapshot.live_attempts}
-        now = self._clock.now()
-        deciding: list[tuple[Report, AttemptOutcome]] = []
-        for report in list(self._reports):
-            current = live.get(report.key)
-            try:
-                outcome = None if current is None else report.decide(current, now)
-            except Exception as exc:  # it refuses (LeaseLost): that report only
-                self._reports.remove(report)
-                report.answer(error=exc)
-                continue
-            if outcome is None or any(o.key == report.key for _, o in deciding):
-                if outcome is None:
-                    self._reports.remove(report)
-                    report.answer()
-                continue  # a concurrent duplicate waits for the next commit
-            deciding.append((report, outcome))
-        return deciding
-
-    def _answer_reports(self, reported: list[tuple[Report, AttemptOutcome]], decided: Plan) -> None:
-        """The commit recording ``reported`` landed (or was not needed): answer them."""
-        if not reported:
-            return
-        commit = decided.commit
-        ended = {} if commit is None else {(a.task_key, a.attempt): a for a in commit.attempts}
-        for report, _ in reported:
-            self._reports.remove(report)
-            attempt = ended.get(report.key)
-            report.answer(None if attempt is None else Settled(decided.after, attempt))
-        if self._reports:
-            self._send.send_nowait(_Refresh())  # duplicates held back: decide them next
 
     def _start_draining(self) -> None:
         """Start nothing more: free the slots not yet used, stop waiting for others."""
@@ -459,7 +400,7 @@ class RunRunner:
                     request.run_id, request.task_key, request.attempt, request.action
                 ) as span,
             ):
-                observed = await self._execute(launch)
+                observed = await execute(self._executor, self._clock, launch)
                 if isinstance(observed, AttemptOutcome):
                     error = observed.error
                     span.finished(observed.status.value, None if error is None else error.code)
@@ -470,37 +411,12 @@ class RunRunner:
             self._limiter.release_on_behalf_of(token)
             local.done.set()
 
-    async def _execute(self, launch: Launch) -> Observation:
-        """Run the executor, cancelled if the attempt's deadline on the clock passes first."""
-        result: ExecutorResult | None = None
-        with self._clock.cancel_at(launch.deadline) as deadline:
-            try:
-                result = await self._executor.execute(launch.request)
-            except SystemFault:
-                raise  # the store or the lock failed (an agent's journal): fail-stop
-            except Exception as exc:  # an executor's crash is the task's failure, not ours
-                result = ExecutorFailure(
-                    TaskError("executor_error", f"{type(exc).__name__}: {exc}", True)
-                )
-        timed_out = deadline.expired
-
-        request = launch.request
-        key = (request.task_key, request.attempt)
-        now = self._clock.now()
-        if timed_out or result is None:
-            return AttemptOutcome(*key, AttemptStatus.TIMED_OUT, now, error=TIMED_OUT_ERROR)
-        if isinstance(result, ExecutorSuspended):
-            return ApprovalWait(*key, result.approvals)
-        if isinstance(result, ExecutorFailure):
-            return AttemptOutcome(*key, AttemptStatus.FAILED, now, error=result.error)
-        return AttemptOutcome(*key, AttemptStatus.SUCCEEDED, now, output=result.output)
-
     async def _wait_for_slot(self, key: str, scope: anyio.CancelScope) -> None:
         with scope:
             token = object()
             await self._limiter.acquire_on_behalf_of(token)
             self._slots[key] = token
-            self._send.send_nowait(_SlotGranted(key))
+            self._send.send_nowait(SlotGranted(key))
         self._slot_waiters.pop(key, None)
 
     def _set_timer(self, tg: TaskGroup, wake_at: datetime | None) -> None:
@@ -522,14 +438,4 @@ class RunRunner:
             self._timer_at = None
             if self._timer is scope:
                 self._timer = None  # fired: a later plan may park the run (nothing is timed)
-            self._send.send_nowait(_Wake())
-
-
-def _drained(receive: MemoryObjectReceiveStream[_Message]) -> list[_Message]:
-    """Every message still buffered in ``receive``."""
-    found: list[_Message] = []
-    while True:
-        try:
-            found.append(receive.receive_nowait())
-        except (anyio.WouldBlock, anyio.EndOfStream, anyio.ClosedResourceError):
-            return found
+            self._send.send_nowait(Wake())

@@ -15,7 +15,8 @@ from workload_domain.errors import PreconditionFailed, RevisionConflict, RunFini
 from workload_domain.events import EventType
 from workload_domain.idempotency import IdempotencyRecord, Replayed
 from workload_domain.jsonvalues import JsonObject
-from workload_domain.model import (
+from workload_domain.ports import Clock, ExecutionStore, IdempotencyStore
+from workload_domain.records import (
     EventRecord,
     NewRun,
     RunCommit,
@@ -23,9 +24,8 @@ from workload_domain.model import (
     RunSnapshot,
     TaskRecord,
 )
-from workload_domain.ports import Clock, ExecutionStore, IdempotencyStore
 from workload_domain.statuses import RunStatus, TaskStatus
-from workload_engine.planner import cancel_commit
+from workload_engine.cancellation import cancel_commit
 
 __all__ = ["CancelResult", "build_run", "request_cancel"]
 

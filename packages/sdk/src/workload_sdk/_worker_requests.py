@@ -11,16 +11,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from workload_sdk._requests import _PREFIX, ApiRequest, _page_params, _segment
-from workload_sdk.models import (
-    Attempt,
-    Claim,
-    ClaimedAttempt,
-    Lease,
-    Page,
-    QueueList,
-    QueueStats,
-    WorkerInfo,
-)
+from workload_sdk.models import Attempt, ClaimedAttempt, Lease, Page, QueueStats, WorkerInfo
+from workload_sdk.models._workers import Claim, QueueList
 
 __all__ = [
     "CLAIM_READ_MARGIN",

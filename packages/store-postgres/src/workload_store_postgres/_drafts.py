@@ -17,7 +17,6 @@ from typing import Any
 from psycopg.types.json import Jsonb
 
 from workload_domain import listings
-from workload_domain.agent.journal import Usage
 from workload_domain.cursors import Page, Position, from_micros
 from workload_domain.drafts import DraftRecord, DraftStatus, approvable, rejectable
 from workload_domain.errors import (
@@ -28,7 +27,8 @@ from workload_domain.errors import (
     WorkflowNotFound,
 )
 from workload_domain.idempotency import IdempotencyRecord, PendingRecord, Replayed
-from workload_domain.model import VersionRecord, WorkflowRecord
+from workload_domain.records import VersionRecord, WorkflowRecord
+from workload_domain.usage import Usage
 from workload_store_postgres import _rows
 from workload_store_postgres._db import Conn, Row, one
 from workload_store_postgres._part import StorePart

@@ -19,7 +19,7 @@ from workload_domain.agent.journal import StepRecord, StepStatus
 from workload_domain.cursors import Page, Position
 from workload_domain.errors import StoreIntegrityError
 from workload_domain.leases import LeasedToolCall
-from workload_domain.model import AttemptRecord
+from workload_domain.records import AttemptRecord
 from workload_store_postgres import _rows
 from workload_store_postgres._db import Conn, one, require_epoch
 from workload_store_postgres._part import StorePart, require_task

@@ -10,7 +10,7 @@ from typing import Any, TypeVar
 from workload_domain import listings
 from workload_domain.cursors import Page, Position, from_micros
 from workload_domain.errors import RunNotFound
-from workload_domain.model import (
+from workload_domain.records import (
     AttemptRecord,
     EventRecord,
     RunRecord,

@@ -15,11 +15,11 @@ from typing import Any
 
 from psycopg.types.json import Jsonb
 
-from workload_domain.agent.journal import StepKind, StepRecord, StepStatus, Usage
+from workload_domain.agent.journal import StepKind, StepRecord, StepStatus
 from workload_domain.approvals import ApprovalRecord, ApprovalStatus
 from workload_domain.errors import RunNotFound, StoreIntegrityError
 from workload_domain.events import EventType
-from workload_domain.model import (
+from workload_domain.records import (
     AttemptRecord,
     EventRecord,
     RunRecord,
@@ -29,6 +29,7 @@ from workload_domain.model import (
     WorkflowRecord,
 )
 from workload_domain.statuses import AttemptStatus, RunStatus, TaskStatus
+from workload_domain.usage import Usage
 
 __all__ = [
     "approval",

@@ -20,7 +20,7 @@ from workload_domain.errors import (
     VersionNotFound,
 )
 from workload_domain.idempotency import IdempotencyRecord, Replayed
-from workload_domain.model import (
+from workload_domain.records import (
     AttemptRecord,
     NewRun,
     RunCommit,

@@ -13,7 +13,7 @@ from workload_domain.errors import (
     WorkloadError,
 )
 from workload_domain.idempotency import IdempotencyRecord, PendingRecord, Replayed
-from workload_domain.model import AppliedVersion, NewVersion, VersionRecord, WorkflowRecord
+from workload_domain.records import AppliedVersion, NewVersion, VersionRecord, WorkflowRecord
 from workload_store_postgres import _rows
 from workload_store_postgres._db import Conn, one, rows
 from workload_store_postgres._part import StorePart

@@ -52,7 +52,7 @@ from workload_api.telemetry import genai
 from workload_api.telemetry._metrics import Metrics
 from workload_domain.agent.journal import StepRecord
 from workload_domain.events import EventType
-from workload_domain.model import AttemptRecord, RunCommit, RunRecord
+from workload_domain.records import AttemptRecord, RunCommit, RunRecord
 from workload_domain.statuses import AttemptStatus, RunStatus
 from workload_domain.telemetry import (
     LEASE_EXPIRED,

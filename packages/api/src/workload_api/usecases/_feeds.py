@@ -23,8 +23,8 @@ from contextlib import ExitStack, contextmanager
 
 import anyio
 
-from workload_domain.model import EventRecord
 from workload_domain.ports import Store
+from workload_domain.records import EventRecord
 from workload_engine.signals import Following, RunChanges
 
 __all__ = ["BATCH", "WINDOW", "Feeds", "RunFeed"]

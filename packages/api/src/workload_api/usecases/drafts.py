@@ -34,8 +34,8 @@ from workload_domain.idempotency import (
 )
 from workload_domain.ids import uuid7
 from workload_domain.jsonvalues import JsonObject
-from workload_domain.model import VersionRecord, WorkflowRecord
 from workload_domain.ports import Clock, Store
+from workload_domain.records import VersionRecord, WorkflowRecord
 from workload_engine.drafting import DraftWriter
 
 __all__ = ["DraftUseCases"]

@@ -28,8 +28,8 @@ from workload_api.usecases._feeds import BATCH, Feeds, RunFeed
 from workload_api.usecases._holds import Holds
 from workload_domain.events import EventType
 from workload_domain.jsonvalues import JsonObject
-from workload_domain.model import RunRecord
 from workload_domain.ports import Store
+from workload_domain.records import RunRecord
 from workload_domain.statuses import RunStatus
 from workload_engine.signals import RunChanges
 

@@ -32,8 +32,8 @@ from workload_domain.leases import (
     token_digest,
     tool_call_lease_lost,
 )
-from workload_domain.model import AttemptRecord, TaskError
 from workload_domain.ports import Clock, Store
+from workload_domain.records import AttemptRecord, TaskError
 from workload_domain.statuses import AttemptStatus
 from workload_domain.telemetry import NO_TELEMETRY, Telemetry
 from workload_domain.workers import MAX_PROGRESS_BYTES, Claim

@@ -17,8 +17,8 @@ from workload_domain.idempotency import (
     Replayed,
 )
 from workload_domain.jsonvalues import JsonObject
-from workload_domain.model import AppliedVersion, NewVersion, VersionRecord, WorkflowRecord
 from workload_domain.ports import Clock, WorkflowStore
+from workload_domain.records import AppliedVersion, NewVersion, VersionRecord, WorkflowRecord
 from workload_engine.definitions import DefinitionCache
 
 __all__ = ["WorkflowUseCases"]

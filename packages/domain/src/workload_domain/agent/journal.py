@@ -1,4 +1,4 @@
-"""The step journal of agent attempts (SPEC §11) and the usage it adds up to.
+"""The step journal of agent attempts (SPEC §11); each step adds to a :class:`Usage`.
 
 Every model call and every tool call of an agent attempt is a step ``(run_id, task_key,
 attempt, sequence)``, committed before the loop moves on. A step starts ``running`` and ends
@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import enum
 import uuid
-from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 
 from workload_domain.jsonvalues import JsonObject
+from workload_domain.usage import Usage
 
-__all__ = ["StepKind", "StepRecord", "StepStatus", "Usage", "step_id"]
+__all__ = ["StepKind", "StepRecord", "StepStatus", "step_id"]
 
 _STEPS = uuid.UUID("0b1d7c3e-5d2a-4f7e-8c61-9a4e2f3b7d10")
 
@@ -40,41 +40,6 @@ class StepStatus(enum.StrEnum):
 def step_id(run_id: str, task_key: str, attempt: int, sequence: int) -> str:
     """The id of a step (a name-based UUIDv5): a tool call's ``attempt_id`` in claims."""
     return str(uuid.uuid5(_STEPS, f"{run_id}/{task_key}/{attempt}/{sequence}"))
-
-
-@dataclass(frozen=True, slots=True)
-class Usage:
-    """What agent steps consumed: calls made and tokens reported."""
-
-    model_calls: int = 0
-    tool_calls: int = 0
-    input_tokens: int = 0
-    output_tokens: int = 0
-
-    def to_json(self) -> JsonObject:
-        """The ``usage`` object of the API."""
-        return {
-            "model_calls": self.model_calls,
-            "tool_calls": self.tool_calls,
-            "input_tokens": self.input_tokens,
-            "output_tokens": self.output_tokens,
-        }
-
-    def __add__(self, other: Usage) -> Usage:
-        return Usage(
-            self.model_calls + other.model_calls,
-            self.tool_calls + other.tool_calls,
-            self.input_tokens + other.input_tokens,
-            self.output_tokens + other.output_tokens,
-        )
-
-    @classmethod
-    def total(cls, usages: Iterable[Usage]) -> Usage:
-        """The sum of ``usages``."""
-        result = cls()
-        for usage in usages:
-            result = result + usage
-        return result
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,7 +20,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from workload_domain.agent.journal import StepKind, StepRecord, StepStatus, Usage
+from workload_domain.agent.journal import StepKind, StepRecord, StepStatus
 from workload_domain.agent.llm import Message, ModelRequest, ModelResponse, Role, ToolCall
 from workload_domain.agent.llm import ToolSchema as ModelTool
 from workload_domain.agent.output import INVALID_MODEL_OUTPUT, final_output
@@ -28,7 +28,8 @@ from workload_domain.agent.spec import AgentSpec, ToolSpec
 from workload_domain.agent.validation import SchemaError, compile_schema
 from workload_domain.errors import quoted
 from workload_domain.jsonvalues import JsonObject, canonical_json, sha256_tag, storable
-from workload_domain.model import TaskError
+from workload_domain.records import TaskError
+from workload_domain.usage import Usage
 
 __all__ = [
     "BUDGET_EXCEEDED",

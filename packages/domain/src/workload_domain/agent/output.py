@@ -10,11 +10,11 @@ import json
 import re
 from typing import Any
 
-from workload_domain.agent.journal import Usage
 from workload_domain.agent.spec import AgentSpec
 from workload_domain.agent.validation import SchemaError, compile_schema
 from workload_domain.jsonvalues import JsonObject, storable
-from workload_domain.model import TaskError
+from workload_domain.records import TaskError
+from workload_domain.usage import Usage
 
 __all__ = ["INVALID_MODEL_OUTPUT", "final_output"]
 

@@ -18,7 +18,7 @@ from workload_domain.errors import (
     WorkflowNotFound,
 )
 from workload_domain.idempotency import IdempotencyRecord, PendingRecord, Replayed
-from workload_domain.model import VersionRecord, WorkflowRecord
+from workload_domain.records import VersionRecord, WorkflowRecord
 from workload_engine.memory._part import MemoryState, copied, is_canonical_uuid
 
 __all__ = ["MemoryDrafts"]

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
-from workload_domain.agent.journal import StepRecord, StepStatus, Usage
+from workload_domain.agent.journal import StepRecord, StepStatus
 from workload_domain.agent.loop import tool_error
 from workload_domain.approvals import ApprovalRecord, ApprovalStatus
 from workload_domain.console_sessions import ConsoleSession
@@ -26,7 +26,8 @@ from workload_domain.idempotency import (
     same_request,
 )
 from workload_domain.leases import LeaseLostReason
-from workload_domain.model import (
+from workload_domain.ports import Clock
+from workload_domain.records import (
     AttemptRecord,
     EventRecord,
     RunRecord,
@@ -34,10 +35,10 @@ from workload_domain.model import (
     VersionRecord,
     WorkflowRecord,
 )
-from workload_domain.ports import Clock
 from workload_domain.shards import DEFAULT_SHARDS
 from workload_domain.statuses import AttemptStatus, TaskStatus
 from workload_domain.telemetry import NO_TELEMETRY, Telemetry
+from workload_domain.usage import Usage
 from workload_domain.workers import WorkerRecord
 
 __all__ = ["MemoryState", "RunData", "check_rows", "copied", "is_canonical_uuid"]

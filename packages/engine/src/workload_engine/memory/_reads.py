@@ -12,7 +12,7 @@ import anyio
 from workload_domain import listings
 from workload_domain.cursors import Page, Position, Scope
 from workload_domain.errors import TaskNotFound, WorkflowNotFound
-from workload_domain.model import (
+from workload_domain.records import (
     AttemptRecord,
     EventRecord,
     RunRecord,

@@ -13,7 +13,7 @@ import anyio
 
 from workload_domain.errors import RevisionConflict, StoreIntegrityError, VersionNotFound
 from workload_domain.idempotency import IdempotencyRecord, Replayed
-from workload_domain.model import NewRun, RunCommit, RunRecord, RunSnapshot, check_sequences
+from workload_domain.records import NewRun, RunCommit, RunRecord, RunSnapshot, check_sequences
 from workload_domain.shards import shard_of
 from workload_domain.statuses import AttemptStatus
 from workload_engine.memory._part import MemoryState, RunData, check_rows, copied, is_canonical_uuid

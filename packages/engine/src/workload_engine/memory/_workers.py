@@ -22,7 +22,7 @@ from workload_domain.cursors import Page, Position
 from workload_domain.events import EventType
 from workload_domain.jsonvalues import JsonObject
 from workload_domain.leases import LeasedAttempt
-from workload_domain.model import AttemptRecord, EventRecord
+from workload_domain.records import AttemptRecord, EventRecord
 from workload_domain.statuses import AttemptStatus
 from workload_domain.workers import (
     SEEN_SECONDS,

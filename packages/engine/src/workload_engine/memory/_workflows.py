@@ -13,7 +13,7 @@ from workload_domain.errors import (
     WorkflowNotFound,
 )
 from workload_domain.idempotency import IdempotencyRecord, PendingRecord, Replayed
-from workload_domain.model import AppliedVersion, NewVersion, VersionRecord, WorkflowRecord
+from workload_domain.records import AppliedVersion, NewVersion, VersionRecord, WorkflowRecord
 from workload_engine.memory._part import MemoryState, copied
 
 __all__ = ["MemoryWorkflows"]

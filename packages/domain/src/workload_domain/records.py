@@ -11,12 +11,12 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from workload_domain.agent.journal import Usage
 from workload_domain.approvals import ApprovalRecord
 from workload_domain.errors import StoreIntegrityError
 from workload_domain.events import EventType
 from workload_domain.jsonvalues import JsonObject
 from workload_domain.statuses import AttemptStatus, RunStatus, TaskStatus
+from workload_domain.usage import Usage
 
 __all__ = [
     "AppliedVersion",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
 from datetime import datetime
 from typing import Any
@@ -9,7 +10,8 @@ from typing import Any
 from workload_domain.approvals import ApprovalRecord, ApprovalStatus
 from workload_domain.events import EventType
 from workload_domain.ids import attempt_id
-from workload_domain.model import (
+from workload_domain.jsonvalues import JsonObject
+from workload_domain.records import (
     AttemptRecord,
     EventRecord,
     RunCommit,
@@ -19,13 +21,13 @@ from workload_domain.model import (
 )
 from workload_domain.statuses import AttemptStatus, RunStatus, TaskStatus, check_transition
 
-__all__ = ["AttemptKey", "Draft"]
+__all__ = ["AttemptKey", "WorkingRun", "run_output", "settle_run"]
 
 AttemptKey = tuple[str, int]
 """An attempt's identity within its run: (task key, attempt number)."""
 
 
-class Draft:
+class WorkingRun:
     """A copy-on-write working state of one run that records what changed."""
 
     def __init__(self, snapshot: RunSnapshot, now: datetime) -> None:
@@ -162,3 +164,43 @@ class Draft:
             approvals=tuple(a for a in self.approvals.values() if (a.task_key, a.attempt) in live),
         )
         return commit, after
+
+
+def run_output(tasks: Sequence[TaskRecord]) -> JsonObject:
+    """A succeeded run's result: ``{task_key: output}`` of its sinks (SPEC §6).
+
+    The sinks are the tasks no other task depends on; a sink without an output counts ``{}``.
+    """
+    needed = {key for t in tasks for key in t.depends_on}
+    return {t.task_key: t.output or {} for t in tasks if t.task_key not in needed}
+
+
+def settle_run(working: WorkingRun, *, has_ready: bool) -> None:
+    """Derive the run's status from its tasks (SPEC §4)."""
+    statuses = [t.status for t in working.tasks]
+    if all(s.is_terminal for s in statuses):
+        if all(s is TaskStatus.SUCCEEDED for s in statuses):
+            working.set_run(
+                RunStatus.SUCCEEDED, finished_at=working.now, output=run_output(working.tasks)
+            )
+            working.emit(EventType.RUN_SUCCEEDED)
+        else:
+            failed = [t.task_key for t in working.tasks if t.status is TaskStatus.FAILED]
+            working.set_run(RunStatus.FAILED, finished_at=working.now)
+            working.emit(EventType.RUN_FAILED, data={"failed_tasks": failed})
+        return
+    if has_ready or TaskStatus.RUNNING in statuses:
+        target = RunStatus.RUNNING
+    elif TaskStatus.WAITING_APPROVAL in statuses:  # a person is awaited: it comes first
+        target = RunStatus.WAITING_APPROVAL
+    elif TaskStatus.WAITING_RETRY in statuses:
+        target = RunStatus.WAITING_RETRY
+    else:
+        return
+    # Every commit appends events (SPEC §4), and running <-> waiting_retry has none of its own:
+    # the flip waits for a commit that has (a retry due but still waiting for a concurrency
+    # slot stays waiting_retry until its attempt.started).
+    if target is not working.run.status and (
+        working.events or working.run.status is RunStatus.PENDING
+    ):
+        working.set_run(target)
