@@ -248,6 +248,8 @@ def test_no_page_reports_a_console_error_and_workflow_ids_are_validated(
         "/ui/workflows/sleepy/versions/1",
         "/ui/drafts",
         "/ui/workers",
+        "/ui/cluster",
+        "/ui/runs?since=1h&created_after=2026-12-01T09:30",
     ):
         page.goto(live_api.base_url + path)
         expect(page.locator("main h1")).to_be_visible()

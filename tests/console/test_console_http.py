@@ -48,6 +48,9 @@ PAGES = {
     "workers": "/ui/workers",
     "approvals": "/ui/approvals",
     "drafts": "/ui/drafts",
+    "cluster": "/ui/cluster",
+    "runs-window": "/ui/runs?since=24h&created_after=2026-12-01T09:30"
+    "&created_before=2999-01-01T00:00",
 }
 
 

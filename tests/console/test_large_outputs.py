@@ -87,7 +87,9 @@ def test_a_run_page_with_forty_large_outputs_is_bounded_and_links_them_whole(
     shown = PAGE_BYTES // VALUE_BYTES
     assert html.count(CUT) >= shown - 1, "the first outputs are shown cut, and say so"
     assert html.count(HIDDEN) >= TASKS - shown - 1, "past the page's bound, not shown"
-    assert html.count(CUT) + html.count(HIDDEN) == TASKS
+    # Each task's output, and the run's (its 40 sink tasks' outputs: first, and cut too).
+    assert html.count(CUT) + html.count(HIDDEN) == TASKS + 1
+    assert f'href="/ui/runs/{run_id}/raw/output"' in html
     assert "&#34;blob&#34;: &#34;xxxx" in html, "the start of a value, escaped"
     for link, key in (links[0], links[-1]):
         whole = viewer_browser.get(link)
@@ -159,7 +161,7 @@ def test_an_agent_step_links_its_whole_request_and_response(
 @pytest.mark.parametrize(
     "path",
     [
-        "/raw/output",
+        "/raw/outputs",
         "/raw/INPUT",
         "/raw/input%00",
         "/raw/" + "i" * 5000,

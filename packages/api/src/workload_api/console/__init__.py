@@ -16,7 +16,16 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from workload_api.console import approvals, drafts, raw, runs, signin, workers, workflows
+from workload_api.console import (
+    approvals,
+    cluster,
+    drafts,
+    raw,
+    runs,
+    signin,
+    workers,
+    workflows,
+)
 from workload_api.console._headers import CONSOLE_PREFIX, SecurityHeaders
 from workload_api.console._sessions import Sessions
 from workload_api.console._web import Console, NavEntry
@@ -30,10 +39,20 @@ NAV: tuple[NavEntry, ...] = (
     NavEntry("Workflows", "/ui/workflows", "workflows"),
     NavEntry("Drafts", "/ui/drafts", "drafts"),
     NavEntry("Workers and queues", "/ui/workers", "workers"),
+    NavEntry("Cluster", "/ui/cluster", "cluster"),
 )
 """The navigation, in order."""
 
-PAGES: tuple[ModuleType, ...] = (signin, runs, raw, approvals, workflows, drafts, workers)
+PAGES: tuple[ModuleType, ...] = (
+    signin,
+    runs,
+    raw,
+    approvals,
+    workflows,
+    drafts,
+    workers,
+    cluster,
+)
 """The modules whose ``routes(console)`` make up the console."""
 
 _STATIC = {

@@ -1,7 +1,7 @@
 """Whole values as JSON, for the signed-in console (ADR 0026; issue 33, D3).
 
 A run's page shows each value cut at a bound (``_values.py``) and links the whole value here:
-a run's input, a task's output or error, an attempt's error, an agent step's request or
+a run's input or output, a task's output or error, an attempt's error, an agent step's request or
 response. Each answer is the value alone, as ``application/json`` — what the API's resource
 holds under that name — behind the console's sign-in like every page (a viewer may read it).
 Anything that does not name a value that exists is 404; a JSON ``null`` is a value that is
@@ -22,6 +22,7 @@ from workload_api.problems import HttpProblem
 __all__ = ["routes"]
 
 _NUMBER = re.compile(r"^[1-9][0-9]{0,8}$")
+_RUN_PARTS = frozenset({"input", "output"})
 _TASK_PARTS = frozenset({"output", "error"})
 _STEP_PARTS = frozenset({"request", "response"})
 
@@ -45,10 +46,9 @@ def _part(view: View, allowed: frozenset[str]) -> str:
 
 
 async def run_value(view: View) -> Response:
-    if view.path("part") != "input":
-        raise HttpProblem(404, "not_found", "a run's page links its input only")
+    part = _part(view, _RUN_PARTS)
     run, _ = await view.console.usecases.runs.get(view.path("run_id"))
-    return _json(run["input"])
+    return _json(run[part])
 
 
 async def task_value(view: View) -> Response:

@@ -14,6 +14,8 @@ shown cut at a bound per value and per page, each linked whole as JSON (``raw.py
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from starlette.responses import RedirectResponse, Response
@@ -23,6 +25,7 @@ from workload_api.auth import Role
 from workload_api.console._graph import dag, timeline
 from workload_api.console._web import Console, View, query_link
 from workload_api.problems import HttpProblem
+from workload_api.runs_listing import parse_instant
 from workload_domain.definition import WORKFLOW_ID_PATTERN
 from workload_domain.statuses import RunStatus, TaskStatus
 
@@ -40,41 +43,155 @@ AGENT_TASKS_SHOWN = 20
 TERMINAL = frozenset({"succeeded", "failed", "canceled"})
 
 
-def _filters(view: View) -> tuple[str | None, RunStatus | None, str | None]:
+WINDOWS: dict[str, tuple[str, timedelta]] = {
+    "1h": ("the last hour", timedelta(hours=1)),
+    "24h": ("the last 24 hours", timedelta(hours=24)),
+    "7d": ("the last 7 days", timedelta(days=7)),
+}
+"""The runs page's time windows (``since``): back from the moment the first page was read."""
+_LOCAL_TIME = re.compile(
+    r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}(?::[0-9]{2}(?:\.[0-9]{1,9})?)?"
+)
+"""A ``<input type=datetime-local>`` value (no offset): the console reads it as UTC."""
+_TIME_TEXT_MAX = 35
+_TIME_FIELDS = {"created_after": "From", "created_before": "To"}
+
+
+def _bad(detail: str) -> HttpProblem:
+    return HttpProblem(400, "invalid_argument", detail)
+
+
+@dataclass(frozen=True, slots=True)
+class RunsQuery:
+    """The runs page's filters as read from its query string (every one checked)."""
+
+    workflow_id: str | None
+    status: RunStatus | None
+    cursor: str | None
+    since: str | None
+    """A key of :data:`WINDOWS`, or None."""
+    at: datetime | None
+    """The moment ``since`` counts back from: a later page's (its cursor was issued for it)."""
+    created_after: str | None
+    created_before: str | None
+    """The From and To fields as given (each a valid time)."""
+    after: datetime | None
+    before: datetime | None
+    """The exclusive bounds the store is asked for."""
+
+    def links(self, *, anchored: bool) -> dict[str, str | None]:
+        """The query that lists the same runs (``anchored``: ``since`` from this ``at``)."""
+        at = None
+        if anchored and self.since and self.at is not None:
+            at = self.at.isoformat().replace("+00:00", "Z")
+        return {
+            "workflow_id": self.workflow_id,
+            "status": self.status.value if self.status else None,
+            "since": self.since,
+            "at": at,
+            "created_after": self.created_after,
+            "created_before": self.created_before,
+        }
+
+
+def _time(raw: str | None, name: str, *, round_up: bool) -> datetime | None:
+    if not raw:
+        return None
+    text = raw
+    if len(text) <= _TIME_TEXT_MAX and _LOCAL_TIME.fullmatch(text):
+        text += (":00" if len(text) == len("2026-12-01T09:30") else "") + "Z"
+    instant = parse_instant(text, round_up=round_up) if len(text) <= _TIME_TEXT_MAX else None
+    if instant is None:
+        raise _bad(
+            f"{name} is not a time: give one such as 2026-12-01T09:30 (read as UTC), "
+            "or an RFC 3339 time with an offset such as 2026-12-01T09:30:00+01:00."
+        )
+    return instant
+
+
+def _filters(view: View) -> RunsQuery:
     query = view.request.query_params
     workflow_id = query.get("workflow_id") or None
     if workflow_id is not None and not re.fullmatch(WORKFLOW_ID_PATTERN, workflow_id):
-        raise HttpProblem(400, "invalid_argument", "workflow_id is not a valid workflow id")
+        raise _bad("workflow_id is not a valid workflow id")
     raw = query.get("status") or None
     status = None
     if raw is not None:
         try:
             status = RunStatus(raw)
         except ValueError:
-            raise HttpProblem(400, "invalid_argument", f"unknown status {raw[:40]!r}") from None
-    return workflow_id, status, query.get("cursor") or None
+            raise _bad(f"unknown status {raw[:40]!r}") from None
+    since = query.get("since") or None
+    if since is not None and since not in WINDOWS:
+        raise _bad("Created within must be one of: any time, " + ", ".join(WINDOWS) + ".")
+    at = _time(query.get("at"), "The page's moment (at)", round_up=False)
+    texts = {name: query.get(name) or None for name in _TIME_FIELDS}
+    after = _time(texts["created_after"], "From", round_up=False)
+    before = _time(texts["created_before"], "To", round_up=True)
+    if since is not None:
+        at = at or view.console.clock.now().astimezone(UTC)
+        try:
+            start = at - WINDOWS[since][1]
+        except OverflowError:
+            raise _bad("The page's moment (at) is too early for its time window.") from None
+        after = start if after is None else max(after, start)
+    return RunsQuery(
+        workflow_id,
+        status,
+        query.get("cursor") or None,
+        since,
+        at if since is not None else None,
+        texts["created_after"],
+        texts["created_before"],
+        after,
+        before,
+    )
+
+
+def _local(value: datetime | None) -> str:
+    """An instant as an ``<input type=datetime-local>`` value, in UTC."""
+    if value is None:
+        return ""
+    text = value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S")
+    return text + (f".{value.microsecond // 1000:03d}" if value.microsecond else "")
 
 
 async def _runs_context(view: View) -> dict[str, Any]:
-    workflow_id, status, cursor = _filters(view)
-    page = await view.console.usecases.runs.list(workflow_id, status, cursor, PAGE_SIZE)
-    base = {"workflow_id": workflow_id, "status": status.value if status else None}
+    q = _filters(view)
+    page = await view.console.usecases.runs.list(
+        q.workflow_id,
+        q.status,
+        q.cursor,
+        PAGE_SIZE,
+        created_after=q.after,
+        created_before=q.before,
+    )
+    base = q.links(anchored=False)
     next_link = None
     if page["next_cursor"]:
-        next_link = query_link("/ui/runs", {**base, "cursor": str(page["next_cursor"])})
+        anchored = q.links(anchored=True)
+        next_link = query_link("/ui/runs", {**anchored, "cursor": str(page["next_cursor"])})
+    # The first page follows a sliding window; a later one its first page's moment.
+    rows = q.links(anchored=q.cursor is not None)
     runs = page["items"]
-    counts = await view.console.usecases.runs.active_counts(workflow_id)
+    counts = await view.console.usecases.runs.active_counts(q.workflow_id)
+    from_value = _time(q.created_after, "From", round_up=False)
+    to_value = _time(q.created_before, "To", round_up=False)
     return {
         "active_counts": counts,
         "runs": runs,
-        "workflow_id": workflow_id or "",
-        "status_filter": status.value if status else "",
+        "workflow_id": q.workflow_id or "",
+        "status_filter": q.status.value if q.status else "",
         "statuses": [s.value for s in RunStatus],
         "task_statuses": [s.value for s in TaskStatus],
-        "paged": cursor is not None,
+        "windows": {key: label for key, (label, _) in WINDOWS.items()},
+        "since": q.since or "",
+        "created_after": _local(from_value),
+        "created_before": _local(to_value),
+        "paged": q.cursor is not None,
         "first_link": query_link("/ui/runs", base),
         "next_link": next_link,
-        "rows_link": query_link("/ui/runs/rows", {**base, "cursor": cursor}),
+        "rows_link": query_link("/ui/runs/rows", {**rows, "cursor": q.cursor}),
         "active": any(r["status"] not in TERMINAL for r in runs) or any(counts.values()),
     }
 

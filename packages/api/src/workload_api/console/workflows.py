@@ -1,9 +1,14 @@
 """Workflows and versions: lists, a version's definition and DAG, the start-run form.
 
-The start-run form (operators only) takes the run's input as a JSON object.
+A workflow's page shows its latest version as the version's own page does (``_version.html``:
+the start-run form, the DAG, the definition) above the list of every version, so a workflow is
+started from its page. The start-run form (operators only) takes the run's input as a JSON
+object.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
@@ -32,7 +37,22 @@ async def workflows_page(view: View) -> Response:
     return await view.render("workflows.html", workflows=page["items"], next_link=next_link)
 
 
-async def workflow_page(view: View) -> Response:
+async def _version_view(
+    view: View, workflow_id: str, number: int, input_text: str, message: str | None
+) -> dict[str, Any]:
+    """What a version's part of a page needs: the version, its DAG, the start form's state."""
+    version = await view.console.usecases.workflows.get_version(workflow_id, number)
+    return {
+        "version": version,
+        "dag": dag(version["definition"]["tasks"]),
+        "input_text": input_text,
+        "message": message,
+    }
+
+
+async def _workflow_page(
+    view: View, *, status: int = 200, input_text: str = "{}", message: str | None = None
+) -> Response:
     workflows = view.console.usecases.workflows
     workflow_id = view.path("workflow_id")
     workflow = await workflows.get(workflow_id)
@@ -41,9 +61,21 @@ async def workflow_page(view: View) -> Response:
     if page["next_cursor"]:
         link = f"/ui/workflows/{workflow_id}"
         next_link = query_link(link, {"cursor": str(page["next_cursor"])})
-    return await view.render(
-        "workflow.html", workflow=workflow, versions=page["items"], next_link=next_link
+    latest = await _version_view(
+        view, workflow_id, int(workflow["latest_version"]), input_text, message
     )
+    return await view.render(
+        "workflow.html",
+        status=status,
+        workflow=workflow,
+        versions=page["items"],
+        next_link=next_link,
+        **latest,
+    )
+
+
+async def workflow_page(view: View) -> Response:
+    return await _workflow_page(view)
 
 
 def _version_number(view: View) -> int:
@@ -56,18 +88,10 @@ def _version_number(view: View) -> int:
 async def _version_page(
     view: View, *, status: int = 200, input_text: str = "{}", message: str | None = None
 ) -> Response:
-    version = await view.console.usecases.workflows.get_version(
-        view.path("workflow_id"), _version_number(view)
+    shown = await _version_view(
+        view, view.path("workflow_id"), _version_number(view), input_text, message
     )
-    tasks = version["definition"]["tasks"]
-    return await view.render(
-        "version.html",
-        status=status,
-        version=version,
-        dag=dag(tasks),
-        input_text=input_text,
-        message=message,
-    )
+    return await view.render("version.html", status=status, **shown)
 
 
 async def version_page(view: View) -> Response:
@@ -75,12 +99,18 @@ async def version_page(view: View) -> Response:
 
 
 async def start_run(view: View) -> Response:
+    """Start a run of a version (its form is on the version's page and its workflow's).
+
+    With ``back=workflow`` (the workflow's page), an input the run cannot take is shown back
+    on the workflow's page.
+    """
     workflow_id, number = view.path("workflow_id"), _version_number(view)
+    again = _workflow_page if view.form.get("back") == "workflow" else _version_page
     text = view.form.get("input", "").strip() or "{}"
     try:
         run_input = parse_json_object(text)
     except HttpProblem as problem:
-        return await _version_page(
+        return await again(
             view, status=400, input_text=text, message=f"The input is not used: {problem.detail}"
         )
     body = {"input": run_input}
@@ -89,7 +119,7 @@ async def start_run(view: View) -> Response:
             workflow_id, number, body, view.claim("start_run", body)
         )
     except InvalidArgument as error:
-        return await _version_page(view, status=400, input_text=text, message=error.message)
+        return await again(view, status=400, input_text=text, message=error.message)
     return RedirectResponse(f"/ui/runs/{result.body['run_id']}", status_code=303)
 
 
