@@ -167,6 +167,8 @@ def test_a_viewer_sees_no_write_controls_and_a_forged_post_is_refused(
         ("viewer-runs", "/ui/runs"),
         ("viewer-run", f"/ui/runs/{run_id}"),
         ("viewer-version", "/ui/workflows/sleepy/versions/1"),
+        ("viewer-workflow", "/ui/workflows/sleepy"),
+        ("viewer-cluster", "/ui/cluster"),
         ("viewer-workflows", "/ui/workflows"),
         ("viewer-workers", "/ui/workers"),
     ):
