@@ -1,5 +1,11 @@
 """Runs: the list (server-side filters, keyset pages, task counts kept live) and a run's page.
 
+The list is newest first (the API's order) and filters by status, workflow and creation time: a
+window back from now (``since``: the first page and its refresh slide with it; a later page
+carries the first page's moment ``at``, since its cursor is bound to the exact bounds) and
+From / To (``created_after`` / ``created_before``: a ``datetime-local`` value read as UTC, or an
+RFC 3339 time with an offset). A value it cannot read is a 400 page, never a 500.
+
 A run's page shows its DAG coloured by status, the task table with output and error viewers,
 a timeline of every attempt (earlier failed ones too), the latest events, and — to operators,
 while the run is not finished — a cancel button. An agent task (SPEC §11) shows what it used and
