@@ -16,6 +16,7 @@ from playwright.sync_api import ConsoleMessage, Error, Page, expect
 from tests.console.browsing import shoot, sign_in
 from tests.console.conftest import OpenPage
 from tests.console.helpers import SLEEPY, V1, create, idem, start
+from tests.e2e.test_workers import claim_one, complete
 from tests.plugins.live_api import OPERATOR_TOKEN, LiveApi
 from tests.waiting import wait_until
 
@@ -273,14 +274,18 @@ def test_no_page_reports_a_console_error_and_workflow_ids_are_validated(
 FAN_OUT: dict[str, Any] = {
     "id": "fan-out",
     "tasks": [
-        {"key": "gate", "action": "mock", "input": {"sleep_ms": 4000}},
+        {"key": "gate", "action": "gate"},  # a remote task: done when the test completes it
         *(
             {"key": f"t{n:02}", "action": "mock", "depends_on": ["gate"], "input": {}}
             for n in range(60)
         ),
     ],
 }
-"""A run whose events mostly come after its page has opened: 60 tasks wait for the gate."""
+"""A run whose events mostly come after its page has opened: 60 tasks wait for the gate.
+
+The gate is a remote task the test claims and completes itself once the page is open (a timed
+gate let a slow sign-in on a loaded machine miss the run: it had ended before the page opened).
+"""
 
 
 def event_rows(page: Page) -> list[int]:
@@ -315,6 +320,8 @@ def test_the_event_log_keeps_as_many_events_live_as_after_a_reload(
     assert len(event_rows(page)) < 100, "the run's events should come in live"
     expect(page.locator("#events-trimmed")).to_be_hidden()
     page.evaluate("window.__notReloaded = true")
+    gate = claim_one(live_api, actions=["gate"])
+    assert complete(live_api, gate, {}).status_code == 200
 
     expect(page.locator("#run-status")).to_have_text("succeeded", timeout=30_000)
     last = last_sequence(live_api, run_id)
