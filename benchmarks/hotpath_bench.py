@@ -21,11 +21,11 @@ from collections.abc import Callable
 from typing import Any
 
 from pydantic import SecretStr
-from starlette.responses import JSONResponse
 
 from benchmarks.common import emit, knob
 from workload_api.auth import Authenticator, Role
 from workload_api.jsonbody import parse_json_object
+from workload_api.jsonresponse import JSONResponse
 from workload_api.service_key import ServiceKey
 from workload_engine.memory_store import InMemoryStore
 
