@@ -11,6 +11,14 @@ sessions are scoped to it, decisions and drafts record its first 12 hex digits, 
 value is ever kept in a log or a record. Without the key an id cannot be computed from a token,
 so one seen by a viewer (``operator:5285a4d7e33e``) cannot be used to guess weak tokens offline;
 every process of one database has the same key, so they agree on every id.
+
+A bearer token that verified once is remembered (ADR 0031): its principal is found again by a
+keyed BLAKE2b digest of the token under a key drawn at random when the process starts, so the
+next request with it costs one digest and one lookup instead of a comparison with every
+configured token and an HMAC. Only tokens that matched a configured token are remembered, so the
+memory is bounded by the configured tokens (and capped besides); a token that fails is never
+remembered. Tokens are read from the configuration when the process starts: a token removed
+from it is refused once the process restarts without it, as before.
 """
 
 from __future__ import annotations
@@ -18,6 +26,7 @@ from __future__ import annotations
 import enum
 import hashlib
 import hmac
+import secrets
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -29,6 +38,8 @@ from workload_api.service_key import ServiceKey
 __all__ = ["PRINCIPAL_ID_KEY", "Authenticator", "Principal", "Role"]
 
 _REALM = 'Bearer realm="workload"'
+VERIFIED_CACHE_SIZE = 1024
+"""At most this many verified tokens are remembered (the oldest forgotten first)."""
 PRINCIPAL_ID_KEY = "principal id"
 """The label of the key principal ids are computed under (derived from the deployment's key)."""
 
@@ -62,6 +73,15 @@ class Principal:
     role: Role
 
 
+@dataclass(slots=True)
+class _Verified:
+    """A token that matched a configured token: its role, and its principal once computed."""
+
+    presented: bytes
+    role: Role
+    principal: Principal | None = None
+
+
 class Authenticator:
     """Resolves ``Authorization`` headers (and console sign-ins) to principals.
 
@@ -84,6 +104,12 @@ class Authenticator:
         ] + [(t.get_secret_value().encode("utf-8"), Role.WORKER) for t in workers]
         self.key = key
         self._roles: dict[str, Role] | None = None
+        self._digest_key = secrets.token_bytes(32)
+        self._verified: dict[bytes, _Verified] = {}
+
+    def _digest(self, presented: bytes) -> bytes:
+        """The cache key of a presented token: keyed (per process), never the token itself."""
+        return hashlib.blake2b(presented, key=self._digest_key, digest_size=32).digest()
 
     async def principal_id(self, token: bytes) -> str:
         """The id of the principal a token names (a keyed hash: never the token)."""
@@ -118,14 +144,18 @@ class Authenticator:
 
     async def authenticate(self, authorization: str | None, required: Role) -> Principal:
         """Return the principal, or raise 401 (no or bad token) / 403 (role too low)."""
-        role, presented = self._role_of(authorization, required)
-        return Principal(await self.principal_id(presented), role)
+        verified = self._verified_of(authorization, required)
+        if verified.principal is None:
+            verified.principal = Principal(
+                await self.principal_id(verified.presented), verified.role
+            )
+        return verified.principal
 
     def authorize(self, authorization: str | None, required: Role) -> Role:
         """The role of a request's token, or raise 401 / 403 (who it is is not needed)."""
-        return self._role_of(authorization, required)[0]
+        return self._verified_of(authorization, required).role
 
-    def _role_of(self, authorization: str | None, required: Role) -> tuple[Role, bytes]:
+    def _verified_of(self, authorization: str | None, required: Role) -> _Verified:
         if not authorization:
             raise HttpProblem(
                 401,
@@ -135,6 +165,18 @@ class Authenticator:
             )
         scheme, _, token = authorization.partition(" ")
         presented = token.strip().encode("utf-8", "surrogateescape")
+        digest = self._digest(presented)
+        verified = self._verified.get(digest) if scheme.lower() == "bearer" else None
+        if verified is None:
+            verified = self._verify(scheme, presented)
+            if len(self._verified) >= VERIFIED_CACHE_SIZE:
+                del self._verified[next(iter(self._verified))]
+            self._verified[digest] = verified
+        if not verified.role.allows(required):
+            raise HttpProblem(403, "forbidden", _FORBIDDEN[required])
+        return verified
+
+    def _verify(self, scheme: str, presented: bytes) -> _Verified:
         role: Role | None = None
         # No early exit: every configured token is compared, matched or not.
         for known, known_role in self._tokens:
@@ -147,9 +189,7 @@ class Authenticator:
                 "the bearer token is not valid",
                 headers={"WWW-Authenticate": f'{_REALM}, error="invalid_token"'},
             )
-        if not role.allows(required):
-            raise HttpProblem(403, "forbidden", _FORBIDDEN[required])
-        return role, presented
+        return _Verified(presented, role)
 
     @staticmethod
     def check(principal: Principal, required: Role) -> Principal:

@@ -14,11 +14,12 @@ from typing import Any
 import anyio
 from starlette.datastructures import QueryParams
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import Response
 
 from workload_api._errors import single_errors
 from workload_api.auth import Principal
 from workload_api.jsonbody import read_json_object
+from workload_api.jsonresponse import JSONResponse
 from workload_api.problems import HttpProblem
 from workload_api.usecases import Result, UseCases
 from workload_api.usecases.approvals import decider

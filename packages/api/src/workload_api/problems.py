@@ -12,8 +12,7 @@ from http import HTTPStatus
 from types import MappingProxyType
 from typing import Any
 
-from starlette.responses import JSONResponse
-
+from workload_api.jsonresponse import JSONResponse
 from workload_domain.errors import ErrorCategory, Problem, WorkloadError
 
 __all__ = [

@@ -12,9 +12,10 @@ import re
 from datetime import UTC, datetime, timedelta, timezone
 
 from starlette.datastructures import QueryParams
-from starlette.responses import JSONResponse, Response
+from starlette.responses import Response
 
 from workload_api.handlers import Call, QueryParam
+from workload_api.jsonresponse import JSONResponse
 from workload_api.problems import HttpProblem
 from workload_domain.definition import WORKFLOW_ID_PATTERN
 from workload_domain.run_listing import RunOrder

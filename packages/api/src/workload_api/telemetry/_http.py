@@ -60,16 +60,9 @@ class HttpTelemetry:
         tracer = self._telemetry.tracer if self._telemetry.tracing else None
         span = None
         if tracer is not None:
-            span = tracer.start_span(
-                http_method(method),
-                context=parent,
-                kind=SpanKind.SERVER,
-                attributes={
-                    "http.request.method": http_method(method),
-                    "url.path": scope["path"],
-                    "url.scheme": scope.get("scheme", "http"),
-                },
-            )
+            span = tracer.start_span(http_method(method), context=parent, kind=SpanKind.SERVER)
+            if span.is_recording():  # an unsampled request: no attribute is built (ADR 0031)
+                span.set_attributes(_request_attributes(scope, method))
             token = otel_context.attach(trace.set_span_in_context(span, parent))
         elif parent is not None:
             token = otel_context.attach(parent)
@@ -89,7 +82,7 @@ class HttpTelemetry:
             route = state.get("route", UNMATCHED_ROUTE)
             status = state.get("status", status)
             self._metrics.request(route, method, status, time.perf_counter() - started)
-            if span is not None:
+            if span is not None and span.is_recording():
                 span.update_name(f"{http_method(method)} {route}")
                 span.set_attribute("http.route", route)
                 span.set_attribute("http.response.status_code", status)
@@ -99,6 +92,15 @@ class HttpTelemetry:
                 if status >= 500:
                     span.set_status(Status(StatusCode.ERROR))
                     span.set_attribute("error.type", str(status))
+            if span is not None:
                 span.end()
             if token is not None:
                 otel_context.detach(token)
+
+
+def _request_attributes(scope: Scope, method: str) -> dict[str, Any]:
+    return {
+        "http.request.method": http_method(method),
+        "url.path": scope["path"],
+        "url.scheme": scope.get("scheme", "http"),
+    }

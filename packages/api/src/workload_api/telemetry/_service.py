@@ -311,13 +311,9 @@ class ServiceTelemetry:
             f"run {run.workflow_id}",
             context=_parented(creator),
             links=[] if creator is None else [Link(creator, {"workload.link": "created_by"})],
-            attributes={
-                "workload.run_id": run.run_id,
-                "workload.workflow_id": run.workflow_id,
-                "workload.workflow_version": run.version,
-                "workload.run.recovered": run.status is not RunStatus.PENDING,
-            },
         )
+        if span.is_recording():  # an unsampled run: no attribute is built (ADR 0031)
+            span.set_attributes(_run_attributes(run))
         self._runs[run.run_id] = span
         token = otel_context.attach(trace.set_span_in_context(span))
         try:
@@ -339,10 +335,9 @@ class ServiceTelemetry:
         if self._tracer is None:
             yield _AttemptSpan(None)
             return
-        span = self._tracer.start_span(
-            f"attempt {task_key}",
-            attributes=_attempt_attributes(run_id, task_key, attempt, action),
-        )
+        span = self._tracer.start_span(f"attempt {task_key}")
+        if span.is_recording():
+            span.set_attributes(_attempt_attributes(run_id, task_key, attempt, action))
         handle = _AttemptSpan(span)
         key = (run_id, task_key, attempt)
         self._attempts[key] = span
@@ -372,17 +367,18 @@ class ServiceTelemetry:
         parent = (
             run_span.get_span_context() if run_span is not None else context_of(claimed.traceparent)
         )
-        attributes: dict[str, Any] = _attempt_attributes(
-            claimed.run_id, claimed.task_key, claimed.attempt, claimed.action
-        )
-        attributes.update({"workload.queue": claimed.queue, "workload.worker_id": worker_id})
         span = self._tracer.start_span(
             f"attempt {claimed.task_key}",
             context=_parented(parent),
-            attributes=attributes,
             start_time=_ns(claimed.queued_at),
         )
-        span.add_event("claimed", {"workload.worker_id": worker_id}, timestamp=_ns(now))
+        if span.is_recording():
+            attributes: dict[str, Any] = _attempt_attributes(
+                claimed.run_id, claimed.task_key, claimed.attempt, claimed.action
+            )
+            attributes.update({"workload.queue": claimed.queue, "workload.worker_id": worker_id})
+            span.set_attributes(attributes)
+            span.add_event("claimed", {"workload.worker_id": worker_id}, timestamp=_ns(now))
         self._keep_remote((claimed.run_id, claimed.task_key, claimed.attempt), span)
         return traceparent_of(span.get_span_context()) or claimed.traceparent
 
@@ -542,6 +538,15 @@ class ServiceTelemetry:
             yield handle
         if handle.status is not None:
             self._count_attempt(handle.status, TOOL_KIND, None)
+
+
+def _run_attributes(run: RunRecord) -> dict[str, Any]:
+    return {
+        "workload.run_id": run.run_id,
+        "workload.workflow_id": run.workflow_id,
+        "workload.workflow_version": run.version,
+        "workload.run.recovered": run.status is not RunStatus.PENDING,
+    }
 
 
 def _attempt_attributes(run_id: str, task_key: str, attempt: int, action: str) -> dict[str, Any]:
