@@ -14,11 +14,6 @@ ROOT = Path(__file__).resolve().parents[1]
 MAX_LINES = 450
 REASON = "One file because"
 
-PENDING = frozenset({"packages/api/src/workload_api/telemetry/_service.py"})
-"""Over the limit and being split by other work of issue 32 (the telemetry service by
-concern). An entry that is back under the limit, or has its reason, fails the test below: the
-list only shrinks."""
-
 
 def has_reason(source: str) -> bool:
     """Whether the module docstring of ``source`` has a line starting with :data:`REASON`."""
@@ -44,20 +39,11 @@ def package_modules() -> list[Path]:
 def test_no_module_of_the_packages_is_too_long_without_its_reason() -> None:
     modules = package_modules()
     assert len(modules) > 100  # the glob found the packages' sources
-    offenders = sorted(
-        str(path.relative_to(ROOT))
-        for path in modules
-        if too_long(path) and str(path.relative_to(ROOT)) not in PENDING
-    )
+    offenders = sorted(str(path.relative_to(ROOT)) for path in modules if too_long(path))
     assert offenders == [], (
         f"over {MAX_LINES} lines without a line starting {REASON!r} in the module docstring: "
         "split it by responsibility (or say why it is one file)"
     )
-
-
-def test_the_pending_modules_are_still_too_long() -> None:
-    for name in PENDING:
-        assert too_long(ROOT / name), f"{name} is done: remove it from PENDING"
 
 
 def _module(tmp_path: Path, docstring: str, lines: int, tail: str = "") -> Path:

@@ -24,8 +24,8 @@ from workload_worker import Context, Worker
 V1 = "/api/v1"
 _keys = itertools.count()
 BUILDERS = (
-    (_service, "_run_attributes"),
-    (_service, "_attempt_attributes"),
+    (_service, "run_attributes"),
+    (_service, "attempt_attributes"),
     (_http, "_request_attributes"),
 )
 

@@ -31,25 +31,36 @@ from collections import OrderedDict
 from collections.abc import Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from datetime import datetime
-from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
-from opentelemetry.context import Context
 from opentelemetry.trace import (
     Link,
-    NonRecordingSpan,
     Span,
     SpanContext,
     SpanKind,
     Status,
     StatusCode,
-    TraceFlags,
 )
 
 from workload_api.telemetry import genai
 from workload_api.telemetry._metrics import Metrics
+from workload_api.telemetry._spans import (
+    AttemptHandle,
+    ModelCallRecord,
+    StatementSpan,
+    ToolCallHandle,
+    attempt_attributes,
+    attempt_of,
+    context_of,
+    error_status,
+    mark_ended,
+    ns,
+    parented,
+    run_attributes,
+    traceparent_of,
+)
 from workload_domain.agent.journal import StepRecord
 from workload_domain.events import EventType
 from workload_domain.records import AttemptRecord, RunCommit, RunRecord
@@ -61,7 +72,6 @@ from workload_domain.telemetry import (
     ModelCall,
     attempt_kind,
     tool_call_end,
-    valid_traceparent,
 )
 from workload_domain.workers import ClaimedAttempt
 
@@ -88,121 +98,6 @@ _DB_SYSTEM = "postgresql"
 _MAX_STATEMENT_NAMES = 1000
 _NOT_TRACED = nullcontext()
 _FLUSH_MILLIS = 5000
-
-
-def _ns(instant: datetime | None) -> int | None:
-    return None if instant is None else int(instant.timestamp() * 1_000_000_000)
-
-
-def traceparent_of(span_context: SpanContext) -> str | None:
-    """The W3C ``traceparent`` of a span context (None for an invalid one)."""
-    if not span_context.is_valid:
-        return None
-    flags = int(span_context.trace_flags)
-    return f"00-{span_context.trace_id:032x}-{span_context.span_id:016x}-{flags:02x}"
-
-
-def context_of(traceparent: str | None) -> SpanContext | None:
-    """The remote span context a stored ``traceparent`` names (None: none, or malformed)."""
-    valid = valid_traceparent(traceparent)
-    if valid is None:
-        return None
-    _, trace_id, span_id, flags = valid.split("-")
-    return SpanContext(
-        int(trace_id, 16), int(span_id, 16), is_remote=True, trace_flags=TraceFlags(int(flags, 16))
-    )
-
-
-def _parented(parent: SpanContext | None) -> Context:
-    """A context whose parent is ``parent`` — never the caller's current span (a root if None).
-
-    Tasks inherit the context they were started from; a runner started by a request must not
-    make its run a child of whatever that request's span is.
-    """
-    if parent is None:
-        return Context()
-    return trace.set_span_in_context(NonRecordingSpan(parent), Context())
-
-
-def _error_status(span: Span, code: str) -> None:
-    span.set_attribute("error.type", code)
-    span.set_status(Status(StatusCode.ERROR, code))
-
-
-def _mark_ended(span: Span, status: str, error_code: str | None) -> None:
-    """How an attempt's (or a tool call's) span ended: its status, and its error if any."""
-    span.set_attribute("workload.attempt.status", status)
-    if error_code is not None:
-        _error_status(span, error_code)
-
-
-class _AttemptSpan:
-    __slots__ = ("ended", "span")
-
-    def __init__(self, span: Span | None) -> None:
-        self.span = span
-        self.ended = False
-
-    def finished(self, status: str, error_code: str | None) -> None:
-        self.ended = True
-        if self.span is None:
-            return
-        _mark_ended(self.span, status, error_code)
-
-
-class _ToolCall(_AttemptSpan):
-    __slots__ = ("status",)
-
-    def __init__(self, span: Span | None) -> None:
-        super().__init__(span)
-        self.status: str | None = None
-
-    def finished(self, status: str, error_code: str | None) -> None:
-        super().finished(status, error_code)
-        self.status = status
-
-
-class _StatementSpan:
-    """A statement's span: ended when the statement is, never made current.
-
-    A statement has no children, so its span is not attached to the context (which
-    ``start_as_current_span`` does, at a cost measurable per run); a statement that raises
-    marks its span as failed with the exception's type.
-    """
-
-    __slots__ = ("_span",)
-
-    def __init__(self, span: Span) -> None:
-        self._span = span
-
-    def __enter__(self) -> Span:
-        return self._span
-
-    def __exit__(
-        self,
-        kind: type[BaseException] | None,
-        error: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        if kind is not None:
-            _error_status(self._span, kind.__qualname__)
-        self._span.end()
-
-
-class _ModelCall:
-    __slots__ = ("input_tokens", "output_tokens", "result")
-
-    def __init__(self) -> None:
-        self.input_tokens: int | None = None
-        self.output_tokens: int | None = None
-        self.result: str | None = None
-
-    def usage(self, *, input_tokens: int | None, output_tokens: int | None) -> None:
-        self.input_tokens = input_tokens
-        self.output_tokens = output_tokens
-
-    def outcome(self, outcome: str) -> None:
-        self.result = outcome
 
 
 class ServiceTelemetry:
@@ -264,7 +159,7 @@ class ServiceTelemetry:
                 metrics.runs_finished.labels(_RUN_ENDS[kind].value).inc()
                 self._run_ended(run_id, _RUN_ENDS[kind])
             elif kind in _ATTEMPT_ENDS and event.task_key is not None:
-                attempt = _attempt_of(commit, event.task_key, event.attempt)
+                attempt = attempt_of(commit, event.task_key, event.attempt)
                 if attempt is None:  # pragma: no cover - a commit always carries its attempts
                     continue
                 status = _ATTEMPT_ENDS[kind]
@@ -295,8 +190,8 @@ class ServiceTelemetry:
             return
         span.set_attribute("workload.attempt.status", status.value)
         if code is not None:
-            _error_status(span, code)
-        span.end(_ns(attempt.finished_at))
+            error_status(span, code)
+        span.end(ns(attempt.finished_at))
 
     # -- runs and local attempts --------------------------------------------------------------
 
@@ -309,11 +204,11 @@ class ServiceTelemetry:
         creator = context_of(run.traceparent)
         span = self._tracer.start_span(
             f"run {run.workflow_id}",
-            context=_parented(creator),
+            context=parented(creator),
             links=[] if creator is None else [Link(creator, {"workload.link": "created_by"})],
         )
         if span.is_recording():  # an unsampled run: no attribute is built (ADR 0031)
-            span.set_attributes(_run_attributes(run))
+            span.set_attributes(run_attributes(run))
         self._runs[run.run_id] = span
         token = otel_context.attach(trace.set_span_in_context(span))
         try:
@@ -333,12 +228,12 @@ class ServiceTelemetry:
     ) -> Iterator[AttemptSpan]:
         """A local attempt's span (a child of the current run span), current in the block."""
         if self._tracer is None:
-            yield _AttemptSpan(None)
+            yield AttemptHandle(None)
             return
         span = self._tracer.start_span(f"attempt {task_key}")
         if span.is_recording():
-            span.set_attributes(_attempt_attributes(run_id, task_key, attempt, action))
-        handle = _AttemptSpan(span)
+            span.set_attributes(attempt_attributes(run_id, task_key, attempt, action))
+        handle = AttemptHandle(span)
         key = (run_id, task_key, attempt)
         self._attempts[key] = span
         token = otel_context.attach(trace.set_span_in_context(span))
@@ -369,16 +264,16 @@ class ServiceTelemetry:
         )
         span = self._tracer.start_span(
             f"attempt {claimed.task_key}",
-            context=_parented(parent),
-            start_time=_ns(claimed.queued_at),
+            context=parented(parent),
+            start_time=ns(claimed.queued_at),
         )
         if span.is_recording():
-            attributes: dict[str, Any] = _attempt_attributes(
+            attributes: dict[str, Any] = attempt_attributes(
                 claimed.run_id, claimed.task_key, claimed.attempt, claimed.action
             )
             attributes.update({"workload.queue": claimed.queue, "workload.worker_id": worker_id})
             span.set_attributes(attributes)
-            span.add_event("claimed", {"workload.worker_id": worker_id}, timestamp=_ns(now))
+            span.add_event("claimed", {"workload.worker_id": worker_id}, timestamp=ns(now))
         self._keep_remote((claimed.run_id, claimed.task_key, claimed.attempt), span)
         return traceparent_of(span.get_span_context()) or claimed.traceparent
 
@@ -404,12 +299,12 @@ class ServiceTelemetry:
             self._tracer,
             name=claimed.tool or claimed.action,
             call_id=claimed.tool_call_id,
-            context=_parented(parent or context_of(claimed.traceparent)),
-            start_time=_ns(claimed.queued_at),
+            context=parented(parent or context_of(claimed.traceparent)),
+            start_time=ns(claimed.queued_at),
         )
         span.set_attributes(
             {
-                **_attempt_attributes(
+                **attempt_attributes(
                     claimed.run_id, claimed.task_key, claimed.attempt, claimed.action
                 ),
                 "workload.attempt.kind": TOOL_KIND,
@@ -417,7 +312,7 @@ class ServiceTelemetry:
                 "workload.worker_id": worker_id,
             }
         )
-        span.add_event("claimed", {"workload.worker_id": worker_id}, timestamp=_ns(now))
+        span.add_event("claimed", {"workload.worker_id": worker_id}, timestamp=ns(now))
         self._tools[claimed.attempt_id] = span
         while len(self._tools) > MAX_OPEN_REMOTE_SPANS:
             _, oldest = self._tools.popitem(last=False)
@@ -443,12 +338,12 @@ class ServiceTelemetry:
                 self._tracer,
                 name=str(step.request.get("tool", step.action or "")),
                 call_id=step.tool_call_id,
-                context=_parented(parent),
-                start_time=_ns(step.started_at),
+                context=parented(parent),
+                start_time=ns(step.started_at),
             )
             span.set_attributes(
                 {
-                    **_attempt_attributes(
+                    **attempt_attributes(
                         step.run_id, step.task_key, step.attempt, step.action or ""
                     ),
                     "workload.attempt.kind": TOOL_KIND,
@@ -456,11 +351,11 @@ class ServiceTelemetry:
             )
             if step.claimed_at is not None:
                 attributes = {"workload.worker_id": step.worker_id or ""}
-                span.add_event("claimed", attributes, timestamp=_ns(step.claimed_at))
+                span.add_event("claimed", attributes, timestamp=ns(step.claimed_at))
         if span is None:
             return
-        _mark_ended(span, status.value, code)
-        span.end(_ns(step.finished_at))
+        mark_ended(span, status.value, code)
+        span.end(ns(step.finished_at))
 
     # -- requests and statements ---------------------------------------------------------------
 
@@ -488,7 +383,7 @@ class ServiceTelemetry:
             }
             if len(self._statements) < _MAX_STATEMENT_NAMES:
                 self._statements[name] = attributes
-        return _StatementSpan(
+        return StatementSpan(
             self._tracer.start_span(name, kind=SpanKind.CLIENT, attributes=attributes)
         )
 
@@ -504,7 +399,7 @@ class ServiceTelemetry:
         (ADR 0027); the span names the endpoint's provider kind as ``gen_ai.provider.name``
         and the endpoint as ``workload.model.endpoint``.
         """
-        call = _ModelCall()
+        call = ModelCallRecord()
         kind = self._endpoint_providers.get(provider, provider)
         with genai.chat_span(
             self.tracer, provider=kind, model=model, operation=operation, endpoint=provider
@@ -523,7 +418,7 @@ class ServiceTelemetry:
                     genai.failed(span, outcome)
                 self._count_model_call(provider, "ok" if outcome == "ok" else "error", call)
 
-    def _count_model_call(self, provider: str, outcome: str, call: _ModelCall) -> None:
+    def _count_model_call(self, provider: str, outcome: str, call: ModelCallRecord) -> None:
         self.metrics.model_calls.labels(provider, outcome).inc()
         if call.input_tokens:
             self.metrics.model_tokens.labels(provider, "input").inc(call.input_tokens)
@@ -534,33 +429,7 @@ class ServiceTelemetry:
     def tool_call(self, name: str, *, call_id: str | None = None) -> Iterator[AttemptSpan]:
         """A tool call: an ``execute_tool {name}`` span; its end counts as a ``tool`` attempt."""
         with genai.tool_span(self.tracer, name=name, call_id=call_id) as span:
-            handle = _ToolCall(span if span.is_recording() else None)
+            handle = ToolCallHandle(span if span.is_recording() else None)
             yield handle
         if handle.status is not None:
             self._count_attempt(handle.status, TOOL_KIND, None)
-
-
-def _run_attributes(run: RunRecord) -> dict[str, Any]:
-    return {
-        "workload.run_id": run.run_id,
-        "workload.workflow_id": run.workflow_id,
-        "workload.workflow_version": run.version,
-        "workload.run.recovered": run.status is not RunStatus.PENDING,
-    }
-
-
-def _attempt_attributes(run_id: str, task_key: str, attempt: int, action: str) -> dict[str, Any]:
-    return {
-        "workload.run_id": run_id,
-        "workload.task_key": task_key,
-        "workload.attempt": attempt,
-        "workload.action": action,
-        "workload.attempt.kind": attempt_kind(action),
-    }
-
-
-def _attempt_of(commit: RunCommit, task_key: str, number: int | None) -> AttemptRecord | None:
-    for attempt in commit.attempts:
-        if attempt.task_key == task_key and attempt.attempt == number:
-            return attempt
-    return None

@@ -1,0 +1,178 @@
+"""The pieces of the service's spans: trace contexts, attributes, and the handles it returns.
+
+``traceparent_of`` and ``context_of`` convert between a span context and the W3C
+``traceparent`` stored with a run; the handles (:class:`AttemptHandle`, :class:`StatementSpan`,
+:class:`ModelCallRecord`) are what :class:`~workload_api.telemetry._service.ServiceTelemetry`
+hands the engine, the store and the agent runtime. No state: the service keeps it.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from types import TracebackType
+from typing import Any
+
+from opentelemetry import trace
+from opentelemetry.context import Context
+from opentelemetry.trace import NonRecordingSpan, Span, SpanContext, Status, StatusCode, TraceFlags
+
+from workload_domain.records import AttemptRecord, RunCommit, RunRecord
+from workload_domain.statuses import RunStatus
+from workload_domain.telemetry import attempt_kind, valid_traceparent
+
+__all__ = [
+    "AttemptHandle",
+    "ModelCallRecord",
+    "StatementSpan",
+    "ToolCallHandle",
+    "attempt_attributes",
+    "attempt_of",
+    "context_of",
+    "error_status",
+    "mark_ended",
+    "ns",
+    "parented",
+    "run_attributes",
+    "traceparent_of",
+]
+
+
+def ns(instant: datetime | None) -> int | None:
+    return None if instant is None else int(instant.timestamp() * 1_000_000_000)
+
+
+def traceparent_of(span_context: SpanContext) -> str | None:
+    """The W3C ``traceparent`` of a span context (None for an invalid one)."""
+    if not span_context.is_valid:
+        return None
+    flags = int(span_context.trace_flags)
+    return f"00-{span_context.trace_id:032x}-{span_context.span_id:016x}-{flags:02x}"
+
+
+def context_of(traceparent: str | None) -> SpanContext | None:
+    """The remote span context a stored ``traceparent`` names (None: none, or malformed)."""
+    valid = valid_traceparent(traceparent)
+    if valid is None:
+        return None
+    _, trace_id, span_id, flags = valid.split("-")
+    return SpanContext(
+        int(trace_id, 16), int(span_id, 16), is_remote=True, trace_flags=TraceFlags(int(flags, 16))
+    )
+
+
+def parented(parent: SpanContext | None) -> Context:
+    """A context whose parent is ``parent`` — never the caller's current span (a root if None).
+
+    Tasks inherit the context they were started from; a runner started by a request must not
+    make its run a child of whatever that request's span is.
+    """
+    if parent is None:
+        return Context()
+    return trace.set_span_in_context(NonRecordingSpan(parent), Context())
+
+
+def error_status(span: Span, code: str) -> None:
+    span.set_attribute("error.type", code)
+    span.set_status(Status(StatusCode.ERROR, code))
+
+
+def mark_ended(span: Span, status: str, error_code: str | None) -> None:
+    """How an attempt's (or a tool call's) span ended: its status, and its error if any."""
+    span.set_attribute("workload.attempt.status", status)
+    if error_code is not None:
+        error_status(span, error_code)
+
+
+class AttemptHandle:
+    __slots__ = ("ended", "span")
+
+    def __init__(self, span: Span | None) -> None:
+        self.span = span
+        self.ended = False
+
+    def finished(self, status: str, error_code: str | None) -> None:
+        self.ended = True
+        if self.span is None:
+            return
+        mark_ended(self.span, status, error_code)
+
+
+class ToolCallHandle(AttemptHandle):
+    __slots__ = ("status",)
+
+    def __init__(self, span: Span | None) -> None:
+        super().__init__(span)
+        self.status: str | None = None
+
+    def finished(self, status: str, error_code: str | None) -> None:
+        super().finished(status, error_code)
+        self.status = status
+
+
+class StatementSpan:
+    """A statement's span: ended when the statement is, never made current.
+
+    A statement has no children, so its span is not attached to the context (which
+    ``start_as_current_span`` does, at a cost measurable per run); a statement that raises
+    marks its span as failed with the exception's type.
+    """
+
+    __slots__ = ("_span",)
+
+    def __init__(self, span: Span) -> None:
+        self._span = span
+
+    def __enter__(self) -> Span:
+        return self._span
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        if kind is not None:
+            error_status(self._span, kind.__qualname__)
+        self._span.end()
+
+
+class ModelCallRecord:
+    __slots__ = ("input_tokens", "output_tokens", "result")
+
+    def __init__(self) -> None:
+        self.input_tokens: int | None = None
+        self.output_tokens: int | None = None
+        self.result: str | None = None
+
+    def usage(self, *, input_tokens: int | None, output_tokens: int | None) -> None:
+        self.input_tokens = input_tokens
+        self.output_tokens = output_tokens
+
+    def outcome(self, outcome: str) -> None:
+        self.result = outcome
+
+
+def run_attributes(run: RunRecord) -> dict[str, Any]:
+    return {
+        "workload.run_id": run.run_id,
+        "workload.workflow_id": run.workflow_id,
+        "workload.workflow_version": run.version,
+        "workload.run.recovered": run.status is not RunStatus.PENDING,
+    }
+
+
+def attempt_attributes(run_id: str, task_key: str, attempt: int, action: str) -> dict[str, Any]:
+    return {
+        "workload.run_id": run_id,
+        "workload.task_key": task_key,
+        "workload.attempt": attempt,
+        "workload.action": action,
+        "workload.attempt.kind": attempt_kind(action),
+    }
+
+
+def attempt_of(commit: RunCommit, task_key: str, number: int | None) -> AttemptRecord | None:
+    for attempt in commit.attempts:
+        if attempt.task_key == task_key and attempt.attempt == number:
+            return attempt
+    return None
