@@ -12,6 +12,7 @@ them and reports them ``worker_shutdown``.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import inspect
 import logging
@@ -140,8 +141,12 @@ class Worker:
         url: str | None = None,
         token: str | None = None,
         client: AsyncClient | None = None,
+        operator_token: str | None = None,
     ) -> None:
         """Change settings before serving (what ``workload worker`` overrides); None keeps one.
+
+        ``operator_token`` is the token ``apply_on_start`` applies the workflows with (the
+        constructor's ``operator_token``); the worker's own ``token`` never writes definitions.
 
         Raises:
             WorkerConfigError: a value the API would refuse.
@@ -155,6 +160,8 @@ class Worker:
         self.url = url or self.url
         self.token = token or self.token
         self.client = client or self.client
+        if operator_token:
+            self._apply = dataclasses.replace(self._apply, token=operator_token)
 
     @property
     def is_serving(self) -> bool:
