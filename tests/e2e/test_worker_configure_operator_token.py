@@ -45,7 +45,10 @@ def _serve_until(worker: Worker, done: Callable[[], bool], message: str) -> None
 def test_an_operator_token_given_by_configure_applies_the_workflows(live_api: LiveApi) -> None:
     worker = Worker(url=live_api.base_url, workflows=[_pipeline()], apply_on_start=True)
     worker.configure(token=WORKER_TOKEN, operator_token=OPERATOR_TOKEN)
-    applied = lambda: live_api.viewer.get("/api/v1/workflows/configured").status_code == 200  # noqa: E731
+
+    def applied() -> bool:
+        return live_api.viewer.get("/api/v1/workflows/configured").status_code == 200
+
     _serve_until(worker, applied, "the workflow was not applied")
     versions = live_api.viewer.get("/api/v1/workflows/configured/versions").json()["items"]
     assert [v["version"] for v in versions] == [1]

@@ -1,6 +1,6 @@
-"""The HTTP operations of SPEC §6: one table drives both routing and the OpenAPI document.
+"""One file because it is one table: the HTTP operations of SPEC §6, every route in one place.
 
-One file because it is that table: every route of the API, read (and reviewed) in one place.
+The table drives both routing and the OpenAPI document.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
-"""Domain errors: one base class, stable categories and stable codes.
+"""One file because it is a catalogue: every domain error and its stable category and code.
 
-One file because it is the catalogue of every error and its code: the hierarchy reads as one table.
+One base class; the hierarchy reads as one table.
 
 Every error a caller can act on is a :class:`WorkloadError`. Its ``category`` says what kind of
 failure it is (the HTTP layer maps categories to statuses in one table); its ``code`` is the
