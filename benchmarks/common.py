@@ -41,6 +41,13 @@ def knob(name: str, default: int, smoke: int) -> int:
     return int(value) if value else smoke if SMOKE else default
 
 
+def next_xid(conn: psycopg.Connection[Any]) -> int:
+    """The next transaction id PostgreSQL hands out: only a transaction that writes takes one."""
+    row = conn.execute("SELECT pg_snapshot_xmax(pg_current_snapshot())::text::bigint").fetchone()
+    assert row is not None
+    return int(row[0])
+
+
 def throughput_stats(latencies: list[float], elapsed: float) -> dict[str, float]:
     """Operations, operations per second over ``elapsed``, and the latencies' percentiles."""
     return {

@@ -9,7 +9,9 @@ the DBOS comparison's counterpart): 8 clients submit ``WORKLOAD_BENCH_E2E_RUNS``
 they can, then the database is polled (every 20 ms, one connection) until none of that
 workflow's runs is unfinished; tasks/s = tasks of succeeded runs ÷ the time from the first
 submission to that answer. Each workflow first runs ``WORKLOAD_BENCH_E2E_WARMUP`` runs unmeasured.
-The serve process's CPU per task comes from ``/proc/<pid>/stat``. Prints JSON (medians over
+The serve process's CPU per task comes from ``/proc/<pid>/stat``; its write transactions per
+task from ``pg_snapshot_xmax(pg_current_snapshot())`` before and after (a transaction takes an
+id only when it writes: the group commit's measure). Prints JSON (medians over
 ``WORKLOAD_BENCH_E2E_REPS`` repetitions, and every repetition); every loop is bounded in count
 and time.
 """
@@ -27,7 +29,7 @@ from typing import Any
 import httpx
 import psycopg
 
-from benchmarks.common import Serve, commit_baseline, database, emit, knob
+from benchmarks.common import Serve, commit_baseline, database, emit, knob, next_xid
 from workload_store_postgres.migrations import migrate_up
 
 RUNS = knob("WORKLOAD_BENCH_E2E_RUNS", 300, 10)
@@ -93,6 +95,7 @@ async def _phase(
     client: httpx.AsyncClient, conn: psycopg.Connection[Any], serve: Serve, workflow: str, n: int
 ) -> dict[str, Any]:
     cpu_before = serve.cpu_seconds()
+    xids_before = next_xid(conn)
     began = time.perf_counter()
     errors = await _submit(client, workflow, n)
     submitted = time.perf_counter()
@@ -103,7 +106,9 @@ async def _phase(
         counts = _counts(conn, workflow)
     elapsed = time.perf_counter() - began
     cpu = serve.cpu_seconds() - cpu_before
+    writes = next_xid(conn) - xids_before
     return {
+        "write_transactions": writes,
         "errors": errors,
         "statuses": counts,
         "drained": _unfinished(counts) == 0,
@@ -144,6 +149,9 @@ async def _bench(serve: Serve, database_url: str) -> dict[str, Any]:
                         rep=rep,
                         tasks=length,
                         tasks_per_s=round(row["runs_per_s"] * length, 1),
+                        write_transactions_per_task=round(
+                            row["write_transactions"] / max(1, succeeded * length), 3
+                        ),
                         serve_cpu_ms_per_task=round(
                             row["serve_cpu_s"] * 1000 / max(1, succeeded * length), 3
                         ),
@@ -157,6 +165,9 @@ async def _bench(serve: Serve, database_url: str) -> dict[str, Any]:
             "tasks_per_s": statistics.median(r["tasks_per_s"] for r in mine),
             "tasks_per_s_each_rep": [r["tasks_per_s"] for r in mine],
             "serve_cpu_ms_per_task": statistics.median(r["serve_cpu_ms_per_task"] for r in mine),
+            "write_transactions_per_task": statistics.median(
+                r["write_transactions_per_task"] for r in mine
+            ),
             "not_succeeded": sum(RUNS - r["statuses"].get("succeeded", 0) for r in mine),
             "undrained": sum(1 for r in mine if not r["drained"]),
         }

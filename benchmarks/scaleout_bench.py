@@ -78,6 +78,7 @@ from benchmarks.common import (
     database_server,
     emit,
     knob,
+    next_xid,
 )
 from benchmarks.e2e_bench import chain
 
@@ -365,13 +366,6 @@ def _wait_balanced(client: httpx.Client, replicas: Sequence[Replica]) -> dict[st
     return {"balanced_s": round(time.perf_counter() - began, 3), **detail}
 
 
-def _xid(conn: psycopg.Connection[Any]) -> int:
-    """The next transaction id PostgreSQL will hand out (reads take none)."""
-    row = conn.execute("SELECT pg_snapshot_xmax(pg_current_snapshot())::text::bigint").fetchone()
-    assert row is not None
-    return int(row[0])
-
-
 def _counts(conn: psycopg.Connection[Any], workflow: str) -> dict[str, int]:
     rows = conn.execute(
         "SELECT status, count(*) FROM workflow_runs WHERE workflow_id = %s GROUP BY status",
@@ -561,15 +555,15 @@ def configuration(
             _check(warm["drained"], f"the warm-up did not drain: {warm}")
             result["warmup"] = {"runs": WARMUP, "wall_s": warm["wall_s"]}
 
-            xid = _xid(conn)
+            xid = next_xid(conn)
             time.sleep(STATS_SECONDS)
-            idle_per_s = (_xid(conn) - xid) / STATS_SECONDS
+            idle_per_s = (next_xid(conn) - xid) / STATS_SECONDS
             writes_before = _table_writes(conn)
 
             postmaster = _postmaster(conn)
             components = Components(replicas, postmaster, workers, cgroups)
             load_start = os.getloadavg()[0]
-            xid_before = _xid(conn)
+            xid_before = next_xid(conn)
             before = components.snapshot()
             window.append(time.time())
             phase = asyncio.run(_drive(replicas, conn, "measured", RUNS[workload]))
@@ -578,7 +572,7 @@ def configuration(
                 r.process.poll() is None for r in replicas if r.process
             ]
             after = components.snapshot()
-            xids = _xid(conn) - xid_before
+            xids = next_xid(conn) - xid_before
             attempts = _attempts(conn, "measured")
             time.sleep(STATS_SECONDS)
             writes = _table_writes(conn)

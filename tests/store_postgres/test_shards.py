@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import random
 import uuid
-from collections.abc import AsyncIterator
 
 import psycopg
 import pytest
@@ -77,15 +76,6 @@ async def test_the_number_of_shards_is_fixed_by_the_first_migration(
     store = PostgresStore(empty_database_url, verify_schema=True, expected_shards=8)
     with pytest.raises(ShardsFixed, match="WORKLOAD_SHARDS=8"):
         await store.open()
-
-
-@pytest.fixture
-async def leases(database_url: str) -> AsyncIterator[list[PostgresShardLeases]]:
-    """Replicas' memberships made by the test (each left at teardown)."""
-    made: list[PostgresShardLeases] = []
-    yield made
-    for membership in made:
-        await membership.leave()
 
 
 def replica(

@@ -6,7 +6,6 @@ The contract suite (tests/contract) covers the behaviour shared with the in-memo
 from __future__ import annotations
 
 import itertools
-from collections.abc import AsyncIterator
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
@@ -57,16 +56,6 @@ def new_run(workflow: CompiledWorkflow = WORKFLOW, at: datetime = T0) -> NewRun:
         for i, t in enumerate(workflow.tasks)
     )
     return NewRun(run, tasks, (EventRecord(1, EventType.RUN_CREATED, at),))
-
-
-@pytest.fixture
-async def store(database_url: str) -> AsyncIterator[PostgresStore]:
-    async with PostgresStore(database_url, max_size=8) as opened:
-        await opened.create_workflow(
-            WorkflowRecord("wf", 1, "", T0, T0),
-            VersionRecord("wf", 1, WORKFLOW.definition_hash, 3, T0, WORKFLOW.document()),
-        )
-        yield opened
 
 
 def count(url: str, table: str) -> int:

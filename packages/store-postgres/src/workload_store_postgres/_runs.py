@@ -31,6 +31,7 @@ from workload_domain.records import (
 from workload_domain.statuses import AttemptStatus
 from workload_store_postgres import _rows
 from workload_store_postgres._db import Conn, Database, one, require_epoch
+from workload_store_postgres._group_commit import ALONE, GroupCommit
 from workload_store_postgres._journal import close_steps
 from workload_store_postgres._part import StorePart, require_run
 from workload_store_postgres._queries import query
@@ -44,6 +45,8 @@ _VERSION_FK = "workflow_runs_workflow_id_version_fkey"
 
 class Runs(StorePart):
     """The ``ExecutionStore`` part of the store."""
+
+    _commits: GroupCommit
 
     async def create_run(
         self, new_run: NewRun, idempotency: IdempotencyRecord | None = None
@@ -157,8 +160,14 @@ class Runs(StorePart):
             for step, attempt in closed:  # ended by this commit, once (SPEC §12)
                 self._db.telemetry.tool_call_ended(step, closed_by=attempt)
             return None
-        async with self._db.single() as conn:
-            await work(conn)
+        # The common transition, one statement: written with those of other runners ready now.
+        written = await self._commits.commit(uid, params)
+        if written is ALONE:
+            async with self._db.single() as conn:
+                await work(conn)
+        elif written is None:
+            async with self._db.single() as conn:
+                await _refused(self._db, conn, commit, params["after_sequence"])
         return None
 
     async def list_unfinished_runs(

@@ -28,6 +28,7 @@ from workload_store_postgres._approvals import Approvals
 from workload_store_postgres._cluster import Cluster
 from workload_store_postgres._db import Database, one
 from workload_store_postgres._drafts import Drafts
+from workload_store_postgres._group_commit import GroupCommit
 from workload_store_postgres._idempotency import Idempotency
 from workload_store_postgres._journal import Journal
 from workload_store_postgres._queries import query
@@ -109,6 +110,7 @@ class PostgresStore(
             clock=clock or _UtcClock(),
             telemetry=telemetry,
         )
+        self._commits = GroupCommit(self._db)
         self._codec = None
         self._verify_schema = verify_schema
         self._expected_shards = expected_shards
