@@ -7,6 +7,8 @@ database holds afterwards, row by row.
 
 from __future__ import annotations
 
+import contextvars
+from contextlib import AbstractContextManager
 from dataclasses import replace
 
 import anyio
@@ -18,9 +20,17 @@ from tests.store_postgres.test_store_postgres import T0, WORKFLOW, new_run
 from workload_domain.errors import Fenced, RevisionConflict, StoreIntegrityError
 from workload_domain.events import EventType
 from workload_domain.fencing import fenced
-from workload_domain.records import EventRecord, NewRun, RunCommit, TaskRecord
+from workload_domain.records import (
+    EventRecord,
+    NewRun,
+    RunCommit,
+    TaskRecord,
+    VersionRecord,
+    WorkflowRecord,
+)
 from workload_domain.shards import DEFAULT_SHARDS, shard_of
 from workload_domain.statuses import RunStatus
+from workload_domain.telemetry import NoTelemetry
 from workload_store_postgres._db import Database
 from workload_store_postgres._group_commit import GroupCommit
 from workload_store_postgres.shard_leases import PostgresShardLeases
@@ -218,6 +228,52 @@ async def test_a_row_of_a_stale_shard_epoch_is_refused_to_its_runner_only(
     assert told == {made.run.run_id: None for made in runs if made is not stale_run}
     assert [(e.shard, e.epoch) for e in told_fenced] == [(shard, old.epoch)]
     assert (await store.get_run(stale_run.run.run_id)).revision == 1
+
+
+_RUN: contextvars.ContextVar[str] = contextvars.ContextVar("run_committing", default="none")
+
+
+class _StatementsSeen(NoTelemetry):
+    """Traces: records each statement with the run whose runner's context it was made in."""
+
+    __slots__ = ("seen",)
+
+    def __init__(self) -> None:
+        self.seen: list[tuple[str, str]] = []
+
+    @property
+    def tracing(self) -> bool:
+        return True
+
+    def statement(self, name: str, sql: str) -> AbstractContextManager[object]:
+        self.seen.append((name, _RUN.get()))
+        return super().statement(name, sql)
+
+
+async def test_a_traced_statement_of_a_group_is_made_in_its_runners_context(
+    database_url: str,
+) -> None:
+    """A group is sent by one runner, but each statement's span is its own run's (SPEC §12)."""
+    telemetry = _StatementsSeen()
+    async with PostgresStore(database_url, telemetry=telemetry) as traced:
+        await traced.create_workflow(
+            WorkflowRecord("wf", 1, "", T0, T0),
+            VersionRecord("wf", 1, WORKFLOW.definition_hash, 3, T0, WORKFLOW.document()),
+        )
+        runs = await created(traced)
+
+        async def one(made: NewRun) -> None:
+            _RUN.set(made.run.run_id)  # this task's context, as a runner's run span would be
+            await traced.commit(started(made))
+
+        telemetry.seen.clear()
+        with anyio.fail_after(60):  # a hang guard, not a speed check
+            async with anyio.create_task_group() as tg:
+                for made in runs:
+                    tg.start_soon(one, made)
+        assert traced._commits.groups < RUNS  # some were written together
+    commits = [run for name, run in telemetry.seen if name == "commit_run"]
+    assert sorted(commits) == sorted(made.run.run_id for made in runs)
 
 
 WORKFLOW_TASK = new_run(WORKFLOW).tasks[0]

@@ -26,12 +26,15 @@ statement timeout bounds the wait.
 
 from __future__ import annotations
 
+import asyncio
+import contextvars
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
 import anyio
+import psycopg
 
 from workload_store_postgres._db import Conn, Database, Row, one
 from workload_store_postgres._queries import query
@@ -59,6 +62,8 @@ class _Queued:
     done: anyio.Event = field(default_factory=anyio.Event)
     lead: bool = False
     """Set with ``done`` when this runner is to write the next group (its own among them)."""
+    context: contextvars.Context | None = None
+    """The runner's context, while statements are traced: its statement is its run's span."""
     outcome: Row | _Alone | None = None
     error: BaseException | None = None
 
@@ -83,7 +88,8 @@ class GroupCommit:
             Exception: the connection was lost while the group was written (outcome unknown),
                 or the store is unavailable.
         """
-        queued = _Queued(run_id, params)
+        context = contextvars.copy_context() if self._db.telemetry.tracing else None
+        queued = _Queued(run_id, params, context=context)
         self._queue.append(queued)
         if self._writing:
             try:
@@ -140,7 +146,7 @@ class GroupCommit:
             async with self._db.tx() as conn:
                 used.append(conn)
                 async with conn.pipeline():
-                    sent = [await conn.execute(query("commit_run"), q.params) for q in group]
+                    sent = [await _send(conn, queued) for queued in group]
                 for queued, cursor in zip(group, sent, strict=True):
                     queued.outcome = await cursor.fetchone()
         except Exception as error:
@@ -159,3 +165,11 @@ class GroupCommit:
         if queued.error is not None:
             raise queued.error
         return queued.outcome
+
+
+async def _send(conn: Conn, queued: _Queued) -> psycopg.AsyncCursor[Row]:
+    """Queue ``queued``'s statement in the pipeline, in its runner's context when traced."""
+    sending = conn.execute(query("commit_run"), queued.params)
+    if queued.context is None:
+        return await sending
+    return await asyncio.get_running_loop().create_task(sending, context=queued.context)
