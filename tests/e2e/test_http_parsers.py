@@ -11,6 +11,7 @@ a request id and ``Connection: close``; never a 5xx, never a hang.
 from __future__ import annotations
 
 import json
+import select
 import socket
 import time
 from dataclasses import dataclass
@@ -21,8 +22,10 @@ import pytest
 from _pytest.mark import ParameterSet
 
 from tests.cli.test_serve_errors import _serve
+from tests.e2e.test_event_stream import remote_run
 from tests.e2e.test_hostile_input import BOTH_PARSERS, table
-from tests.plugins.live_api import OPERATOR_TOKEN, VIEWER_TOKEN, LiveApi
+from tests.plugins.live_api import OPERATOR_TOKEN, VIEWER_TOKEN, LiveApi, settings
+from tests.waiting import wait_until
 from workload_api._http_server import MAX_HEAD_BYTES, MAX_HEADERS
 from workload_api.settings import Settings
 
@@ -428,3 +431,64 @@ def test_httptools_is_the_default_parser(monkeypatch: pytest.MonkeyPatch) -> Non
     assert Settings().http_parser == "httptools"
     monkeypatch.setenv("WORKLOAD_HTTP_PARSER", "h11")
     assert Settings().http_parser == "h11"
+
+
+HEADER_TIMEOUT = 1.0
+
+
+@pytest.mark.real_http_only
+@pytest.mark.parametrize(
+    "api_settings",
+    [
+        pytest.param(
+            settings(
+                http_parser=parser,
+                http_header_timeout_seconds=HEADER_TIMEOUT,
+                stream_keepalive_seconds=0.2,
+            ),
+            id=parser,
+        )
+        for parser in ("h11", "httptools")
+    ],
+)
+def test_a_head_pipelined_behind_an_event_stream_does_not_cut_it(live_api: LiveApi) -> None:
+    """The header timer of a head that begins while a stream is answered waits for its end.
+
+    A client pipelines the first bytes of a next request behind an event stream: the stream
+    goes on well past the header timeout (its keep-alive comments keep coming), and once the
+    run ends and the stream with it, the unfinished head is closed by a timer.
+    """
+    run_id = remote_run(live_api, "pipelined-behind-a-stream")
+    path = f"/api/v1/runs/{run_id}/events/stream".encode()
+    url = httpx.URL(live_api.base_url)
+    assert url.port is not None
+    with socket.create_connection((url.host, url.port), timeout=10) as sock:
+        sock.sendall(get(path, HOST, VIEWER, b"\r\n") + b"GET /livez HT")
+        received = b""
+        until = time.monotonic() + 3 * HEADER_TIMEOUT
+        while (left := until - time.monotonic()) > 0:
+            readable, _, _ = select.select([sock], [], [], left)
+            if readable:
+                chunk = sock.recv(65536)
+                assert chunk, "the connection was closed while its stream was answered"
+                received += chunk
+        assert received.startswith(b"HTTP/1.1 200 "), received[:200]
+        comments_before = received.count(b": keep-alive")
+        canceled = live_api.operator.post(
+            f"/api/v1/runs/{run_id}/cancel", headers={"Idempotency-Key": "pipelined-cancel"}
+        )
+        assert canceled.status_code == 202, canceled.text
+
+        def closed() -> bool:
+            nonlocal received
+            readable, _, _ = select.select([sock], [], [], 0)
+            if not readable:
+                return False
+            chunk = sock.recv(65536)
+            received += chunk
+            return chunk == b""
+
+        wait_until(closed, timeout=20, interval=0.05, message="the unfinished head was kept")
+    assert comments_before >= 2, received[:400]
+    assert b"run.canceled" in received, received[-400:]
+    assert_served(live_api)
