@@ -290,8 +290,9 @@ def guarded_httptools(header_timeout: float) -> type[HttpToolsProtocol]:
             super().on_header(name, value)
 
         def on_headers_complete(self) -> None:
-            # What h11 refuses and llhttp lets through: HTTP/0.9 (no version) and 2.0 in a
-            # request line, and an HTTP/1.1 request without exactly one Host (RFC 9112 §3.2).
+            # What h11 refuses and llhttp lets through: HTTP/0.9 (no version) in a request line
+            # and an HTTP/1.1 request without exactly one Host (RFC 9112 §3.2); and HTTP/2.0,
+            # which h11 serves too, in a request line that is HTTP/1.1 by its syntax.
             version = self.parser.get_http_version()
             if version not in ("1.0", "1.1"):
                 self._refuse(f"HTTP/{version} is not served: HTTP/1.1 or HTTP/1.0 only")
