@@ -5,6 +5,10 @@
 - ``parse_body``: ``parse_json_object`` of a create-run body (inputs of a few fields, nested).
 - ``render_run``: the JSON response of a run as ``GET /api/v1/runs/{id}`` answers it.
 - ``render_list``: the JSON response of a page of 100 runs.
+- ``http_h11`` and ``http_httptools``: one kept-alive ``GET`` with a bearer token through the
+  service's guarded uvicorn protocol of each parser (``WORKLOAD_HTTP_PARSER``, ADR 0036), to an
+  app that answers a small JSON at once: parsing the request, the ASGI task, writing the
+  response, on an in-memory transport (no socket).
 
 Each part runs ``WORKLOAD_BENCH_HOTPATH_ROUNDS`` rounds (default 9) of a fixed count of calls;
 the figure is the median over the rounds of microseconds per call (the machine may be shared:
@@ -20,9 +24,12 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import uvicorn
 from pydantic import SecretStr
+from uvicorn.server import ServerState
 
 from benchmarks.common import emit, knob
+from workload_api._http_server import HttpParser, guarded_protocol
 from workload_api.auth import Authenticator, Role
 from workload_api.jsonbody import parse_json_object
 from workload_api.jsonresponse import JSONResponse
@@ -95,6 +102,81 @@ def _authenticate() -> dict[str, Any]:
     return asyncio.run(loop())
 
 
+REQUEST = (
+    b"GET /api/v1/runs/run_01JD6Z8Q3W9V5X2K7M4N8P0R1S HTTP/1.1\r\nHost: 127.0.0.1:8080\r\n"
+    b"Accept: */*\r\nAccept-Encoding: gzip, deflate\r\nConnection: keep-alive\r\n"
+    b"User-Agent: python-httpx/0.28.1\r\nAuthorization: Bearer " + b"o" * 40 + b"\r\n\r\n"
+)
+
+
+class _Transport(asyncio.Transport):
+    """A connected socket's transport, in memory: what the server writes is counted."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.written = 0
+        self._closing = False
+
+    def get_extra_info(self, name: str, default: Any = None) -> Any:
+        if name in ("peername", "sockname"):
+            return ("127.0.0.1", 8080)
+        return {"socket": None}.get(name, default)
+
+    def write(self, data: bytes | bytearray | memoryview) -> None:
+        self.written += len(data)
+
+    def is_closing(self) -> bool:
+        return self._closing
+
+    def close(self) -> None:
+        self._closing = True
+
+    def pause_reading(self) -> None:
+        pass
+
+    def resume_reading(self) -> None:
+        pass
+
+
+async def _app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+    body = b'{"id":"run_01JD6Z8Q3W9V5X2K7M4N8P0R1S","status":"succeeded"}'
+    headers = [(b"content-type", b"application/json"), (b"content-length", b"%d" % len(body))]
+    await send({"type": "http.response.start", "status": 200, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+def _http(parser: HttpParser) -> dict[str, Any]:
+    async def loop() -> dict[str, Any]:
+        config = uvicorn.Config(_app, lifespan="off", log_config=None, access_log=False)
+        config.load()
+        state = ServerState()
+        protocol = guarded_protocol(parser, 10.0)(  # type: ignore[call-arg]
+            config=config, server_state=state, app_state={}
+        )
+        transport = _Transport()
+        protocol.connection_made(transport)
+
+        async def one() -> None:
+            protocol.data_received(REQUEST)
+            await asyncio.gather(*state.tasks)
+
+        await one()
+        rounds: list[float] = []
+        for _ in range(ROUNDS):
+            began = time.perf_counter()
+            for _ in range(CALLS):
+                await one()
+            rounds.append((time.perf_counter() - began) / CALLS * 1_000_000)
+        assert not transport.is_closing(), "the connection was closed"
+        protocol.connection_lost(None)
+        return {
+            "us_per_call": round(statistics.median(rounds), 2),
+            "rounds_us": [round(r, 2) for r in rounds],
+        }
+
+    return asyncio.run(loop())
+
+
 def run() -> dict[str, Any]:
     page = {"items": [{**RUN, "id": f"run_{n:026d}"} for n in range(100)], "next_cursor": "c"}
     return {
@@ -102,6 +184,8 @@ def run() -> dict[str, Any]:
         "parse_body": _per_call_us(lambda: parse_json_object(BODY)),
         "render_run": _per_call_us(lambda: JSONResponse(RUN).body),
         "render_list": _per_call_us(lambda: JSONResponse(page).body, max(CALLS // 50, 2)),
+        "http_h11": _http("h11"),
+        "http_httptools": _http("httptools"),
         "rounds": ROUNDS,
         "calls_per_round": CALLS,
     }

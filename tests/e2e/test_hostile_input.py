@@ -23,7 +23,7 @@ import httpx
 import pytest
 from _pytest.mark import ParameterSet
 
-from tests.plugins.live_api import OPERATOR_TOKEN, LiveApi
+from tests.plugins.live_api import OPERATOR_TOKEN, LiveApi, settings
 
 V1 = "/api/v1"
 PROBLEM_FIELDS = {"type", "title", "status", "detail", "code", "request_id"}
@@ -56,6 +56,13 @@ def table(*params: ParameterSet) -> list[ParameterSet]:
     duplicates = sorted(str(case_id) for case_id, count in ids.items() if count > 1)
     assert not duplicates, f"duplicate case ids: {duplicates}"
     return list(params)
+
+
+BOTH_PARSERS = pytest.mark.parametrize(
+    "api_settings",
+    [pytest.param(settings(http_parser=parser), id=parser) for parser in ("h11", "httptools")],
+)
+"""For a test of raw bytes on a socket: once with each HTTP parser (ADR 0036)."""
 
 
 # -- assertions --------------------------------------------------------------------------------
@@ -499,6 +506,7 @@ def test_chunked_definition_over_the_limit_is_rejected(live_api: LiveApi) -> Non
 
 
 @pytest.mark.real_http_only  # raw bytes on a socket
+@BOTH_PARSERS
 def test_content_length_that_lies_big_is_rejected(live_api: LiveApi) -> None:
     """A Content-Length of 5,000,000 on a small body."""
     create(live_api, definition("seed"))
@@ -923,6 +931,7 @@ def test_idempotency_key_is_required_and_validated(
 
 
 @pytest.mark.real_http_only  # raw bytes on a socket
+@BOTH_PARSERS
 @pytest.mark.parametrize(
     "key",
     table(
@@ -959,6 +968,7 @@ READ_HEADERS = b"Host: 127.0.0.1\r\nAuthorization: Bearer " + OPERATOR_TOKEN.enc
 
 
 @pytest.mark.real_http_only  # raw bytes on a socket
+@BOTH_PARSERS
 @pytest.mark.parametrize(
     "request_bytes",
     table(

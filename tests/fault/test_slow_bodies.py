@@ -19,7 +19,7 @@ import httpx
 import pytest
 
 from tests.fault.conftest import OPERATOR_TOKEN, PgCluster, Service, Services
-from tests.fault.test_reliability import access_records, assert_no_server_errors
+from tests.fault.test_reliability import HTTP_PARSERS, access_records, assert_no_server_errors
 from tests.waiting import wait_until
 
 BODY_TIMEOUT = 3.0
@@ -90,11 +90,12 @@ def _login_cookie(service: Service) -> str:
     return nonce
 
 
+@pytest.mark.parametrize("parser", HTTP_PARSERS)
 @pytest.mark.parametrize("route", ["api-workflows", "ui-login"])
 def test_a_slow_body_is_cut_at_its_deadline(
-    pg: PgCluster, database_url: str, services: Services, route: str
+    pg: PgCluster, database_url: str, services: Services, route: str, parser: str
 ) -> None:
-    service = services.start(database_url, env=SLOW_BODY_ENV)
+    service = services.start(database_url, env={**SLOW_BODY_ENV, "WORKLOAD_HTTP_PARSER": parser})
     service.wait_ready()
     if route == "api-workflows":
         head = _head(
@@ -132,12 +133,14 @@ def test_a_slow_body_is_cut_at_its_deadline(
     assert_no_server_errors(service)
 
 
+@pytest.mark.parametrize("parser", HTTP_PARSERS)
 @pytest.mark.parametrize("route", ["ui-logout-without-session", "ui-login-without-cookie"])
 def test_a_console_post_without_session_is_refused_unread(
-    pg: PgCluster, database_url: str, services: Services, route: str
+    pg: PgCluster, database_url: str, services: Services, route: str, parser: str
 ) -> None:
     # A long body deadline: an answer only after the whole body (or the deadline) would show.
-    service = services.start(database_url, env={"WORKLOAD_HTTP_BODY_TIMEOUT_SECONDS": "60"})
+    env = {"WORKLOAD_HTTP_BODY_TIMEOUT_SECONDS": "60", "WORKLOAD_HTTP_PARSER": parser}
+    service = services.start(database_url, env=env)
     service.wait_ready()
     path = "/ui/logout" if route == "ui-logout-without-session" else "/ui/login"
     head = _head(path, {"Content-Type": "application/x-www-form-urlencoded"})
@@ -157,12 +160,12 @@ def test_a_console_post_without_session_is_refused_unread(
 MAX_CONNECTIONS = 3
 
 
+@pytest.mark.parametrize("parser", HTTP_PARSERS)
 def test_connections_past_the_limit_are_answered_503(
-    pg: PgCluster, database_url: str, services: Services
+    pg: PgCluster, database_url: str, services: Services, parser: str
 ) -> None:
-    service = services.start(
-        database_url, env={"WORKLOAD_HTTP_MAX_CONNECTIONS": str(MAX_CONNECTIONS)}
-    )
+    env = {"WORKLOAD_HTTP_MAX_CONNECTIONS": str(MAX_CONNECTIONS), "WORKLOAD_HTTP_PARSER": parser}
+    service = services.start(database_url, env=env)
     service.wait_ready()
     held = [
         socket.create_connection(("127.0.0.1", service.port), timeout=5)

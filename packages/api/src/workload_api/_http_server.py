@@ -15,6 +15,12 @@
   outside ASCII in its target, a malformed header, a negative ``Content-Length``) is answered
   as every other 400: a problem with a request id, logged in the access log (uvicorn's own
   answer is a bare text with neither).
+- :func:`guarded_httptools` does the same for uvicorn's httptools protocol (llhttp, in C), the
+  default parser (ADR 0036; ``WORKLOAD_HTTP_PARSER=h11`` keeps h11). llhttp keeps no limit of
+  its own on a request head, so the guard adds one: the target and the header names and values
+  together at most :data:`MAX_HEAD_BYTES`, at most :data:`MAX_HEADERS` header lines, and at
+  most twice :data:`MAX_HEAD_BYTES` received while a head is incomplete (the memory bound for
+  one header sent without end). A request past either is answered 400, as a malformed one is.
 """
 
 from __future__ import annotations
@@ -25,7 +31,7 @@ import logging
 import socket
 import time
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import h11
 import uvicorn
@@ -35,7 +41,26 @@ from workload_api.context import log_request, new_request_id
 from workload_api.problems import HttpProblem, problem_response
 from workload_api.telemetry import UNMATCHED_ROUTE
 
-__all__ = ["FAIL_STOP_GRACE", "HttpServer", "guarded_h11"]
+if TYPE_CHECKING:
+    from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+__all__ = [
+    "FAIL_STOP_GRACE",
+    "MAX_HEADERS",
+    "MAX_HEAD_BYTES",
+    "HttpParser",
+    "HttpServer",
+    "guarded_h11",
+    "guarded_httptools",
+    "guarded_protocol",
+]
+
+HttpParser = Literal["httptools", "h11"]
+"""The HTTP/1.1 parsers the service can run (``WORKLOAD_HTTP_PARSER``)."""
+MAX_HEAD_BYTES = 64 * 1024
+"""The most a request's target and header names and values may hold together (httptools)."""
+MAX_HEADERS = 100
+"""The most header lines a request may have (httptools)."""
 
 FAIL_STOP_GRACE = 1
 """Seconds in-flight requests get once the service has failed (their database is gone)."""
@@ -139,29 +164,15 @@ def guarded_h11(header_timeout: float) -> type[H11Protocol]:
                 self.transport.close()
                 return
             started = time.perf_counter()
-            request_id = new_request_id()
-            problem = HttpProblem(400, "invalid_argument", "the request is not valid HTTP/1.1")
-            answer = problem_response(problem, request_id)
-            headers = [
-                *answer.raw_headers,
-                (b"x-request-id", request_id.encode()),
-                (b"connection", b"close"),
-            ]
+            request_id, headers, body = _refusal(_NOT_HTTP)
             for event in (
                 h11.Response(status_code=400, headers=headers, reason=b"Bad Request"),
-                h11.Data(data=bytes(answer.body)),
+                h11.Data(data=body),
                 h11.EndOfMessage(),
             ):
                 self.transport.write(self.conn.send(event) or b"")
             self.transport.close()
-            log_request(
-                request_id,
-                method="-",  # the request line itself may be what is broken
-                route=UNMATCHED_ROUTE,
-                status=400,
-                seconds=time.perf_counter() - started,
-                error_code="invalid_argument",
-            )
+            _log_refusal(request_id, started)
 
         def _arm(self) -> None:
             self._header_timer = self.loop.call_later(header_timeout, self._expire)
@@ -181,6 +192,191 @@ def guarded_h11(header_timeout: float) -> type[H11Protocol]:
                 self.transport.close()
 
     return GuardedH11Protocol
+
+
+_NOT_HTTP = "the request is not valid HTTP/1.1"
+
+
+def _refusal(detail: str) -> tuple[str, list[tuple[bytes, bytes]], bytes]:
+    """A 400 problem for a request refused before the app: its id, headers and body."""
+    request_id = new_request_id()
+    answer = problem_response(HttpProblem(400, "invalid_argument", detail), request_id)
+    headers = [
+        *answer.raw_headers,
+        (b"x-request-id", request_id.encode()),
+        (b"connection", b"close"),
+    ]
+    return request_id, headers, bytes(answer.body)
+
+
+def _log_refusal(request_id: str, started: float) -> None:
+    log_request(
+        request_id,
+        method="-",  # the request line itself may be what is broken
+        route=UNMATCHED_ROUTE,
+        status=400,
+        seconds=time.perf_counter() - started,
+        error_code="invalid_argument",
+    )
+
+
+class _HeadRefused(Exception):
+    """A request head past a limit; raised in a parser callback, so llhttp stops there."""
+
+
+def guarded_httptools(header_timeout: float) -> type[HttpToolsProtocol]:
+    """Uvicorn's httptools protocol with :func:`guarded_h11`'s guard, and bounds on the head.
+
+    The header timer runs from the connection (for one that sends nothing) or from the first
+    byte of a request head, while no earlier request is being answered (a pipelined head is
+    timed once the answers before it are sent), and stops when the head is complete.
+    """
+    # Imported here: uvicorn imports httptools with it, and h11 serves where it is missing.
+    from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol  # noqa: PLC0415
+
+    max_received = 2 * MAX_HEAD_BYTES
+
+    class GuardedHttpToolsProtocol(HttpToolsProtocol):
+        _header_timer: asyncio.TimerHandle | None = None
+        _head_open = False
+        """A request head has begun and is not complete."""
+        _heads = 0
+        """Request heads begun on this connection."""
+        _head_size = 0
+        _header_count = 0
+        _head_received = 0
+        """Bytes received while the current head was open (framing included)."""
+        _refused: str | None = None
+        """Why the request was refused (the problem's detail); nothing more is parsed."""
+
+        def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+            super().connection_made(transport)
+            self._arm()
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            self._disarm()
+            super().connection_lost(exc)
+
+        def data_received(self, data: bytes) -> None:
+            if self._refused is not None:
+                return  # the parser stopped at the error: what follows is not read
+            heads = self._heads
+            was_open = self._head_open
+            super().data_received(data)
+            if not (was_open and self._head_open and heads == self._heads):
+                return
+            self._head_received += len(data)  # this whole read belongs to the open head
+            if self._head_received > max_received and self._refused is None:
+                self._refused = f"the request head is over {max_received} bytes"
+                self.send_400_response(self._refused)
+
+        def on_message_begin(self) -> None:
+            super().on_message_begin()
+            self._head_open = True
+            self._heads += 1
+            self._head_size = self._header_count = self._head_received = 0
+            if self._header_timer is None and self._idle():
+                self._arm()
+
+        def on_url(self, url: bytes) -> None:
+            self._grow(len(url))
+            super().on_url(url)
+
+        def on_header(self, name: bytes, value: bytes) -> None:
+            self._header_count += 1
+            if self._header_count > MAX_HEADERS:
+                self._refuse(f"the request has more than {MAX_HEADERS} header lines")
+            self._grow(len(name) + len(value))
+            super().on_header(name, value)
+
+        def on_headers_complete(self) -> None:
+            # What h11 refuses and llhttp lets through: HTTP/0.9 (no version) in a request line
+            # and an HTTP/1.1 request without exactly one Host (RFC 9112 §3.2); and HTTP/2.0,
+            # which h11 serves too, in a request line that is HTTP/1.1 by its syntax.
+            version = self.parser.get_http_version()
+            if version not in ("1.0", "1.1"):
+                self._refuse(f"HTTP/{version} is not served: HTTP/1.1 or HTTP/1.0 only")
+            if version == "1.1" and [name for name, _ in self.headers].count(b"host") != 1:
+                self._refuse("an HTTP/1.1 request has exactly one Host header")
+            self._head_open = False
+            self._disarm()
+            super().on_headers_complete()
+
+        def on_response_complete(self) -> None:
+            super().on_response_complete()
+            waiting = self._head_open and self._header_timer is None and self._idle()
+            if waiting and not self.transport.is_closing():
+                self._arm()  # a pipelined head, begun while the answer before it was sent
+
+        def send_400_response(self, msg: str) -> None:
+            """The request is not valid HTTP/1.1 (or too large): a problem, then a close."""
+            cycle = self.cycle
+            if self._refused is None:
+                self._refused = _NOT_HTTP
+            if cycle is not None and not cycle.response_complete:
+                if self._head_open or not cycle.more_body:
+                    # A later request is broken: those before it are answered, then the
+                    # connection closes.
+                    cycle.keep_alive = False
+                    return
+                if cycle.response_started or self.pipeline:
+                    # This request's body broke the protocol after its answer began (or behind
+                    # another's): nothing more can be said.
+                    self.transport.close()
+                    return
+                # Its handler is reading the body: it sees the client gone, and its answer,
+                # if any, is not sent after this one.
+                cycle.disconnected = True
+                cycle.message_event.set()
+            started = time.perf_counter()
+            request_id, headers, body = _refusal(self._refused)
+            head = [b"HTTP/1.1 400 Bad Request\r\n"]
+            head += [name + b": " + value + b"\r\n" for name, value in headers]
+            head.append(b"\r\n")  # the problem's headers include its content-length
+            self.transport.write(b"".join(head) + body)
+            self.transport.close()
+            _log_refusal(request_id, started)
+
+        def _grow(self, size: int) -> None:
+            self._head_size += size
+            if self._head_size > MAX_HEAD_BYTES:
+                self._refuse(
+                    f"the request target and headers are over {MAX_HEAD_BYTES} bytes together"
+                )
+
+        def _refuse(self, detail: str) -> None:
+            self._refused = detail
+            raise _HeadRefused(detail)
+
+        def _idle(self) -> bool:
+            """No request of this connection is being answered or waits for its turn."""
+            return self.cycle is None or self.cycle.response_complete
+
+        def _arm(self) -> None:
+            self._header_timer = self.loop.call_later(header_timeout, self._expire)
+
+        def _disarm(self) -> None:
+            if self._header_timer is not None:
+                self._header_timer.cancel()
+                self._header_timer = None
+
+        def _expire(self) -> None:
+            self._header_timer = None
+            if self._idle() and not self.transport.is_closing():
+                _log.info(
+                    "closed a connection whose request headers took too long",
+                    extra={"fields": {"header_timeout_seconds": header_timeout}},
+                )
+                self.transport.close()
+
+    return GuardedHttpToolsProtocol
+
+
+def guarded_protocol(parser: HttpParser, header_timeout: float) -> type[asyncio.Protocol]:
+    """The guarded uvicorn protocol of ``parser``."""
+    if parser == "httptools":
+        return guarded_httptools(header_timeout)
+    return guarded_h11(header_timeout)
 
 
 def server_config(app: Any, **options: Any) -> uvicorn.Config:

@@ -396,6 +396,7 @@ class Container(containers.DeclarativeContainer):
         host=settings.provided.host,
         port=settings.provided.port,
         header_timeout=settings.provided.http_header_timeout_seconds,
+        http_parser=settings.provided.http_parser,
         keepalive_timeout=settings.provided.http_keepalive_seconds,
         max_connections=settings.provided.http_max_connections,
         shutdown_grace=settings.provided.shutdown_grace_seconds,

@@ -21,7 +21,13 @@ import anyio
 import anyio.abc
 from starlette.types import ASGIApp
 
-from workload_api._http_server import FAIL_STOP_GRACE, HttpServer, guarded_h11, server_config
+from workload_api._http_server import (
+    FAIL_STOP_GRACE,
+    HttpParser,
+    HttpServer,
+    guarded_protocol,
+    server_config,
+)
 from workload_api.lifecycle import CoordinatorBusy, Service
 from workload_domain.errors import ModeConflict, SystemFault
 from workload_store_postgres.migrations import MigrationError, ShardsFixed
@@ -54,6 +60,7 @@ class Coordinator:
         on_ready: Callable[[str], None] | None = None,
         handle_signals: bool = True,
         header_timeout: float = 10.0,
+        http_parser: HttpParser = "httptools",
         keepalive_timeout: float = 5.0,
         max_connections: int | None = None,
         shutdown_grace: int = 10,
@@ -67,7 +74,7 @@ class Coordinator:
                 app,
                 host=host,
                 port=port,
-                http=guarded_h11(header_timeout),
+                http=guarded_protocol(http_parser, header_timeout),
                 timeout_keep_alive=keepalive_timeout,
                 limit_concurrency=max_connections,
                 timeout_graceful_shutdown=shutdown_grace,

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import re
 import socket
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
@@ -19,6 +20,11 @@ __all__ = ["Settings"]
 
 _LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 Tokens = Annotated[tuple[SecretStr, ...], NoDecode]
+
+
+def _default_http_parser() -> Literal["httptools", "h11"]:
+    # httptools is a dependency of the package; h11 serves where it could not be installed.
+    return "httptools" if importlib.util.find_spec("httptools") is not None else "h11"
 
 
 class Settings(BaseSettings):
@@ -57,6 +63,9 @@ class Settings(BaseSettings):
     http_header_timeout_seconds: float = Field(default=10.0, gt=0, le=300)
     """A connection whose request headers are not complete this long after its first byte is
     closed (slow clients); long-polls and streams are not affected (they wait after it)."""
+    http_parser: Literal["httptools", "h11"] = Field(default_factory=_default_http_parser)
+    """The HTTP/1.1 parser: ``httptools`` (llhttp, the default) or ``h11`` (pure Python, the
+    parser before ADR 0036). Both close slow headers and answer a malformed request 400."""
     http_body_timeout_seconds: float = Field(default=60.0, gt=0, le=3600)
     """A request's body must have arrived this long after its headers, else 408
     ``request_timeout`` and the connection is closed (slow clients, ADR 0024)."""
