@@ -1,11 +1,17 @@
-"""The async client's run endpoints: the twins of :mod:`workload_sdk._run_resources`, awaited.
+"""Both clients' run endpoints: ``client.runs`` (start, inspect, follow, cancel, result).
 
-Arguments, results and errors are those of the sync twin, whose docstrings say them in full
-(``timeout=`` and ``extra_headers=`` included); a test compares every signature of the pair.
+Every method also takes ``timeout=`` and ``extra_headers=`` (see
+:mod:`workload_sdk._async_resources`); the waits (``wait``, ``result``, ``stream_events``) keep
+``timeout=`` for the deadline of the whole wait, and send ``extra_headers`` with each of their
+requests.
+
+``start`` and ``cancel`` are writes: each is sent once, with an ``Idempotency-Key`` (generated
+when not given). Retry one that got no answer with the key its exception carries
+(``exc.idempotency_key``).
 """
 
-# ruff: noqa: ASYNC109 - ``timeout=`` is each call's HTTP timeout (or a wait's deadline), as in
-# the sync twins (SPEC §8): the same surface, not a cancellation scope.
+# ruff: noqa: ASYNC109 - ``timeout=`` is each call's HTTP timeout (or a wait's deadline), in both
+# clients (SPEC §8): the same surface, not a cancellation scope.
 from __future__ import annotations
 
 import asyncio
@@ -15,8 +21,8 @@ from typing import Any
 
 from workload_sdk import _requests
 from workload_sdk._async_run_task_resources import AsyncRunTasks
+from workload_sdk._async_sender import AsyncSender
 from workload_sdk._base_client import Deadline, ExtraHeaders, RequestTimeout, run_output
-from workload_sdk._sender import AsyncSender
 from workload_sdk._streams import END, EventFollower, SseDecoder, resumable
 from workload_sdk.models import Event, Page, Run, RunStatus
 from workload_sdk.pagination import AsyncPager

@@ -1,15 +1,15 @@
-"""The async client's reads of a run's tasks, attempts and steps, awaited.
+"""Both clients' reads of a run's tasks: ``client.runs.tasks``, ``attempts``, ``steps``.
 
-The twins of :mod:`workload_sdk._run_task_resources`; a part of
-:class:`~workload_sdk._async_run_resources.AsyncRuns`.
+A part of :class:`~workload_sdk._async_run_resources.AsyncRuns` (kept apart to keep each module
+small); every method takes ``timeout=`` and ``extra_headers=`` as the others do.
 """
 
-# ruff: noqa: ASYNC109 - ``timeout=`` is each call's HTTP timeout, as in the sync twins.
+# ruff: noqa: ASYNC109 - ``timeout=`` is each call's HTTP timeout, in both clients.
 from __future__ import annotations
 
 from workload_sdk import _requests
+from workload_sdk._async_sender import AsyncSender
 from workload_sdk._base_client import ExtraHeaders, RequestTimeout
-from workload_sdk._sender import AsyncSender
 from workload_sdk.models import Attempt, Page, Step, TaskRun
 from workload_sdk.pagination import AsyncPager
 

@@ -50,6 +50,8 @@ __all__ = [
     "ExtraHeaders",
     "RequestTimeout",
     "build_request",
+    "check_http_client",
+    "limits",
     "parse_response",
     "retry_delay",
     "retryable_exception",
@@ -315,3 +317,38 @@ def run_output(run: Run) -> dict[str, Any]:
 def _counts(run: Run) -> str:
     counts = ", ".join(f"{n} {status}" for status, n in run.task_counts.items() if n)
     return f"tasks: {counts}" if counts else "no tasks"
+
+
+def check_http_client(
+    http_client: object,
+    expected: type[httpx.Client] | type[httpx.AsyncClient],
+    transport: object,
+    max_connections: int | None,
+) -> None:
+    """Refuse an ``http_client`` of the other kind, or one given with options it cannot take.
+
+    Raises:
+        TypeError: ``http_client`` is not an instance of ``expected``.
+        ValueError: ``transport`` or ``max_connections`` given too.
+    """
+    if http_client is None:
+        return
+    if not isinstance(http_client, expected):
+        raise TypeError(
+            f"http_client must be an {expected.__module__}.{expected.__name__}, "
+            f"not {type(http_client).__name__}"
+        )
+    if transport is not None or max_connections is not None:
+        raise ValueError(
+            "transport and max_connections configure the client the SDK makes; "
+            "with http_client=, configure your own"
+        )
+
+
+def limits(max_connections: int | None) -> httpx.Limits:
+    """The connection pool's limits: httpx's defaults, or ``max_connections`` all kept alive."""
+    if max_connections is None:
+        return httpx.Limits(max_connections=100, max_keepalive_connections=20)
+    if max_connections < 1:
+        raise ValueError("max_connections must be at least 1")
+    return httpx.Limits(max_connections=max_connections, max_keepalive_connections=max_connections)
