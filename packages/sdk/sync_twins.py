@@ -35,6 +35,7 @@ TWINS = {
     "_async_approval_resources.py": "_approval_resources.py",
     "_async_sender.py": "_sender.py",
     "_async_client.py": "_client.py",
+    "_async_pagination.py": "_pagination.py",
 }
 """Each async source, and the blocking module derived from it (both in :data:`PACKAGE`)."""
 
@@ -48,6 +49,9 @@ RENAMES = {
     "aclose": "close",
     "__aenter__": "__enter__",
     "__aexit__": "__exit__",
+    "__aiter__": "__iter__",
+    "__anext__": "__next__",
+    "StopAsyncIteration": "StopIteration",
 }
 """The async names whose blocking twins are not the name with ``Async``/``_async`` read away."""
 

@@ -57,7 +57,7 @@ def test_every_derived_module_on_disk_is_what_its_async_source_derives() -> None
 def test_every_async_module_of_the_sdk_is_a_source_of_a_twin() -> None:
     sources = sorted(path.name for path in PACKAGE.glob("_async_*.py"))
     assert sources == sorted(twins.TWINS)
-    assert len(DERIVED) == len(set(DERIVED)) == 7
+    assert len(DERIVED) == len(set(DERIVED)) == 8
 
 
 def test_the_derived_modules_are_ignored_and_not_tracked_by_git() -> None:
@@ -133,6 +133,29 @@ def test_the_names_become_their_blocking_twins_in_code() -> None:
     """)
 
 
+def test_an_async_iterator_becomes_an_iterator() -> None:
+    source = """\
+        class AsyncPager(AsyncIterator[T]):
+            def __init__(self, fetch: AsyncFetch[T]) -> None: ...
+            def __aiter__(self) -> AsyncPager[T]:
+                return self
+            async def __anext__(self) -> T:
+                raise StopAsyncIteration
+            async def to_list(self) -> list[T]:
+                return [item async for item in self]
+    """
+    assert derive(source) == textwrap.dedent("""\
+        class Pager(Iterator[T]):
+            def __init__(self, fetch: Fetch[T]) -> None: ...
+            def __iter__(self) -> Pager[T]:
+                return self
+            def __next__(self) -> T:
+                raise StopIteration
+            def to_list(self) -> list[T]:
+                return [item for item in self]
+    """)
+
+
 def test_docstrings_strings_and_comments_are_rewritten_with_the_same_names() -> None:
     source = '''\
         """Both clients' runs: see :class:`~workload_sdk._async_run_resources.AsyncRuns`.
@@ -177,8 +200,8 @@ def test_prose_words_that_are_not_names_of_the_map_are_left_as_they_are() -> Non
     "source",
     [
         "await asyncio.gather(a, b)\nx = aiter_bytes\n",  # aiter_bytes: no rename
-        "raise StopAsyncIteration\n",
-        "class C:\n    async def __aiter__(self): ...\n",
+        "x = inspect.iscoroutinefunction(f) or is_async\n",
+        "class C:\n    def __await__(self): ...\n",
         "asynchronous = awaiting = 1\n",
         "y = response.areadlines()\n",
     ],
@@ -190,9 +213,9 @@ def test_a_name_left_async_fails_the_derivation(source: str) -> None:
 
 def test_a_derivation_that_fails_names_the_module_and_the_names() -> None:
     with pytest.raises(ValueError, match="still names") as raised:
-        twins.derive("x = response.aiter_raw()\nStopAsyncIteration\n", "_async_things.py")
+        twins.derive("x = response.aiter_raw()\ny = awaitable\n", "_async_things.py")
     assert str(raised.value) == (
-        "_async_things.py: the derived module still names StopAsyncIteration, aiter_raw"
+        "_async_things.py: the derived module still names aiter_raw, awaitable"
     )
 
 

@@ -17,7 +17,7 @@ import math
 import os
 import random
 import time
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeAlias, TypeVar
 
@@ -41,13 +41,15 @@ from workload_sdk.errors import (
     WaitTimeout,
     from_response,
 )
-from workload_sdk.models import Draft, Run, RunStatus
+from workload_sdk.models import Draft, Page, Run, RunStatus
 
 __all__ = [
+    "AsyncFetch",
     "CallOptions",
     "ClientOptions",
     "Deadline",
     "ExtraHeaders",
+    "Fetch",
     "RequestTimeout",
     "build_request",
     "check_http_client",
@@ -73,6 +75,10 @@ RequestTimeout: TypeAlias = float | httpx.Timeout | None
 None (the default) keeps the client's. ``httpx.Timeout(None)`` waits without limit."""
 ExtraHeaders: TypeAlias = Mapping[str, str] | None
 """A call's ``extra_headers=``: headers added to each HTTP request of the call."""
+Fetch: TypeAlias = Callable[[str | None], Page[T]]
+"""A listing's page at a cursor (None: the first page), as a pager fetches it."""
+AsyncFetch: TypeAlias = Callable[[str | None], Awaitable[Page[T]]]
+"""The twin of :data:`Fetch`, awaited (ADR 0035: the one difference the rewrite cannot make)."""
 
 
 @dataclass(frozen=True, slots=True)
