@@ -1,6 +1,6 @@
 """Derive the SDK's blocking modules from their async sources (ADR 0035): one source, two twins.
 
-Each ``src/workload_sdk/_async_*.py`` in :data:`TWINS` is the one source of a pair; its blocking
+Each ``src/workload_sdk/_async_*.py`` in :data:`SOURCES` is the one source of a pair; its blocking
 twin (``_resources.py`` from ``_async_resources.py`` …) is written by this rewrite, token by
 token: ``async`` and ``await`` go, and every name in :data:`RENAMES` (or of the two regular
 families: ``AsyncX`` is ``X``, module ``_async_x`` is ``_x``) becomes its blocking name, in code,
@@ -22,22 +22,23 @@ import sys
 import tokenize
 from pathlib import Path
 
-__all__ = ["PACKAGE", "RENAMES", "TWINS", "derive", "derived", "write"]
+__all__ = ["PACKAGE", "RENAMES", "SOURCES", "derive", "derived", "twin", "write"]
 
 PACKAGE = Path("src/workload_sdk")
 """Where the twins are, relative to the SDK's project folder."""
 
-TWINS = {
-    "_async_resources.py": "_resources.py",
-    "_async_run_resources.py": "_run_resources.py",
-    "_async_run_task_resources.py": "_run_task_resources.py",
-    "_async_worker_resources.py": "_worker_resources.py",
-    "_async_approval_resources.py": "_approval_resources.py",
-    "_async_sender.py": "_sender.py",
-    "_async_client.py": "_client.py",
-    "_async_pagination.py": "_pagination.py",
-}
-"""Each async source, and the blocking module derived from it (both in :data:`PACKAGE`)."""
+SOURCES = (
+    "_async_approval_resources.py",
+    "_async_client.py",
+    "_async_pagination.py",
+    "_async_resources.py",
+    "_async_run_resources.py",
+    "_async_run_task_resources.py",
+    "_async_sender.py",
+    "_async_worker_resources.py",
+)
+"""The async sources in :data:`PACKAGE`; each one's blocking twin is its name derived
+(``_async_resources.py``: ``_resources.py``)."""
 
 RENAMES = {
     # The names that do not follow the two regular families.
@@ -77,6 +78,11 @@ def _name(word: str) -> str:
     if word.startswith("_async_"):
         return word.removeprefix("_async")
     return word
+
+
+def twin(source: str) -> str:
+    """The file name of a source's blocking twin (``_async_client.py``: ``_client.py``)."""
+    return _name(source.removesuffix(".py")) + ".py"
 
 
 def _prose(text: str) -> str:
@@ -129,9 +135,9 @@ def derived(project: Path) -> dict[Path, str]:
     """Every blocking module's text, from the async sources under ``project`` (the SDK's folder)."""
     package = project / PACKAGE
     return {
-        package / target: HEADER.format(source=source)
+        package / twin(source): HEADER.format(source=source)
         + derive((package / source).read_text(encoding="utf-8"), source)
-        for source, target in TWINS.items()
+        for source in SOURCES
     }
 
 

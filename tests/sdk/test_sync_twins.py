@@ -33,7 +33,7 @@ def _load() -> ModuleType:
 
 twins = _load()
 PACKAGE: Path = PROJECT / twins.PACKAGE
-DERIVED = sorted(PACKAGE / target for target in twins.TWINS.values())
+DERIVED = sorted(PACKAGE / twins.twin(source) for source in twins.SOURCES)
 
 
 def derive(source: str) -> str:
@@ -54,9 +54,24 @@ def test_every_derived_module_on_disk_is_what_its_async_source_derives() -> None
     )
 
 
+def test_a_twin_is_named_as_its_source_with_async_read_away() -> None:
+    assert twins.twin("_async_run_task_resources.py") == "_run_task_resources.py"
+    assert twins.twin("_async_sender.py") == "_sender.py"
+    assert [path.name for path in DERIVED] == [
+        "_approval_resources.py",
+        "_client.py",
+        "_pagination.py",
+        "_resources.py",
+        "_run_resources.py",
+        "_run_task_resources.py",
+        "_sender.py",
+        "_worker_resources.py",
+    ]
+
+
 def test_every_async_module_of_the_sdk_is_a_source_of_a_twin() -> None:
     sources = sorted(path.name for path in PACKAGE.glob("_async_*.py"))
-    assert sources == sorted(twins.TWINS)
+    assert sources == sorted(twins.SOURCES)
     assert len(DERIVED) == len(set(DERIVED)) == 8
 
 
@@ -74,15 +89,15 @@ def test_the_derived_modules_are_ignored_and_not_tracked_by_git() -> None:
         text=True,
     ).stdout.split()
     assert ignored == names
-    sources = [str(PACKAGE.relative_to(ROOT) / name) for name in sorted(twins.TWINS)]
+    sources = [str(PACKAGE.relative_to(ROOT) / name) for name in sorted(twins.SOURCES)]
     assert subprocess.run(
         ["git", "ls-files", "--", *sources], cwd=ROOT, capture_output=True, check=True, text=True
     ).stdout.split() == sorted(sources)
 
 
 def test_each_derived_module_says_where_it_comes_from() -> None:
-    for source, target in twins.TWINS.items():
-        head = (PACKAGE / target).read_text(encoding="utf-8").splitlines()[:2]
+    for source in twins.SOURCES:
+        head = (PACKAGE / twins.twin(source)).read_text(encoding="utf-8").splitlines()[:2]
         assert f"Derived from {source}" in head[0]
         assert "uv run python packages/sdk/sync_twins.py" in head[1]
 
@@ -232,10 +247,10 @@ def test_source_without_async_derives_unchanged_but_for_prose(source: str) -> No
 def test_write_writes_only_what_changed(tmp_path: Path) -> None:
     package = tmp_path / twins.PACKAGE
     package.mkdir(parents=True)
-    for source in twins.TWINS:
+    for source in twins.SOURCES:
         (package / source).write_text("async def f() -> None:\n    await g()\n")
     written = twins.write(tmp_path)
-    assert written == sorted(package / target for target in twins.TWINS.values())
+    assert written == sorted(package / twins.twin(source) for source in twins.SOURCES)
     client, sender = package / "_client.py", package / "_sender.py"
     text = client.read_text()
     assert text.endswith("def f() -> None:\n    g()\n")
