@@ -19,6 +19,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from workload_sdk import _approval_requests
+from workload_sdk._async_pagination import paged
 from workload_sdk._async_sender import AsyncSender
 from workload_sdk._base_client import Deadline, ExtraHeaders, RequestTimeout
 from workload_sdk.models import Approval, Draft, Page
@@ -50,14 +51,8 @@ class AsyncApprovals:
             timeout: The HTTP timeout of each page's request (None: the client's).
             extra_headers: Headers added to each page's request.
         """
-        return AsyncPager(
-            lambda cursor: self.list_page(
-                status=status,
-                limit=limit,
-                cursor=cursor,
-                timeout=timeout,
-                extra_headers=extra_headers,
-            )
+        return paged(
+            self.list_page, status=status, limit=limit, timeout=timeout, extra_headers=extra_headers
         )
 
     async def list_page(
@@ -191,11 +186,7 @@ class AsyncDrafts:
         extra_headers: ExtraHeaders = None,
     ) -> AsyncPager[Draft]:
         """Every draft, oldest first, fetched page by page as you iterate."""
-        return AsyncPager(
-            lambda cursor: self.list_page(
-                limit=limit, cursor=cursor, timeout=timeout, extra_headers=extra_headers
-            )
-        )
+        return paged(self.list_page, limit=limit, timeout=timeout, extra_headers=extra_headers)
 
     async def list_page(
         self,

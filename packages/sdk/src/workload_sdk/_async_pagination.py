@@ -7,14 +7,16 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import AsyncIterator
-from typing import TypeVar
+from functools import partial
+from typing import ParamSpec, TypeVar
 
-from workload_sdk._base_client import AsyncFetch
+from workload_sdk._base_client import AsyncFetch, AsyncPageMethod
 from workload_sdk.models import Page
 
-__all__ = ["AsyncPager"]
+__all__ = ["AsyncPager", "paged"]
 
 T = TypeVar("T")
+P = ParamSpec("P")
 
 
 class AsyncPager(AsyncIterator[T]):
@@ -60,3 +62,13 @@ class AsyncPager(AsyncIterator[T]):
     async def to_list(self) -> list[T]:
         """Every remaining item, in order (fetches every remaining page)."""
         return [item async for item in self]
+
+
+def paged(page: AsyncPageMethod[P, T], *args: P.args, **kwargs: P.kwargs) -> AsyncPager[T]:
+    """A pager over a resource's ``*_page`` method: each page is that method's answer at a cursor.
+
+    A listing (``runs.list`` …) is its page method called cursor after cursor with the listing's
+    own arguments; ``cursor`` is left out of them (the pager passes it).
+    """
+    fetch: AsyncPageMethod[..., T] = partial(page, *args, **kwargs)
+    return AsyncPager(lambda cursor: fetch(cursor=cursor))

@@ -26,6 +26,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from workload_sdk import _requests
+from workload_sdk._async_pagination import paged
 from workload_sdk._async_sender import AsyncSender
 from workload_sdk._base_client import ExtraHeaders, RequestTimeout
 from workload_sdk.models import AppliedVersion, Page, Version, VersionSummary, Workflow
@@ -123,11 +124,7 @@ class AsyncWorkflows:
             timeout: The HTTP timeout of each page's request (None: the client's).
             extra_headers: Headers added to each page's request.
         """
-        return AsyncPager(
-            lambda cursor: self.list_page(
-                limit=limit, cursor=cursor, timeout=timeout, extra_headers=extra_headers
-            )
-        )
+        return paged(self.list_page, limit=limit, timeout=timeout, extra_headers=extra_headers)
 
     async def list_page(
         self,
@@ -212,14 +209,8 @@ class AsyncVersions:
         extra_headers: ExtraHeaders = None,
     ) -> AsyncPager[VersionSummary]:
         """Every version of a workflow, by number, fetched page by page as you iterate."""
-        return AsyncPager(
-            lambda cursor: self.list_page(
-                workflow_id,
-                limit=limit,
-                cursor=cursor,
-                timeout=timeout,
-                extra_headers=extra_headers,
-            )
+        return paged(
+            self.list_page, workflow_id, limit=limit, timeout=timeout, extra_headers=extra_headers
         )
 
     async def list_page(

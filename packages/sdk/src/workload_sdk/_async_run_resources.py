@@ -20,6 +20,7 @@ from datetime import datetime
 from typing import Any
 
 from workload_sdk import _requests
+from workload_sdk._async_pagination import paged
 from workload_sdk._async_run_task_resources import AsyncRunTasks
 from workload_sdk._async_sender import AsyncSender
 from workload_sdk._base_client import Deadline, ExtraHeaders, RequestTimeout, run_output
@@ -102,18 +103,16 @@ class AsyncRuns(AsyncRunTasks):
             timeout: The HTTP timeout of each page's request (None: the client's).
             extra_headers: Headers added to each page's request.
         """
-        return AsyncPager(
-            lambda cursor: self.list_page(
-                workflow_id=workflow_id,
-                status=status,
-                order=order,
-                created_after=created_after,
-                created_before=created_before,
-                limit=limit,
-                cursor=cursor,
-                timeout=timeout,
-                extra_headers=extra_headers,
-            )
+        return paged(
+            self.list_page,
+            workflow_id=workflow_id,
+            status=status,
+            order=order,
+            created_after=created_after,
+            created_before=created_before,
+            limit=limit,
+            timeout=timeout,
+            extra_headers=extra_headers,
         )
 
     async def list_page(
@@ -218,10 +217,8 @@ class AsyncRuns(AsyncRunTasks):
         extra_headers: ExtraHeaders = None,
     ) -> AsyncPager[Event]:
         """A run's whole history, by sequence."""
-        return AsyncPager(
-            lambda cursor: self.events_page(
-                run_id, limit=limit, cursor=cursor, timeout=timeout, extra_headers=extra_headers
-            )
+        return paged(
+            self.events_page, run_id, limit=limit, timeout=timeout, extra_headers=extra_headers
         )
 
     async def events_page(

@@ -20,6 +20,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from workload_sdk import _requests, _worker_requests
+from workload_sdk._async_pagination import paged
 from workload_sdk._async_sender import AsyncSender
 from workload_sdk._base_client import ExtraHeaders, RequestTimeout
 from workload_sdk.models import (
@@ -175,11 +176,7 @@ class AsyncWorkers:
         extra_headers: ExtraHeaders = None,
     ) -> AsyncPager[WorkerInfo]:
         """Every worker seen, fetched page by page as you iterate."""
-        return AsyncPager(
-            lambda cursor: self.list_page(
-                limit=limit, cursor=cursor, timeout=timeout, extra_headers=extra_headers
-            )
-        )
+        return paged(self.list_page, limit=limit, timeout=timeout, extra_headers=extra_headers)
 
     async def list_page(
         self,

@@ -19,7 +19,7 @@ import random
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, TypeAlias, TypeVar
+from typing import Any, ParamSpec, TypeAlias, TypeVar
 
 import httpx
 import pydantic
@@ -45,11 +45,13 @@ from workload_sdk.models import Draft, Page, Run, RunStatus
 
 __all__ = [
     "AsyncFetch",
+    "AsyncPageMethod",
     "CallOptions",
     "ClientOptions",
     "Deadline",
     "ExtraHeaders",
     "Fetch",
+    "PageMethod",
     "RequestTimeout",
     "build_request",
     "check_http_client",
@@ -63,6 +65,7 @@ __all__ = [
 ]
 
 T = TypeVar("T")
+P = ParamSpec("P")
 
 _RETRY_STATUSES = frozenset({502, 503, 504})
 _FIRST_DELAY = 0.1
@@ -79,6 +82,10 @@ Fetch: TypeAlias = Callable[[str | None], Page[T]]
 """A listing's page at a cursor (None: the first page), as a pager fetches it."""
 AsyncFetch: TypeAlias = Callable[[str | None], Awaitable[Page[T]]]
 """The twin of :data:`Fetch`, awaited (ADR 0035: the one difference the rewrite cannot make)."""
+PageMethod: TypeAlias = Callable[P, Page[T]]
+"""A resource's ``*_page`` method (it takes ``cursor=``), as ``paged`` calls it (ADR 0035)."""
+AsyncPageMethod: TypeAlias = Callable[P, Awaitable[Page[T]]]
+"""The twin of :data:`PageMethod`, awaited."""
 
 
 @dataclass(frozen=True, slots=True)
