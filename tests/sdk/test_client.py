@@ -644,6 +644,19 @@ def test_list_follows_cursors_across_three_pages() -> None:
     assert all(r.url.params["limit"] == "2" for r in api.requests)
 
 
+def test_to_list_takes_every_remaining_item_as_the_async_pager_does() -> None:
+    api = FakeApi(pages_of_runs(3))
+    with Client(base_url=BASE, transport=api.transport) as client:
+        pager = client.runs.list(limit=2)
+        first = next(pager)
+        rest = pager.to_list()
+        assert pager.to_list() == []  # one pass: nothing remains
+    assert [first.run_id, *(r.run_id for r in rest)] == [
+        f"run-{p}-{n}" for p in range(3) for n in range(2)
+    ]
+    assert [r.url.params.get("cursor") for r in api.requests] == [None, "c1", "c2"]
+
+
 def test_one_page_at_a_time() -> None:
     api = FakeApi(pages_of_runs(3))
     with Client(base_url=BASE, transport=api.transport) as client:

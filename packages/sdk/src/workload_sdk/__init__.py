@@ -15,6 +15,7 @@ The SDK imports no server package: its models are its own (httpx + pydantic only
 
 from workload_sdk._approval_resources import Approvals, Drafts
 from workload_sdk._async_approval_resources import AsyncApprovals, AsyncDrafts
+from workload_sdk._async_client import AsyncClient
 from workload_sdk._async_resources import AsyncVersions, AsyncWorkflows
 from workload_sdk._async_run_resources import AsyncRuns
 from workload_sdk._async_worker_resources import (
@@ -23,7 +24,7 @@ from workload_sdk._async_worker_resources import (
     AsyncQueues,
     AsyncWorkers,
 )
-from workload_sdk._client import AsyncClient, Client
+from workload_sdk._client import Client
 from workload_sdk._requests import new_idempotency_key
 from workload_sdk._resources import Versions, Workflows
 from workload_sdk._run_resources import Runs

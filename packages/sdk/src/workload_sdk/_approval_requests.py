@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from workload_sdk._requests import _PREFIX, ApiRequest, _page_params, _segment, _write
+from workload_sdk._requests import _PREFIX, ApiRequest, _listing, _segment, _write
 from workload_sdk.models import Approval, Draft, Page
 
 __all__ = [
@@ -36,10 +36,9 @@ def list_approvals(
     status: str | None, limit: int | None, cursor: str | None
 ) -> ApiRequest[Page[Approval]]:
     """``GET /approvals?status=``: one page of approvals, optionally of one status."""
-    params = _page_params(limit, cursor)
-    if status is not None:
-        params["status"] = status
-    return ApiRequest("GET", f"{_PREFIX}/approvals", Page[Approval].model_validate, params=params)
+    return _listing(
+        f"{_PREFIX}/approvals", Page[Approval].model_validate, limit, cursor, status=status
+    )
 
 
 def get_approval(approval_id: str) -> ApiRequest[Approval]:
@@ -81,9 +80,7 @@ def create_draft(
 
 def list_drafts(limit: int | None, cursor: str | None) -> ApiRequest[Page[Draft]]:
     """``GET /drafts``: one page of drafts."""
-    return ApiRequest(
-        "GET", f"{_PREFIX}/drafts", Page[Draft].model_validate, params=_page_params(limit, cursor)
-    )
+    return _listing(f"{_PREFIX}/drafts", Page[Draft].model_validate, limit, cursor)
 
 
 def get_draft(draft_id: str) -> ApiRequest[Draft]:

@@ -1,11 +1,17 @@
-"""The async client's approvals and drafts: the twins of :mod:`workload_sdk._approval_resources`.
+"""Both clients' human-in-the-loop endpoints (SPEC §11): ``client.approvals``, ``.drafts``.
 
-Arguments, results and errors are those of the sync twin, whose docstrings say them in full
-(``timeout=`` and ``extra_headers=`` included); a test compares every signature of the pair.
+Both are places where a model proposes and a person decides, and in both the decision names
+what the person saw: an approval's ``arguments_digest``, a draft's ``definition_hash``. If the
+server's copy differs, nothing happens (:class:`~workload_sdk.ApprovalChanged`,
+:class:`~workload_sdk.DraftChanged`). Decisions are writes: each is sent once with an
+``Idempotency-Key`` (generated when not given), as every write of the SDK. Every method also
+takes ``timeout=`` and ``extra_headers=`` (see
+:mod:`workload_sdk._async_resources`); ``drafts.wait``
+keeps ``timeout=`` for the deadline of the whole wait.
 """
 
-# ruff: noqa: ASYNC109 - ``timeout=`` is each call's HTTP timeout (or a wait's deadline), as in
-# the sync twins (SPEC §8): the same surface, not a cancellation scope.
+# ruff: noqa: ASYNC109 - ``timeout=`` is each call's HTTP timeout (or a wait's deadline), in both
+# clients (SPEC §8): the same surface, not a cancellation scope.
 from __future__ import annotations
 
 import asyncio
@@ -13,8 +19,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from workload_sdk import _approval_requests
+from workload_sdk._async_pagination import paged
+from workload_sdk._async_sender import AsyncSender
 from workload_sdk._base_client import Deadline, ExtraHeaders, RequestTimeout
-from workload_sdk._sender import AsyncSender
 from workload_sdk.models import Approval, Draft, Page
 from workload_sdk.pagination import AsyncPager
 
@@ -44,14 +51,8 @@ class AsyncApprovals:
             timeout: The HTTP timeout of each page's request (None: the client's).
             extra_headers: Headers added to each page's request.
         """
-        return AsyncPager(
-            lambda cursor: self.list_page(
-                status=status,
-                limit=limit,
-                cursor=cursor,
-                timeout=timeout,
-                extra_headers=extra_headers,
-            )
+        return paged(
+            self.list_page, status=status, limit=limit, timeout=timeout, extra_headers=extra_headers
         )
 
     async def list_page(
@@ -185,11 +186,7 @@ class AsyncDrafts:
         extra_headers: ExtraHeaders = None,
     ) -> AsyncPager[Draft]:
         """Every draft, oldest first, fetched page by page as you iterate."""
-        return AsyncPager(
-            lambda cursor: self.list_page(
-                limit=limit, cursor=cursor, timeout=timeout, extra_headers=extra_headers
-            )
-        )
+        return paged(self.list_page, limit=limit, timeout=timeout, extra_headers=extra_headers)
 
     async def list_page(
         self,

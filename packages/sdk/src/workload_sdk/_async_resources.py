@@ -1,10 +1,24 @@
-"""The async client's workflow endpoints: the twins of :mod:`workload_sdk._resources`, awaited.
+"""The workflow endpoints of both clients: ``client.workflows`` and ``client.versions``.
 
-Arguments, results and errors are those of the sync twin, whose docstrings say them in full
-(``timeout=`` and ``extra_headers=`` included); a test compares every signature of the pair.
+Every public method of every resource also takes two per-call options (one
+:class:`~workload_sdk._base_client.CallOptions`): ``timeout=``, seconds or an
+:class:`httpx.Timeout` for each HTTP request of the call (None keeps the client's), and
+``extra_headers=``, headers added to each request of the call (a listing's every page, a retried
+read's every try). The waits (``runs.wait``, ``runs.result``, ``runs.stream_events``) keep
+``timeout=`` for the deadline of the whole wait.
+
+``create`` is a POST write: it takes an ``idempotency_key``. When it is not given a fresh one (a
+random UUID) is generated, and the write is sent exactly once: the SDK never retries a POST by
+itself. If a write fails without an answer (:class:`~workload_sdk.APIConnectionError`) it may or
+may not have been applied; retry it with the key the exception carries (``exc.idempotency_key``)
+and the server answers the original outcome instead of writing twice (the resource as it was when
+first written: a replayed cancel shows the run at that time).
+
+``workflows.apply`` is a ``PUT``, idempotent by content: it sends an ``Idempotency-Key`` only
+when given one, and the SDK retries it after a transient failure as it retries reads.
 """
 
-# ruff: noqa: ASYNC109 - ``timeout=`` is each call's HTTP timeout, as in the sync twins (SPEC §8):
+# ruff: noqa: ASYNC109 - ``timeout=`` is each call's HTTP timeout, in both clients (SPEC §8):
 # the same surface, not a cancellation scope.
 from __future__ import annotations
 
@@ -12,8 +26,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from workload_sdk import _requests
+from workload_sdk._async_pagination import paged
+from workload_sdk._async_sender import AsyncSender
 from workload_sdk._base_client import ExtraHeaders, RequestTimeout
-from workload_sdk._sender import AsyncSender
 from workload_sdk.models import AppliedVersion, Page, Version, VersionSummary, Workflow
 from workload_sdk.pagination import AsyncPager
 
@@ -109,11 +124,7 @@ class AsyncWorkflows:
             timeout: The HTTP timeout of each page's request (None: the client's).
             extra_headers: Headers added to each page's request.
         """
-        return AsyncPager(
-            lambda cursor: self.list_page(
-                limit=limit, cursor=cursor, timeout=timeout, extra_headers=extra_headers
-            )
-        )
+        return paged(self.list_page, limit=limit, timeout=timeout, extra_headers=extra_headers)
 
     async def list_page(
         self,
@@ -198,14 +209,8 @@ class AsyncVersions:
         extra_headers: ExtraHeaders = None,
     ) -> AsyncPager[VersionSummary]:
         """Every version of a workflow, by number, fetched page by page as you iterate."""
-        return AsyncPager(
-            lambda cursor: self.list_page(
-                workflow_id,
-                limit=limit,
-                cursor=cursor,
-                timeout=timeout,
-                extra_headers=extra_headers,
-            )
+        return paged(
+            self.list_page, workflow_id, limit=limit, timeout=timeout, extra_headers=extra_headers
         )
 
     async def list_page(

@@ -1,11 +1,17 @@
-"""The async client's run endpoints: the twins of :mod:`workload_sdk._run_resources`, awaited.
+"""Both clients' run endpoints: ``client.runs`` (start, inspect, follow, cancel, result).
 
-Arguments, results and errors are those of the sync twin, whose docstrings say them in full
-(``timeout=`` and ``extra_headers=`` included); a test compares every signature of the pair.
+Every method also takes ``timeout=`` and ``extra_headers=`` (see
+:mod:`workload_sdk._async_resources`); the waits (``wait``, ``result``, ``stream_events``) keep
+``timeout=`` for the deadline of the whole wait, and send ``extra_headers`` with each of their
+requests.
+
+``start`` and ``cancel`` are writes: each is sent once, with an ``Idempotency-Key`` (generated
+when not given). Retry one that got no answer with the key its exception carries
+(``exc.idempotency_key``).
 """
 
-# ruff: noqa: ASYNC109 - ``timeout=`` is each call's HTTP timeout (or a wait's deadline), as in
-# the sync twins (SPEC §8): the same surface, not a cancellation scope.
+# ruff: noqa: ASYNC109 - ``timeout=`` is each call's HTTP timeout (or a wait's deadline), in both
+# clients (SPEC §8): the same surface, not a cancellation scope.
 from __future__ import annotations
 
 import asyncio
@@ -14,9 +20,10 @@ from datetime import datetime
 from typing import Any
 
 from workload_sdk import _requests
+from workload_sdk._async_pagination import paged
 from workload_sdk._async_run_task_resources import AsyncRunTasks
+from workload_sdk._async_sender import AsyncSender
 from workload_sdk._base_client import Deadline, ExtraHeaders, RequestTimeout, run_output
-from workload_sdk._sender import AsyncSender
 from workload_sdk._streams import END, EventFollower, SseDecoder, resumable
 from workload_sdk.models import Event, Page, Run, RunStatus
 from workload_sdk.pagination import AsyncPager
@@ -96,18 +103,16 @@ class AsyncRuns(AsyncRunTasks):
             timeout: The HTTP timeout of each page's request (None: the client's).
             extra_headers: Headers added to each page's request.
         """
-        return AsyncPager(
-            lambda cursor: self.list_page(
-                workflow_id=workflow_id,
-                status=status,
-                order=order,
-                created_after=created_after,
-                created_before=created_before,
-                limit=limit,
-                cursor=cursor,
-                timeout=timeout,
-                extra_headers=extra_headers,
-            )
+        return paged(
+            self.list_page,
+            workflow_id=workflow_id,
+            status=status,
+            order=order,
+            created_after=created_after,
+            created_before=created_before,
+            limit=limit,
+            timeout=timeout,
+            extra_headers=extra_headers,
         )
 
     async def list_page(
@@ -212,10 +217,8 @@ class AsyncRuns(AsyncRunTasks):
         extra_headers: ExtraHeaders = None,
     ) -> AsyncPager[Event]:
         """A run's whole history, by sequence."""
-        return AsyncPager(
-            lambda cursor: self.events_page(
-                run_id, limit=limit, cursor=cursor, timeout=timeout, extra_headers=extra_headers
-            )
+        return paged(
+            self.events_page, run_id, limit=limit, timeout=timeout, extra_headers=extra_headers
         )
 
     async def events_page(

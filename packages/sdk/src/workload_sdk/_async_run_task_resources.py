@@ -1,15 +1,16 @@
-"""The async client's reads of a run's tasks, attempts and steps, awaited.
+"""Both clients' reads of a run's tasks: ``client.runs.tasks``, ``attempts``, ``steps``.
 
-The twins of :mod:`workload_sdk._run_task_resources`; a part of
-:class:`~workload_sdk._async_run_resources.AsyncRuns`.
+A part of :class:`~workload_sdk._async_run_resources.AsyncRuns` (kept apart to keep each module
+small); every method takes ``timeout=`` and ``extra_headers=`` as the others do.
 """
 
-# ruff: noqa: ASYNC109 - ``timeout=`` is each call's HTTP timeout, as in the sync twins.
+# ruff: noqa: ASYNC109 - ``timeout=`` is each call's HTTP timeout, in both clients.
 from __future__ import annotations
 
 from workload_sdk import _requests
+from workload_sdk._async_pagination import paged
+from workload_sdk._async_sender import AsyncSender
 from workload_sdk._base_client import ExtraHeaders, RequestTimeout
-from workload_sdk._sender import AsyncSender
 from workload_sdk.models import Attempt, Page, Step, TaskRun
 from workload_sdk.pagination import AsyncPager
 
@@ -30,10 +31,8 @@ class AsyncRunTasks:
         extra_headers: ExtraHeaders = None,
     ) -> AsyncPager[TaskRun]:
         """Every task of a run, in definition order."""
-        return AsyncPager(
-            lambda cursor: self.tasks_page(
-                run_id, limit=limit, cursor=cursor, timeout=timeout, extra_headers=extra_headers
-            )
+        return paged(
+            self.tasks_page, run_id, limit=limit, timeout=timeout, extra_headers=extra_headers
         )
 
     async def tasks_page(
@@ -75,15 +74,13 @@ class AsyncRunTasks:
         extra_headers: ExtraHeaders = None,
     ) -> AsyncPager[Attempt]:
         """Every attempt at one task, by number."""
-        return AsyncPager(
-            lambda cursor: self.attempts_page(
-                run_id,
-                task_key,
-                limit=limit,
-                cursor=cursor,
-                timeout=timeout,
-                extra_headers=extra_headers,
-            )
+        return paged(
+            self.attempts_page,
+            run_id,
+            task_key,
+            limit=limit,
+            timeout=timeout,
+            extra_headers=extra_headers,
         )
 
     async def attempts_page(
@@ -114,15 +111,13 @@ class AsyncRunTasks:
         Raises:
             NotFound: ``run_not_found`` or ``task_not_found`` (when the first page is read).
         """
-        return AsyncPager(
-            lambda cursor: self.steps_page(
-                run_id,
-                task_key,
-                limit=limit,
-                cursor=cursor,
-                timeout=timeout,
-                extra_headers=extra_headers,
-            )
+        return paged(
+            self.steps_page,
+            run_id,
+            task_key,
+            limit=limit,
+            timeout=timeout,
+            extra_headers=extra_headers,
         )
 
     async def steps_page(

@@ -1,10 +1,18 @@
-"""The async client's worker endpoints: the twins of :mod:`workload_sdk._worker_resources`.
+"""Both clients' worker endpoints (SPEC §10): ``client.attempts``, ``.workers``, ``.queues``.
 
-Arguments, results and errors are those of the sync twin, whose docstrings say them in full
-(``timeout=`` and ``extra_headers=`` included); a test compares every signature of the pair.
+``client.attempts`` is the worker protocol, for a token of role ``worker``: claim attempts, renew
+their leases, report their outcome. These calls are POSTs fenced by the lease instead of an
+``Idempotency-Key``, and the SDK never repeats them by itself: a claim that got no answer may
+have handed out attempts (their leases run out and they are retried), while a report may be
+repeated by its caller with the same token and body (the server answers the same 200 again).
+``workload_worker`` runs this protocol for you; use these methods to write your own loop.
+
+``client.workers`` and ``client.queues`` are what an operator watches (viewer reads). Every
+method also takes ``timeout=`` and ``extra_headers=`` (see :mod:`workload_sdk._async_resources`); a
+claim's read timeout stays at least its ``wait_seconds`` plus a margin, whatever ``timeout``.
 """
 
-# ruff: noqa: ASYNC109 - ``timeout=`` is each call's HTTP timeout, as in the sync twins (SPEC §8):
+# ruff: noqa: ASYNC109 - ``timeout=`` is each call's HTTP timeout, in both clients (SPEC §8):
 # the same surface, not a cancellation scope.
 from __future__ import annotations
 
@@ -12,8 +20,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from workload_sdk import _requests, _worker_requests
+from workload_sdk._async_pagination import paged
+from workload_sdk._async_sender import AsyncSender
 from workload_sdk._base_client import ExtraHeaders, RequestTimeout
-from workload_sdk._sender import AsyncSender
 from workload_sdk.models import (
     Attempt,
     ClaimedAttempt,
@@ -167,11 +176,7 @@ class AsyncWorkers:
         extra_headers: ExtraHeaders = None,
     ) -> AsyncPager[WorkerInfo]:
         """Every worker seen, fetched page by page as you iterate."""
-        return AsyncPager(
-            lambda cursor: self.list_page(
-                limit=limit, cursor=cursor, timeout=timeout, extra_headers=extra_headers
-            )
-        )
+        return paged(self.list_page, limit=limit, timeout=timeout, extra_headers=extra_headers)
 
     async def list_page(
         self,

@@ -17,9 +17,9 @@ import math
 import os
 import random
 import time
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, TypeAlias, TypeVar
+from typing import Any, ParamSpec, TypeAlias, TypeVar
 
 import httpx
 import pydantic
@@ -41,15 +41,21 @@ from workload_sdk.errors import (
     WaitTimeout,
     from_response,
 )
-from workload_sdk.models import Draft, Run, RunStatus
+from workload_sdk.models import Draft, Page, Run, RunStatus
 
 __all__ = [
+    "AsyncFetch",
+    "AsyncPageMethod",
     "CallOptions",
     "ClientOptions",
     "Deadline",
     "ExtraHeaders",
+    "Fetch",
+    "PageMethod",
     "RequestTimeout",
     "build_request",
+    "check_http_client",
+    "limits",
     "parse_response",
     "retry_delay",
     "retryable_exception",
@@ -59,6 +65,7 @@ __all__ = [
 ]
 
 T = TypeVar("T")
+P = ParamSpec("P")
 
 _RETRY_STATUSES = frozenset({502, 503, 504})
 _FIRST_DELAY = 0.1
@@ -71,6 +78,14 @@ RequestTimeout: TypeAlias = float | httpx.Timeout | None
 None (the default) keeps the client's. ``httpx.Timeout(None)`` waits without limit."""
 ExtraHeaders: TypeAlias = Mapping[str, str] | None
 """A call's ``extra_headers=``: headers added to each HTTP request of the call."""
+Fetch: TypeAlias = Callable[[str | None], Page[T]]
+"""A listing's page at a cursor (None: the first page), as a pager fetches it."""
+AsyncFetch: TypeAlias = Callable[[str | None], Awaitable[Page[T]]]
+"""The twin of :data:`Fetch`, awaited (ADR 0035: the one difference the rewrite cannot make)."""
+PageMethod: TypeAlias = Callable[P, Page[T]]
+"""A resource's ``*_page`` method (it takes ``cursor=``), as ``paged`` calls it (ADR 0035)."""
+AsyncPageMethod: TypeAlias = Callable[P, Awaitable[Page[T]]]
+"""The twin of :data:`PageMethod`, awaited."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -315,3 +330,38 @@ def run_output(run: Run) -> dict[str, Any]:
 def _counts(run: Run) -> str:
     counts = ", ".join(f"{n} {status}" for status, n in run.task_counts.items() if n)
     return f"tasks: {counts}" if counts else "no tasks"
+
+
+def check_http_client(
+    http_client: object,
+    expected: type[httpx.Client] | type[httpx.AsyncClient],
+    transport: object,
+    max_connections: int | None,
+) -> None:
+    """Refuse an ``http_client`` of the other kind, or one given with options it cannot take.
+
+    Raises:
+        TypeError: ``http_client`` is not an instance of ``expected``.
+        ValueError: ``transport`` or ``max_connections`` given too.
+    """
+    if http_client is None:
+        return
+    if not isinstance(http_client, expected):
+        raise TypeError(
+            f"http_client must be an {expected.__module__}.{expected.__name__}, "
+            f"not {type(http_client).__name__}"
+        )
+    if transport is not None or max_connections is not None:
+        raise ValueError(
+            "transport and max_connections configure the client the SDK makes; "
+            "with http_client=, configure your own"
+        )
+
+
+def limits(max_connections: int | None) -> httpx.Limits:
+    """The connection pool's limits: httpx's defaults, or ``max_connections`` all kept alive."""
+    if max_connections is None:
+        return httpx.Limits(max_connections=100, max_keepalive_connections=20)
+    if max_connections < 1:
+        raise ValueError("max_connections must be at least 1")
+    return httpx.Limits(max_connections=max_connections, max_keepalive_connections=max_connections)

@@ -133,13 +133,17 @@ def _segment(value: str | int) -> str:
     return quote(str(value), safe="")
 
 
-def _page_params(limit: int | None, cursor: str | None) -> dict[str, str | int]:
-    params: dict[str, str | int] = {}
-    if limit is not None:
-        params["limit"] = limit
-    if cursor is not None:
-        params["cursor"] = cursor
-    return params
+def _listing(
+    path: str,
+    parse: Callable[[Any], Page[T]],
+    limit: int | None,
+    cursor: str | None,
+    **filters: str | int | None,
+) -> ApiRequest[Page[T]]:
+    """``GET`` one page of a listing: ``limit``, ``cursor`` and the filters given, as the query."""
+    params = {"limit": limit, "cursor": cursor, **filters}
+    query = {name: value for name, value in params.items() if value is not None}
+    return ApiRequest("GET", path, parse, params=query)
 
 
 def _workflow(workflow_id: str) -> str:
@@ -199,12 +203,7 @@ def apply_workflow(
 
 def list_workflows(limit: int | None, cursor: str | None) -> ApiRequest[Page[Workflow]]:
     """``GET /workflows``: one page of workflows."""
-    return ApiRequest(
-        "GET",
-        f"{_PREFIX}/workflows",
-        Page[Workflow].model_validate,
-        params=_page_params(limit, cursor),
-    )
+    return _listing(f"{_PREFIX}/workflows", Page[Workflow].model_validate, limit, cursor)
 
 
 def get_workflow(workflow_id: str) -> ApiRequest[Workflow]:
@@ -228,11 +227,8 @@ def list_versions(
     workflow_id: str, limit: int | None, cursor: str | None
 ) -> ApiRequest[Page[VersionSummary]]:
     """``GET /workflows/{workflow_id}/versions``: one page of version summaries."""
-    return ApiRequest(
-        "GET",
-        f"{_workflow(workflow_id)}/versions",
-        Page[VersionSummary].model_validate,
-        params=_page_params(limit, cursor),
+    return _listing(
+        f"{_workflow(workflow_id)}/versions", Page[VersionSummary].model_validate, limit, cursor
     )
 
 
@@ -289,17 +285,17 @@ def list_runs(
     Raises:
         ValueError: a creation bound is a naive datetime (a time needs its offset).
     """
-    params = _page_params(limit, cursor)
-    if workflow_id is not None:
-        params["workflow_id"] = workflow_id
-    if status is not None:
-        params["status"] = str(status)
-    if order is not None:
-        params["order"] = str(order)
-    for name, bound in (("created_after", created_after), ("created_before", created_before)):
-        if bound is not None:
-            params[name] = _rfc3339(name, bound)
-    return ApiRequest("GET", f"{_PREFIX}/runs", Page[Run].model_validate, params=params)
+    bounds = {"created_after": created_after, "created_before": created_before}
+    return _listing(
+        f"{_PREFIX}/runs",
+        Page[Run].model_validate,
+        limit,
+        cursor,
+        workflow_id=workflow_id,
+        status=None if status is None else str(status),
+        order=None if order is None else str(order),
+        **{name: None if b is None else _rfc3339(name, b) for name, b in bounds.items()},
+    )
 
 
 def _rfc3339(name: str, value: datetime | str) -> str:
@@ -333,12 +329,7 @@ def cancel_run(
 
 def list_tasks(run_id: str, limit: int | None, cursor: str | None) -> ApiRequest[Page[TaskRun]]:
     """``GET /runs/{run_id}/tasks``: one page of task runs, in definition order."""
-    return ApiRequest(
-        "GET",
-        f"{_run(run_id)}/tasks",
-        Page[TaskRun].model_validate,
-        params=_page_params(limit, cursor),
-    )
+    return _listing(f"{_run(run_id)}/tasks", Page[TaskRun].model_validate, limit, cursor)
 
 
 def get_task(run_id: str, task_key: str) -> ApiRequest[TaskRun]:
@@ -350,11 +341,8 @@ def list_attempts(
     run_id: str, task_key: str, limit: int | None, cursor: str | None
 ) -> ApiRequest[Page[Attempt]]:
     """``GET /runs/{run_id}/tasks/{task_key}/attempts``: one page of attempts."""
-    return ApiRequest(
-        "GET",
-        f"{_task(run_id, task_key)}/attempts",
-        Page[Attempt].model_validate,
-        params=_page_params(limit, cursor),
+    return _listing(
+        f"{_task(run_id, task_key)}/attempts", Page[Attempt].model_validate, limit, cursor
     )
 
 
@@ -362,22 +350,12 @@ def list_steps(
     run_id: str, task_key: str, limit: int | None, cursor: str | None
 ) -> ApiRequest[Page[Step]]:
     """``GET /runs/{run_id}/tasks/{task_key}/steps``: one page of an agent task's journal."""
-    return ApiRequest(
-        "GET",
-        f"{_task(run_id, task_key)}/steps",
-        Page[Step].model_validate,
-        params=_page_params(limit, cursor),
-    )
+    return _listing(f"{_task(run_id, task_key)}/steps", Page[Step].model_validate, limit, cursor)
 
 
 def list_events(run_id: str, limit: int | None, cursor: str | None) -> ApiRequest[Page[Event]]:
     """``GET /runs/{run_id}/events``: one page of a run's history, by sequence."""
-    return ApiRequest(
-        "GET",
-        f"{_run(run_id)}/events",
-        Page[Event].model_validate,
-        params=_page_params(limit, cursor),
-    )
+    return _listing(f"{_run(run_id)}/events", Page[Event].model_validate, limit, cursor)
 
 
 STREAM_READ_TIMEOUT = 45.0

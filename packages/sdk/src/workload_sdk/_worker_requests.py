@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from workload_sdk._requests import _PREFIX, ApiRequest, _page_params, _segment
+from workload_sdk._requests import _PREFIX, ApiRequest, _listing, _segment
 from workload_sdk.models import Attempt, ClaimedAttempt, Lease, Page, QueueStats, WorkerInfo
 from workload_sdk.models._workers import Claim, QueueList
 
@@ -102,12 +102,7 @@ def fail_attempt(
 
 def list_workers(limit: int | None, cursor: str | None) -> ApiRequest[Page[WorkerInfo]]:
     """``GET /workers``: one page of the workers the server has seen."""
-    return ApiRequest(
-        "GET",
-        f"{_PREFIX}/workers",
-        Page[WorkerInfo].model_validate,
-        params=_page_params(limit, cursor),
-    )
+    return _listing(f"{_PREFIX}/workers", Page[WorkerInfo].model_validate, limit, cursor)
 
 
 def _queues(data: Any) -> list[QueueStats]:
