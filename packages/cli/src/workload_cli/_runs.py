@@ -12,12 +12,9 @@ from workload_cli._exit import CLIENT_CODES, WATCHED_RUN, ExitCode, exit_codes_h
 from workload_cli._inputs import check_idempotency_key, run_input
 from workload_cli._options import (
     IdempotencyKeyOption,
-    OutputOption,
     RunArgument,
-    TokenOption,
-    UrlOption,
 )
-from workload_cli._session import Session, UsageError, session
+from workload_cli._session import Session, UsageError, client_command
 from workload_cli._since import since as parse_since
 from workload_cli._views import (
     ATTEMPT_COLUMNS,
@@ -72,8 +69,9 @@ _START_HELP = exit_codes_help(
 
 
 @runs_app.command("start", epilog=_START_HELP)
+@client_command
 def start(
-    ctx: typer.Context,
+    s: Session,
     workflow_id: Annotated[str, typer.Argument(help="The workflow to run.", show_default=False)],
     *,
     version: Annotated[
@@ -93,20 +91,16 @@ def start(
     timeout: TimeoutOption = None,
     interval: IntervalOption = DEFAULT_INTERVAL,
     quiet: QuietOption = False,
-    url: UrlOption = None,
-    token: TokenOption = None,
-    output: OutputOption = None,
 ) -> None:
     """Start a run of a workflow version; print it (or, with --wait, follow it to the end).
 
     With --wait the run is shown live, then its output (the outputs of its sink tasks, as JSON)
     once it has succeeded; --output json prints the final run, output included.
     """
-    with session(ctx, output, url=url, token=token) as s:
-        data = run_input(input_)
-        key = check_idempotency_key(idempotency_key)
-        run = s.client.runs.start(workflow_id, data, version=version, idempotency_key=key)
-        _started(s, run, wait=wait, timeout=timeout, interval=interval, quiet=quiet)
+    data = run_input(input_)
+    key = check_idempotency_key(idempotency_key)
+    run = s.client.runs.start(workflow_id, data, version=version, idempotency_key=key)
+    _started(s, run, wait=wait, timeout=timeout, interval=interval, quiet=quiet)
 
 
 def _started(
@@ -127,8 +121,9 @@ def _started(
 
 
 @runs_app.command("rerun", epilog=_START_HELP)
+@client_command
 def rerun(
-    ctx: typer.Context,
+    s: Session,
     run_id: RunArgument,
     *,
     latest: Annotated[
@@ -142,32 +137,29 @@ def rerun(
     timeout: TimeoutOption = None,
     interval: IntervalOption = DEFAULT_INTERVAL,
     quiet: QuietOption = False,
-    url: UrlOption = None,
-    token: TokenOption = None,
-    output: OutputOption = None,
 ) -> None:
     """Start a new run of a run's workflow version, with the same input; print it as start does.
 
     With --latest the new run is of the workflow's latest version instead. The run it repeats
     is left as it is.
     """
-    with session(ctx, output, url=url, token=token) as s:
-        key = check_idempotency_key(idempotency_key)
-        before = s.client.runs.get(run_id)
-        run = s.client.runs.start(
-            before.workflow_id,
-            before.input,
-            version=None if latest else before.version,
-            idempotency_key=key,
-        )
-        if not quiet:
-            s.out.say(f"rerunning {before.run_id} (version {run.version})")
-        _started(s, run, wait=wait, timeout=timeout, interval=interval, quiet=quiet)
+    key = check_idempotency_key(idempotency_key)
+    before = s.client.runs.get(run_id)
+    run = s.client.runs.start(
+        before.workflow_id,
+        before.input,
+        version=None if latest else before.version,
+        idempotency_key=key,
+    )
+    if not quiet:
+        s.out.say(f"rerunning {before.run_id} (version {run.version})")
+    _started(s, run, wait=wait, timeout=timeout, interval=interval, quiet=quiet)
 
 
 @runs_app.command("list")
+@client_command
 def list_runs(
-    ctx: typer.Context,
+    s: Session,
     *,
     workflow: Annotated[
         str | None, typer.Option(help="Only this workflow's runs.", show_default=False)
@@ -197,47 +189,37 @@ def list_runs(
     all_: Annotated[
         bool, typer.Option("--all", help="Show every run (page through them all).")
     ] = False,
-    url: UrlOption = None,
-    token: TokenOption = None,
-    output: OutputOption = None,
 ) -> None:
     """List runs, newest first (the latest 20 unless --limit or --all says otherwise)."""
-    with session(ctx, output, url=url, token=token) as s:
-        if all_ and limit is not None:
-            raise UsageError("--all and --limit cannot be used together")
-        shown = None if all_ else (limit or DEFAULT_LIST_LIMIT)
-        pager = s.client.runs.list(
-            workflow_id=workflow,
-            status=status,
-            order=order.value,
-            created_after=None if since is None else parse_since(since),
-            limit=min(shown or _PAGE, _PAGE),
-        )
-        s.out.listing(itertools.islice(pager, shown), RUN_COLUMNS)
+    if all_ and limit is not None:
+        raise UsageError("--all and --limit cannot be used together")
+    shown = None if all_ else (limit or DEFAULT_LIST_LIMIT)
+    pager = s.client.runs.list(
+        workflow_id=workflow,
+        status=status,
+        order=order.value,
+        created_after=None if since is None else parse_since(since),
+        limit=min(shown or _PAGE, _PAGE),
+    )
+    s.out.listing(itertools.islice(pager, shown), RUN_COLUMNS)
 
 
 @runs_app.command("show")
-def show(
-    ctx: typer.Context,
-    run_id: RunArgument,
-    *,
-    url: UrlOption = None,
-    token: TokenOption = None,
-    output: OutputOption = None,
-) -> None:
+@client_command
+def show(s: Session, run_id: RunArgument) -> None:
     """Show a run: status, revision, input, timestamps, task counts, agent usage and output.
 
     The output is the run's result once it has succeeded: the outputs of its sink tasks, as
     JSON (null before). In a table, usage shows its non-zero counts only (no row for a run
     without agents).
     """
-    with session(ctx, output, url=url, token=token) as s:
-        s.out.resource(s.client.runs.get(run_id))
+    s.out.resource(s.client.runs.get(run_id))
 
 
 @runs_app.command("cancel")
+@client_command
 def cancel(
-    ctx: typer.Context,
+    s: Session,
     run_id: RunArgument,
     *,
     if_revision: Annotated[
@@ -250,70 +232,49 @@ def cancel(
         ),
     ] = None,
     idempotency_key: IdempotencyKeyOption = None,
-    url: UrlOption = None,
-    token: TokenOption = None,
-    output: OutputOption = None,
 ) -> None:
     """Request cancellation of a run; print the run (a pending run is canceled at once)."""
-    with session(ctx, output, url=url, token=token) as s:
-        key = check_idempotency_key(idempotency_key)
-        run = s.client.runs.cancel(run_id, if_revision=if_revision, idempotency_key=key)
-        s.out.resource(run)
-        s.out.say(f"cancel requested for run {run.run_id} (now {run.status.value})")
+    key = check_idempotency_key(idempotency_key)
+    run = s.client.runs.cancel(run_id, if_revision=if_revision, idempotency_key=key)
+    s.out.resource(run)
+    s.out.say(f"cancel requested for run {run.run_id} (now {run.status.value})")
 
 
 @runs_app.command("watch", epilog=_WATCH_HELP)
+@client_command
 def watch(
-    ctx: typer.Context,
+    s: Session,
     run_id: RunArgument,
     *,
     timeout: TimeoutOption = None,
     interval: IntervalOption = DEFAULT_INTERVAL,
-    url: UrlOption = None,
-    token: TokenOption = None,
-    output: OutputOption = None,
 ) -> None:
     """Show a run's tasks live until the run finishes; the exit code says how it ended.
 
     On a terminal: a table redrawn in place. Otherwise: one line per change. With
     --output json: the final run only (its output included; `runs show` prints it too).
     """
-    with session(ctx, output, url=url, token=token) as s:
-        raise typer.Exit(watch_run(s, run_id, interval=interval, timeout=timeout))
+    raise typer.Exit(watch_run(s, run_id, interval=interval, timeout=timeout))
 
 
 @runs_app.command("tasks")
-def tasks(
-    ctx: typer.Context,
-    run_id: RunArgument,
-    *,
-    url: UrlOption = None,
-    token: TokenOption = None,
-    output: OutputOption = None,
-) -> None:
+@client_command
+def tasks(s: Session, run_id: RunArgument) -> None:
     """List a run's tasks in definition order."""
-    with session(ctx, output, url=url, token=token) as s:
-        s.out.listing(s.client.runs.tasks(run_id, limit=_PAGE), TASK_COLUMNS)
+    s.out.listing(s.client.runs.tasks(run_id, limit=_PAGE), TASK_COLUMNS)
 
 
 @runs_app.command("attempts")
-def attempts(
-    ctx: typer.Context,
-    run_id: RunArgument,
-    task_key: TaskArgument,
-    *,
-    url: UrlOption = None,
-    token: TokenOption = None,
-    output: OutputOption = None,
-) -> None:
+@client_command
+def attempts(s: Session, run_id: RunArgument, task_key: TaskArgument) -> None:
     """List the attempts at one task of a run."""
-    with session(ctx, output, url=url, token=token) as s:
-        s.out.listing(s.client.runs.attempts(run_id, task_key, limit=_PAGE), ATTEMPT_COLUMNS)
+    s.out.listing(s.client.runs.attempts(run_id, task_key, limit=_PAGE), ATTEMPT_COLUMNS)
 
 
 @runs_app.command("steps")
+@client_command
 def steps(
-    ctx: typer.Context,
+    s: Session,
     run_id: RunArgument,
     task_key: TaskArgument,
     *,
@@ -323,9 +284,6 @@ def steps(
             help="Show at most this many steps (default: all).", min=1, show_default=False
         ),
     ] = None,
-    url: UrlOption = None,
-    token: TokenOption = None,
-    output: OutputOption = None,
 ) -> None:
     """List an agent task's journal: each model call and tool call, by attempt and sequence.
 
@@ -334,14 +292,14 @@ def steps(
     step's duration in seconds, and what it answered (shortened; --output json has it all).
     A task of another action has no steps.
     """
-    with session(ctx, output, url=url, token=token) as s:
-        pager = s.client.runs.steps(run_id, task_key, limit=min(limit or _PAGE, _PAGE))
-        s.out.listing(itertools.islice(pager, limit), STEP_COLUMNS)
+    pager = s.client.runs.steps(run_id, task_key, limit=min(limit or _PAGE, _PAGE))
+    s.out.listing(itertools.islice(pager, limit), STEP_COLUMNS)
 
 
 @runs_app.command("events")
+@client_command
 def events(
-    ctx: typer.Context,
+    s: Session,
     run_id: RunArgument,
     *,
     follow: Annotated[
@@ -353,16 +311,12 @@ def events(
         ),
     ] = False,
     interval: IntervalOption = DEFAULT_INTERVAL,
-    url: UrlOption = None,
-    token: TokenOption = None,
-    output: OutputOption = None,
 ) -> None:
     """List a run's history (every state change), by sequence."""
-    with session(ctx, output, url=url, token=token) as s:
-        if follow:
-            _follow(s, run_id)
-        else:
-            s.out.listing(s.client.runs.events(run_id, limit=_PAGE), EVENT_COLUMNS)
+    if follow:
+        _follow(s, run_id)
+    else:
+        s.out.listing(s.client.runs.events(run_id, limit=_PAGE), EVENT_COLUMNS)
 
 
 def _follow(s: Session, run_id: str) -> None:

@@ -10,21 +10,34 @@ instead of the network (e.g. to an application served in the same process).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import functools
+import inspect
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Any, Concatenate, ParamSpec
 
 import httpx
 import typer
 
 from workload_cli._config import ClientConfig, ConfigError, Given, resolve_config
 from workload_cli._exit import ExitCode, exit_code_for_error
-from workload_cli._options import closest
+from workload_cli._options import OutputOption, TokenOption, UrlOption, closest
 from workload_cli._output import Output, OutputFormat
 from workload_sdk import Client, WorkloadError
 from workload_sdk.config import TOKEN_ENV, URL_ENV
 
-__all__ = ["Connection", "Session", "UsageError", "connection", "output_format", "session"]
+__all__ = [
+    "Connection",
+    "Session",
+    "UsageError",
+    "client_command",
+    "connection",
+    "output_format",
+    "session",
+]
+
+P = ParamSpec("P")
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,3 +172,39 @@ def session(
         raise typer.Exit(ExitCode.INTERRUPTED) from None
     finally:
         current.close()
+
+
+_CONTEXT = inspect.Parameter(
+    "ctx", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=typer.Context
+)
+_CONNECTION = [
+    inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=None, annotation=option)
+    for name, option in (("url", UrlOption), ("token", TokenOption), ("output", OutputOption))
+]
+
+
+def client_command(command: Callable[Concatenate[Session, P], None]) -> Callable[..., None]:
+    """A client command run in a :func:`session`, for ``typer``'s ``command()``.
+
+    The command takes the session first, then its own arguments and options; the callable
+    returned takes the context first, then those, then ``--url``, ``--token`` and ``--output``
+    (its signature says so, for typer to read), and runs the command in the session they open.
+    """
+
+    @functools.wraps(command)
+    def run(
+        ctx: typer.Context,
+        *args: Any,
+        url: str | None = None,
+        token: str | None = None,
+        output: OutputFormat | None = None,
+        **kwargs: Any,
+    ) -> None:
+        with session(ctx, output, url=url, token=token) as current:
+            command(current, *args, **kwargs)
+
+    own = list(inspect.signature(command, eval_str=True).parameters.values())[1:]
+    signature = inspect.Signature([_CONTEXT, *own, *_CONNECTION], return_annotation=None)
+    run.__signature__ = signature  # type: ignore[attr-defined]
+    run.__annotations__ = {p.name: p.annotation for p in signature.parameters.values()}
+    return run
