@@ -19,7 +19,9 @@ from workload_sdk.config import DEFAULT_BASE_URL, TOKEN_ENV, URL_ENV, WORKER_TOK
 
 __all__ = [
     "OUTPUT_ENV",
+    "DefinitionArgument",
     "IdempotencyKeyOption",
+    "InputOption",
     "OutputOption",
     "RunArgument",
     "TokenOption",
@@ -93,6 +95,24 @@ IdempotencyKeyOption = Annotated[
 ]
 
 RunArgument = Annotated[str, typer.Argument(help="The run id.", show_default=False)]
+
+DefinitionArgument = Annotated[
+    str,
+    typer.Argument(
+        help="A JSON workflow definition (- for standard input).",
+        metavar="FILE",
+        show_default=False,
+    ),
+]
+
+InputOption = Annotated[
+    str | None,
+    typer.Option(
+        "--input",
+        help="The run input: a JSON object, @FILE, or @- for standard input.",
+        show_default=False,
+    ),
+]
 
 
 class _Level(Protocol):

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import enum
+import functools
+import inspect
 import itertools
-from typing import Annotated
+from collections.abc import Callable
+from typing import Annotated, Any, Concatenate, ParamSpec
 
 import typer
 
@@ -12,9 +15,10 @@ from workload_cli._exit import CLIENT_CODES, WATCHED_RUN, ExitCode, exit_codes_h
 from workload_cli._inputs import check_idempotency_key, run_input
 from workload_cli._options import (
     IdempotencyKeyOption,
+    InputOption,
     RunArgument,
 )
-from workload_cli._session import Session, UsageError, client_command
+from workload_cli._session import Session, UsageError, client_command, resigned
 from workload_cli._since import since as parse_since
 from workload_cli._views import (
     ATTEMPT_COLUMNS,
@@ -27,6 +31,8 @@ from workload_cli._watch import DEFAULT_INTERVAL, watch_run
 from workload_sdk import Run, RunStatus
 
 __all__ = ["runs_app"]
+
+P = ParamSpec("P")
 
 runs_app = typer.Typer(
     help="Runs of workflow versions: start, watch, cancel, inspect.", no_args_is_help=True
@@ -68,8 +74,63 @@ _START_HELP = exit_codes_help(
 )
 
 
+_SESSION = inspect.Parameter("s", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=Session)
+_FOLLOW = [
+    inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=option)
+    for name, option, default in (
+        ("wait", WaitOption, False),
+        ("timeout", TimeoutOption, None),
+        ("interval", IntervalOption, DEFAULT_INTERVAL),
+        ("quiet", QuietOption, False),
+    )
+]
+
+
+def _starts_a_run(
+    command: Callable[Concatenate[Session, P], tuple[Run, str | None]],
+) -> Callable[Concatenate[Session, P], None]:
+    """A command that starts a run: its options, then --wait, --timeout, --interval, --quiet.
+
+    ``command`` starts the run and returns it with a line to say first (unless --quiet). The
+    run is then printed (or, with --quiet, only its id); with --wait it is followed to its end.
+    """
+
+    @functools.wraps(command)
+    def started(
+        s: Session,
+        *args: Any,
+        wait: bool = False,
+        timeout: float | None = None,
+        interval: float = DEFAULT_INTERVAL,
+        quiet: bool = False,
+        **kwargs: Any,
+    ) -> None:
+        run, note = command(s, *args, **kwargs)
+        if note is not None and not quiet:
+            s.out.say(note)
+        if quiet:
+            s.out.echo(run.run_id)
+        elif not wait:
+            s.out.resource(run)
+        if not quiet:
+            s.out.say(f"started run {run.run_id} of {run.workflow_id} version {run.version}")
+        if wait:
+            code = watch_run(
+                s,
+                run.run_id,
+                interval=interval,
+                timeout=timeout,
+                quiet=quiet,
+                show_output=not quiet,
+            )
+            raise typer.Exit(code)
+
+    return resigned(started, command, first=_SESSION, last=_FOLLOW)
+
+
 @runs_app.command("start", epilog=_START_HELP)
 @client_command
+@_starts_a_run
 def start(
     s: Session,
     workflow_id: Annotated[str, typer.Argument(help="The workflow to run.", show_default=False)],
@@ -78,20 +139,9 @@ def start(
         int | None,
         typer.Option(help="The version to run (default: the latest).", min=1, show_default=False),
     ] = None,
-    input_: Annotated[
-        str | None,
-        typer.Option(
-            "--input",
-            help="The run input: a JSON object, @FILE, or @- for standard input.",
-            show_default=False,
-        ),
-    ] = None,
+    input_: InputOption = None,
     idempotency_key: IdempotencyKeyOption = None,
-    wait: WaitOption = False,
-    timeout: TimeoutOption = None,
-    interval: IntervalOption = DEFAULT_INTERVAL,
-    quiet: QuietOption = False,
-) -> None:
+) -> tuple[Run, str | None]:
     """Start a run of a workflow version; print it (or, with --wait, follow it to the end).
 
     With --wait the run is shown live, then its output (the outputs of its sink tasks, as JSON)
@@ -99,29 +149,12 @@ def start(
     """
     data = run_input(input_)
     key = check_idempotency_key(idempotency_key)
-    run = s.client.runs.start(workflow_id, data, version=version, idempotency_key=key)
-    _started(s, run, wait=wait, timeout=timeout, interval=interval, quiet=quiet)
-
-
-def _started(
-    s: Session, run: Run, *, wait: bool, timeout: float | None, interval: float, quiet: bool
-) -> None:
-    """Print a run just started (or only its id); with ``wait``, follow it to its end."""
-    if quiet:
-        s.out.echo(run.run_id)
-    elif not wait:
-        s.out.resource(run)
-    if not quiet:
-        s.out.say(f"started run {run.run_id} of {run.workflow_id} version {run.version}")
-    if wait:
-        code = watch_run(
-            s, run.run_id, interval=interval, timeout=timeout, quiet=quiet, show_output=not quiet
-        )
-        raise typer.Exit(code)
+    return s.client.runs.start(workflow_id, data, version=version, idempotency_key=key), None
 
 
 @runs_app.command("rerun", epilog=_START_HELP)
 @client_command
+@_starts_a_run
 def rerun(
     s: Session,
     run_id: RunArgument,
@@ -133,11 +166,7 @@ def rerun(
         ),
     ] = False,
     idempotency_key: IdempotencyKeyOption = None,
-    wait: WaitOption = False,
-    timeout: TimeoutOption = None,
-    interval: IntervalOption = DEFAULT_INTERVAL,
-    quiet: QuietOption = False,
-) -> None:
+) -> tuple[Run, str | None]:
     """Start a new run of a run's workflow version, with the same input; print it as start does.
 
     With --latest the new run is of the workflow's latest version instead. The run it repeats
@@ -151,9 +180,7 @@ def rerun(
         version=None if latest else before.version,
         idempotency_key=key,
     )
-    if not quiet:
-        s.out.say(f"rerunning {before.run_id} (version {run.version})")
-    _started(s, run, wait=wait, timeout=timeout, interval=interval, quiet=quiet)
+    return run, f"rerunning {before.run_id} (version {run.version})"
 
 
 @runs_app.command("list")

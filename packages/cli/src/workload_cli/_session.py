@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import functools
 import inspect
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Concatenate, ParamSpec
+from typing import Any, Concatenate, ParamSpec, TypeVar
 
 import httpx
 import typer
@@ -34,10 +34,12 @@ __all__ = [
     "client_command",
     "connection",
     "output_format",
+    "resigned",
     "session",
 ]
 
 P = ParamSpec("P")
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -203,8 +205,22 @@ def client_command(command: Callable[Concatenate[Session, P], None]) -> Callable
         with session(ctx, output, url=url, token=token) as current:
             command(current, *args, **kwargs)
 
+    return resigned(run, command, first=_CONTEXT, last=_CONNECTION)
+
+
+def resigned(
+    wrapper: Callable[..., T],
+    command: Callable[..., Any],
+    *,
+    first: inspect.Parameter,
+    last: Sequence[inspect.Parameter],
+) -> Callable[..., T]:
+    """``wrapper``, its signature (which typer reads) ``command``'s, changed at both ends.
+
+    The first parameter is ``first`` instead of ``command``'s; ``last`` follows the others.
+    """
     own = list(inspect.signature(command, eval_str=True).parameters.values())[1:]
-    signature = inspect.Signature([_CONTEXT, *own, *_CONNECTION], return_annotation=None)
-    run.__signature__ = signature  # type: ignore[attr-defined]
-    run.__annotations__ = {p.name: p.annotation for p in signature.parameters.values()}
-    return run
+    signature = inspect.Signature([first, *own, *last], return_annotation=None)
+    wrapper.__signature__ = signature  # type: ignore[attr-defined]
+    wrapper.__annotations__ = {p.name: p.annotation for p in signature.parameters.values()}
+    return wrapper

@@ -8,7 +8,7 @@ import typer
 
 from workload_cli._definitions import definitions_to_apply
 from workload_cli._inputs import check_idempotency_key, read_object_file
-from workload_cli._options import IdempotencyKeyOption
+from workload_cli._options import DefinitionArgument, IdempotencyKeyOption
 from workload_cli._session import Session, client_command
 from workload_cli._views import VERSION_COLUMNS, WORKFLOW_COLUMNS
 from workload_sdk import WorkloadError
@@ -17,14 +17,6 @@ __all__ = ["workflows_app"]
 
 workflows_app = typer.Typer(help="Workflows and their immutable versions.", no_args_is_help=True)
 
-FileArgument = Annotated[
-    str,
-    typer.Argument(
-        help="A JSON workflow definition (- for standard input).",
-        metavar="FILE",
-        show_default=False,
-    ),
-]
 WorkflowArgument = Annotated[str, typer.Argument(help="The workflow id.", show_default=False)]
 ApplyArgument = Annotated[
     str,
@@ -42,7 +34,7 @@ ApplyArgument = Annotated[
 @client_command
 def create(
     s: Session,
-    file: FileArgument,
+    file: DefinitionArgument,
     *,
     idempotency_key: IdempotencyKeyOption = None,
 ) -> None:
@@ -92,7 +84,7 @@ def apply(s: Session, target: ApplyArgument) -> None:
 def new_version(
     s: Session,
     workflow_id: WorkflowArgument,
-    file: FileArgument,
+    file: DefinitionArgument,
     *,
     idempotency_key: IdempotencyKeyOption = None,
 ) -> None:
