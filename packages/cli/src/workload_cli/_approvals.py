@@ -15,11 +15,11 @@ from typing import Annotated
 
 import typer
 
-from workload_cli._exit import CLIENT_CODES, ExitCode, exit_code_for_error, exit_codes_help
+from workload_cli._exit import CLIENT_CODES, ExitCode, exit_codes_help
 from workload_cli._inputs import check_idempotency_key
 from workload_cli._options import IdempotencyKeyOption
 from workload_cli._output import cell
-from workload_cli._review import confirm, exact_json, shown
+from workload_cli._review import confirm, exact_json, not_as_shown, shown
 from workload_cli._session import Session, client_command
 from workload_cli._views import APPROVAL_COLUMNS
 from workload_sdk import Approval, ApprovalChanged
@@ -128,12 +128,7 @@ def _decision(decision: str, doc: str) -> Callable[..., None]:
                 approval_id, approval.arguments_digest, comment=comment, idempotency_key=key
             )
         except ApprovalChanged as exc:
-            s.out.problem(exc)
-            s.out.say(
-                "nothing was decided: the approval is not what was shown above; run the "
-                "command again to review it"
-            )
-            raise typer.Exit(exit_code_for_error(exc)) from None
+            not_as_shown(s.out, exc, "decided", "approval")
         s.out.resource(decided)
         if decision == "approve":
             s.out.say(f"approved: {shown(decided.tool)} runs once, with exactly these arguments")

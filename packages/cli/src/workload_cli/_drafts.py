@@ -15,11 +15,11 @@ from typing import Annotated, Any
 import typer
 
 from workload_cli._dag import dag_lines
-from workload_cli._exit import CLIENT_CODES, ExitCode, exit_code_for_error, exit_codes_help
+from workload_cli._exit import CLIENT_CODES, ExitCode, exit_codes_help
 from workload_cli._inputs import check_idempotency_key, read_json_file
 from workload_cli._options import IdempotencyKeyOption
 from workload_cli._output import cell
-from workload_cli._review import confirm, exact_json
+from workload_cli._review import confirm, exact_json, not_as_shown
 from workload_cli._session import Session, UsageError, client_command
 from workload_cli._views import DRAFT_COLUMNS, usage_text
 from workload_sdk import Draft, DraftChanged
@@ -209,12 +209,7 @@ def approve(
             draft_id, draft.definition_hash or "", idempotency_key=key
         )
     except DraftChanged as exc:
-        s.out.problem(exc)
-        s.out.say(
-            "nothing was created: the draft is not what was shown above; run the command "
-            "again to review it"
-        )
-        raise typer.Exit(exit_code_for_error(exc)) from None
+        not_as_shown(s.out, exc, "created", "draft")
     s.out.resource(approved)
     already = "already " if draft.status == "approved" else ""
     s.out.say(f"{already}approved: {approved.workflow_id} version {approved.version}")
