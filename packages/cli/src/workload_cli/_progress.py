@@ -41,6 +41,7 @@ class ProgressDisplay(abc.ABC):
         """The run is terminal (or the watch gave up): leave the last state shown."""
 
     def __enter__(self) -> Self:
+        self._begin()
         return self
 
     def __exit__(
@@ -49,7 +50,15 @@ class ProgressDisplay(abc.ABC):
         exc: BaseException | None,
         traceback: TracebackType | None,
     ) -> None:
-        return None
+        self._end()
+
+    def _begin(self) -> None:
+        """Take the terminal, if the display redraws it (on entering the context)."""
+        return
+
+    def _end(self) -> None:
+        """Give the terminal back (on leaving the context, however it is left)."""
+        return
 
 
 def progress_display(out: Output, *, quiet: bool = False) -> ProgressDisplay:
@@ -91,16 +100,10 @@ class _LiveTable(ProgressDisplay):
         super().__init__(out)
         self._live = Live(console=out.stdout, refresh_per_second=8, transient=False)
 
-    def __enter__(self) -> Self:
+    def _begin(self) -> None:
         self._live.start()
-        return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
+    def _end(self) -> None:
         self._live.stop()
 
     def update(self, run: Run, tasks: Sequence[TaskRun]) -> None:
