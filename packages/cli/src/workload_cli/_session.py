@@ -1,7 +1,10 @@
 """What one client command runs with: the resolved config, an SDK client, and the output.
 
 :func:`session` is the client commands' only way to the server. It also turns every failure
-into a message on stderr and a documented exit code (see :mod:`workload_cli._exit`).
+into a message on stderr and a documented exit code (see :mod:`workload_cli._exit`). A client
+command is written as a function of its session and its own options, made a typer command by
+:func:`client_command` (which adds ``--url``, ``--token`` and ``--output`` and opens the
+session).
 
 Whoever invokes the CLI in-process (the tests, an embedding program) may hand it an
 ``httpx.BaseTransport`` as the root context's ``obj``: the SDK client then sends through it
