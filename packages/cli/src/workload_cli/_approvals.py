@@ -17,7 +17,7 @@ import typer
 
 from workload_cli._exit import CLIENT_CODES, ExitCode, exit_codes_help
 from workload_cli._inputs import check_idempotency_key
-from workload_cli._options import IdempotencyKeyOption
+from workload_cli._options import IdempotencyKeyOption, limit_option, page_size
 from workload_cli._output import cell
 from workload_cli._review import confirm, exact_json, not_as_shown, shown
 from workload_cli._session import Session, client_command
@@ -31,8 +31,6 @@ _DECIDE_HELP = exit_codes_help(*CLIENT_CODES, ExitCode.DECLINED)
 approvals_app = typer.Typer(
     help="Approvals of agents' tool calls: list, show, approve, reject.", no_args_is_help=True
 )
-
-_PAGE = 200
 
 
 class ApprovalStatus(enum.StrEnum):
@@ -72,16 +70,11 @@ def list_approvals(
         ApprovalStatus | None,
         typer.Option(help="Only approvals in this status.", show_default=False),
     ] = None,
-    limit: Annotated[
-        int | None,
-        typer.Option(
-            help="Show at most this many approvals (default: all).", min=1, show_default=False
-        ),
-    ] = None,
+    limit: Annotated[int | None, limit_option("approvals")] = None,
 ) -> None:
     """List approvals, oldest first: status, run and task, tool, arguments (shortened)."""
     pager = s.client.approvals.list(
-        status=None if status is None else status.value, limit=min(limit or _PAGE, _PAGE)
+        status=None if status is None else status.value, limit=page_size(limit)
     )
     s.out.listing(itertools.islice(pager, limit), APPROVAL_COLUMNS)
 

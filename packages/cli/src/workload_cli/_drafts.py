@@ -17,7 +17,7 @@ import typer
 from workload_cli._dag import dag_lines
 from workload_cli._exit import CLIENT_CODES, ExitCode, exit_codes_help
 from workload_cli._inputs import check_idempotency_key, read_json_file
-from workload_cli._options import IdempotencyKeyOption
+from workload_cli._options import IdempotencyKeyOption, limit_option, page_size
 from workload_cli._output import cell
 from workload_cli._review import confirm, exact_json, not_as_shown
 from workload_cli._session import Session, UsageError, client_command
@@ -34,7 +34,6 @@ drafts_app = typer.Typer(
     no_args_is_help=True,
 )
 
-_PAGE = 200
 _POLL = 0.2  # seconds between polls of --wait
 
 DraftArgument = Annotated[str, typer.Argument(help="The draft id.", show_default=False)]
@@ -151,15 +150,10 @@ def create(
 def list_drafts(
     s: Session,
     *,
-    limit: Annotated[
-        int | None,
-        typer.Option(
-            help="Show at most this many drafts (default: all).", min=1, show_default=False
-        ),
-    ] = None,
+    limit: Annotated[int | None, limit_option("drafts")] = None,
 ) -> None:
     """List drafts, oldest first: status, workflow and version, tasks, problems, prompt."""
-    pager = s.client.drafts.list(limit=min(limit or _PAGE, _PAGE))
+    pager = s.client.drafts.list(limit=page_size(limit))
     s.out.listing(itertools.islice(pager, limit), DRAFT_COLUMNS)
 
 

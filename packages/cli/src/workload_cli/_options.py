@@ -19,6 +19,7 @@ from workload_sdk.config import DEFAULT_BASE_URL, TOKEN_ENV, URL_ENV, WORKER_TOK
 
 __all__ = [
     "OUTPUT_ENV",
+    "PAGE",
     "DefinitionArgument",
     "IdempotencyKeyOption",
     "InputOption",
@@ -28,6 +29,8 @@ __all__ = [
     "UrlOption",
     "WorkerTokenOption",
     "closest",
+    "limit_option",
+    "page_size",
 ]
 
 T = TypeVar("T")
@@ -95,6 +98,22 @@ IdempotencyKeyOption = Annotated[
 ]
 
 RunArgument = Annotated[str, typer.Argument(help="The run id.", show_default=False)]
+
+PAGE = 200
+"""The most items a listing asks the server for at once."""
+
+
+def limit_option(what: str) -> Any:
+    """``--limit`` of a listing of ``what`` that shows them all unless told."""
+    return typer.Option(
+        help=f"Show at most this many {what} (default: all).", min=1, show_default=False
+    )
+
+
+def page_size(limit: int | None) -> int:
+    """How many items to ask for at once to show at most ``limit`` (None: all of them)."""
+    return min(limit or PAGE, PAGE)
+
 
 DefinitionArgument = Annotated[
     str,

@@ -14,9 +14,12 @@ import typer
 from workload_cli._exit import CLIENT_CODES, WATCHED_RUN, ExitCode, exit_codes_help
 from workload_cli._inputs import check_idempotency_key, run_input
 from workload_cli._options import (
+    PAGE,
     IdempotencyKeyOption,
     InputOption,
     RunArgument,
+    limit_option,
+    page_size,
 )
 from workload_cli._session import Session, UsageError, client_command, resigned
 from workload_cli._since import since as parse_since
@@ -38,7 +41,6 @@ runs_app = typer.Typer(
     help="Runs of workflow versions: start, watch, cancel, inspect.", no_args_is_help=True
 )
 
-_PAGE = 200
 DEFAULT_LIST_LIMIT = 20
 
 
@@ -226,7 +228,7 @@ def list_runs(
         status=status,
         order=order.value,
         created_after=None if since is None else parse_since(since),
-        limit=min(shown or _PAGE, _PAGE),
+        limit=page_size(shown),
     )
     s.out.listing(itertools.islice(pager, shown), RUN_COLUMNS)
 
@@ -288,14 +290,14 @@ def watch(
 @client_command
 def tasks(s: Session, run_id: RunArgument) -> None:
     """List a run's tasks in definition order."""
-    s.out.listing(s.client.runs.tasks(run_id, limit=_PAGE), TASK_COLUMNS)
+    s.out.listing(s.client.runs.tasks(run_id, limit=PAGE), TASK_COLUMNS)
 
 
 @runs_app.command("attempts")
 @client_command
 def attempts(s: Session, run_id: RunArgument, task_key: TaskArgument) -> None:
     """List the attempts at one task of a run."""
-    s.out.listing(s.client.runs.attempts(run_id, task_key, limit=_PAGE), ATTEMPT_COLUMNS)
+    s.out.listing(s.client.runs.attempts(run_id, task_key, limit=PAGE), ATTEMPT_COLUMNS)
 
 
 @runs_app.command("steps")
@@ -305,12 +307,7 @@ def steps(
     run_id: RunArgument,
     task_key: TaskArgument,
     *,
-    limit: Annotated[
-        int | None,
-        typer.Option(
-            help="Show at most this many steps (default: all).", min=1, show_default=False
-        ),
-    ] = None,
+    limit: Annotated[int | None, limit_option("steps")] = None,
 ) -> None:
     """List an agent task's journal: each model call and tool call, by attempt and sequence.
 
@@ -319,7 +316,7 @@ def steps(
     step's duration in seconds, and what it answered (shortened; --output json has it all).
     A task of another action has no steps.
     """
-    pager = s.client.runs.steps(run_id, task_key, limit=min(limit or _PAGE, _PAGE))
+    pager = s.client.runs.steps(run_id, task_key, limit=page_size(limit))
     s.out.listing(itertools.islice(pager, limit), STEP_COLUMNS)
 
 
@@ -343,7 +340,7 @@ def events(
     if follow:
         _follow(s, run_id)
     else:
-        s.out.listing(s.client.runs.events(run_id, limit=_PAGE), EVENT_COLUMNS)
+        s.out.listing(s.client.runs.events(run_id, limit=PAGE), EVENT_COLUMNS)
 
 
 def _follow(s: Session, run_id: str) -> None:
