@@ -10,16 +10,17 @@ from __future__ import annotations
 
 import enum
 import itertools
+from collections.abc import Callable
 from typing import Annotated
 
 import typer
 
-from workload_cli._exit import CLIENT_CODES, ExitCode, exit_code_for_error, exit_codes_help
+from workload_cli._exit import CLIENT_CODES, ExitCode, exit_codes_help
 from workload_cli._inputs import check_idempotency_key
-from workload_cli._options import IdempotencyKeyOption, OutputOption, TokenOption, UrlOption
-from workload_cli._output import OutputFormat, cell
-from workload_cli._review import confirm, exact_json, shown
-from workload_cli._session import Session, session
+from workload_cli._options import IdempotencyKeyOption, limit_option, page_size
+from workload_cli._output import cell
+from workload_cli._review import confirm, exact_json, not_as_shown, shown
+from workload_cli._session import Session, client_command
 from workload_cli._views import APPROVAL_COLUMNS
 from workload_sdk import Approval, ApprovalChanged
 
@@ -30,8 +31,6 @@ _DECIDE_HELP = exit_codes_help(*CLIENT_CODES, ExitCode.DECLINED)
 approvals_app = typer.Typer(
     help="Approvals of agents' tool calls: list, show, approve, reject.", no_args_is_help=True
 )
-
-_PAGE = 200
 
 
 class ApprovalStatus(enum.StrEnum):
@@ -63,43 +62,28 @@ YesOption = Annotated[
 
 
 @approvals_app.command("list")
+@client_command
 def list_approvals(
-    ctx: typer.Context,
+    s: Session,
     *,
     status: Annotated[
         ApprovalStatus | None,
         typer.Option(help="Only approvals in this status.", show_default=False),
     ] = None,
-    limit: Annotated[
-        int | None,
-        typer.Option(
-            help="Show at most this many approvals (default: all).", min=1, show_default=False
-        ),
-    ] = None,
-    url: UrlOption = None,
-    token: TokenOption = None,
-    output: OutputOption = None,
+    limit: Annotated[int | None, limit_option("approvals")] = None,
 ) -> None:
     """List approvals, oldest first: status, run and task, tool, arguments (shortened)."""
-    with session(ctx, output, url=url, token=token) as s:
-        pager = s.client.approvals.list(
-            status=None if status is None else status.value, limit=min(limit or _PAGE, _PAGE)
-        )
-        s.out.listing(itertools.islice(pager, limit), APPROVAL_COLUMNS)
+    pager = s.client.approvals.list(
+        status=None if status is None else status.value, limit=page_size(limit)
+    )
+    s.out.listing(itertools.islice(pager, limit), APPROVAL_COLUMNS)
 
 
 @approvals_app.command("show")
-def show(
-    ctx: typer.Context,
-    approval_id: ApprovalArgument,
-    *,
-    url: UrlOption = None,
-    token: TokenOption = None,
-    output: OutputOption = None,
-) -> None:
+@client_command
+def show(s: Session, approval_id: ApprovalArgument) -> None:
     """Show an approval: its tool call's arguments and digest, its status and decision."""
-    with session(ctx, output, url=url, token=token) as s:
-        s.out.resource(s.client.approvals.get(approval_id))
+    s.out.resource(s.client.approvals.get(approval_id))
 
 
 def _review(s: Session, approval: Approval) -> None:
@@ -114,20 +98,17 @@ def _review(s: Session, approval: Approval) -> None:
         s.out.say(f"  {line}")
 
 
-def _decide(
-    ctx: typer.Context,
-    approval_id: str,
-    decision: str,
-    *,
-    comment: str | None,
-    yes: bool,
-    idempotency_key: str | None,
-    url: str | None,
-    token: str | None,
-    output: OutputFormat | None,
-) -> None:
-    """Review the approval, confirm, and send ``decision`` for the digest that was shown."""
-    with session(ctx, output, url=url, token=token) as s:
+def _decision(decision: str, doc: str) -> Callable[..., None]:
+    """The ``approve`` or ``reject`` command: described by ``doc``, sending ``decision``."""
+
+    def decide(
+        s: Session,
+        approval_id: ApprovalArgument,
+        *,
+        comment: CommentOption = None,
+        yes: YesOption = False,
+        idempotency_key: IdempotencyKeyOption = None,
+    ) -> None:
         key = check_idempotency_key(idempotency_key)
         approval = s.client.approvals.get(approval_id)
         _review(s, approval)
@@ -140,74 +121,28 @@ def _decide(
                 approval_id, approval.arguments_digest, comment=comment, idempotency_key=key
             )
         except ApprovalChanged as exc:
-            s.out.problem(exc)
-            s.out.say(
-                "nothing was decided: the approval is not what was shown above; run the "
-                "command again to review it"
-            )
-            raise typer.Exit(exit_code_for_error(exc)) from None
+            not_as_shown(s.out, exc, "decided", "approval")
         s.out.resource(decided)
         if decision == "approve":
             s.out.say(f"approved: {shown(decided.tool)} runs once, with exactly these arguments")
         else:
             s.out.say(f"rejected: {shown(decided.tool)} does not run; the model is told")
 
-
-@approvals_app.command("approve", epilog=_DECIDE_HELP)
-def approve(
-    ctx: typer.Context,
-    approval_id: ApprovalArgument,
-    *,
-    comment: CommentOption = None,
-    yes: YesOption = False,
-    idempotency_key: IdempotencyKeyOption = None,
-    url: UrlOption = None,
-    token: TokenOption = None,
-    output: OutputOption = None,
-) -> None:
-    """Show a pending tool call and, once confirmed, approve exactly its arguments.
-
-    The tool then runs once with those arguments. Exit 7 if the approval changed since it was
-    shown (approval_changed) or is no longer pending (approval_decided); 2 without a terminal
-    and without --yes; 13 when the answer is not yes.
-    """
-    _decide(
-        ctx,
-        approval_id,
-        "approve",
-        comment=comment,
-        yes=yes,
-        idempotency_key=idempotency_key,
-        url=url,
-        token=token,
-        output=output,
-    )
+    decide.__doc__ = doc
+    return client_command(decide)
 
 
-@approvals_app.command("reject", epilog=_DECIDE_HELP)
-def reject(
-    ctx: typer.Context,
-    approval_id: ApprovalArgument,
-    *,
-    comment: CommentOption = None,
-    yes: YesOption = False,
-    idempotency_key: IdempotencyKeyOption = None,
-    url: UrlOption = None,
-    token: TokenOption = None,
-    output: OutputOption = None,
-) -> None:
-    """Show a pending tool call and, once confirmed, reject it (the model is told, with --comment).
+_APPROVE = """\
+Show a pending tool call and, once confirmed, approve exactly its arguments.
 
-    Exit codes as for approve.
-    """
-    _decide(
-        ctx,
-        approval_id,
-        "reject",
-        comment=comment,
-        yes=yes,
-        idempotency_key=idempotency_key,
-        url=url,
-        token=token,
-        output=output,
-    )
+The tool then runs once with those arguments. Exit 7 if the approval changed since it was
+shown (approval_changed) or is no longer pending (approval_decided); 2 without a terminal
+and without --yes; 13 when the answer is not yes.
+"""
+_REJECT = """\
+Show a pending tool call and, once confirmed, reject it (the model is told, with --comment).
+
+Exit codes as for approve.
+"""
+approvals_app.command("approve", epilog=_DECIDE_HELP)(_decision("approve", _APPROVE))
+approvals_app.command("reject", epilog=_DECIDE_HELP)(_decision("reject", _REJECT))

@@ -8,11 +8,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import typer
-
-from workload_cli._options import OutputOption, TokenOption, UrlOption
 from workload_cli._output import Column
-from workload_cli._session import session
+from workload_cli._session import Session, client_command
 from workload_sdk import ClusterMember
 
 __all__ = ["CLUSTER_COLUMNS", "cluster", "shard_ranges"]
@@ -41,18 +38,12 @@ CLUSTER_COLUMNS: list[Column[ClusterMember]] = [
 ]
 
 
-def cluster(
-    ctx: typer.Context,
-    *,
-    url: UrlOption = None,
-    token: TokenOption = None,
-    output: OutputOption = None,
-) -> None:
+@client_command
+def cluster(s: Session) -> None:
     """Show the replicas that execute and the shards each owns (viewer, SPEC §16)."""
-    with session(ctx, output, url=url, token=token) as s:
-        current = s.client.cluster.get()
-        if s.out.is_json:
-            s.out.json(current.model_dump(mode="json"))
-            return
-        s.out.echo(f"{current.shards_total} shards, {len(current.replicas)} live replica(s)")
-        s.out.listing(current.replicas, CLUSTER_COLUMNS)
+    current = s.client.cluster.get()
+    if s.out.is_json:
+        s.out.json(current.model_dump(mode="json"))
+        return
+    s.out.echo(f"{current.shards_total} shards, {len(current.replicas)} live replica(s)")
+    s.out.listing(current.replicas, CLUSTER_COLUMNS)

@@ -12,9 +12,8 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 
 from workload_api.coordinator import ExitCode
-from workload_cli._server import database_url_of, say
+from workload_cli._server import database_command, database_faults, required_url, say
 from workload_domain.console_sessions import ConsoleSession
-from workload_domain.errors import SystemFault
 from workload_store_postgres.store import PostgresStore
 
 __all__ = ["NOT_FOUND", "list_sessions", "revoke_sessions"]
@@ -45,17 +44,12 @@ def _row(session: ConsoleSession) -> dict[str, str]:
     }
 
 
+@database_command
 def list_sessions(database_url: str | None, as_json: bool = False) -> int:
     """Print the live console sessions, newest first; return the exit code."""
-    url = database_url_of(database_url)
-    if not url:
-        say("error: give --database-url or set WORKLOAD_DATABASE_URL")
-        return ExitCode.USAGE
-    try:
+    url = required_url(database_url)
+    with database_faults("cannot read the sessions"):
         live = asyncio.run(_live(url))
-    except SystemFault as exc:
-        say(f"error: cannot read the sessions: {exc}")
-        return ExitCode.FAIL_STOP
     rows = [_row(s) for s in live]
     if as_json:
         print(json.dumps({"items": rows}))
@@ -67,22 +61,17 @@ def list_sessions(database_url: str | None, as_json: bool = False) -> int:
     return ExitCode.OK
 
 
+@database_command
 def revoke_sessions(
     database_url: str | None, ids: Sequence[str], every: bool, as_json: bool = False
 ) -> int:
     """Revoke the sessions ``ids`` (or every live one); exit 7 if one of ``ids`` was not live."""
-    url = database_url_of(database_url)
-    if not url:
-        say("error: give --database-url or set WORKLOAD_DATABASE_URL")
-        return ExitCode.USAGE
+    url = required_url(database_url)
     if every == bool(ids):
         say("error: give session ids or --all (not both)")
         return ExitCode.USAGE
-    try:
+    with database_faults("cannot revoke"):
         revoked = asyncio.run(_revoke(url, ids, every))
-    except SystemFault as exc:
-        say(f"error: cannot revoke: {exc}")
-        return ExitCode.FAIL_STOP
     missing = [i for i in ids if i not in revoked]
     if as_json:
         print(json.dumps({"revoked": revoked, "not_live": missing}))

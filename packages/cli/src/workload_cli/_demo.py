@@ -33,8 +33,7 @@ from workload_cli._demo_agent import (
     agent_definition,
     show_agent_outcome,
 )
-from workload_cli._options import OutputOption, TokenOption, UrlOption
-from workload_cli._session import Session, UsageError, session
+from workload_cli._session import Session, UsageError, client_command
 from workload_cli._watch import watch_run
 from workload_sdk import Conflict, Version
 from workload_sdk.config import WORKER_TOKEN_ENV
@@ -147,8 +146,9 @@ def _serving(worker: Worker | None, url: str, token: str | None) -> Iterator[boo
         thread.join(timeout=35)
 
 
+@client_command
 def demo(
-    ctx: typer.Context,
+    s: Session,
     workflow_id: Annotated[
         str | None,
         typer.Option(
@@ -174,9 +174,6 @@ def demo(
             show_default=False,
         ),
     ] = None,
-    url: UrlOption = None,
-    token: TokenOption = None,
-    output: OutputOption = None,
 ) -> None:
     """Run a sample pipeline on the server: in-process tasks, a retry, and a worker's tasks.
 
@@ -184,39 +181,38 @@ def demo(
     worker token; its report is written to a temporary directory, printed at the end. With
     --agent, an agent task instead: see docs/agents.md.
     """
-    with session(ctx, output, url=url, token=token) as s:
-        if agent and directory is not None:
-            raise UsageError("--directory is for the pipeline: the agent reads a text")
-        worker_token = _worker_token(s.config.url)
-        remote = worker_token is not None
-        if not remote:
-            s.out.say(
-                f"no worker token (a development server's, or {WORKER_TOKEN_ENV}) to start the "
-                "example worker with: "
-                + ("both tools run in-process" if agent else "in-process tasks only")
-            )
-        if agent:
-            definition = agent_definition(workflow_id or AGENT_WORKFLOW_ID, remote=remote)
-        else:
-            definition = demo_definition(workflow_id or DEMO_WORKFLOW_ID, remote=remote)
-        version = _register(s, definition)
-        s.out.say(f"registered {version.workflow_id} version {version.version}")
-        reports: Path | None = None
-        if agent:
-            run_input: dict[str, Any] = {"text": SAMPLE_TEXT}
-        else:
-            source = directory or (Path("docs") if Path("docs").is_dir() else Path("."))
-            reports = Path(tempfile.mkdtemp(prefix="workload-demo-"))
-            run_input = {"directory": str(source.resolve()), "output_dir": str(reports)}
-        worker = _example_worker() if remote else None
-        with _serving(worker, s.config.url, worker_token) as serving:
-            if serving and worker is not None:
-                s.out.say(f"started the example worker (actions: {', '.join(worker.actions)})")
-            run = s.client.runs.start(version.workflow_id, run_input, version=version.version)
-            s.out.say(f"started run {run.run_id}")
-            code = watch_run(s, run.run_id, interval=_INTERVAL)
-        if agent:
-            show_agent_outcome(s, run.run_id)
-        for report in sorted(reports.iterdir()) if reports is not None else ():
-            s.out.say(f"report: {report}")
-        raise typer.Exit(code)
+    if agent and directory is not None:
+        raise UsageError("--directory is for the pipeline: the agent reads a text")
+    worker_token = _worker_token(s.config.url)
+    remote = worker_token is not None
+    if not remote:
+        s.out.say(
+            f"no worker token (a development server's, or {WORKER_TOKEN_ENV}) to start the "
+            "example worker with: "
+            + ("both tools run in-process" if agent else "in-process tasks only")
+        )
+    if agent:
+        definition = agent_definition(workflow_id or AGENT_WORKFLOW_ID, remote=remote)
+    else:
+        definition = demo_definition(workflow_id or DEMO_WORKFLOW_ID, remote=remote)
+    version = _register(s, definition)
+    s.out.say(f"registered {version.workflow_id} version {version.version}")
+    reports: Path | None = None
+    if agent:
+        run_input: dict[str, Any] = {"text": SAMPLE_TEXT}
+    else:
+        source = directory or (Path("docs") if Path("docs").is_dir() else Path("."))
+        reports = Path(tempfile.mkdtemp(prefix="workload-demo-"))
+        run_input = {"directory": str(source.resolve()), "output_dir": str(reports)}
+    worker = _example_worker() if remote else None
+    with _serving(worker, s.config.url, worker_token) as serving:
+        if serving and worker is not None:
+            s.out.say(f"started the example worker (actions: {', '.join(worker.actions)})")
+        run = s.client.runs.start(version.workflow_id, run_input, version=version.version)
+        s.out.say(f"started run {run.run_id}")
+        code = watch_run(s, run.run_id, interval=_INTERVAL)
+    if agent:
+        show_agent_outcome(s, run.run_id)
+    for report in sorted(reports.iterdir()) if reports is not None else ():
+        s.out.say(f"report: {report}")
+    raise typer.Exit(code)

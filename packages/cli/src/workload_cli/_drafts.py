@@ -15,12 +15,12 @@ from typing import Annotated, Any
 import typer
 
 from workload_cli._dag import dag_lines
-from workload_cli._exit import CLIENT_CODES, ExitCode, exit_code_for_error, exit_codes_help
+from workload_cli._exit import CLIENT_CODES, ExitCode, exit_codes_help
 from workload_cli._inputs import check_idempotency_key, read_json_file
-from workload_cli._options import IdempotencyKeyOption, OutputOption, TokenOption, UrlOption
+from workload_cli._options import IdempotencyKeyOption, limit_option, page_size
 from workload_cli._output import cell
-from workload_cli._review import confirm, exact_json
-from workload_cli._session import Session, UsageError, session
+from workload_cli._review import confirm, exact_json, not_as_shown
+from workload_cli._session import Session, UsageError, client_command
 from workload_cli._views import DRAFT_COLUMNS, usage_text
 from workload_sdk import Draft, DraftChanged
 
@@ -34,7 +34,6 @@ drafts_app = typer.Typer(
     no_args_is_help=True,
 )
 
-_PAGE = 200
 _POLL = 0.2  # seconds between polls of --wait
 
 DraftArgument = Annotated[str, typer.Argument(help="The draft id.", show_default=False)]
@@ -96,8 +95,9 @@ def _show(s: Session, draft: Draft) -> None:
 
 
 @drafts_app.command("create", epilog=_CREATE_HELP)
+@client_command
 def create(
-    ctx: typer.Context,
+    s: Session,
     prompt: Annotated[str, typer.Argument(help="What the workflow should do.", show_default=False)],
     *,
     workflow_id: Annotated[
@@ -128,68 +128,50 @@ def create(
         ),
     ] = None,
     idempotency_key: IdempotencyKeyOption = None,
-    url: UrlOption = None,
-    token: TokenOption = None,
-    output: OutputOption = None,
 ) -> None:
     """Ask a model for a workflow; print the draft (with --wait: once written, as show does)."""
-    with session(ctx, output, url=url, token=token) as s:
-        turns = _script(script)
-        key = check_idempotency_key(idempotency_key)
-        draft = s.client.drafts.create(
-            prompt, workflow_id=workflow_id, model=model, script=turns, idempotency_key=key
-        )
-        if not wait:
-            s.out.resource(draft)
-            s.out.say(f"created draft {draft.draft_id} (generating)")
-            return
-        s.out.say(f"created draft {draft.draft_id}; the model is writing it…")
-        draft = s.client.drafts.wait(draft.draft_id, timeout=timeout, poll_interval=_POLL)
-        _show(s, draft)
-        s.out.say(f"draft {draft.draft_id} is {draft.status}")
+    turns = _script(script)
+    key = check_idempotency_key(idempotency_key)
+    draft = s.client.drafts.create(
+        prompt, workflow_id=workflow_id, model=model, script=turns, idempotency_key=key
+    )
+    if not wait:
+        s.out.resource(draft)
+        s.out.say(f"created draft {draft.draft_id} (generating)")
+        return
+    s.out.say(f"created draft {draft.draft_id}; the model is writing it…")
+    draft = s.client.drafts.wait(draft.draft_id, timeout=timeout, poll_interval=_POLL)
+    _show(s, draft)
+    s.out.say(f"draft {draft.draft_id} is {draft.status}")
 
 
 @drafts_app.command("list")
+@client_command
 def list_drafts(
-    ctx: typer.Context,
+    s: Session,
     *,
-    limit: Annotated[
-        int | None,
-        typer.Option(
-            help="Show at most this many drafts (default: all).", min=1, show_default=False
-        ),
-    ] = None,
-    url: UrlOption = None,
-    token: TokenOption = None,
-    output: OutputOption = None,
+    limit: Annotated[int | None, limit_option("drafts")] = None,
 ) -> None:
     """List drafts, oldest first: status, workflow and version, tasks, problems, prompt."""
-    with session(ctx, output, url=url, token=token) as s:
-        pager = s.client.drafts.list(limit=min(limit or _PAGE, _PAGE))
-        s.out.listing(itertools.islice(pager, limit), DRAFT_COLUMNS)
+    pager = s.client.drafts.list(limit=page_size(limit))
+    s.out.listing(itertools.islice(pager, limit), DRAFT_COLUMNS)
 
 
 @drafts_app.command("show")
-def show(
-    ctx: typer.Context,
-    draft_id: DraftArgument,
-    *,
-    url: UrlOption = None,
-    token: TokenOption = None,
-    output: OutputOption = None,
-) -> None:
+@client_command
+def show(s: Session, draft_id: DraftArgument) -> None:
     """Show a draft: status, problems, the definition as JSON and its DAG as text.
 
     The DAG lists each task with its action and what it depends on, in topological order.
     --output json prints the draft resource only.
     """
-    with session(ctx, output, url=url, token=token) as s:
-        _show(s, s.client.drafts.get(draft_id))
+    _show(s, s.client.drafts.get(draft_id))
 
 
 @drafts_app.command("approve", epilog=_APPROVE_HELP)
+@client_command
 def approve(
-    ctx: typer.Context,
+    s: Session,
     draft_id: DraftArgument,
     *,
     yes: Annotated[
@@ -201,54 +183,42 @@ def approve(
         ),
     ] = False,
     idempotency_key: IdempotencyKeyOption = None,
-    url: UrlOption = None,
-    token: TokenOption = None,
-    output: OutputOption = None,
 ) -> None:
     """Show a ready draft and, once confirmed, make exactly its definition a version.
 
     Exit 7 if the draft changed since it was shown (draft_changed) or is not ready
     (draft_not_ready); 2 without a terminal and without --yes; 13 when the answer is not yes.
     """
-    with session(ctx, output, url=url, token=token) as s:
-        key = check_idempotency_key(idempotency_key)
-        draft = s.client.drafts.get(draft_id)
-        for name, value in _summary(draft):
-            if value is not None:
-                s.out.say(f"{name:<16}{cell(value, human=True)}")
-        _write_sections(s.out.say, draft)
-        if draft.status == "ready":  # else the server says why nothing can be approved
-            target = f"workflow {draft.workflow_id}" if draft.workflow_id else "a workflow"
-            confirm(s.out, f"Make this definition a version of {target}?", yes=yes)
-        try:
-            approved = s.client.drafts.approve(
-                draft_id, draft.definition_hash or "", idempotency_key=key
-            )
-        except DraftChanged as exc:
-            s.out.problem(exc)
-            s.out.say(
-                "nothing was created: the draft is not what was shown above; run the command "
-                "again to review it"
-            )
-            raise typer.Exit(exit_code_for_error(exc)) from None
-        s.out.resource(approved)
-        already = "already " if draft.status == "approved" else ""
-        s.out.say(f"{already}approved: {approved.workflow_id} version {approved.version}")
+    key = check_idempotency_key(idempotency_key)
+    draft = s.client.drafts.get(draft_id)
+    for name, value in _summary(draft):
+        if value is not None:
+            s.out.say(f"{name:<16}{cell(value, human=True)}")
+    _write_sections(s.out.say, draft)
+    if draft.status == "ready":  # else the server says why nothing can be approved
+        target = f"workflow {draft.workflow_id}" if draft.workflow_id else "a workflow"
+        confirm(s.out, f"Make this definition a version of {target}?", yes=yes)
+    try:
+        approved = s.client.drafts.approve(
+            draft_id, draft.definition_hash or "", idempotency_key=key
+        )
+    except DraftChanged as exc:
+        not_as_shown(s.out, exc, "created", "draft")
+    s.out.resource(approved)
+    already = "already " if draft.status == "approved" else ""
+    s.out.say(f"{already}approved: {approved.workflow_id} version {approved.version}")
 
 
 @drafts_app.command("reject")
+@client_command
 def reject(
-    ctx: typer.Context,
+    s: Session,
     draft_id: DraftArgument,
     *,
     idempotency_key: IdempotencyKeyOption = None,
-    url: UrlOption = None,
-    token: TokenOption = None,
-    output: OutputOption = None,
 ) -> None:
     """Reject a ready or invalid draft: it never becomes a version."""
-    with session(ctx, output, url=url, token=token) as s:
-        key = check_idempotency_key(idempotency_key)
-        rejected = s.client.drafts.reject(draft_id, idempotency_key=key)
-        s.out.resource(rejected)
-        s.out.say(f"rejected draft {rejected.draft_id}")
+    key = check_idempotency_key(idempotency_key)
+    rejected = s.client.drafts.reject(draft_id, idempotency_key=key)
+    s.out.resource(rejected)
+    s.out.say(f"rejected draft {rejected.draft_id}")

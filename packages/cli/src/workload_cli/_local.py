@@ -17,7 +17,7 @@ import typer
 
 from workload_cli._exit import ExitCode, exit_code_for_run
 from workload_cli._inputs import read_object_file, run_input
-from workload_cli._options import OutputOption
+from workload_cli._options import DefinitionArgument, InputOption, OutputOption
 from workload_cli._progress import progress_display
 from workload_cli._session import UsageError, session
 
@@ -41,14 +41,7 @@ def _engine() -> ModuleType:
 
 def run_local(
     ctx: typer.Context,
-    file: Annotated[
-        str,
-        typer.Argument(
-            help="A JSON workflow definition (- for standard input).",
-            metavar="FILE",
-            show_default=False,
-        ),
-    ],
+    file: DefinitionArgument,
     state: Annotated[
         Path | None,
         typer.Option(
@@ -58,14 +51,7 @@ def run_local(
             show_default=False,
         ),
     ] = None,
-    input_: Annotated[
-        str | None,
-        typer.Option(
-            "--input",
-            help="The run input: a JSON object, @FILE, or @- for standard input.",
-            show_default=False,
-        ),
-    ] = None,
+    input_: InputOption = None,
     output: OutputOption = None,
 ) -> None:
     """Execute a definition in-process (engine, in-memory store, mock executor; no server).

@@ -19,13 +19,18 @@ from workload_sdk.config import DEFAULT_BASE_URL, TOKEN_ENV, URL_ENV, WORKER_TOK
 
 __all__ = [
     "OUTPUT_ENV",
+    "PAGE",
+    "DefinitionArgument",
     "IdempotencyKeyOption",
+    "InputOption",
     "OutputOption",
     "RunArgument",
     "TokenOption",
     "UrlOption",
     "WorkerTokenOption",
     "closest",
+    "limit_option",
+    "page_size",
 ]
 
 T = TypeVar("T")
@@ -93,6 +98,40 @@ IdempotencyKeyOption = Annotated[
 ]
 
 RunArgument = Annotated[str, typer.Argument(help="The run id.", show_default=False)]
+
+PAGE = 200
+"""The most items a listing asks the server for at once."""
+
+
+def limit_option(what: str) -> Any:
+    """``--limit`` of a listing of ``what`` that shows them all unless told."""
+    return typer.Option(
+        help=f"Show at most this many {what} (default: all).", min=1, show_default=False
+    )
+
+
+def page_size(limit: int | None) -> int:
+    """How many items to ask for at once to show at most ``limit`` (None: all of them)."""
+    return min(limit or PAGE, PAGE)
+
+
+DefinitionArgument = Annotated[
+    str,
+    typer.Argument(
+        help="A JSON workflow definition (- for standard input).",
+        metavar="FILE",
+        show_default=False,
+    ),
+]
+
+InputOption = Annotated[
+    str | None,
+    typer.Option(
+        "--input",
+        help="The run input: a JSON object, @FILE, or @- for standard input.",
+        show_default=False,
+    ),
+]
 
 
 class _Level(Protocol):

@@ -9,10 +9,9 @@ the same way. Redraws are throttled, so a change undone before the next redraw m
 from __future__ import annotations
 
 import abc
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from datetime import UTC, datetime
-from types import TracebackType
-from typing import Self
 
 from rich.console import Group
 from rich.live import Live
@@ -27,7 +26,7 @@ __all__ = ["ProgressDisplay", "progress_display"]
 
 
 class ProgressDisplay(abc.ABC):
-    """Shows the state of one run as it changes; a context manager around the watching."""
+    """Shows the state of one run as it changes (:func:`progress_display` starts and stops it)."""
 
     def __init__(self, out: Output) -> None:
         self.out = out
@@ -40,30 +39,36 @@ class ProgressDisplay(abc.ABC):
     def finish(self, run: Run) -> None:
         """The run is terminal (or the watch gave up): leave the last state shown."""
 
-    def __enter__(self) -> Self:
-        return self
+    def start(self) -> None:
+        """Take the terminal, if the display redraws it (before the first update)."""
+        return
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        return None
+    def stop(self) -> None:
+        """Give the terminal back (once the watching ends, however it ends)."""
+        return
 
 
-def progress_display(out: Output, *, quiet: bool = False) -> ProgressDisplay:
+@contextmanager
+def progress_display(out: Output, *, quiet: bool = False) -> Iterator[ProgressDisplay]:
     """The display for the output format: live table, lines, or (JSON) the final run only.
 
-    With ``quiet``, nothing at all: the exit code tells how the run ended.
+    With ``quiet``, nothing at all: the exit code tells how the run ended. The display is
+    started on entering the context and stopped on leaving it.
     """
+    display: ProgressDisplay
     if quiet:
-        return _Nothing(out)
-    if out.format is OutputFormat.TABLE:
-        return _LiveTable(out)
-    if out.format is OutputFormat.PLAIN:
-        return _Lines(out)
-    return _FinalJson(out)
+        display = _Nothing(out)
+    elif out.format is OutputFormat.TABLE:
+        display = _LiveTable(out)
+    elif out.format is OutputFormat.PLAIN:
+        display = _Lines(out)
+    else:
+        display = _FinalJson(out)
+    display.start()
+    try:
+        yield display
+    finally:
+        display.stop()
 
 
 def _elapsed(run: Run) -> float:
@@ -91,16 +96,10 @@ class _LiveTable(ProgressDisplay):
         super().__init__(out)
         self._live = Live(console=out.stdout, refresh_per_second=8, transient=False)
 
-    def __enter__(self) -> Self:
+    def start(self) -> None:
         self._live.start()
-        return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
+    def stop(self) -> None:
         self._live.stop()
 
     def update(self, run: Run, tasks: Sequence[TaskRun]) -> None:

@@ -16,16 +16,17 @@ from __future__ import annotations
 import json
 import re
 import sys
-from typing import Any
+from typing import Any, NoReturn
 
 import typer
 from rich.text import Text
 
-from workload_cli._exit import ExitCode
+from workload_cli._exit import ExitCode, exit_code_for_error
 from workload_cli._output import Output, visible
 from workload_cli._session import UsageError
+from workload_sdk import WorkloadError
 
-__all__ = ["confirm", "exact_json", "shown"]
+__all__ = ["confirm", "exact_json", "not_as_shown", "shown"]
 
 _VISIBLE_ASCII = re.compile(r"[\x21-\x7e]+")
 
@@ -60,3 +61,20 @@ def confirm(out: Output, question: str, *, yes: bool) -> None:
     if answer.strip().lower() not in {"y", "yes"}:
         out.say("declined: nothing was sent")
         raise typer.Exit(ExitCode.DECLINED)
+
+
+def not_as_shown(out: Output, exc: WorkloadError, outcome: str, what: str) -> NoReturn:
+    """The server refused: its ``what`` is no longer what was shown (409, exit 7).
+
+    Args:
+        out: Where to say it.
+        exc: The refusal (``approval_changed``, ``draft_changed``).
+        outcome: What did not happen (``decided``, ``created``).
+        what: What changed (``approval``, ``draft``).
+    """
+    out.problem(exc)
+    out.say(
+        f"nothing was {outcome}: the {what} is not what was shown above; run the command again "
+        "to review it"
+    )
+    raise typer.Exit(exit_code_for_error(exc)) from None

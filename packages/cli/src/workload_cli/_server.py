@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import logging
 import signal
 import subprocess
 import sys
-from collections.abc import Awaitable
-from typing import Any, TypeVar
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
+from typing import Any, ParamSpec, TypeVar
 
 import anyio
 from pydantic import ValidationError
@@ -27,11 +29,22 @@ from workload_domain.errors import SystemFault
 from workload_store_postgres.migrations import MigrationError, ShardsFixed, migration_status
 from workload_store_postgres.migrations import migrate_up as apply_migrations
 
-__all__ = ["database_url_of", "migrate_status", "migrate_up", "say", "serve"]
+__all__ = [
+    "Stopped",
+    "database_command",
+    "database_faults",
+    "database_url_of",
+    "migrate_status",
+    "migrate_up",
+    "required_url",
+    "say",
+    "serve",
+]
 
 _log = logging.getLogger("workload.cli")
 _coordinator_log = logging.getLogger("workload.coordinator")
 T = TypeVar("T")
+P = ParamSpec("P")
 
 
 def say(message: str) -> None:
@@ -93,19 +106,14 @@ def _serve(overrides: dict[str, Any], stops: StopSignals) -> int:
             # stop, and initdb removed what it had made.
             raise Interrupted(stops.received) from None
         try:
-            migrating = apply_migrations(url, shards=settings.shards)
-            if eventloop.run(_interruptible(migrating, stops)) is None:
-                return ExitCode.OK
-            stops.check()  # a signal in the migrations' last moment, after their scope ended
-        except MigrationError as exc:
-            say(f"error: {exc}")
-            return ExitCode.SCHEMA
-        except ShardsFixed as exc:
-            say(f"error: {exc}")
-            return ExitCode.USAGE
-        except SystemFault as exc:
-            say(f"error: the embedded database failed: {exc}")
-            return ExitCode.FAIL_STOP
+            with database_faults("the embedded database failed"):
+                migrating = apply_migrations(url, shards=settings.shards)
+                if eventloop.run(_interruptible(migrating, stops)) is None:
+                    return ExitCode.OK
+                stops.check()  # a signal in the migrations' last moment, after their scope ended
+        except Stopped as exc:
+            say(exc.message)
+            return exc.code
         updates: dict[str, Any] = {"database_url": url}
         if not (settings.viewer_tokens or settings.operator_tokens or settings.worker_tokens):
             credentials = dev_credentials(
@@ -169,33 +177,76 @@ def database_url_of(database_url: str | None) -> str | None:
         return None
 
 
+class Stopped(Exception):
+    """A database command cannot go on: it says ``message`` and exits ``code``."""
+
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+def database_command(command: Callable[P, int]) -> Callable[P, int]:
+    """A command on the database: a :class:`Stopped` it raises is said, and its code returned."""
+
+    @functools.wraps(command)
+    def run(*args: P.args, **kwargs: P.kwargs) -> int:
+        try:
+            return command(*args, **kwargs)
+        except Stopped as exc:
+            say(exc.message)
+            return exc.code
+
+    return run
+
+
+def required_url(database_url: str | None) -> str:
+    """:func:`database_url_of`; none is a usage error.
+
+    Raises:
+        Stopped: neither ``--database-url`` nor ``WORKLOAD_DATABASE_URL`` (exit 2).
+    """
+    url = database_url_of(database_url)
+    if not url:
+        raise Stopped(ExitCode.USAGE, "error: give --database-url or set WORKLOAD_DATABASE_URL")
+    return url
+
+
+@contextmanager
+def database_faults(failing: str) -> Iterator[None]:
+    """The database failing or refusing the migrations stops the command, with a message.
+
+    Raises:
+        Stopped: a migration that does not apply (exit 4) or a shard count that cannot change
+            (exit 2), said as is; a :class:`SystemFault` (exit 5), said after ``failing`` (the
+            operator's to fix: no traceback).
+    """
+    try:
+        yield
+    except MigrationError as exc:
+        raise Stopped(ExitCode.SCHEMA, f"error: {exc}") from None
+    except ShardsFixed as exc:
+        raise Stopped(ExitCode.USAGE, f"error: {exc}") from None
+    except SystemFault as exc:
+        raise Stopped(ExitCode.FAIL_STOP, f"error: {failing}: {exc}") from None
+
+
 def _shards() -> int | None:
     """``WORKLOAD_SHARDS``, for a database's first migration (SPEC §16); None when unset."""
     return Settings().shards
 
 
+@database_command
 def migrate_up(database_url: str | None, as_json: bool = False) -> int:
     """Run ``workload migrate up``; return the exit code."""
-    url = database_url_of(database_url)
-    if not url:
-        say("error: give --database-url or set WORKLOAD_DATABASE_URL")
-        return ExitCode.USAGE
+    url = required_url(database_url)
     try:
         shards = _shards()
     except ValidationError as exc:
         say(f"error: invalid configuration:\n{exc}")
         return ExitCode.USAGE
-    try:
+    with database_faults("cannot migrate"):
         applied = asyncio.run(apply_migrations(url, shards=shards))
-    except MigrationError as exc:
-        say(f"error: {exc}")
-        return ExitCode.SCHEMA
-    except ShardsFixed as exc:
-        say(f"error: {exc}")
-        return ExitCode.USAGE
-    except SystemFault as exc:  # a connection failure is the operator's to fix, not a traceback
-        say(f"error: cannot migrate: {exc}")
-        return ExitCode.FAIL_STOP
     if as_json:
         names = [{"version": m.version, "name": m.name} for m in applied]
         print(json.dumps({"applied": names}))
@@ -207,17 +258,12 @@ def migrate_up(database_url: str | None, as_json: bool = False) -> int:
     return ExitCode.OK
 
 
+@database_command
 def migrate_status(database_url: str | None, as_json: bool = False) -> int:
     """Run ``workload migrate status``; return 0 if up to date, 4 otherwise."""
-    url = database_url_of(database_url)
-    if not url:
-        say("error: give --database-url or set WORKLOAD_DATABASE_URL")
-        return ExitCode.USAGE
-    try:
+    url = required_url(database_url)
+    with database_faults("cannot read the schema"):
         status = asyncio.run(migration_status(url))
-    except SystemFault as exc:  # a connection failure is the operator's to fix, not a traceback
-        say(f"error: cannot read the schema: {exc}")
-        return ExitCode.FAIL_STOP
     code = ExitCode.OK if status.up_to_date else ExitCode.SCHEMA
     if as_json:
         document = {

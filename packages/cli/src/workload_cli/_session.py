@@ -1,7 +1,10 @@
 """What one client command runs with: the resolved config, an SDK client, and the output.
 
 :func:`session` is the client commands' only way to the server. It also turns every failure
-into a message on stderr and a documented exit code (see :mod:`workload_cli._exit`).
+into a message on stderr and a documented exit code (see :mod:`workload_cli._exit`). A client
+command is written as a function of its session and its own options, made a typer command by
+:func:`client_command` (which adds ``--url``, ``--token`` and ``--output`` and opens the
+session).
 
 Whoever invokes the CLI in-process (the tests, an embedding program) may hand it an
 ``httpx.BaseTransport`` as the root context's ``obj``: the SDK client then sends through it
@@ -10,21 +13,36 @@ instead of the network (e.g. to an application served in the same process).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import functools
+import inspect
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Any, Concatenate, ParamSpec, TypeVar
 
 import httpx
 import typer
 
 from workload_cli._config import ClientConfig, ConfigError, Given, resolve_config
 from workload_cli._exit import ExitCode, exit_code_for_error
-from workload_cli._options import closest
+from workload_cli._options import OutputOption, TokenOption, UrlOption, closest
 from workload_cli._output import Output, OutputFormat
 from workload_sdk import Client, WorkloadError
 from workload_sdk.config import TOKEN_ENV, URL_ENV
 
-__all__ = ["Connection", "Session", "UsageError", "connection", "output_format", "session"]
+__all__ = [
+    "Connection",
+    "Session",
+    "UsageError",
+    "client_command",
+    "connection",
+    "output_format",
+    "resigned",
+    "session",
+]
+
+P = ParamSpec("P")
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,3 +177,53 @@ def session(
         raise typer.Exit(ExitCode.INTERRUPTED) from None
     finally:
         current.close()
+
+
+_CONTEXT = inspect.Parameter(
+    "ctx", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=typer.Context
+)
+_CONNECTION = [
+    inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=None, annotation=option)
+    for name, option in (("url", UrlOption), ("token", TokenOption), ("output", OutputOption))
+]
+
+
+def client_command(command: Callable[Concatenate[Session, P], None]) -> Callable[..., None]:
+    """A client command run in a :func:`session`, for ``typer``'s ``command()``.
+
+    The command takes the session first, then its own arguments and options; the callable
+    returned takes the context first, then those, then ``--url``, ``--token`` and ``--output``
+    (its signature says so, for typer to read), and runs the command in the session they open.
+    """
+
+    @functools.wraps(command)
+    def run(
+        ctx: typer.Context,
+        *args: Any,
+        url: str | None = None,
+        token: str | None = None,
+        output: OutputFormat | None = None,
+        **kwargs: Any,
+    ) -> None:
+        with session(ctx, output, url=url, token=token) as current:
+            command(current, *args, **kwargs)
+
+    return resigned(run, command, first=_CONTEXT, last=_CONNECTION)
+
+
+def resigned(
+    wrapper: Callable[..., T],
+    command: Callable[..., Any],
+    *,
+    first: inspect.Parameter,
+    last: Sequence[inspect.Parameter],
+) -> Callable[..., T]:
+    """``wrapper``, its signature (which typer reads) ``command``'s, changed at both ends.
+
+    The first parameter is ``first`` instead of ``command``'s; ``last`` follows the others.
+    """
+    own = list(inspect.signature(command, eval_str=True).parameters.values())[1:]
+    signature = inspect.Signature([first, *own, *last], return_annotation=None)
+    wrapper.__signature__ = signature  # type: ignore[attr-defined]
+    wrapper.__annotations__ = {p.name: p.annotation for p in signature.parameters.values()}
+    return wrapper

@@ -7,12 +7,10 @@ many shards each owns (SPEC §16) — one request (``GET /api/v1/status``).
 
 from __future__ import annotations
 
-import typer
 from pydantic import BaseModel
 
-from workload_cli._options import OutputOption, TokenOption, UrlOption
 from workload_cli._output import Column
-from workload_cli._session import session
+from workload_cli._session import Session, client_command
 from workload_cli._views import QUEUE_COLUMNS
 from workload_sdk import ReplicaShare
 
@@ -38,27 +36,21 @@ class _ReplicaSummary(_Summary):
     replica_id: str | None
 
 
-def status(
-    ctx: typer.Context,
-    *,
-    url: UrlOption = None,
-    token: TokenOption = None,
-    output: OutputOption = None,
-) -> None:
+@client_command
+def status(s: Session) -> None:
     """Show the service at a glance (viewer).
 
     Leader, standby or replica, epoch, readiness, active runs and workers, pending approvals,
     queues, and the replicas with their shard counts.
     """
-    with session(ctx, output, url=url, token=token) as s:
-        current = s.client.status()
-        if s.out.is_json:
-            s.out.json(current.model_dump(mode="json"))
-            return
-        summary = _ReplicaSummary if current.replica_id is not None else _Summary
-        s.out.resource(summary.model_validate(current.model_dump()))
+    current = s.client.status()
+    if s.out.is_json:
+        s.out.json(current.model_dump(mode="json"))
+        return
+    summary = _ReplicaSummary if current.replica_id is not None else _Summary
+    s.out.resource(summary.model_validate(current.model_dump()))
+    s.out.echo("")
+    s.out.listing(current.queues, QUEUE_COLUMNS)
+    if current.replicas:
         s.out.echo("")
-        s.out.listing(current.queues, QUEUE_COLUMNS)
-        if current.replicas:
-            s.out.echo("")
-            s.out.listing(current.replicas, _REPLICA_COLUMNS)
+        s.out.listing(current.replicas, _REPLICA_COLUMNS)

@@ -7,9 +7,8 @@ from typing import Any, TypeVar
 
 import typer
 
-from workload_cli._options import OutputOption, TokenOption, UrlOption
 from workload_cli._output import Column
-from workload_cli._session import session
+from workload_cli._session import Session, client_command
 from workload_cli._views import QUEUE_COLUMNS, WORKER_COLUMNS
 from workload_sdk import Client
 
@@ -26,15 +25,9 @@ def _listing(
 ) -> Callable[..., Any]:
     """A ``list`` command printing what ``fetch`` reads, in the chosen format."""
 
-    def list_command(
-        ctx: typer.Context,
-        *,
-        url: UrlOption = None,
-        token: TokenOption = None,
-        output: OutputOption = None,
-    ) -> None:
-        with session(ctx, output, url=url, token=token) as s:
-            s.out.listing(fetch(s.client), columns)
+    @client_command
+    def list_command(s: Session) -> None:
+        s.out.listing(fetch(s.client), columns)
 
     return list_command
 

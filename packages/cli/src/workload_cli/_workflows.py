@@ -8,8 +8,8 @@ import typer
 
 from workload_cli._definitions import definitions_to_apply
 from workload_cli._inputs import check_idempotency_key, read_object_file
-from workload_cli._options import IdempotencyKeyOption, OutputOption, TokenOption, UrlOption
-from workload_cli._session import session
+from workload_cli._options import DefinitionArgument, IdempotencyKeyOption
+from workload_cli._session import Session, client_command
 from workload_cli._views import VERSION_COLUMNS, WORKFLOW_COLUMNS
 from workload_sdk import WorkloadError
 
@@ -17,14 +17,6 @@ __all__ = ["workflows_app"]
 
 workflows_app = typer.Typer(help="Workflows and their immutable versions.", no_args_is_help=True)
 
-FileArgument = Annotated[
-    str,
-    typer.Argument(
-        help="A JSON workflow definition (- for standard input).",
-        metavar="FILE",
-        show_default=False,
-    ),
-]
 WorkflowArgument = Annotated[str, typer.Argument(help="The workflow id.", show_default=False)]
 ApplyArgument = Annotated[
     str,
@@ -39,33 +31,24 @@ ApplyArgument = Annotated[
 
 
 @workflows_app.command("create")
+@client_command
 def create(
-    ctx: typer.Context,
-    file: FileArgument,
+    s: Session,
+    file: DefinitionArgument,
     *,
     idempotency_key: IdempotencyKeyOption = None,
-    url: UrlOption = None,
-    token: TokenOption = None,
-    output: OutputOption = None,
 ) -> None:
     """Create a workflow and its version 1 from a definition file; print the version."""
-    with session(ctx, output, url=url, token=token) as s:
-        definition = read_object_file(file)
-        key = check_idempotency_key(idempotency_key)
-        version = s.client.workflows.create(definition, idempotency_key=key)
-        s.out.resource(version)
-        s.out.say(f"created {version.workflow_id} version {version.version}")
+    definition = read_object_file(file)
+    key = check_idempotency_key(idempotency_key)
+    version = s.client.workflows.create(definition, idempotency_key=key)
+    s.out.resource(version)
+    s.out.say(f"created {version.workflow_id} version {version.version}")
 
 
 @workflows_app.command("apply")
-def apply(
-    ctx: typer.Context,
-    target: ApplyArgument,
-    *,
-    url: UrlOption = None,
-    token: TokenOption = None,
-    output: OutputOption = None,
-) -> None:
+@client_command
+def apply(s: Session, target: ApplyArgument) -> None:
     """Apply definitions by content: a new version only where one changed.
 
     Prints "created ID version N" or "unchanged ID version N" per workflow (--output json: a
@@ -74,92 +57,72 @@ def apply(
     exits 2 with nothing written. A module is imported from the current directory too, as
     `workload worker` does. Applying is idempotent: run it again and nothing changes.
     """
-    with session(ctx, output, url=url, token=token) as s:
-        sources = definitions_to_apply(target)
-        applied: list[dict[str, object]] = []
-        for source in sources:
-            try:
-                version = s.client.workflows.apply(source.definition)
-            except WorkloadError:
-                s.out.say(f"{source.label}: not applied", style="red")
-                raise
-            applied.append(
-                {
-                    "workflow_id": version.workflow_id,
-                    "version": version.version,
-                    "created": version.created,
-                }
-            )
-            if not s.out.is_json:
-                outcome = "created" if version.created else "unchanged"
-                s.out.echo(f"{outcome} {version.workflow_id} version {version.version}")
-        if s.out.is_json:
-            s.out.json(applied)
+    sources = definitions_to_apply(target)
+    applied: list[dict[str, object]] = []
+    for source in sources:
+        try:
+            version = s.client.workflows.apply(source.definition)
+        except WorkloadError:
+            s.out.say(f"{source.label}: not applied", style="red")
+            raise
+        applied.append(
+            {
+                "workflow_id": version.workflow_id,
+                "version": version.version,
+                "created": version.created,
+            }
+        )
+        if not s.out.is_json:
+            outcome = "created" if version.created else "unchanged"
+            s.out.echo(f"{outcome} {version.workflow_id} version {version.version}")
+    if s.out.is_json:
+        s.out.json(applied)
 
 
 @workflows_app.command("new-version")
+@client_command
 def new_version(
-    ctx: typer.Context,
+    s: Session,
     workflow_id: WorkflowArgument,
-    file: FileArgument,
+    file: DefinitionArgument,
     *,
     idempotency_key: IdempotencyKeyOption = None,
-    url: UrlOption = None,
-    token: TokenOption = None,
-    output: OutputOption = None,
 ) -> None:
     """Create the next version of a workflow (the file's id may be omitted); print it."""
-    with session(ctx, output, url=url, token=token) as s:
-        definition = read_object_file(file)
-        key = check_idempotency_key(idempotency_key)
-        version = s.client.versions.create(workflow_id, definition, idempotency_key=key)
-        s.out.resource(version)
-        s.out.say(f"created {version.workflow_id} version {version.version}")
+    definition = read_object_file(file)
+    key = check_idempotency_key(idempotency_key)
+    version = s.client.versions.create(workflow_id, definition, idempotency_key=key)
+    s.out.resource(version)
+    s.out.say(f"created {version.workflow_id} version {version.version}")
 
 
 @workflows_app.command("list")
-def list_workflows(
-    ctx: typer.Context,
-    *,
-    url: UrlOption = None,
-    token: TokenOption = None,
-    output: OutputOption = None,
-) -> None:
+@client_command
+def list_workflows(s: Session) -> None:
     """List every workflow, oldest first."""
-    with session(ctx, output, url=url, token=token) as s:
-        s.out.listing(s.client.workflows.list(limit=200), WORKFLOW_COLUMNS)
+    s.out.listing(s.client.workflows.list(limit=200), WORKFLOW_COLUMNS)
 
 
 @workflows_app.command("show")
+@client_command
 def show(
-    ctx: typer.Context,
+    s: Session,
     workflow_id: WorkflowArgument,
     *,
     version: Annotated[
         int | None,
         typer.Option("--version", help="Show this version with its definition instead.", min=1),
     ] = None,
-    url: UrlOption = None,
-    token: TokenOption = None,
-    output: OutputOption = None,
 ) -> None:
     """Show a workflow, or one of its versions with its normalized definition."""
-    with session(ctx, output, url=url, token=token) as s:
-        if version is None:
-            s.out.resource(s.client.workflows.get(workflow_id))
-        else:
-            s.out.resource(s.client.versions.get(workflow_id, version))
+    if version is None:
+        s.out.resource(s.client.workflows.get(workflow_id))
+    else:
+        s.out.resource(s.client.versions.get(workflow_id, version))
 
 
 @workflows_app.command("versions")
-def versions(
-    ctx: typer.Context,
-    workflow_id: WorkflowArgument,
-    *,
-    url: UrlOption = None,
-    token: TokenOption = None,
-    output: OutputOption = None,
-) -> None:
+@client_command
+def versions(s: Session, workflow_id: WorkflowArgument) -> None:
     """List a workflow's versions (summaries, without definitions)."""
-    with session(ctx, output, url=url, token=token) as s:
-        s.out.listing(s.client.versions.list(workflow_id, limit=200), VERSION_COLUMNS)
+    s.out.listing(s.client.versions.list(workflow_id, limit=200), VERSION_COLUMNS)
