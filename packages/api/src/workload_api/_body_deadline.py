@@ -23,6 +23,7 @@ import anyio
 from starlette.datastructures import MutableHeaders
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from workload_api._asgi import HttpMiddleware
 from workload_api.problems import HttpProblem, problem_response
 
 __all__ = ["BodyDeadline", "BodyTimeout"]
@@ -39,18 +40,15 @@ class BodyTimeout(HttpProblem):
         )
 
 
-class BodyDeadline:
+class BodyDeadline(HttpMiddleware):
     """ASGI middleware: a request's body must arrive within ``timeout`` seconds of its headers."""
 
     def __init__(self, app: ASGIApp, *, timeout: float) -> None:
-        self.app = app
+        super().__init__(app)
         self.timeout = timeout
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        """Handle one connection scope."""
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
+    async def http(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Handle one HTTP request."""
         deadline = time.monotonic() + self.timeout
         body_complete = not _declares_body(scope)
         expired = False

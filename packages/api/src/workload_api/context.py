@@ -18,6 +18,7 @@ from starlette.datastructures import MutableHeaders
 from starlette.requests import ClientDisconnect
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from workload_api._asgi import HttpMiddleware
 from workload_api.problems import HttpProblem, problem_response
 from workload_api.telemetry import UNMATCHED_ROUTE
 
@@ -90,7 +91,7 @@ def _level(name: str) -> int:
     return value if isinstance(value, int) else logging.INFO
 
 
-class RequestContext:
+class RequestContext(HttpMiddleware):
     """ASGI middleware: request ids, the access log, and a problem for any escaped error.
 
     Every response carries ``X-Request-ID``; every request logs one JSON line; an error that
@@ -99,14 +100,8 @@ class RequestContext:
     shutdown grace ended) is answered 503.
     """
 
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        """Handle one connection scope."""
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
+    async def http(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Handle one HTTP request."""
         request_id = _request_id(scope)
         state = scope.setdefault("state", {})
         state["request_id"] = request_id

@@ -9,7 +9,8 @@ from __future__ import annotations
 import re
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
-from typing import Any
+from enum import StrEnum
+from typing import Any, TypeVar
 
 import anyio
 from starlette.datastructures import QueryParams
@@ -42,6 +43,8 @@ __all__ = [
     "check_query_names",
     "respond",
 ]
+
+_E = TypeVar("_E", bound=StrEnum)
 
 _IDEMPOTENCY_KEY = re.compile(r"^[\x21-\x7e]{1,255}$")
 _WORKFLOW_ID = re.compile(WORKFLOW_ID_PATTERN)
@@ -138,6 +141,17 @@ class Call:
                 raise bad_query(f"limit must be an integer from 1 to {MAX_PAGE_LIMIT}")
             limit = int(raw_limit)
         return query.get("cursor"), limit
+
+    def enum_query(self, name: str, values: type[_E]) -> _E | None:
+        """The query parameter ``name``, one of ``values`` (None when it is not given)."""
+        raw = self.request.query_params.get(name)
+        if raw is None:
+            return None
+        try:
+            return values(raw)
+        except ValueError:
+            allowed = ", ".join(v.value for v in values)
+            raise bad_query(f"{name} must be one of: {allowed}") from None
 
 
 def check_query_names(query: QueryParams, accepted: Collection[str]) -> None:
@@ -349,14 +363,7 @@ async def list_queues(call: Call) -> Response:
 
 async def list_approvals(call: Call) -> Response:
     cursor, limit = call.page_args("status")
-    raw = call.request.query_params.get("status")
-    status = None
-    if raw is not None:
-        try:
-            status = ApprovalStatus(raw)
-        except ValueError:
-            allowed = ", ".join(s.value for s in ApprovalStatus)
-            raise bad_query(f"status must be one of: {allowed}") from None
+    status = call.enum_query("status", ApprovalStatus)
     return JSONResponse(await call.usecases.approvals.list(status, cursor, limit))
 
 

@@ -22,6 +22,9 @@ from workload_domain.approvals import ApprovalStatus
 
 __all__ = ["OPERATIONS", "Call", "Operation", "QueryParam"]
 
+Handler = Callable[[Call], Awaitable[Response]]
+"""What serves an operation: the call in, the response out."""
+
 
 # -- the table ---------------------------------------------------------------------------------
 
@@ -35,7 +38,7 @@ class Operation:
     operation_id: str
     summary: str
     role: Role
-    handler: Callable[[Call], Awaitable[Response]]
+    handler: Handler
     success: int
     response: type[BaseModel] | Any
     errors: tuple[int, ...]
@@ -73,401 +76,361 @@ _WRITE_ERRORS = (400, 401, 403, 404, 405, 409, 413, 415, 503)
 _WORKER_ERRORS = (400, 401, 403, 405, 409, 413, 415, 503)
 _V = "/api/v1"
 
-OPERATIONS: tuple[Operation, ...] = (
-    Operation(
+
+def _errors(
+    common: tuple[int, ...], path: str, more: tuple[int, ...], *, may_be_missing: bool = True
+) -> tuple[int, ...]:
+    """``common`` and ``more``; a 404 only where ``path`` names one thing (it has an id).
+
+    ``may_be_missing=False``: the operation creates what the path names (a PUT).
+    """
+    found = "{" in path and may_be_missing
+    return (*(e for e in common if found or e != 404), *more)
+
+
+def _read(
+    path: str,
+    operation_id: str,
+    summary: str,
+    handler: Handler,
+    response: type[BaseModel] | Any,
+    *,
+    query: tuple[QueryParam, ...] = (),
+    more_errors: tuple[int, ...] = (),
+    etag: bool = False,
+    stream: bool = False,
+    session: bool = False,
+) -> Operation:
+    """A viewer's ``GET`` of ``/api/v1`` + ``path``, answered 200."""
+    return Operation(
+        "GET",
+        _V + path,
+        operation_id,
+        summary,
+        Role.VIEWER,
+        handler,
+        200,
+        response,
+        _errors(_READ_ERRORS, path, more_errors),
+        query,
+        etag=etag,
+        stream=stream,
+        session=session,
+    )
+
+
+def _write(
+    path: str,
+    operation_id: str,
+    summary: str,
+    handler: Handler,
+    response: type[BaseModel],
+    *,
+    success: int = 200,
+    body: str | type[BaseModel] | None = None,
+    method: str = "POST",
+    more_errors: tuple[int, ...] = (),
+    creates: bool = False,
+    also: tuple[tuple[int, str], ...] = (),
+    optional_key: bool = False,
+) -> Operation:
+    """An operator's write (a ``POST`` unless ``method`` says otherwise) to ``/api/v1`` + ``path``.
+
+    ``creates``: the write creates what its path names, so it is never a 404 (a PUT).
+    """
+    return Operation(
+        method,
+        _V + path,
+        operation_id,
+        summary,
+        Role.OPERATOR,
+        handler,
+        success,
+        response,
+        _errors(_WRITE_ERRORS, path, more_errors, may_be_missing=not creates),
+        body=body,
+        also=also,
+        optional_key=optional_key,
+    )
+
+
+def _report(
+    path: str,
+    operation_id: str,
+    summary: str,
+    handler: Handler,
+    response: type[BaseModel],
+    *,
+    body: type[BaseModel],
+    more_errors: tuple[int, ...] = (),
+) -> Operation:
+    """A worker's ``POST`` to ``/api/v1`` + ``path``, answered 200 and fenced by its lease."""
+    return Operation(
         "POST",
-        f"{_V}/workflows",
+        _V + path,
+        operation_id,
+        summary,
+        Role.WORKER,
+        handler,
+        200,
+        response,
+        (*_WORKER_ERRORS, *more_errors),
+        body=body,
+        fenced=True,
+    )
+
+
+OPERATIONS: tuple[Operation, ...] = (
+    _write(
+        "/workflows",
         "createWorkflow",
         "Create a workflow and its version 1",
-        Role.OPERATOR,
         h.create_workflow,
-        201,
         schemas.Version,
-        tuple(e for e in _WRITE_ERRORS if e != 404),
+        success=201,
         body="definition",
     ),
-    Operation(
-        "GET",
-        f"{_V}/workflows",
+    _read(
+        "/workflows",
         "listWorkflows",
         "List workflows",
-        Role.VIEWER,
         h.list_workflows,
-        200,
         schemas.Page[schemas.Workflow],
-        tuple(e for e in _READ_ERRORS if e != 404),
-        PAGED,
+        query=PAGED,
     ),
-    Operation(
-        "GET",
-        f"{_V}/workflows/{{workflow_id}}",
+    _read(
+        "/workflows/{workflow_id}",
         "getWorkflow",
         "Get a workflow",
-        Role.VIEWER,
         h.get_workflow,
-        200,
         schemas.Workflow,
-        _READ_ERRORS,
     ),
-    Operation(
-        "PUT",
-        f"{_V}/workflows/{{workflow_id}}",
+    _write(
+        "/workflows/{workflow_id}",
         "applyWorkflow",
         "Apply a definition: a new version only when it differs from the latest (SPEC §6)",
-        Role.OPERATOR,
         h.apply_workflow,
-        201,
         schemas.Version,
-        tuple(e for e in _WRITE_ERRORS if e != 404),
+        success=201,
         body="definition",
+        method="PUT",
+        creates=True,
         also=((200, "the latest version has this definition already: nothing was written"),),
         optional_key=True,
     ),
-    Operation(
-        "POST",
-        f"{_V}/workflows/{{workflow_id}}/versions",
+    _write(
+        "/workflows/{workflow_id}/versions",
         "createVersion",
         "Create the next version of a workflow",
-        Role.OPERATOR,
         h.create_version,
-        201,
         schemas.Version,
-        _WRITE_ERRORS,
+        success=201,
         body="definition",
     ),
-    Operation(
-        "GET",
-        f"{_V}/workflows/{{workflow_id}}/versions",
+    _read(
+        "/workflows/{workflow_id}/versions",
         "listVersions",
         "List a workflow's versions",
-        Role.VIEWER,
         h.list_versions,
-        200,
         schemas.Page[schemas.VersionSummary],
-        _READ_ERRORS,
-        PAGED,
+        query=PAGED,
     ),
-    Operation(
-        "GET",
-        f"{_V}/workflows/{{workflow_id}}/versions/{{version}}",
+    _read(
+        "/workflows/{workflow_id}/versions/{version}",
         "getVersion",
         "Get a version with its definition",
-        Role.VIEWER,
         h.get_version,
-        200,
         schemas.Version,
-        _READ_ERRORS,
     ),
-    Operation(
-        "POST",
-        f"{_V}/workflows/{{workflow_id}}/versions/{{version}}/runs",
+    _write(
+        "/workflows/{workflow_id}/versions/{version}/runs",
         "startRun",
         "Start a run of a version",
-        Role.OPERATOR,
         h.start_run,
-        202,
         schemas.Run,
-        _WRITE_ERRORS,
+        success=202,
         body="start_run",
     ),
-    Operation(
-        "GET",
-        f"{_V}/runs",
+    _read(
+        "/runs",
         "listRuns",
         "List runs",
-        Role.VIEWER,
         list_runs,
-        200,
         schemas.Page[schemas.Run],
-        tuple(e for e in _READ_ERRORS if e != 404),
-        (*PAGED, *RUNS_QUERY),
+        query=(*PAGED, *RUNS_QUERY),
     ),
-    Operation(
-        "GET",
-        f"{_V}/runs/{{run_id}}",
-        "getRun",
-        "Get a run",
-        Role.VIEWER,
-        h.get_run,
-        200,
-        schemas.Run,
-        _READ_ERRORS,
-        etag=True,
-    ),
-    Operation(
-        "POST",
-        f"{_V}/runs/{{run_id}}/cancel",
+    _read("/runs/{run_id}", "getRun", "Get a run", h.get_run, schemas.Run, etag=True),
+    _write(
+        "/runs/{run_id}/cancel",
         "cancelRun",
         "Cancel a run",
-        Role.OPERATOR,
         h.cancel_run,
-        202,
         schemas.Run,
-        (*_WRITE_ERRORS, 412),
+        success=202,
         body="empty",
+        more_errors=(412,),
         also=((200, "the run was already canceled"),),
     ),
-    Operation(
-        "GET",
-        f"{_V}/runs/{{run_id}}/tasks",
+    _read(
+        "/runs/{run_id}/tasks",
         "listTasks",
         "List a run's tasks",
-        Role.VIEWER,
         h.list_tasks,
-        200,
         schemas.Page[schemas.TaskRun],
-        _READ_ERRORS,
-        PAGED,
+        query=PAGED,
     ),
-    Operation(
-        "GET",
-        f"{_V}/runs/{{run_id}}/tasks/{{task_key}}",
+    _read(
+        "/runs/{run_id}/tasks/{task_key}",
         "getTask",
         "Get a task of a run",
-        Role.VIEWER,
         h.get_task,
-        200,
         schemas.TaskRun,
-        _READ_ERRORS,
     ),
-    Operation(
-        "GET",
-        f"{_V}/runs/{{run_id}}/tasks/{{task_key}}/attempts",
+    _read(
+        "/runs/{run_id}/tasks/{task_key}/attempts",
         "listAttempts",
         "List a task's attempts",
-        Role.VIEWER,
         h.list_attempts,
-        200,
         schemas.Page[schemas.Attempt],
-        _READ_ERRORS,
-        PAGED,
+        query=PAGED,
     ),
-    Operation(
-        "GET",
-        f"{_V}/runs/{{run_id}}/tasks/{{task_key}}/steps",
+    _read(
+        "/runs/{run_id}/tasks/{task_key}/steps",
         "listSteps",
         "List an agent task's steps (model and tool calls) by attempt and sequence",
-        Role.VIEWER,
         h.list_steps,
-        200,
         schemas.Page[schemas.Step],
-        _READ_ERRORS,
-        PAGED,
+        query=PAGED,
     ),
-    Operation(
-        "GET",
-        f"{_V}/runs/{{run_id}}/events",
+    _read(
+        "/runs/{run_id}/events",
         "listEvents",
         "List a run's events",
-        Role.VIEWER,
         h.list_events,
-        200,
         schemas.Page[schemas.Event],
-        _READ_ERRORS,
-        PAGED,
+        query=PAGED,
     ),
-    Operation(
-        "GET",
-        f"{_V}/runs/{{run_id}}/events/stream",
+    _read(
+        "/runs/{run_id}/events/stream",
         "streamEvents",
         "Follow a run's events live (server-sent events; resumes after Last-Event-ID)",
-        Role.VIEWER,
         stream_events,
-        200,
         schemas.Event,
-        (*_READ_ERRORS, 429),  # 429: capped per caller (ADR 0025)
-        (AFTER,),
+        query=(AFTER,),
+        more_errors=(429,),
         stream=True,
         session=True,
     ),
-    Operation(
-        "POST",
-        f"{_V}/workers/{{worker_id}}/claim",
+    _report(
+        "/workers/{worker_id}/claim",
         "claimAttempts",
         "Claim queued attempts (a worker; long-poll up to wait_seconds)",
-        Role.WORKER,
         h.claim_attempts,
-        200,
         schemas.ClaimResponse,
-        (*_WORKER_ERRORS, 429),  # 429: capped per caller (ADR 0025)
         body=schemas.ClaimRequest,
-        fenced=True,
+        more_errors=(429,),
     ),
-    Operation(
-        "POST",
-        f"{_V}/attempts/{{attempt_id}}/heartbeat",
+    _report(
+        "/attempts/{attempt_id}/heartbeat",
         "heartbeatAttempt",
         "Renew the lease of a claimed attempt (and report progress)",
-        Role.WORKER,
         h.heartbeat,
-        200,
         schemas.Lease,
-        _WORKER_ERRORS,
         body=schemas.HeartbeatRequest,
-        fenced=True,
     ),
-    Operation(
-        "POST",
-        f"{_V}/attempts/{{attempt_id}}/complete",
+    _report(
+        "/attempts/{attempt_id}/complete",
         "completeAttempt",
         "Report a claimed attempt's success",
-        Role.WORKER,
         h.complete_attempt,
-        200,
         schemas.Attempt,
-        _WORKER_ERRORS,
         body=schemas.CompleteRequest,
-        fenced=True,
     ),
-    Operation(
-        "POST",
-        f"{_V}/attempts/{{attempt_id}}/fail",
+    _report(
+        "/attempts/{attempt_id}/fail",
         "failAttempt",
         "Report a claimed attempt's failure",
-        Role.WORKER,
         h.fail_attempt,
-        200,
         schemas.Attempt,
-        _WORKER_ERRORS,
         body=schemas.FailRequest,
-        fenced=True,
     ),
-    Operation(
-        "GET",
-        f"{_V}/approvals",
+    _read(
+        "/approvals",
         "listApprovals",
         "List approvals of agents' tool calls (optionally ?status=pending)",
-        Role.VIEWER,
         h.list_approvals,
-        200,
         schemas.Page[schemas.Approval],
-        tuple(e for e in _READ_ERRORS if e != 404),
-        (*PAGED, *_APPROVALS_QUERY),
+        query=(*PAGED, *_APPROVALS_QUERY),
     ),
-    Operation(
-        "GET",
-        f"{_V}/approvals/{{approval_id}}",
+    _read(
+        "/approvals/{approval_id}",
         "getApproval",
         "Get an approval",
-        Role.VIEWER,
         h.get_approval,
-        200,
         schemas.Approval,
-        _READ_ERRORS,
     ),
-    Operation(
-        "POST",
-        f"{_V}/approvals/{{approval_id}}/decision",
+    _write(
+        "/approvals/{approval_id}/decision",
         "decideApproval",
         "Approve or reject a pending approval, for exactly the arguments its digest names",
-        Role.OPERATOR,
         h.decide_approval,
-        200,
         schemas.Approval,
-        _WRITE_ERRORS,
         body=schemas.DecisionRequest,
     ),
-    Operation(
-        "POST",
-        f"{_V}/drafts",
+    _write(
+        "/drafts",
         "createDraft",
         "Ask a model for a workflow from a prompt (generated asynchronously)",
-        Role.OPERATOR,
         h.create_draft,
-        202,
         schemas.Draft,
-        tuple(e for e in _WRITE_ERRORS if e != 404),
+        success=202,
         body=schemas.CreateDraftRequest,
     ),
-    Operation(
-        "GET",
-        f"{_V}/drafts",
+    _read(
+        "/drafts",
         "listDrafts",
         "List drafts",
-        Role.VIEWER,
         h.list_drafts,
-        200,
         schemas.Page[schemas.Draft],
-        tuple(e for e in _READ_ERRORS if e != 404),
-        PAGED,
+        query=PAGED,
     ),
-    Operation(
-        "GET",
-        f"{_V}/drafts/{{draft_id}}",
-        "getDraft",
-        "Get a draft",
-        Role.VIEWER,
-        h.get_draft,
-        200,
-        schemas.Draft,
-        _READ_ERRORS,
-    ),
-    Operation(
-        "POST",
-        f"{_V}/drafts/{{draft_id}}/approve",
+    _read("/drafts/{draft_id}", "getDraft", "Get a draft", h.get_draft, schemas.Draft),
+    _write(
+        "/drafts/{draft_id}/approve",
         "approveDraft",
         "Make a ready draft a workflow version, for exactly the definition hash given",
-        Role.OPERATOR,
         h.approve_draft,
-        200,
         schemas.Draft,
-        _WRITE_ERRORS,
         body=schemas.ApproveDraftRequest,
     ),
-    Operation(
-        "POST",
-        f"{_V}/drafts/{{draft_id}}/reject",
+    _write(
+        "/drafts/{draft_id}/reject",
         "rejectDraft",
         "Reject a ready or invalid draft (no body)",
-        Role.OPERATOR,
         h.reject_draft,
-        200,
         schemas.Draft,
-        _WRITE_ERRORS,
     ),
-    Operation(
-        "GET",
-        f"{_V}/workers",
+    _read(
+        "/workers",
         "listWorkers",
         "List workers",
-        Role.VIEWER,
         h.list_workers,
-        200,
         schemas.Page[schemas.Worker],
-        tuple(e for e in _READ_ERRORS if e != 404),
-        PAGED,
+        query=PAGED,
     ),
-    Operation(
-        "GET",
-        f"{_V}/queues",
-        "listQueues",
-        "List queues with their work",
-        Role.VIEWER,
-        h.list_queues,
-        200,
-        schemas.Queues,
-        tuple(e for e in _READ_ERRORS if e != 404),
-    ),
-    Operation(
-        "GET",
-        f"{_V}/status",
+    _read("/queues", "listQueues", "List queues with their work", h.list_queues, schemas.Queues),
+    _read(
+        "/status",
         "getStatus",
         "The service at a glance: role, epoch, active runs and workers, approvals, queues",
-        Role.VIEWER,
         h.get_status,
-        200,
         schemas.ServiceStatus,
-        tuple(e for e in _READ_ERRORS if e != 404),
     ),
-    Operation(
-        "GET",
-        f"{_V}/cluster",
+    _read(
+        "/cluster",
         "getCluster",
         "The live replicas and the shards each owns (SPEC §16)",
-        Role.VIEWER,
         h.get_cluster,
-        200,
         schemas.Cluster,
-        tuple(e for e in _READ_ERRORS if e != 404),
     ),
 )

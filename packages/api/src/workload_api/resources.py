@@ -7,6 +7,7 @@ document, so what handlers send cannot drift from what it says.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping
 from dataclasses import fields
 from datetime import datetime
@@ -59,40 +60,35 @@ def _dump(model: type[BaseModel], source: Any) -> JsonObject:
     return body
 
 
-def workflow(record: WorkflowRecord) -> JsonObject:
-    """The workflow resource."""
-    return _dump(schemas.Workflow, record)
-
-
-def version_summary(record: VersionRecord) -> JsonObject:
-    """A version without its definition (in lists)."""
-    return _dump(schemas.VersionSummary, record)
-
-
-def version(record: VersionRecord) -> JsonObject:
-    """A version with its normalized definition."""
-    return _dump(schemas.Version, record)
+# The resources that show a record as it is, each read by its schema.
+workflow: Callable[[WorkflowRecord], JsonObject] = functools.partial(_dump, schemas.Workflow)
+"""The workflow resource."""
+version_summary: Callable[[VersionRecord], JsonObject] = functools.partial(
+    _dump, schemas.VersionSummary
+)
+"""A version without its definition (in lists)."""
+version: Callable[[VersionRecord], JsonObject] = functools.partial(_dump, schemas.Version)
+"""A version with its normalized definition."""
+task: Callable[[TaskRecord], JsonObject] = functools.partial(_dump, schemas.TaskRun)
+"""The task run resource."""
+attempt: Callable[[AttemptRecord], JsonObject] = functools.partial(_dump, schemas.Attempt)
+"""The attempt resource."""
+event: Callable[[EventRecord], JsonObject] = functools.partial(_dump, schemas.Event)
+"""The event resource."""
+approval: Callable[[ApprovalRecord], JsonObject] = functools.partial(_dump, schemas.Approval)
+"""The approval resource."""
+draft: Callable[[DraftRecord], JsonObject] = functools.partial(_dump, schemas.Draft)
+"""The draft resource."""
+step: Callable[[StepRecord], JsonObject] = functools.partial(_dump, schemas.Step)
+"""A step of an agent attempt's journal."""
+member: Callable[[Member], JsonObject] = functools.partial(_dump, schemas.ClusterMember)
+"""A live replica and its shards (SPEC §16)."""
 
 
 def run(record: RunRecord, task_counts: Mapping[str, int]) -> JsonObject:
     """The run resource: the record, and how many of its tasks are in each status."""
     counts = {s.value: int(task_counts.get(s.value, 0)) for s in TaskStatus}
     return _dump(schemas.Run, {**_attributes(record), "task_counts": counts})
-
-
-def task(record: TaskRecord) -> JsonObject:
-    """The task run resource."""
-    return _dump(schemas.TaskRun, record)
-
-
-def attempt(record: AttemptRecord) -> JsonObject:
-    """The attempt resource."""
-    return _dump(schemas.Attempt, record)
-
-
-def event(record: EventRecord) -> JsonObject:
-    """The event resource."""
-    return _dump(schemas.Event, record)
 
 
 def _attributes(record: object) -> dict[str, object]:
@@ -103,21 +99,6 @@ def claim_item(claimed: ClaimedAttempt, lease_token: str, traceparent: str | Non
     """A claim item: the attempt, its lease token (given once, to its worker) and its inputs."""
     extra = {"lease_token": lease_token, "traceparent": traceparent}
     return _dump(schemas.ClaimItem, {**_attributes(claimed), **extra})
-
-
-def approval(record: ApprovalRecord) -> JsonObject:
-    """The approval resource."""
-    return _dump(schemas.Approval, record)
-
-
-def draft(record: DraftRecord) -> JsonObject:
-    """The draft resource."""
-    return _dump(schemas.Draft, record)
-
-
-def step(record: StepRecord) -> JsonObject:
-    """A step of an agent attempt's journal."""
-    return _dump(schemas.Step, record)
 
 
 def tool_call_report(record: StepRecord) -> JsonObject:
@@ -154,11 +135,6 @@ def queue(stats: QueueStats, now: datetime) -> JsonObject:
     oldest = stats.oldest_queued_at
     age = None if oldest is None else round(max((now - oldest).total_seconds(), 0.0), 3)
     return _dump(schemas.QueueItem, {**_attributes(stats), "oldest_queued_age_seconds": age})
-
-
-def member(record: Member) -> JsonObject:
-    """A live replica and its shards (SPEC §16)."""
-    return _dump(schemas.ClusterMember, record)
 
 
 def page(found: Page[T], convert: Callable[[T], JsonObject]) -> JsonObject:

@@ -114,14 +114,7 @@ async def list_runs(call: Call) -> Response:
     workflow_id = query.get("workflow_id")
     if workflow_id is not None and not _WORKFLOW_ID.fullmatch(workflow_id):
         raise _bad("workflow_id is not a valid workflow id")
-    raw_status = query.get("status")
-    status = None
-    if raw_status is not None:
-        try:
-            status = RunStatus(raw_status)
-        except ValueError:
-            allowed = ", ".join(s.value for s in RunStatus)
-            raise _bad(f"status must be one of: {allowed}") from None
+    status = call.enum_query("status", RunStatus)
     try:
         order = RunOrder(query.get("order", RunOrder.DESC.value))
     except ValueError:

@@ -7,7 +7,9 @@ without framing (``frame-ancestors 'none'``).
 from __future__ import annotations
 
 from starlette.datastructures import MutableHeaders
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import Message, Receive, Scope, Send
+
+from workload_api._asgi import HttpMiddleware
 
 __all__ = ["CONSOLE_PREFIX", "CONTENT_SECURITY_POLICY", "SecurityHeaders"]
 
@@ -32,17 +34,11 @@ _CONSOLE = {
 }
 
 
-class SecurityHeaders:
+class SecurityHeaders(HttpMiddleware):
     """ASGI middleware adding the headers above to every HTTP response."""
 
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        """Handle one connection scope."""
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
+    async def http(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Handle one HTTP request."""
         path: str = scope.get("path", "")
         console = path == CONSOLE_PREFIX or path.startswith(CONSOLE_PREFIX + "/")
 

@@ -19,6 +19,7 @@ from opentelemetry import propagate, trace
 from opentelemetry.trace import SpanKind, Status, StatusCode
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from workload_api._asgi import HttpMiddleware
 from workload_api.telemetry._metrics import http_method
 from workload_api.telemetry._service import ServiceTelemetry
 
@@ -39,19 +40,16 @@ def _carrier(scope: Scope) -> dict[str, str] | None:
     return found
 
 
-class HttpTelemetry:
+class HttpTelemetry(HttpMiddleware):
     """Times, counts and traces every HTTP request."""
 
     def __init__(self, app: ASGIApp, telemetry: ServiceTelemetry) -> None:
-        self.app = app
+        super().__init__(app)
         self._telemetry = telemetry
         self._metrics = telemetry.metrics
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        """Handle one connection scope."""
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
+    async def http(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Handle one HTTP request."""
         started = time.perf_counter()
         state: dict[str, Any] = scope.setdefault("state", {})
         carrier = _carrier(scope)

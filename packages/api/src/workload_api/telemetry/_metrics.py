@@ -28,6 +28,8 @@ SCHEDULE_TO_START_BUCKETS = (
 """Queued → claimed: milliseconds with an idle waiting worker (SPEC §15: p50 ≤ 20 ms), up to an
 hour for a queue nobody serves."""
 
+_NAMESPACE = "workload"
+"""Every metric's name starts ``workload_``."""
 _METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
 _RUN_ENDS = (RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.CANCELED)
 _ATTEMPT_ENDS = (
@@ -55,127 +57,121 @@ class Metrics:
 
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
-        r = self.registry
-        self.http_requests = Counter(
-            "workload_http_requests",
+        counter, gauge, histogram = self._counter, self._gauge, self._histogram
+        self.http_requests = counter(
+            "http_requests",
             "HTTP requests answered, by route template, method and status class.",
-            ["route", "method", "status_class"],
-            registry=r,
+            "route",
+            "method",
+            "status_class",
         )
-        self.http_duration = Histogram(
-            "workload_http_request_duration_seconds",
+        self.http_duration = histogram(
+            "http_request_duration_seconds",
             "Time to answer an HTTP request, by route template and method.",
-            ["route", "method"],
-            buckets=HTTP_BUCKETS,
-            registry=r,
+            HTTP_BUCKETS,
+            "route",
+            "method",
         )
-        self.runs_started = Counter(
-            "workload_runs_started", "Runs started (event run.started).", registry=r
-        )
-        self.runs_finished = Counter(
-            "workload_runs_finished", "Runs finished, by final status.", ["status"], registry=r
-        )
-        self.attempts_finished = Counter(
-            "workload_attempts_finished",
+        self.runs_started = counter("runs_started", "Runs started (event run.started).")
+        self.runs_finished = counter("runs_finished", "Runs finished, by final status.", "status")
+        self.attempts_finished = counter(
+            "attempts_finished",
             "Attempts ended (canceled and interrupted ones too), by status and kind "
             "(mock, agent, remote, tool).",
-            ["status", "kind"],
-            registry=r,
+            "status",
+            "kind",
         )
-        self.queue_depth = Gauge(
-            "workload_queue_depth",
-            "Queued, unclaimed remote attempts, by queue.",
-            ["queue"],
-            registry=r,
+        self.queue_depth = gauge(
+            "queue_depth", "Queued, unclaimed remote attempts, by queue.", "queue"
         )
-        self.queue_oldest_age = Gauge(
-            "workload_queue_oldest_age_seconds",
+        self.queue_oldest_age = gauge(
+            "queue_oldest_age_seconds",
             "Age of the oldest queued attempt, by queue (0 when none is queued).",
-            ["queue"],
-            registry=r,
+            "queue",
         )
-        self.schedule_to_start = Histogram(
-            "workload_schedule_to_start_seconds",
+        self.schedule_to_start = histogram(
+            "schedule_to_start_seconds",
             "Time from an attempt being queued to a worker claiming it, by queue.",
-            ["queue"],
-            buckets=SCHEDULE_TO_START_BUCKETS,
-            registry=r,
+            SCHEDULE_TO_START_BUCKETS,
+            "queue",
         )
-        self.leases_expired = Counter(
-            "workload_leases_expired",
+        self.leases_expired = counter(
+            "leases_expired",
             "Remote attempts interrupted because their lease ran out (lease_expired).",
-            registry=r,
         )
-        self.runs_purged = Counter(
-            "workload_runs_purged",
+        self.runs_purged = counter(
+            "runs_purged",
             "Finished runs deleted by retention (WORKLOAD_RUN_RETENTION_DAYS), with their rows.",
-            registry=r,
         )
-        self.workers_active = Gauge(
-            "workload_workers_active",
-            "Workers seen within the last 90 seconds or holding work.",
-            registry=r,
+        self.workers_active = gauge(
+            "workers_active", "Workers seen within the last 90 seconds or holding work."
         )
-        self.leader = Gauge(
-            "workload_coordinator_leader",
+        self.leader = gauge(
+            "coordinator_leader",
             "1 while this process holds the coordinator lock and executes runs, else 0.",
-            registry=r,
         )
-        self.epoch = Gauge(
-            "workload_coordinator_epoch",
+        self.epoch = gauge(
+            "coordinator_epoch",
             "The coordinator epoch this process leads in (0 until fenced epochs exist).",
-            registry=r,
         )
-        self.shards_owned = Gauge(
-            "workload_shards_owned",
+        self.shards_owned = gauge(
+            "shards_owned",
             "Shards whose runs this process executes (a replica's; all of them while leading).",
-            registry=r,
         )
-        self.shard_takeovers = Counter(
-            "workload_shard_takeovers",
+        self.shard_takeovers = counter(
+            "shard_takeovers",
             "Shards this replica took (each in a new epoch) and recovered (SPEC §16).",
-            registry=r,
         )
-        self.replicas_live = Gauge(
-            "workload_replicas_live",
+        self.replicas_live = gauge(
+            "replicas_live",
             "Live members of the cluster this process sees (a leader alone counts 1).",
-            registry=r,
         )
-        self.runs_active = Gauge(
-            "workload_runs_active", "Runs not yet terminal (all processes).", registry=r
-        )
-        self.db_pool = Gauge(
-            "workload_db_pool_connections",
+        self.runs_active = gauge("runs_active", "Runs not yet terminal (all processes).")
+        self.db_pool = gauge(
+            "db_pool_connections",
             "Connections of this process's database pool, by state (idle, used).",
-            ["state"],
-            registry=r,
+            "state",
         )
-        self.database_up = Gauge(
-            "workload_database_up",
-            "1 if the database answered this scrape's reads, else 0.",
-            registry=r,
+        self.database_up = gauge(
+            "database_up", "1 if the database answered this scrape's reads, else 0."
         )
-        self.model_calls = Counter(
-            "workload_model_calls",
+        self.model_calls = counter(
+            "model_calls",
             "Model calls of the agent runtime, by provider and outcome.",
-            ["provider", "outcome"],
-            registry=r,
+            "provider",
+            "outcome",
         )
-        self.model_tokens = Counter(
-            "workload_model_tokens",
+        self.model_tokens = counter(
+            "model_tokens",
             "Tokens of model calls, by provider and direction (input, output).",
-            ["provider", "direction"],
-            registry=r,
+            "provider",
+            "direction",
         )
-        self.approvals_pending = Gauge(
-            "workload_approvals_pending", "Approvals waiting for a decision.", registry=r
-        )
+        self.approvals_pending = gauge("approvals_pending", "Approvals waiting for a decision.")
         # Known label values start at zero, so that rates and alerts see a series at once.
         for status in _RUN_ENDS:
             self.runs_finished.labels(status.value)
         for attempt_status in _ATTEMPT_ENDS:
             for kind in _KINDS:
                 self.attempts_finished.labels(attempt_status.value, kind)
+
+    def _counter(self, name: str, documentation: str, *labels: str) -> Counter:
+        return Counter(name, documentation, labels, namespace=_NAMESPACE, registry=self.registry)
+
+    def _gauge(self, name: str, documentation: str, *labels: str) -> Gauge:
+        return Gauge(name, documentation, labels, namespace=_NAMESPACE, registry=self.registry)
+
+    def _histogram(
+        self, name: str, documentation: str, buckets: Sequence[float], *labels: str
+    ) -> Histogram:
+        return Histogram(
+            name,
+            documentation,
+            labels,
+            namespace=_NAMESPACE,
+            registry=self.registry,
+            buckets=buckets,
+        )
 
     def request(self, route: str, method: str, status: int, seconds: float) -> None:
         """One HTTP request answered."""

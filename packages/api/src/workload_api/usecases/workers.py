@@ -187,20 +187,9 @@ class WorkerUseCases:
         storable(request.output, "output")
         # In the form JSONB reads back (1e+20 as an integer): the answer is what GETs show.
         output = jsonb_value(request.output)
-
-        def outcome(attempt: AttemptRecord, report: str) -> AttemptOutcome:
-            return AttemptOutcome(
-                attempt.task_key,
-                attempt.attempt,
-                AttemptStatus.SUCCEEDED,
-                self._clock.now(),
-                output=output,
-                report_hash=report,
-            )
-
         ended = (StepStatus.SUCCEEDED, tool_output(output))
         return await self._report(
-            attempt_id, "complete", request.lease_token, _as_read(request), outcome, ended=ended
+            attempt_id, "complete", request, AttemptStatus.SUCCEEDED, ended, output=output
         )
 
     async def fail(self, attempt_id: str, body: JsonObject | None) -> JsonObject:
@@ -208,34 +197,26 @@ class WorkerUseCases:
         request = parse(schemas.FailRequest, body)
         error = TaskError(request.error.code, request.error.message, request.error.retryable)
         storable(error.to_json(), "error")
-
-        def outcome(attempt: AttemptRecord, report: str) -> AttemptOutcome:
-            return AttemptOutcome(
-                attempt.task_key,
-                attempt.attempt,
-                AttemptStatus.FAILED,
-                self._clock.now(),
-                error=error,
-                report_hash=report,
-            )
-
         # A tool call's failure goes to the model, which decides what to do next.
         ended = (StepStatus.FAILED, tool_failed(error))
         return await self._report(
-            attempt_id, "fail", request.lease_token, _as_read(request), outcome, ended=ended
+            attempt_id, "fail", request, AttemptStatus.FAILED, ended, error=error
         )
 
     async def _report(
         self,
         attempt_id: str,
         kind: str,
-        token: str,
-        body: Any,
-        outcome: Any,
-        *,
+        request: schemas.CompleteRequest | schemas.FailRequest,
+        status: AttemptStatus,
         ended: tuple[StepStatus, JsonObject],
+        *,
+        output: JsonObject | None = None,
+        error: TaskError | None = None,
     ) -> JsonObject:
-        report = request_hash(kind, {"attempt_id": attempt_id}, body)
+        """End the attempt as ``status`` (a tool call as ``ended``), fenced by its lease."""
+        token = request.lease_token
+        report = request_hash(kind, {"attempt_id": attempt_id}, _as_read(request))
         leased = await self._store.find_attempt(attempt_id)
         if leased is None:
             tool_call = await self._store.find_tool_call(attempt_id)
@@ -253,8 +234,15 @@ class WorkerUseCases:
             lost = lease_lost(LeasedAttempt(leased.run_id, current, digest), token, now)
             if lost is not None:
                 raise _lost(lost)
-            result: AttemptOutcome = outcome(current, report)
-            return result
+            return AttemptOutcome(
+                current.task_key,
+                current.attempt,
+                status,
+                self._clock.now(),
+                output=output,
+                error=error,
+                report_hash=report,
+            )
 
         attempt = leased.attempt
         settled = await self._remote.settle(

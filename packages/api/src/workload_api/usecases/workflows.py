@@ -60,14 +60,7 @@ class WorkflowUseCases:
         """Compile the definition and add it as the workflow's next version."""
         await self._store.get_workflow(workflow_id)  # 404 before 400
         compiled = compile_definition(body, workflow_id=workflow_id, endpoints=self._endpoints)
-        version = NewVersion(
-            compiled.workflow_id,
-            compiled.definition_hash,
-            len(compiled.tasks),
-            self._clock.now(),
-            compiled.document(),
-            compiled.definition.description,
-        )
+        version = _new_version(compiled, self._clock.now())
         # The store numbers the version (concurrent ones queue) and renders its outcome.
         written = await self._store.create_version(version, PendingRecord(claim, _outcome))
         if isinstance(written, Replayed):
@@ -84,14 +77,7 @@ class WorkflowUseCases:
         with the latest version when it has this definition already — nothing written.
         """
         compiled = compile_definition(body, workflow_id=workflow_id, endpoints=self._endpoints)
-        version = NewVersion(
-            compiled.workflow_id,
-            compiled.definition_hash,
-            len(compiled.tasks),
-            self._clock.now(),
-            compiled.document(),
-            compiled.definition.description,
-        )
+        version = _new_version(compiled, self._clock.now())
         pending = None if claim is None else PendingRecord(claim, _applied)
         written = await self._store.apply_version(version, pending)
         if isinstance(written, Replayed):
@@ -145,4 +131,16 @@ def _version(compiled: CompiledWorkflow, number: int, now: datetime) -> VersionR
         len(compiled.tasks),
         now,
         compiled.document(),
+    )
+
+
+def _new_version(compiled: CompiledWorkflow, now: datetime) -> NewVersion:
+    """The next version of a workflow, before the store numbers it."""
+    return NewVersion(
+        compiled.workflow_id,
+        compiled.definition_hash,
+        len(compiled.tasks),
+        now,
+        compiled.document(),
+        compiled.definition.description,
     )
