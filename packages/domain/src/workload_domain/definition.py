@@ -10,7 +10,10 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
+
+from workload_domain.errors import Problem
+from workload_domain.jsonvalues import pointer
 
 __all__ = [
     "DEFAULT_HEARTBEAT_TIMEOUT_SECONDS",
@@ -29,6 +32,7 @@ __all__ = [
     "RetryPolicy",
     "TaskSpec",
     "WorkflowDefinition",
+    "validation_problems",
 ]
 
 WORKFLOW_ID_PATTERN = r"^[a-z0-9][a-z0-9._-]{0,62}$"
@@ -104,3 +108,21 @@ class WorkflowDefinition(BaseModel):
     id: WorkflowId
     description: str = Field(default="", max_length=MAX_DESCRIPTION_LENGTH)
     tasks: list[TaskSpec] = Field(min_length=1, max_length=MAX_TASKS)
+
+
+def validation_problems(exc: ValidationError, at: tuple[str | int, ...] = ()) -> list[Problem]:
+    """The problems pydantic found in an input, at their JSON Pointers below ``at``.
+
+    Two of pydantic's words are said as the API says them: ``unknown field`` (an extra field)
+    and ``field required``.
+    """
+    problems = []
+    for error in exc.errors(include_url=False, include_input=False):
+        loc = tuple(p for p in error["loc"] if isinstance(p, str | int))
+        message = error["msg"]
+        if error["type"] == "extra_forbidden":
+            message = "unknown field"
+        elif error["type"] == "missing":
+            message = "field required"
+        problems.append(Problem(pointer((*at, *loc)), message))
+    return problems

@@ -18,7 +18,11 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints, Validation
 
 from workload_domain.agent.llm import ModelSettings, provider_model, provider_of
 from workload_domain.agent.validation import SchemaError, compile_schema
-from workload_domain.definition import MAX_ACTION_LENGTH, MAX_TIMEOUT_SECONDS
+from workload_domain.definition import (
+    MAX_ACTION_LENGTH,
+    MAX_TIMEOUT_SECONDS,
+    validation_problems,
+)
 from workload_domain.errors import Problem, quoted
 from workload_domain.jsonvalues import JsonObject, canonical_json, pointer
 
@@ -164,7 +168,7 @@ def agent_problems(
     try:
         AgentSpec.model_validate(raw)
     except ValidationError as exc:
-        problems.extend(_problem(e, at) for e in exc.errors(include_url=False, include_input=False))
+        problems.extend(validation_problems(exc, at))
     unknown = unknown_endpoint(raw.get("model"), endpoints)
     if unknown is not None:
         problems.append(Problem(pointer((*at, "model")), unknown))
@@ -227,16 +231,6 @@ def parse_agent(raw: Mapping[str, Any]) -> AgentSpec:
 def _parse(document: bytes) -> AgentSpec:
     # Keyed by the canonical JSON: every attempt of a task parses the same input once.
     return AgentSpec.model_validate_json(document)
-
-
-def _problem(error: Any, at: tuple[str | int, ...]) -> Problem:
-    loc = tuple(p for p in error["loc"] if isinstance(p, str | int))
-    message = error["msg"]
-    if error["type"] == "extra_forbidden":
-        message = "unknown field"
-    elif error["type"] == "missing":
-        message = "field required"
-    return Problem(pointer((*at, *loc)), message)
 
 
 def _schema_problems(schema: JsonObject, at: tuple[str | int, ...]) -> list[Problem]:

@@ -85,14 +85,11 @@ class MemoryDrafts(MemoryState):
     ) -> DraftRecord | Replayed:
         """Make a ready draft a version, atomically (see ``DraftStore``)."""
         await anyio.lowlevel.checkpoint()
-        if (replayed := self._replayed(idempotency)) is not None:
-            return replayed
-        draft = self._drafts.get(draft_id)
-        if draft is None:
-            raise DraftNotFound(draft_id)
+        draft = self._to_decide(draft_id, idempotency)
+        if isinstance(draft, Replayed):
+            return draft
         if not approvable(draft, definition_hash):
-            self._remember(None if idempotency is None else idempotency.record(draft))
-            return copied(draft)
+            return self._decided(draft, idempotency)
         if workflow is not None:
             if workflow.workflow_id in self._workflows:
                 raise WorkflowExists(workflow.workflow_id)
@@ -118,8 +115,7 @@ class MemoryDrafts(MemoryState):
             updated_at=now,
         )
         self._drafts[draft_id] = approved
-        self._remember(None if idempotency is None else idempotency.record(approved))
-        return copied(approved)
+        return self._decided(approved, idempotency)
 
     async def reject_draft(
         self,
@@ -129,13 +125,28 @@ class MemoryDrafts(MemoryState):
     ) -> DraftRecord | Replayed:
         """Reject a ready or invalid draft (see ``DraftStore``)."""
         await anyio.lowlevel.checkpoint()
+        draft = self._to_decide(draft_id, idempotency)
+        if isinstance(draft, Replayed):
+            return draft
+        if rejectable(draft):
+            draft = replace(draft, status=DraftStatus.REJECTED, updated_at=now)
+            self._drafts[draft_id] = draft
+        return self._decided(draft, idempotency)
+
+    def _to_decide(
+        self, draft_id: str, idempotency: PendingRecord[DraftRecord] | None
+    ) -> DraftRecord | Replayed:
+        """The draft a decision is about, or the replay of the same decision made before."""
         if (replayed := self._replayed(idempotency)) is not None:
             return replayed
         draft = self._drafts.get(draft_id)
         if draft is None:
             raise DraftNotFound(draft_id)
-        if rejectable(draft):
-            draft = replace(draft, status=DraftStatus.REJECTED, updated_at=now)
-            self._drafts[draft_id] = draft
+        return draft
+
+    def _decided(
+        self, draft: DraftRecord, idempotency: PendingRecord[DraftRecord] | None
+    ) -> DraftRecord:
+        """``draft`` as a decision left it, its outcome remembered under the key."""
         self._remember(None if idempotency is None else idempotency.record(draft))
         return copied(draft)
