@@ -14,7 +14,7 @@ import pytest
 from tests.contract.runs import start_first_attempt
 from tests.engine.harness import Harness, mock, workflow
 from workload_domain.compiler import compile_definition
-from workload_domain.drafts import DraftRecord, DraftStatus
+from workload_domain.drafts import DraftApproval, DraftRecord, DraftStatus
 from workload_domain.errors import (
     DraftChanged,
     IdempotencyKeyReused,
@@ -526,14 +526,8 @@ async def test_a_drafts_decision_and_its_idempotency_record_are_one_write(
     workflow_record = WorkflowRecord(version.workflow_id, 1, "", clock.now(), clock.now())
 
     async def approve(record: PendingRecord[DraftRecord], hash_: str) -> DraftRecord | Replayed:
-        return await store.approve_draft(
-            approved_id,
-            hash_,
-            version,
-            workflow=workflow_record,
-            now=clock.now(),
-            idempotency=record,
-        )
+        approval = DraftApproval(approved_id, hash_, version, workflow_record, clock.now())
+        return await store.approve_draft(approval, record)
 
     # A refused decision saves no record.
     with pytest.raises(DraftChanged):
