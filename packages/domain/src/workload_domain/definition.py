@@ -27,6 +27,7 @@ __all__ = [
     "MAX_TASKS",
     "MAX_TIMEOUT_SECONDS",
     "QUEUE_PATTERN",
+    "STRICT",
     "TASK_KEY_PATTERN",
     "WORKFLOW_ID_PATTERN",
     "RetryPolicy",
@@ -50,7 +51,9 @@ MAX_ATTEMPTS = 100
 MAX_BACKOFF_SECONDS = 604800
 """Backoff values are capped at 7 days so that every retry time is a representable instant."""
 
-_STRICT = ConfigDict(strict=True, extra="forbid", frozen=True)
+STRICT = ConfigDict(strict=True, extra="forbid", frozen=True)
+"""The config of every model of what users write (definitions, agent specs, draft requests):
+no coercion, no unknown field, immutable."""
 
 WorkflowId = Annotated[str, StringConstraints(pattern=WORKFLOW_ID_PATTERN)]
 TaskKey = Annotated[str, StringConstraints(pattern=TASK_KEY_PATTERN)]
@@ -60,7 +63,7 @@ QueueName = Annotated[str, StringConstraints(pattern=QUEUE_PATTERN)]
 class RetryPolicy(BaseModel):
     """How often a task is attempted and how long to wait between attempts."""
 
-    model_config = _STRICT
+    model_config = STRICT
 
     max_attempts: int = Field(default=1, ge=1, le=MAX_ATTEMPTS)
     initial_backoff_seconds: float = Field(
@@ -75,7 +78,7 @@ class RetryPolicy(BaseModel):
 class TaskSpec(BaseModel):
     """One task of a workflow: what to execute and when it may start."""
 
-    model_config = _STRICT
+    model_config = STRICT
 
     key: TaskKey
     action: str = Field(min_length=1, max_length=MAX_ACTION_LENGTH)
@@ -103,7 +106,7 @@ class TaskSpec(BaseModel):
 class WorkflowDefinition(BaseModel):
     """A workflow: an id, an optional description and a DAG of tasks."""
 
-    model_config = _STRICT
+    model_config = STRICT
 
     id: WorkflowId
     description: str = Field(default="", max_length=MAX_DESCRIPTION_LENGTH)

@@ -18,12 +18,12 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import BaseModel, Field, StringConstraints
 
 from workload_domain.agent.llm import Message, Role
 from workload_domain.agent.spec import MAX_TEXT_LENGTH, MODEL_PATTERN
 from workload_domain.compiler import CompiledWorkflow, compile_definition
-from workload_domain.definition import WORKFLOW_ID_PATTERN, WorkflowDefinition
+from workload_domain.definition import STRICT, WORKFLOW_ID_PATTERN, WorkflowDefinition
 from workload_domain.errors import (
     DraftChanged,
     DraftNotReady,
@@ -73,7 +73,7 @@ class DraftStatus(enum.StrEnum):
 
 
 class _ScriptTurn(BaseModel):
-    model_config = ConfigDict(strict=True, extra="forbid", frozen=True)
+    model_config = STRICT
 
     content: str = Field(max_length=MAX_TEXT_LENGTH)
 
@@ -81,7 +81,7 @@ class _ScriptTurn(BaseModel):
 class DraftRequest(BaseModel):
     """The body of ``POST /drafts``."""
 
-    model_config = ConfigDict(strict=True, extra="forbid", frozen=True)
+    model_config = STRICT
 
     prompt: str = Field(min_length=1, max_length=MAX_TEXT_LENGTH)
     workflow_id: Annotated[str, StringConstraints(pattern=WORKFLOW_ID_PATTERN)] | None = None
