@@ -29,6 +29,7 @@ from workload_domain.agent.adapters import (
     timeout_problem,
     token_count,
     unreachable,
+    wrong_model,
 )
 from workload_domain.agent.llm import ModelRejected, ModelUnavailable
 
@@ -254,3 +255,11 @@ async def test_the_endpoint_closes_its_client_and_a_model_only_its_own() -> None
     own = _Model(None)
     await own.aclose()
     assert own._client.closed == 1
+
+
+def test_a_request_for_another_model_is_rejected_naming_both() -> None:
+    assert wrong_model("gpt-4o", "gpt-4o", "openai:gpt-4o") is None
+    wrong = wrong_model("x" * 500, "gpt-4o", "openai:gpt-4o")
+    assert isinstance(wrong, ModelRejected)
+    assert str(wrong) == f"a request for model {'x' * 100!r} was sent to openai:gpt-4o"
+    assert wrong_model("", "gpt-4o", "m") is not None

@@ -26,6 +26,7 @@ from workload_domain.agent.adapters import (
     status_failure,
     timed_out,
     unreachable,
+    wrong_model,
 )
 from workload_domain.agent.llm import (
     ModelFailure,
@@ -128,14 +129,11 @@ class AnthropicModel(ClientHolder[anthropic.AsyncAnthropic]):
     async def complete(self, request: ModelRequest) -> ModelResponse:
         """One ``POST /v1/messages``, never repeated; see the module for the failures.
 
-        ``request.model`` must be this model's name (the runtime journals the request, so the
-        request sent is the one recorded).
+        ``request.model`` must be this model's name (see ``wrong_model``).
         """
-        if request.model != self.model_name:
-            raise ModelRejected(
-                f"a request for model {request.model[:100]!r} was sent to the Anthropic "
-                f"model {self.model_name[:100]!r}"
-            )
+        shown = f"the Anthropic model {self.model_name[:100]!r}"
+        if (wrong := wrong_model(request.model, self.model_name, shown)) is not None:
+            raise wrong
         failure: ModelFailure
         wire = wire_request(request)
         try:

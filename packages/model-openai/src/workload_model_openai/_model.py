@@ -25,6 +25,7 @@ from workload_domain.agent.adapters import (
     status_failure,
     timed_out,
     unreachable,
+    wrong_model,
 )
 from workload_domain.agent.llm import (
     ModelFailure,
@@ -119,14 +120,11 @@ class OpenAIModel(ClientHolder[openai.AsyncOpenAI]):
     async def complete(self, request: ModelRequest) -> ModelResponse:
         """One ``POST /chat/completions``, never repeated; see the module for the failures.
 
-        ``request.model`` must be this model's name (the runtime journals the request, so the
-        request sent is the one recorded).
+        ``request.model`` must be this model's name (see ``wrong_model``).
         """
-        if request.model != self.model_name:
-            raise ModelRejected(
-                f"a request for model {request.model[:100]!r} was sent to "
-                f"{PREFIX}{self.model_name[:100]}"
-            )
+        shown = PREFIX + self.model_name[:100]
+        if (wrong := wrong_model(request.model, self.model_name, shown)) is not None:
+            raise wrong
         failure: ModelFailure
         try:
             with anyio.fail_after(self._settings.timeout_seconds):

@@ -61,6 +61,7 @@ __all__ = [
     "timeout_problem",
     "token_count",
     "unreachable",
+    "wrong_model",
 ]
 
 MASK = "***"
@@ -224,6 +225,17 @@ def status_failure(base_url: str, status: int, detail: object, secret: str) -> M
     if status >= 500:
         return ModelUnavailable(f"{server} failed (HTTP {status}){said}")
     return ModelRejected(f"{server} rejected the request (HTTP {status}){said}")
+
+
+def wrong_model(requested: str, model_name: str, adapter: str) -> ModelRejected | None:
+    """The failure of a request for another model than ``model_name`` (None: it is this one).
+
+    The runtime journals the request, so the request sent must be the one recorded: an adapter
+    never sends one model's request to another. ``adapter`` names this one in the message.
+    """
+    if requested == model_name:
+        return None
+    return ModelRejected(f"a request for model {requested[:100]!r} was sent to {adapter}")
 
 
 def not_an_answer(base_url: str, what: str, error: MalformedAnswer) -> ModelUnavailable:
