@@ -8,7 +8,6 @@ with the page, so nothing that commits after the page's read can mix into it.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from datetime import datetime
 
 import pytest
 
@@ -16,8 +15,7 @@ from tests.engine.harness import Harness, mock, workflow
 from workload_api.usecases import RunUseCases
 from workload_domain.cursors import Page
 from workload_domain.records import RunWithCounts
-from workload_domain.run_listing import RunOrder
-from workload_domain.statuses import RunStatus
+from workload_domain.run_listing import RunFilter
 from workload_engine.clock import FakeClock
 from workload_engine.memory import InMemoryStore
 
@@ -30,25 +28,9 @@ class CommitsAfterPaging(InMemoryStore):
     then: Callable[[], Awaitable[object]] | None = None
 
     async def page_runs(
-        self,
-        workflow_id: str | None,
-        status: RunStatus | None,
-        cursor: str | None,
-        limit: int,
-        *,
-        order: RunOrder = RunOrder.ASC,
-        created_after: datetime | None = None,
-        created_before: datetime | None = None,
+        self, wanted: RunFilter, cursor: str | None, limit: int
     ) -> Page[RunWithCounts]:
-        page = await super().page_runs(
-            workflow_id,
-            status,
-            cursor,
-            limit,
-            order=order,
-            created_after=created_after,
-            created_before=created_before,
-        )
+        page = await super().page_runs(wanted, cursor, limit)
         then, self.then = self.then, None
         if then is not None:
             await then()

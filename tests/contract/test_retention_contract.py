@@ -20,6 +20,7 @@ from workload_domain.compiler import compile_definition
 from workload_domain.errors import RunNotFound
 from workload_domain.ports import Store
 from workload_domain.records import RunCommit
+from workload_domain.run_listing import RunFilter
 from workload_domain.statuses import RunStatus
 from workload_engine.cancellation import cancel_commit
 from workload_engine.clock import FakeClock
@@ -75,7 +76,7 @@ async def assert_gone(store: Store, run_id: str) -> None:
         with pytest.raises(RunNotFound):
             await read(run_id)
     assert all(
-        run.run_id != run_id for run, _ in (await store.page_runs(None, None, None, 200)).items
+        run.run_id != run_id for run, _ in (await store.page_runs(RunFilter(), None, 200)).items
     )
 
 

@@ -16,7 +16,7 @@ from workload_domain.cursors import Page
 from workload_domain.errors import InvalidCursor
 from workload_domain.ports import Store
 from workload_domain.records import RunWithCounts
-from workload_domain.run_listing import RunOrder
+from workload_domain.run_listing import RunFilter, RunOrder
 from workload_domain.statuses import RunStatus
 from workload_engine.clock import FakeClock
 
@@ -55,13 +55,9 @@ async def every_page(
     pages = 0
     while True:
         page = await store.page_runs(
-            workflow_id,
-            status,
+            RunFilter(workflow_id, status, order, created_after, created_before),
             cursor,
             limit,
-            order=order,
-            created_after=created_after,
-            created_before=created_before,
         )
         ids.extend(run.run_id for run, _ in page.items)
         pages += 1
@@ -82,7 +78,7 @@ async def test_runs_page_oldest_or_newest_first(store: Store, clock: FakeClock) 
     assert pages == 5
     assert (await every_page(store, 200, order=RunOrder.DESC))[0] == oldest_first[::-1]
     # The store's own default is the keyset's ascending order (the API's default is desc).
-    first = await store.page_runs(None, None, None, 3)
+    first = await store.page_runs(RunFilter(), None, 3)
     assert [run.run_id for run, _ in first.items] == oldest_first[:3]
 
 
@@ -119,10 +115,12 @@ async def test_the_creation_window_is_exclusive_with_every_filter(
     # Bounds that leave nothing between them, and a status no run has.
     for lower, upper in ((before, after), (after, after), (after, after + timedelta(0, 0, 1))):
         empty = await store.page_runs(
-            None, None, None, 10, created_after=lower, created_before=upper
+            RunFilter(created_after=lower, created_before=upper), None, 10
         )
         assert empty == Page((), None)
-    done = await store.page_runs(workflow_id, RunStatus.SUCCEEDED, None, 10, order=RunOrder.DESC)
+    done = await store.page_runs(
+        RunFilter(workflow_id, RunStatus.SUCCEEDED, RunOrder.DESC), None, 10
+    )
     assert done.items == ()
 
 
@@ -131,7 +129,9 @@ async def test_a_runs_cursor_is_bound_to_its_order_and_window(
 ) -> None:
     created = await create_runs(store, clock)
     after = created[10][2]
-    issued = await store.page_runs("wf-0", None, None, 5, order=RunOrder.DESC, created_after=after)
+    issued = await store.page_runs(
+        RunFilter("wf-0", None, RunOrder.DESC, created_after=after), None, 5
+    )
     cursor = issued.next_cursor
     assert cursor is not None
 
@@ -141,13 +141,9 @@ async def test_a_runs_cursor_is_bound_to_its_order_and_window(
         created_before: datetime | None = None,
     ) -> Page[RunWithCounts]:
         return await store.page_runs(
-            "wf-0",
-            None,
+            RunFilter("wf-0", None, order, created_after, created_before),
             cursor,
             5,
-            order=order,
-            created_after=created_after,
-            created_before=created_before,
         )
 
     following = await again()

@@ -14,7 +14,7 @@ import pytest
 from tests.contract.runs import start_first_attempt
 from tests.engine.harness import Harness, mock, workflow
 from workload_domain.compiler import compile_definition
-from workload_domain.drafts import DraftRecord, DraftStatus
+from workload_domain.drafts import DraftApproval, DraftRecord, DraftStatus
 from workload_domain.errors import (
     DraftChanged,
     IdempotencyKeyReused,
@@ -46,6 +46,7 @@ from workload_domain.records import (
     VersionRecord,
     WorkflowRecord,
 )
+from workload_domain.run_listing import RunFilter
 from workload_domain.statuses import RunStatus
 from workload_engine.clock import FakeClock
 
@@ -183,7 +184,7 @@ async def test_engine_runs_identically_on_the_store(store: Store, clock: FakeClo
     error = view.attempts["b"][0].error
     assert error is not None
     assert error.code == "mock_failure"
-    listed = await store.page_runs(None, None, None, 10)
+    listed = await store.page_runs(RunFilter(), None, 10)
     assert list(listed.items) == [(view.snapshot.run, {"succeeded": 4})]
     run, own_counts = await store.get_run_with_counts(view.snapshot.run.run_id)
     assert (run, own_counts) == (view.snapshot.run, {"succeeded": 4})
@@ -336,13 +337,15 @@ async def test_keyset_pages_return_every_row_once_in_order(store: Store, clock: 
             await h.create(workflow(*[mock(f"t{j}") for j in range(5)], workflow_id=f"wf-{i % 2}"))
         )
         clock.advance(0.5)
-    runs, pages = await collect(lambda c, n: store.page_runs(None, None, c, n), 2)
+    runs, pages = await collect(lambda c, n: store.page_runs(RunFilter(), c, n), 2)
     assert [r.run_id for r, _ in runs] == run_ids
     assert all(counts == {"pending": 5} for _, counts in runs)
     assert pages == 4
-    only_wf0, _ = await collect(lambda c, n: store.page_runs("wf-0", RunStatus.PENDING, c, n), 2)
+    only_wf0, _ = await collect(
+        lambda c, n: store.page_runs(RunFilter("wf-0", RunStatus.PENDING), c, n), 2
+    )
     assert [r.run_id for r, _ in only_wf0] == run_ids[0::2]
-    assert (await store.page_runs("wf-0", RunStatus.SUCCEEDED, None, 10)).items == ()
+    assert (await store.page_runs(RunFilter("wf-0", RunStatus.SUCCEEDED), None, 10)).items == ()
 
     tasks, pages = await collect(lambda c, n: store.page_tasks(run_ids[0], c, n), 2)
     assert [t.task_key for t in tasks] == [f"t{j}" for j in range(5)]
@@ -369,12 +372,12 @@ async def test_cursors_are_bound_to_their_listing(store: Store, clock: FakeClock
     first = await h.create(workflow(*[mock(f"t{j}") for j in range(3)]))
     second = await h.create(workflow(*[mock(f"t{j}") for j in range(3)]))
     tasks_cursor = (await store.page_tasks(first, None, 1)).next_cursor
-    runs_cursor = (await store.page_runs("wf", None, None, 1)).next_cursor
+    runs_cursor = (await store.page_runs(RunFilter("wf"), None, 1)).next_cursor
     assert tasks_cursor is not None
     assert runs_cursor is not None
     # Valid where issued.
     assert len((await store.page_tasks(first, tasks_cursor, 1)).items) == 1
-    assert len((await store.page_runs("wf", None, runs_cursor, 1)).items) == 1
+    assert len((await store.page_runs(RunFilter("wf"), runs_cursor, 1)).items) == 1
     raw = base64.urlsafe_b64decode(tasks_cursor + "=" * (-len(tasks_cursor) % 4))
     flipped = bytearray(raw)
     flipped[-3] ^= 0x01
@@ -382,9 +385,9 @@ async def test_cursors_are_bound_to_their_listing(store: Store, clock: FakeClock
     bad: list[Callable[[], Awaitable[object]]] = [
         lambda: store.page_tasks(second, tasks_cursor, 1),  # another parent
         lambda: store.page_events(first, tasks_cursor, 1),  # another kind
-        lambda: store.page_runs("other", None, runs_cursor, 1),  # other filters
-        lambda: store.page_runs("wf", RunStatus.PENDING, runs_cursor, 1),
-        lambda: store.page_runs(None, None, runs_cursor, 1),
+        lambda: store.page_runs(RunFilter("other"), runs_cursor, 1),  # other filters
+        lambda: store.page_runs(RunFilter("wf", RunStatus.PENDING), runs_cursor, 1),
+        lambda: store.page_runs(RunFilter(), runs_cursor, 1),
         lambda: store.page_tasks(first, tasks_cursor[:-4], 1),  # truncated
         lambda: store.page_tasks(first, tampered, 1),  # bit-flipped
         lambda: store.page_tasks(first, "A" * 5000, 1),  # oversized
@@ -523,14 +526,8 @@ async def test_a_drafts_decision_and_its_idempotency_record_are_one_write(
     workflow_record = WorkflowRecord(version.workflow_id, 1, "", clock.now(), clock.now())
 
     async def approve(record: PendingRecord[DraftRecord], hash_: str) -> DraftRecord | Replayed:
-        return await store.approve_draft(
-            approved_id,
-            hash_,
-            version,
-            workflow=workflow_record,
-            now=clock.now(),
-            idempotency=record,
-        )
+        approval = DraftApproval(approved_id, hash_, version, workflow_record, clock.now())
+        return await store.approve_draft(approval, record)
 
     # A refused decision saves no record.
     with pytest.raises(DraftChanged):

@@ -35,6 +35,7 @@ from workload_domain.records import (
     VersionRecord,
     WorkflowRecord,
 )
+from workload_domain.run_listing import RunFilter
 from workload_domain.statuses import AttemptStatus, RunStatus, TaskStatus
 from workload_domain.workers import Claim
 from workload_store_postgres.store import PostgresStore
@@ -184,7 +185,7 @@ async def test_pagination_returns_every_row_once_under_concurrent_inserts(
     cursor = None
     pages = 0
     while True:
-        page = await store.page_runs(None, None, cursor, 2)
+        page = await store.page_runs(RunFilter(), cursor, 2)
         seen.extend(r.run_id for r, _ in page.items)
         pages += 1
         # Meanwhile, rows keep arriving, before and after the reader's position.

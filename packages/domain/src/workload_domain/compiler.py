@@ -18,7 +18,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from workload_domain.agent.spec import AGENT_ACTION, agent_problems
-from workload_domain.definition import TaskSpec, WorkflowDefinition
+from workload_domain.definition import TaskSpec, WorkflowDefinition, validation_problems
 from workload_domain.errors import InvalidDefinition, Problem, WorkflowIdMismatch, quoted
 from workload_domain.jsonvalues import (
     JsonObject,
@@ -132,7 +132,7 @@ def compile_definition(
     try:
         model = WorkflowDefinition.model_validate(raw)
     except ValidationError as exc:
-        problems.extend(_pydantic_problems(exc))
+        problems.extend(validation_problems(exc))
     reported = {p.path for p in problems}
     # One problem per location: pydantic's word on a field stands when both checks object.
     problems.extend(p for p in _value_problems(raw, endpoints) if p.path not in reported)
@@ -147,19 +147,6 @@ def compile_definition(
 def _path_key(path: str) -> tuple[tuple[int, int | str], ...]:
     # Numeric segments sort numerically so that /tasks/10 comes after /tasks/9.
     return tuple((0, int(s)) if s.isascii() and s.isdigit() else (1, s) for s in path.split("/"))
-
-
-def _pydantic_problems(exc: ValidationError) -> list[Problem]:
-    problems = []
-    for error in exc.errors(include_url=False, include_input=False):
-        loc = tuple(p for p in error["loc"] if isinstance(p, str | int))
-        message = error["msg"]
-        if error["type"] == "extra_forbidden":
-            message = "unknown field"
-        elif error["type"] == "missing":
-            message = "field required"
-        problems.append(Problem(pointer(loc), message))
-    return problems
 
 
 def _value_problems(raw: Mapping[str, Any], endpoints: Collection[str] | None) -> list[Problem]:

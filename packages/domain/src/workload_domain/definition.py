@@ -10,7 +10,10 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
+
+from workload_domain.errors import Problem
+from workload_domain.jsonvalues import pointer
 
 __all__ = [
     "DEFAULT_HEARTBEAT_TIMEOUT_SECONDS",
@@ -24,11 +27,13 @@ __all__ = [
     "MAX_TASKS",
     "MAX_TIMEOUT_SECONDS",
     "QUEUE_PATTERN",
+    "STRICT",
     "TASK_KEY_PATTERN",
     "WORKFLOW_ID_PATTERN",
     "RetryPolicy",
     "TaskSpec",
     "WorkflowDefinition",
+    "validation_problems",
 ]
 
 WORKFLOW_ID_PATTERN = r"^[a-z0-9][a-z0-9._-]{0,62}$"
@@ -46,7 +51,9 @@ MAX_ATTEMPTS = 100
 MAX_BACKOFF_SECONDS = 604800
 """Backoff values are capped at 7 days so that every retry time is a representable instant."""
 
-_STRICT = ConfigDict(strict=True, extra="forbid", frozen=True)
+STRICT = ConfigDict(strict=True, extra="forbid", frozen=True)
+"""The config of every model of what users write (definitions, agent specs, draft requests):
+no coercion, no unknown field, immutable."""
 
 WorkflowId = Annotated[str, StringConstraints(pattern=WORKFLOW_ID_PATTERN)]
 TaskKey = Annotated[str, StringConstraints(pattern=TASK_KEY_PATTERN)]
@@ -56,7 +63,7 @@ QueueName = Annotated[str, StringConstraints(pattern=QUEUE_PATTERN)]
 class RetryPolicy(BaseModel):
     """How often a task is attempted and how long to wait between attempts."""
 
-    model_config = _STRICT
+    model_config = STRICT
 
     max_attempts: int = Field(default=1, ge=1, le=MAX_ATTEMPTS)
     initial_backoff_seconds: float = Field(
@@ -71,7 +78,7 @@ class RetryPolicy(BaseModel):
 class TaskSpec(BaseModel):
     """One task of a workflow: what to execute and when it may start."""
 
-    model_config = _STRICT
+    model_config = STRICT
 
     key: TaskKey
     action: str = Field(min_length=1, max_length=MAX_ACTION_LENGTH)
@@ -99,8 +106,26 @@ class TaskSpec(BaseModel):
 class WorkflowDefinition(BaseModel):
     """A workflow: an id, an optional description and a DAG of tasks."""
 
-    model_config = _STRICT
+    model_config = STRICT
 
     id: WorkflowId
     description: str = Field(default="", max_length=MAX_DESCRIPTION_LENGTH)
     tasks: list[TaskSpec] = Field(min_length=1, max_length=MAX_TASKS)
+
+
+def validation_problems(exc: ValidationError, at: tuple[str | int, ...] = ()) -> list[Problem]:
+    """The problems pydantic found in an input, at their JSON Pointers below ``at``.
+
+    Two of pydantic's words are said as the API says them: ``unknown field`` (an extra field)
+    and ``field required``.
+    """
+    problems = []
+    for error in exc.errors(include_url=False, include_input=False):
+        loc = tuple(p for p in error["loc"] if isinstance(p, str | int))
+        message = error["msg"]
+        if error["type"] == "extra_forbidden":
+            message = "unknown field"
+        elif error["type"] == "missing":
+            message = "field required"
+        problems.append(Problem(pointer((*at, *loc)), message))
+    return problems

@@ -18,12 +18,12 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import BaseModel, Field, StringConstraints
 
 from workload_domain.agent.llm import Message, Role
 from workload_domain.agent.spec import MAX_TEXT_LENGTH, MODEL_PATTERN
 from workload_domain.compiler import CompiledWorkflow, compile_definition
-from workload_domain.definition import WORKFLOW_ID_PATTERN, WorkflowDefinition
+from workload_domain.definition import STRICT, WORKFLOW_ID_PATTERN, WorkflowDefinition
 from workload_domain.errors import (
     DraftChanged,
     DraftNotReady,
@@ -31,6 +31,7 @@ from workload_domain.errors import (
     WorkflowIdMismatch,
 )
 from workload_domain.jsonvalues import DuplicateKey, JsonObject, strict_loads
+from workload_domain.records import VersionRecord, WorkflowRecord
 from workload_domain.usage import Usage
 from workload_domain.workers import ACTION_NAME_PATTERN
 
@@ -38,6 +39,7 @@ __all__ = [
     "MAX_ANSWERS",
     "MAX_PROMPT_ACTIONS",
     "MAX_PROMPT_ACTIONS_CHARS",
+    "DraftApproval",
     "DraftRecord",
     "DraftRequest",
     "DraftStatus",
@@ -71,7 +73,7 @@ class DraftStatus(enum.StrEnum):
 
 
 class _ScriptTurn(BaseModel):
-    model_config = ConfigDict(strict=True, extra="forbid", frozen=True)
+    model_config = STRICT
 
     content: str = Field(max_length=MAX_TEXT_LENGTH)
 
@@ -79,7 +81,7 @@ class _ScriptTurn(BaseModel):
 class DraftRequest(BaseModel):
     """The body of ``POST /drafts``."""
 
-    model_config = ConfigDict(strict=True, extra="forbid", frozen=True)
+    model_config = STRICT
 
     prompt: str = Field(min_length=1, max_length=MAX_TEXT_LENGTH)
     workflow_id: Annotated[str, StringConstraints(pattern=WORKFLOW_ID_PATTERN)] | None = None
@@ -110,6 +112,21 @@ class DraftRecord:
     """Once approved: the version it became."""
     requested_workflow_id: str | None = None
     """``workflow_id`` as the request gave it (None: the model's definition names it)."""
+
+
+@dataclass(frozen=True, slots=True)
+class DraftApproval:
+    """Approving a ready draft: which one, the hash the approver saw, and the version it makes.
+
+    With ``workflow`` (a new one), ``version`` is its version 1; without, ``version`` is the
+    next version of an existing workflow, numbered by the store (its ``version`` is ignored).
+    """
+
+    draft_id: str
+    definition_hash: str
+    version: VersionRecord
+    workflow: WorkflowRecord | None
+    now: datetime
 
 
 def known_actions(ranked: Iterable[str]) -> list[str]:

@@ -3,23 +3,10 @@
 A model call is ``POST {base_url}/v1/messages`` through the official ``anthropic`` client, with
 its retries off (``max_retries=0``: SPEC §11 retries a failed attempt through the workflow's
 own retry policy, so a client that retried too would multiply calls and hide them from the
-journal; ADR 0028, as ADR 0013 for OpenAI). What can go wrong becomes a
-:class:`~workload_domain.agent.llm.ModelFailure`::
-
-    ModelUnavailable (model_unavailable, retryable)
-    ├── HTTP 429, any 5xx (Anthropic's 529 "overloaded" included)
-    ├── a refused or broken connection
-    ├── no answer within the timeout (connect, send, wait and read together)
-    └── a 200 whose body is not a message
-    ModelRejected (model_error, not retryable)
-    ├── any other 4xx (400, 401, 403, 404, 408, 409, 413, 422, …)
-    ├── a request that cannot be sent as JSON (a lone surrogate, a NaN)
-    └── a request for another model than this one
-
-Messages are short, say which server and what happened, and never contain the API key: a
-server's own error message is quoted only with the key cut out, and a failure is raised
-outside the client's exception handler, so that no chained exception (whose request holds the
-``Authorization`` header and whose message may echo the key) travels with it.
+journal; ADR 0028, as ADR 0013 for OpenAI). Its failures are those of every adapter
+(:mod:`workload_domain.agent.adapters`, which words them and keeps the key out of them), with
+Anthropic's 529 "overloaded" a 5xx, and a request that cannot be sent as JSON (a NaN as well
+as a lone surrogate) rejected; the answer of a 200 is a message.
 """
 
 from __future__ import annotations
@@ -30,13 +17,22 @@ from collections.abc import Sequence
 import anthropic
 import anyio
 
-from workload_domain.agent.adapters import mask_secret
+from workload_domain.agent.adapters import (
+    NOT_UNICODE,
+    ClientHolder,
+    SharedClient,
+    model_name_of,
+    not_an_answer,
+    status_failure,
+    timed_out,
+    unreachable,
+    wrong_model,
+)
 from workload_domain.agent.llm import (
     ModelFailure,
     ModelRejected,
     ModelRequest,
     ModelResponse,
-    ModelUnavailable,
 )
 from workload_domain.jsonvalues import JsonObject
 from workload_model_anthropic._settings import (
@@ -57,7 +53,6 @@ __all__ = ["ENDPOINT_NAME", "AnthropicModel", "AnthropicModels", "make_client"]
 
 ENDPOINT_NAME = re.compile(r"^[a-z][a-z0-9_-]{0,31}$")
 """What an endpoint's name looks like (SPEC §11): the part of a model name before the colon."""
-_DETAIL_LIMIT = 200
 
 
 def make_client(settings: AnthropicSettings) -> anthropic.AsyncAnthropic:
@@ -78,53 +73,26 @@ def make_client(settings: AnthropicSettings) -> anthropic.AsyncAnthropic:
     )
 
 
-def _clean(text: str, secret: str) -> str:
-    """``text`` on one line, without ``secret``, at most ``_DETAIL_LIMIT`` characters."""
-    text = mask_secret(text, secret)
-    text = " ".join("".join(c if c.isprintable() else " " for c in text).split())
-    if len(text) > _DETAIL_LIMIT:
-        text = text[: _DETAIL_LIMIT - 1] + "…"
-    return text
-
-
-def _server_detail(error: anthropic.APIStatusError, secret: str) -> str:
+def _server_detail(error: anthropic.APIStatusError) -> object:
     # Anthropic's body is {"type": "error", "error": {"type", "message"}}; another server's
     # (a proxy's) may be any text, which the client hands over as it is.
-    detail = error.api_message if isinstance(error.api_message, str) else error.body
-    if not isinstance(detail, str):
-        return ""
-    text = _clean(detail, secret)
-    return f": {text}" if text else ""
+    return error.api_message if isinstance(error.api_message, str) else error.body
 
 
 def _failure(error: anthropic.AnthropicError, settings: AnthropicSettings) -> ModelFailure:
     """The port's failure for an error of the client."""
-    server = f"the model server at {safe_url(settings.base_url)}"
     if isinstance(error, anthropic.APITimeoutError):
-        return _timed_out(settings)
+        return timed_out(settings.base_url, settings.timeout_seconds)
     if isinstance(error, anthropic.APIConnectionError):
-        cause = _clean(str(error.__cause__ or ""), settings.api_key)
-        return ModelUnavailable(f"could not reach {server}" + (f": {cause}" if cause else ""))
+        return unreachable(settings.base_url, error.__cause__, settings.api_key)
     if isinstance(error, anthropic.APIStatusError):
-        status = error.status_code
-        detail = _server_detail(error, settings.api_key)
-        if status == 429:
-            return ModelUnavailable(f"{server} is rate limiting (HTTP 429){detail}")
-        if status >= 500:
-            return ModelUnavailable(f"{server} failed (HTTP {status}){detail}")
-        return ModelRejected(f"{server} rejected the request (HTTP {status}){detail}")
+        detail = _server_detail(error)
+        return status_failure(settings.base_url, error.status_code, detail, settings.api_key)
     # Another error of the client (its message is not ours to vouch for): not retryable.
     return ModelRejected(f"the Anthropic client failed ({type(error).__name__})")
 
 
-def _timed_out(settings: AnthropicSettings) -> ModelUnavailable:
-    return ModelUnavailable(
-        f"the model server at {safe_url(settings.base_url)} did not answer "
-        f"within {settings.timeout_seconds:g} s"
-    )
-
-
-class AnthropicModel:
+class AnthropicModel(ClientHolder[anthropic.AsyncAnthropic]):
     """One model of the Anthropic Messages API (``anthropic:<model_name>``).
 
     Args:
@@ -161,14 +129,11 @@ class AnthropicModel:
     async def complete(self, request: ModelRequest) -> ModelResponse:
         """One ``POST /v1/messages``, never repeated; see the module for the failures.
 
-        ``request.model`` must be this model's name (the runtime journals the request, so the
-        request sent is the one recorded).
+        ``request.model`` must be this model's name (see ``wrong_model``).
         """
-        if request.model != self.model_name:
-            raise ModelRejected(
-                f"a request for model {request.model[:100]!r} was sent to the Anthropic "
-                f"model {self.model_name[:100]!r}"
-            )
+        shown = f"the Anthropic model {self.model_name[:100]!r}"
+        if (wrong := wrong_model(request.model, self.model_name, shown)) is not None:
+            raise wrong
         failure: ModelFailure
         wire = wire_request(request)
         try:
@@ -178,16 +143,11 @@ class AnthropicModel:
         except anthropic.AnthropicError as error:
             failure = _failure(error, self._settings)
         except TimeoutError:
-            failure = _timed_out(self._settings)
+            failure = timed_out(self._settings.base_url, self._settings.timeout_seconds)
         except MalformedAnswer as error:
-            failure = ModelUnavailable(
-                f"the model server at {safe_url(self._settings.base_url)} answered 200 "
-                f"without a message: {error}"
-            )
+            failure = not_an_answer(self._settings.base_url, "a message", error)
         except UnicodeEncodeError:  # the key is checked to be ASCII: this is the body
-            failure = ModelRejected(
-                "the conversation holds text that is not valid Unicode (a lone surrogate)"
-            )
+            failure = ModelRejected(NOT_UNICODE)
         except ValueError as error:  # the client's JSON encoder refuses NaN and infinities
             failure = ModelRejected(f"the request cannot be sent as JSON ({type(error).__name__})")
         # Raised here, outside the handlers, so that it chains nothing of the client's error.
@@ -207,13 +167,8 @@ class AnthropicModel:
         )
         return await raw.read()
 
-    async def aclose(self) -> None:
-        """Release the client's connections, if this model made the client."""
-        if self._owns_client:
-            await self._client.close()
 
-
-class AnthropicModels:
+class AnthropicModels(SharedClient[anthropic.AsyncAnthropic]):
     """The models of one Anthropic endpoint, sharing one client.
 
     Args:
@@ -252,6 +207,12 @@ class AnthropicModels:
     def __repr__(self) -> str:
         return f"AnthropicModels(base_url={safe_url(self.settings.base_url)!r})"
 
+    def _serves(self, prefix: str) -> bool:
+        """Whether ``prefix`` is this endpoint (or, with none named, any endpoint's name)."""
+        if self.endpoint is None:
+            return ENDPOINT_NAME.fullmatch(prefix) is not None
+        return prefix == self.endpoint
+
     def model(self, name: str, *, script: Sequence[JsonObject] | None = None) -> AnthropicModel:
         """The model ``<endpoint>:<model-name>``; ``script`` (the mock model's) is ignored.
 
@@ -260,17 +221,7 @@ class AnthropicModels:
                 is None, a prefix that is no endpoint name), or with nothing after it.
         """
         del script
-        prefix, colon, model_name = name.partition(":")
-        served = (
-            ENDPOINT_NAME.fullmatch(prefix) is not None
-            if self.endpoint is None
-            else prefix == self.endpoint
-        )
-        if not colon or not served or not model_name.strip():
-            wanted = self.endpoint or "<endpoint>"
-            raise ModelRejected(
-                f"no model adapter serves {name[:100]!r}: this one serves {wanted}:<model-name>"
-            )
+        model_name = model_name_of(name, serves=self._serves, wanted=self.endpoint or "<endpoint>")
         s = self.settings
         return AnthropicModel(
             model_name,
@@ -279,13 +230,3 @@ class AnthropicModels:
             timeout_seconds=s.timeout_seconds,
             client=self._client,
         )
-
-    async def aclose(self) -> None:
-        """Release the shared client's connections (the models made from it stop working)."""
-        await self._client.close()
-
-    async def __aenter__(self) -> AnthropicModels:
-        return self
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        await self.aclose()

@@ -8,11 +8,15 @@ of every ``repr`` and message.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
-from workload_domain.agent.adapters import safe_url
+from workload_domain.agent.adapters import (
+    MAX_TIMEOUT_SECONDS,
+    key_problem,
+    safe_url,
+    timeout_problem,
+)
 
 __all__ = [
     "DEFAULT_API_KEY",
@@ -29,7 +33,6 @@ DEFAULT_BASE_URL = "https://api.anthropic.com"
 DEFAULT_API_KEY = "unused"
 """Sent when no key is given (a local gateway or a test server may need none; Anthropic does)."""
 DEFAULT_TIMEOUT_SECONDS = 120.0
-MAX_TIMEOUT_SECONDS = 3600.0
 
 
 class AnthropicConfigError(ValueError):
@@ -53,17 +56,13 @@ def _check_url(url: str) -> None:
 
 def _check_key(key: str) -> None:
     # It travels in an HTTP header. The message never quotes it.
-    if not key:
-        raise AnthropicConfigError("the API key must not be empty")
-    if not all(c.isascii() and c.isprintable() and not c.isspace() for c in key):
-        raise AnthropicConfigError("the API key must be printable ASCII without spaces")
+    if (problem := key_problem(key, "the API key")) is not None:
+        raise AnthropicConfigError(problem)
 
 
 def _check_timeout(seconds: float) -> None:
-    if not math.isfinite(seconds) or not 0 < seconds <= MAX_TIMEOUT_SECONDS:
-        raise AnthropicConfigError(
-            f"the model timeout must be a number of seconds in (0, {MAX_TIMEOUT_SECONDS:g}]"
-        )
+    if (problem := timeout_problem(seconds, "the model timeout")) is not None:
+        raise AnthropicConfigError(problem)
 
 
 @dataclass(frozen=True, slots=True)

@@ -36,6 +36,7 @@ from anthropic.types import (
 
 from workload_domain.agent.adapters import (
     MalformedAnswer,
+    body_object,
     json_object,
     optional_string,
     token_count,
@@ -264,11 +265,7 @@ def parse_answer(body: bytes, answer_tool: AnswerTool | None = None) -> ModelRes
         MalformedAnswer: the body is not JSON or not a message. Its message names the faulty
             field and never quotes the body.
     """
-    try:
-        data = json.loads(body)
-    except ValueError:  # UnicodeDecodeError included
-        raise MalformedAnswer("the body is not JSON") from None
-    answer = json_object(data, "the body")
+    answer = body_object(body)
     blocks = answer.get("content")
     if not isinstance(blocks, list):
         raise MalformedAnswer("it has no content list")

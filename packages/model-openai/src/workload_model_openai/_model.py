@@ -4,22 +4,9 @@ A model call is ``POST {base_url}/chat/completions`` through the official ``open
 with its retries off (``max_retries=0``: SPEC §11 retries a failed attempt through the workflow's
 own retry policy, so a client that retried too would multiply calls and hide them from the
 journal). It carries the request's sampling settings and, for an output schema, a
-``json_schema`` response format (``_options``). What can go wrong becomes a
-:class:`~workload_domain.agent.llm.ModelFailure`::
-
-    ModelUnavailable (model_unavailable, retryable)
-    ├── HTTP 429, any 5xx
-    ├── a refused or broken connection
-    ├── no answer within the timeout (connect, send, wait and read together)
-    └── a 200 whose body is not a chat completion
-    ModelRejected (model_error, not retryable)
-    ├── any other 4xx (400, 401, 403, 404, 408, 409, 422, …)
-    └── a request for another model than this one
-
-Messages are short, say which server and what happened, and never contain the API key: a
-server's own error message is quoted only with the key cut out, and a failure is raised
-outside the client's exception handler, so that no chained exception (whose request holds the
-``Authorization`` header and whose message may echo the key) travels with it.
+``json_schema`` response format (``_options``). Its failures are those of every adapter
+(:mod:`workload_domain.agent.adapters`, which words them and keeps the key out of them); the
+answer of a 200 is a chat completion.
 """
 
 from __future__ import annotations
@@ -29,13 +16,22 @@ from collections.abc import Sequence
 import anyio
 import openai
 
-from workload_domain.agent.adapters import mask_secret
+from workload_domain.agent.adapters import (
+    NOT_UNICODE,
+    ClientHolder,
+    SharedClient,
+    model_name_of,
+    not_an_answer,
+    status_failure,
+    timed_out,
+    unreachable,
+    wrong_model,
+)
 from workload_domain.agent.llm import (
     ModelFailure,
     ModelRejected,
     ModelRequest,
     ModelResponse,
-    ModelUnavailable,
 )
 from workload_domain.jsonvalues import JsonObject
 from workload_model_openai._options import response_format, sampling
@@ -51,7 +47,6 @@ __all__ = ["PREFIX", "OpenAIModel", "OpenAIModels", "make_client"]
 
 PREFIX = "openai:"
 """The prefix of the model names this adapter serves: ``openai:<model-name>``."""
-_DETAIL_LIMIT = 200
 
 
 def make_client(settings: OpenAISettings) -> openai.AsyncOpenAI:
@@ -67,53 +62,29 @@ def make_client(settings: OpenAISettings) -> openai.AsyncOpenAI:
     )
 
 
-def _clean(text: str, secret: str) -> str:
-    """``text`` on one line, without ``secret``, at most ``_DETAIL_LIMIT`` characters."""
-    text = mask_secret(text, secret)
-    text = " ".join("".join(c if c.isprintable() else " " for c in text).split())
-    if len(text) > _DETAIL_LIMIT:
-        text = text[: _DETAIL_LIMIT - 1] + "…"
-    return text
-
-
-def _server_detail(body: object, secret: str) -> str:
+def _server_detail(body: object) -> object:
     # The client hands over the decoded body's "error" member (or the raw text).
-    if isinstance(body, dict):
-        body = body.get("message")
-    if not isinstance(body, str):
-        return ""
-    text = _clean(body, secret)
-    return f": {text}" if text else ""
+    return body.get("message") if isinstance(body, dict) else body
 
 
 def _failure(error: openai.OpenAIError, settings: OpenAISettings) -> ModelFailure:
     """The port's failure for an error of the client."""
-    server = f"the model server at {safe_url(settings.base_url)}"
     if isinstance(error, openai.APITimeoutError):
-        return _timed_out(settings)
+        return timed_out(settings.base_url, settings.timeout_seconds)
     if isinstance(error, openai.APIConnectionError):
-        cause = _clean(str(error.__cause__ or ""), settings.api_key)
-        return ModelUnavailable(f"could not reach {server}" + (f": {cause}" if cause else ""))
+        return unreachable(settings.base_url, error.__cause__, settings.api_key)
     if isinstance(error, openai.APIStatusError):
-        status = error.status_code
-        detail = _server_detail(error.body, settings.api_key)
-        if status == 429:
-            return ModelUnavailable(f"{server} is rate limiting (HTTP 429){detail}")
-        if status >= 500:
-            return ModelUnavailable(f"{server} failed (HTTP {status}){detail}")
-        return ModelRejected(f"{server} rejected the request (HTTP {status}){detail}")
+        detail = _server_detail(error.body)
+        return status_failure(settings.base_url, error.status_code, detail, settings.api_key)
     # Another error of the client (its message is not ours to vouch for): not retryable.
     return ModelRejected(f"the OpenAI client failed ({type(error).__name__})")
 
 
-def _timed_out(settings: OpenAISettings) -> ModelUnavailable:
-    return ModelUnavailable(
-        f"the model server at {safe_url(settings.base_url)} did not answer "
-        f"within {settings.timeout_seconds:g} s"
-    )
+def _served(prefix: str) -> bool:
+    return f"{prefix}:" == PREFIX
 
 
-class OpenAIModel:
+class OpenAIModel(ClientHolder[openai.AsyncOpenAI]):
     """One model of an OpenAI-compatible server (``openai:<model_name>``).
 
     Args:
@@ -149,14 +120,11 @@ class OpenAIModel:
     async def complete(self, request: ModelRequest) -> ModelResponse:
         """One ``POST /chat/completions``, never repeated; see the module for the failures.
 
-        ``request.model`` must be this model's name (the runtime journals the request, so the
-        request sent is the one recorded).
+        ``request.model`` must be this model's name (see ``wrong_model``).
         """
-        if request.model != self.model_name:
-            raise ModelRejected(
-                f"a request for model {request.model[:100]!r} was sent to "
-                f"{PREFIX}{self.model_name[:100]}"
-            )
+        shown = PREFIX + self.model_name[:100]
+        if (wrong := wrong_model(request.model, self.model_name, shown)) is not None:
+            raise wrong
         failure: ModelFailure
         try:
             with anyio.fail_after(self._settings.timeout_seconds):
@@ -165,16 +133,11 @@ class OpenAIModel:
         except openai.OpenAIError as error:
             failure = _failure(error, self._settings)
         except TimeoutError:
-            failure = _timed_out(self._settings)
+            failure = timed_out(self._settings.base_url, self._settings.timeout_seconds)
         except MalformedAnswer as error:
-            failure = ModelUnavailable(
-                f"the model server at {safe_url(self._settings.base_url)} answered 200 "
-                f"without a chat completion: {error}"
-            )
+            failure = not_an_answer(self._settings.base_url, "a chat completion", error)
         except UnicodeEncodeError:  # the key is checked to be ASCII: this is the body
-            failure = ModelRejected(
-                "the conversation holds text that is not valid Unicode (a lone surrogate)"
-            )
+            failure = ModelRejected(NOT_UNICODE)
         # Raised here, outside the handlers, so that it chains nothing of the client's error.
         raise failure
 
@@ -189,13 +152,8 @@ class OpenAIModel:
         )
         return raw.http_response.content
 
-    async def aclose(self) -> None:
-        """Release the client's connections, if this model made the client."""
-        if self._owns_client:
-            await self._client.close()
 
-
-class OpenAIModels:
+class OpenAIModels(SharedClient[openai.AsyncOpenAI]):
     """The ``openai:<model-name>`` adapters of one server, sharing one client.
 
     Args:
@@ -231,11 +189,7 @@ class OpenAIModels:
             ModelRejected: a name without the ``openai:`` prefix or with nothing after it.
         """
         del script
-        prefix, _, model_name = name.partition(":")
-        if f"{prefix}:" != PREFIX or not model_name.strip():
-            raise ModelRejected(
-                f"no model adapter serves {name[:100]!r}: this one serves {PREFIX}<model-name>"
-            )
+        model_name = model_name_of(name, serves=_served, wanted=PREFIX[:-1])
         s = self.settings
         return OpenAIModel(
             model_name,
@@ -244,13 +198,3 @@ class OpenAIModels:
             timeout_seconds=s.timeout_seconds,
             client=self._client,
         )
-
-    async def aclose(self) -> None:
-        """Release the shared client's connections (the models made from it stop working)."""
-        await self._client.close()
-
-    async def __aenter__(self) -> OpenAIModels:
-        return self
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        await self.aclose()

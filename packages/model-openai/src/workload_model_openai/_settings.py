@@ -7,12 +7,16 @@ it once with the process environment. The key is kept out of every ``repr`` and 
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
-from workload_domain.agent.adapters import safe_url
+from workload_domain.agent.adapters import (
+    MAX_TIMEOUT_SECONDS,
+    key_problem,
+    safe_url,
+    timeout_problem,
+)
 
 __all__ = [
     "API_KEY_VARIABLE",
@@ -33,7 +37,6 @@ TIMEOUT_VARIABLE = "WORKLOAD_MODEL_TIMEOUT_SECONDS"
 DEFAULT_API_KEY = "unused"
 """Sent when no key is configured: local servers (Ollama, vLLM, llama.cpp) need none."""
 DEFAULT_TIMEOUT_SECONDS = 120.0
-MAX_TIMEOUT_SECONDS = 3600.0
 
 
 class OpenAIConfigError(ValueError):
@@ -57,17 +60,13 @@ def _check_url(url: str, name: str) -> None:
 
 def _check_key(key: str, name: str) -> None:
     # It travels in an HTTP header. The message never quotes it.
-    if not key:
-        raise OpenAIConfigError(f"{name} must not be empty")
-    if not all(c.isascii() and c.isprintable() and not c.isspace() for c in key):
-        raise OpenAIConfigError(f"{name} must be printable ASCII without spaces")
+    if (problem := key_problem(key, name)) is not None:
+        raise OpenAIConfigError(problem)
 
 
 def _check_timeout(seconds: float, name: str) -> None:
-    if not math.isfinite(seconds) or not 0 < seconds <= MAX_TIMEOUT_SECONDS:
-        raise OpenAIConfigError(
-            f"{name} must be a number of seconds in (0, {MAX_TIMEOUT_SECONDS:g}]"
-        )
+    if (problem := timeout_problem(seconds, name)) is not None:
+        raise OpenAIConfigError(problem)
 
 
 @dataclass(frozen=True, slots=True)

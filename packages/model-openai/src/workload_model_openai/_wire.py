@@ -22,6 +22,7 @@ from openai.types.chat import (
 
 from workload_domain.agent.adapters import (
     MalformedAnswer,
+    body_object,
     json_object,
     optional_string,
     token_count,
@@ -134,11 +135,7 @@ def parse_answer(body: bytes) -> ModelResponse:
         MalformedAnswer: the body is not JSON or not a chat completion. Its message names the
             faulty field and never quotes the body.
     """
-    try:
-        data = json.loads(body)
-    except ValueError:  # UnicodeDecodeError included
-        raise MalformedAnswer("the body is not JSON") from None
-    answer = json_object(data, "the body")
+    answer = body_object(body)
     choices = answer.get("choices")
     if not isinstance(choices, list) or not choices:
         raise MalformedAnswer("it has no choices")

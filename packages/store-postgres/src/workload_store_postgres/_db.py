@@ -47,7 +47,7 @@ from workload_domain.idempotency import (
 from workload_domain.ports import Clock
 from workload_domain.shards import shard_of
 from workload_domain.telemetry import NO_TELEMETRY, Telemetry
-from workload_store_postgres._pool import StoreDown, StorePool, written_to
+from workload_store_postgres._pool import Conn, Row, StoreDown, StorePool, written_to
 from workload_store_postgres._queries import query
 from workload_store_postgres._tracing import traced_cursor
 from workload_store_postgres.migrations import SchemaBehind
@@ -65,8 +65,6 @@ __all__ = [
     "translate_errors",
 ]
 
-Row = dict[str, Any]
-Conn = psycopg.AsyncConnection[Row]
 T = TypeVar("T")
 Constraints = Mapping[str, Callable[[], WorkloadError]]
 """Constraint name → the domain error its violation means for this write."""

@@ -18,7 +18,13 @@ from psycopg.types.json import Jsonb
 
 from workload_domain import listings
 from workload_domain.cursors import Page, Position, from_micros
-from workload_domain.drafts import DraftRecord, DraftStatus, approvable, rejectable
+from workload_domain.drafts import (
+    DraftApproval,
+    DraftRecord,
+    DraftStatus,
+    approvable,
+    rejectable,
+)
 from workload_domain.errors import (
     DraftNotFound,
     StoreIntegrityError,
@@ -27,7 +33,7 @@ from workload_domain.errors import (
     WorkflowNotFound,
 )
 from workload_domain.idempotency import IdempotencyRecord, PendingRecord, Replayed
-from workload_domain.records import VersionRecord, WorkflowRecord
+from workload_domain.records import VersionRecord
 from workload_domain.usage import Usage
 from workload_store_postgres import _rows
 from workload_store_postgres._db import Conn, Row, one
@@ -130,20 +136,14 @@ class Drafts(StorePart):
             return await one(conn, "finish_draft", _params(draft)) is not None
 
     async def approve_draft(
-        self,
-        draft_id: str,
-        definition_hash: str,
-        version: VersionRecord,
-        *,
-        workflow: WorkflowRecord | None,
-        now: datetime,
-        idempotency: PendingRecord[DraftRecord] | None = None,
+        self, approval: DraftApproval, idempotency: PendingRecord[DraftRecord] | None = None
     ) -> DraftRecord | Replayed:
         """Make a ready draft a version, atomically (see ``DraftStore``)."""
+        version, workflow = approval.version, approval.workflow
 
         async def work(conn: Conn) -> DraftRecord:
-            draft = await _locked(conn, draft_id)
-            if not approvable(draft, definition_hash):
+            draft = await _locked(conn, approval.draft_id)
+            if not approvable(draft, approval.definition_hash):
                 return draft
             numbered = version
             if workflow is not None:
@@ -161,7 +161,7 @@ class Drafts(StorePart):
                     raise WorkflowNotFound(version.workflow_id)
                 numbered = replace(version, version=row["latest_version"])
             await conn.execute(query("insert_version"), _rows.version_params(numbered))
-            return await _settle(conn, draft, DraftStatus.APPROVED, now, numbered)
+            return await _settle(conn, draft, DraftStatus.APPROVED, approval.now, numbered)
 
         return await self._db.write(
             work,

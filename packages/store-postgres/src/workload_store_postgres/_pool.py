@@ -38,6 +38,8 @@ from workload_domain.errors import StoreUnavailable
 __all__ = [
     "PROBE_CONNECT_SECONDS",
     "PROBE_SECONDS",
+    "Conn",
+    "Row",
     "StoreDown",
     "StorePool",
     "written_to",

@@ -2,6 +2,11 @@
 
 ``queries.sql`` holds the store's queries; ``cluster.sql`` those of a replica's membership
 (SPEC §16). Names are unique across both.
+
+A block headed ``-- part: <name>`` is no query but a piece several share (the select list of
+the runs listings, say): a line ``-- with part: <name>`` in a query stands for its text, so the
+statement sent is the whole query and the piece is written once. A part is defined before the
+queries that use it, in the same file; the comments that head it are not pasted.
 """
 
 from __future__ import annotations
@@ -13,7 +18,8 @@ from typing import LiteralString
 
 __all__ = ["query", "statement_name"]
 
-_NAME = re.compile(r"^-- name: (\w+)\s*$", re.MULTILINE)
+_HEAD = re.compile(r"^-- (name|part): (\w+)\s*$", re.MULTILINE)
+_USE = re.compile(r"^-- with part: (\w+)[ \t]*$", re.MULTILINE)
 
 
 _FILES = ("queries.sql", "cluster.sql")
@@ -24,13 +30,43 @@ def _all() -> dict[str, str]:
     found: dict[str, str] = {}
     for file in _FILES:
         text = resources.files(__package__).joinpath(file).read_text(encoding="utf-8")
-        parts = _NAME.split(text)
-        # parts: [preamble, name1, body1, name2, body2, ...]
-        for name, body in zip(parts[1::2], parts[2::2], strict=True):
+        for name, body in parse(text).items():
             if name in found:
                 raise RuntimeError(f"the query name {name!r} is defined twice")
-            found[name] = body.strip()
+            found[name] = body
     return found
+
+
+def parse(text: str) -> dict[str, str]:
+    """The named queries of one file's ``text``, each with the parts it uses pasted in."""
+    pieces = _HEAD.split(text)
+    # pieces: [preamble, kind1, name1, body1, kind2, name2, body2, ...]
+    found: dict[str, str] = {}
+    parts: dict[str, str] = {}
+    for kind, name, body in zip(pieces[1::3], pieces[2::3], pieces[3::3], strict=True):
+        into, what = (parts, "part") if kind == "part" else (found, "query")
+        if name in into:
+            raise RuntimeError(f"the {what} name {name!r} is defined twice")
+        sql = _with_parts(body, parts).strip()
+        if kind == "part":  # its own comments say what it is; the queries do not need them
+            sql = "\n".join(_drop_comments(sql.splitlines()))
+        into[name] = sql
+    return found
+
+
+def _drop_comments(lines: list[str]) -> list[str]:
+    while lines and lines[0].startswith("--"):
+        lines = lines[1:]
+    return lines
+
+
+def _with_parts(body: str, parts: dict[str, str]) -> str:
+    def paste(use: re.Match[str]) -> str:
+        if use[1] not in parts:
+            raise RuntimeError(f"the part {use[1]!r} is used before it is defined")
+        return parts[use[1]]
+
+    return _USE.sub(paste, body)
 
 
 def query(name: str) -> LiteralString:

@@ -18,7 +18,6 @@ from workload_domain.records import (
     TaskRecord,
 )
 from workload_domain.run_listing import RunFilter, RunOrder
-from workload_domain.statuses import RunStatus
 from workload_store_postgres import _rows
 from workload_store_postgres._db import Row, one
 from workload_store_postgres._part import StorePart, require_task
@@ -96,22 +95,14 @@ class Reads(StorePart):
         return await self._read("list_events", params, _rows.event, run=(uid, run_id))
 
     async def page_runs(
-        self,
-        workflow_id: str | None,
-        status: RunStatus | None,
-        cursor: str | None,
-        limit: int,
-        *,
-        order: RunOrder = RunOrder.ASC,
-        created_after: datetime | None = None,
-        created_before: datetime | None = None,
+        self, wanted: RunFilter, cursor: str | None, limit: int
     ) -> Page[RunWithCounts]:
-        """Runs by (created_at, run_id) in ``order``, optionally filtered and windowed.
+        """The runs ``wanted`` by (created_at, run_id) in its order, filtered and windowed.
 
         Each row carries its task counts, from the same statement (one snapshot).
         """
-        wanted = RunFilter(workflow_id, status, order, created_after, created_before)
-        desc = order is RunOrder.DESC
+        workflow_id, status = wanted.workflow_id, wanted.status
+        desc = wanted.order is RunOrder.DESC
         name = _RUNS_QUERY[(workflow_id is not None, status is not None)] + (
             "_desc" if desc else ""
         )
@@ -123,8 +114,8 @@ class Reads(StorePart):
                 "after_id": _rows.run_uuid(str(after[1])) if after else start[1],
                 "workflow_id": workflow_id,
                 "status": status.value if status else None,
-                "created_after": created_after or _MIN_TIME,
-                "created_before": created_before or _MAX_TIME,
+                "created_after": wanted.created_after or _MIN_TIME,
+                "created_before": wanted.created_before or _MAX_TIME,
                 "limit": n,
             }
             return await self._read(name, params, _run_with_counts)

@@ -164,14 +164,20 @@ SELECT run_id, workflow_id, version, status, revision, input, cancel_requested, 
        input_tokens, output_tokens, traceparent, output
 FROM workflow_runs WHERE run_id = %(run_id)s
 
--- name: get_run_with_counts
+-- part: run_with_counts
+-- The select list of get_run_with_counts and of every runs listing (each adds its own WHERE,
+-- ORDER BY and LIMIT): a run row and its task counts by status, read in one snapshot.
 SELECT run_id, workflow_id, version, status, revision, input, cancel_requested, created_at,
        updated_at, started_at, finished_at, model_calls, tool_calls, input_tokens,
        output_tokens, output,
        (SELECT coalesce(jsonb_object_agg(status, n), '{}'::jsonb)
         FROM (SELECT status, count(*) AS n FROM task_runs t
               WHERE t.run_id = r.run_id GROUP BY status) AS counts) AS task_counts
-FROM workflow_runs r WHERE run_id = %(run_id)s
+FROM workflow_runs r
+
+-- name: get_run_with_counts
+-- with part: run_with_counts
+WHERE run_id = %(run_id)s
 
 -- name: run_exists
 SELECT 1 FROM workflow_runs WHERE run_id = %(run_id)s
@@ -225,122 +231,71 @@ WHERE run_id = %(run_id)s AND sequence > %(after)s
 ORDER BY sequence
 LIMIT %(limit)s
 
+-- part: runs_window_asc
+-- The end of a runs listing, oldest first: the creation window (exclusive; the store passes the
+-- widest bounds when none is asked for), the keyset's order and the page's size.
+  AND created_at > %(created_after)s AND created_at < %(created_before)s
+ORDER BY created_at, run_id
+LIMIT %(limit)s
+
+-- part: runs_window_desc
+-- The same, newest first (each index scanned backward).
+  AND created_at > %(created_after)s AND created_at < %(created_before)s
+ORDER BY created_at DESC, run_id DESC
+LIMIT %(limit)s
+
 -- name: page_runs
 -- Served by workflow_runs_keyset.
 -- Every runs listing (SPEC §6): keyset (created_at, run_id) in either direction, within an
 -- exclusive creation window (the store passes the widest bounds when none is asked for, so every
 -- variant is one range scan of its index; a backward scan serves newest first).
-SELECT run_id, workflow_id, version, status, revision, input, cancel_requested, created_at,
-       updated_at, started_at, finished_at, model_calls, tool_calls, input_tokens,
-       output_tokens, output,
-       (SELECT coalesce(jsonb_object_agg(status, n), '{}'::jsonb)
-        FROM (SELECT status, count(*) AS n FROM task_runs t
-              WHERE t.run_id = r.run_id GROUP BY status) AS counts) AS task_counts
-FROM workflow_runs r
+-- with part: run_with_counts
 WHERE (created_at, run_id) > (%(after_at)s, %(after_id)s)
-  AND created_at > %(created_after)s AND created_at < %(created_before)s
-ORDER BY created_at, run_id
-LIMIT %(limit)s
+-- with part: runs_window_asc
 
 -- name: page_runs_desc
 -- Served by workflow_runs_keyset, scanned backward.
-SELECT run_id, workflow_id, version, status, revision, input, cancel_requested, created_at,
-       updated_at, started_at, finished_at, model_calls, tool_calls, input_tokens,
-       output_tokens, output,
-       (SELECT coalesce(jsonb_object_agg(status, n), '{}'::jsonb)
-        FROM (SELECT status, count(*) AS n FROM task_runs t
-              WHERE t.run_id = r.run_id GROUP BY status) AS counts) AS task_counts
-FROM workflow_runs r
+-- with part: run_with_counts
 WHERE (created_at, run_id) < (%(after_at)s, %(after_id)s)
-  AND created_at > %(created_after)s AND created_at < %(created_before)s
-ORDER BY created_at DESC, run_id DESC
-LIMIT %(limit)s
+-- with part: runs_window_desc
 
 -- name: page_runs_by_workflow
 -- Served by workflow_runs_by_workflow.
-SELECT run_id, workflow_id, version, status, revision, input, cancel_requested, created_at,
-       updated_at, started_at, finished_at, model_calls, tool_calls, input_tokens,
-       output_tokens, output,
-       (SELECT coalesce(jsonb_object_agg(status, n), '{}'::jsonb)
-        FROM (SELECT status, count(*) AS n FROM task_runs t
-              WHERE t.run_id = r.run_id GROUP BY status) AS counts) AS task_counts
-FROM workflow_runs r
+-- with part: run_with_counts
 WHERE workflow_id = %(workflow_id)s AND (created_at, run_id) > (%(after_at)s, %(after_id)s)
-  AND created_at > %(created_after)s AND created_at < %(created_before)s
-ORDER BY created_at, run_id
-LIMIT %(limit)s
+-- with part: runs_window_asc
 
 -- name: page_runs_by_workflow_desc
 -- Served by workflow_runs_by_workflow, scanned backward.
-SELECT run_id, workflow_id, version, status, revision, input, cancel_requested, created_at,
-       updated_at, started_at, finished_at, model_calls, tool_calls, input_tokens,
-       output_tokens, output,
-       (SELECT coalesce(jsonb_object_agg(status, n), '{}'::jsonb)
-        FROM (SELECT status, count(*) AS n FROM task_runs t
-              WHERE t.run_id = r.run_id GROUP BY status) AS counts) AS task_counts
-FROM workflow_runs r
+-- with part: run_with_counts
 WHERE workflow_id = %(workflow_id)s AND (created_at, run_id) < (%(after_at)s, %(after_id)s)
-  AND created_at > %(created_after)s AND created_at < %(created_before)s
-ORDER BY created_at DESC, run_id DESC
-LIMIT %(limit)s
+-- with part: runs_window_desc
 
 -- name: page_runs_by_status
 -- Served by workflow_runs_by_status.
-SELECT run_id, workflow_id, version, status, revision, input, cancel_requested, created_at,
-       updated_at, started_at, finished_at, model_calls, tool_calls, input_tokens,
-       output_tokens, output,
-       (SELECT coalesce(jsonb_object_agg(status, n), '{}'::jsonb)
-        FROM (SELECT status, count(*) AS n FROM task_runs t
-              WHERE t.run_id = r.run_id GROUP BY status) AS counts) AS task_counts
-FROM workflow_runs r
+-- with part: run_with_counts
 WHERE status = %(status)s AND (created_at, run_id) > (%(after_at)s, %(after_id)s)
-  AND created_at > %(created_after)s AND created_at < %(created_before)s
-ORDER BY created_at, run_id
-LIMIT %(limit)s
+-- with part: runs_window_asc
 
 -- name: page_runs_by_status_desc
 -- Served by workflow_runs_by_status, scanned backward.
-SELECT run_id, workflow_id, version, status, revision, input, cancel_requested, created_at,
-       updated_at, started_at, finished_at, model_calls, tool_calls, input_tokens,
-       output_tokens, output,
-       (SELECT coalesce(jsonb_object_agg(status, n), '{}'::jsonb)
-        FROM (SELECT status, count(*) AS n FROM task_runs t
-              WHERE t.run_id = r.run_id GROUP BY status) AS counts) AS task_counts
-FROM workflow_runs r
+-- with part: run_with_counts
 WHERE status = %(status)s AND (created_at, run_id) < (%(after_at)s, %(after_id)s)
-  AND created_at > %(created_after)s AND created_at < %(created_before)s
-ORDER BY created_at DESC, run_id DESC
-LIMIT %(limit)s
+-- with part: runs_window_desc
 
 -- name: page_runs_by_workflow_and_status
 -- Served by workflow_runs_by_workflow (status filtered on the way).
-SELECT run_id, workflow_id, version, status, revision, input, cancel_requested, created_at,
-       updated_at, started_at, finished_at, model_calls, tool_calls, input_tokens,
-       output_tokens, output,
-       (SELECT coalesce(jsonb_object_agg(status, n), '{}'::jsonb)
-        FROM (SELECT status, count(*) AS n FROM task_runs t
-              WHERE t.run_id = r.run_id GROUP BY status) AS counts) AS task_counts
-FROM workflow_runs r
+-- with part: run_with_counts
 WHERE workflow_id = %(workflow_id)s AND status = %(status)s
   AND (created_at, run_id) > (%(after_at)s, %(after_id)s)
-  AND created_at > %(created_after)s AND created_at < %(created_before)s
-ORDER BY created_at, run_id
-LIMIT %(limit)s
+-- with part: runs_window_asc
 
 -- name: page_runs_by_workflow_and_status_desc
 -- Served by workflow_runs_by_workflow, scanned backward (status filtered on the way).
-SELECT run_id, workflow_id, version, status, revision, input, cancel_requested, created_at,
-       updated_at, started_at, finished_at, model_calls, tool_calls, input_tokens,
-       output_tokens, output,
-       (SELECT coalesce(jsonb_object_agg(status, n), '{}'::jsonb)
-        FROM (SELECT status, count(*) AS n FROM task_runs t
-              WHERE t.run_id = r.run_id GROUP BY status) AS counts) AS task_counts
-FROM workflow_runs r
+-- with part: run_with_counts
 WHERE workflow_id = %(workflow_id)s AND status = %(status)s
   AND (created_at, run_id) < (%(after_at)s, %(after_id)s)
-  AND created_at > %(created_after)s AND created_at < %(created_before)s
-ORDER BY created_at DESC, run_id DESC
-LIMIT %(limit)s
+-- with part: runs_window_desc
 
 -- name: unfinished_runs
 SELECT run_id FROM workflow_runs

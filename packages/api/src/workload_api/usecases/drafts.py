@@ -16,7 +16,7 @@ from workload_api import resources, schemas
 from workload_api.usecases._bodies import parse, storable
 from workload_api.usecases._result import Result
 from workload_domain.agent.spec import unknown_endpoint
-from workload_domain.drafts import DraftRecord, DraftStatus
+from workload_domain.drafts import DraftApproval, DraftRecord, DraftStatus
 from workload_domain.errors import (
     DraftNotFound,
     InvalidArgument,
@@ -127,14 +127,10 @@ class DraftUseCases:
             draft = await self._find(draft_id)
             version, workflow = await self._next_version(draft)
             try:
-                approved = await self._store.approve_draft(
-                    draft_id,
-                    request.definition_hash,
-                    version,
-                    workflow=workflow,
-                    now=self._clock.now(),
-                    idempotency=PendingRecord(claim, _decided),
+                approval = DraftApproval(
+                    draft_id, request.definition_hash, version, workflow, self._clock.now()
                 )
+                approved = await self._store.approve_draft(approval, PendingRecord(claim, _decided))
             except (VersionTaken, WorkflowExists):
                 continue  # another version or workflow was created meanwhile: look again
             # Approving an approved draft with its hash returns it (its record saved with it).

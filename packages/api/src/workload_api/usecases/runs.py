@@ -23,7 +23,7 @@ from workload_domain.idempotency import IdempotencyClaim, IdempotencyRecord, Out
 from workload_domain.ids import uuid7
 from workload_domain.jsonvalues import JsonObject, json_problems, jsonb_value
 from workload_domain.ports import Clock, Store
-from workload_domain.run_listing import RunOrder
+from workload_domain.run_listing import RunFilter, RunOrder
 from workload_domain.statuses import RunStatus
 from workload_domain.telemetry import NO_TELEMETRY, Telemetry
 from workload_engine.definitions import DefinitionCache
@@ -140,15 +140,8 @@ class RunUseCases:
         created_before: datetime | None = None,
     ) -> JsonObject:
         """A page of runs, optionally filtered; newest first unless ``order`` says otherwise."""
-        found = await self._store.page_runs(
-            workflow_id,
-            status,
-            cursor,
-            limit,
-            order=order,
-            created_after=created_after,
-            created_before=created_before,
-        )
+        wanted = RunFilter(workflow_id, status, order, created_after, created_before)
+        found = await self._store.page_runs(wanted, cursor, limit)
         return resources.page(found, lambda item: resources.run(*item))
 
     async def active_counts(self, workflow_id: str | None) -> dict[str, int]:

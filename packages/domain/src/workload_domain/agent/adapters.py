@@ -2,31 +2,77 @@
 
 The adapters (``workload_model_openai``, ``workload_model_anthropic``) are independent packages;
 neither imports the other. The rules they must apply alike live here, once: a server's message
-quoted with the key cut out (ADR 0024), a base URL shown without user info or query, and the
-checks that turn a 200 whose body is not an answer into :class:`MalformedAnswer` (reported as
-``model_unavailable``). Pure functions: no I/O, no provider's package.
+quoted with the key cut out (ADR 0024), a base URL shown without user info or query, the checks
+of a key and a timeout, the words of each failure (unreachable, timed out, an HTTP status, a
+200 that is no answer), and the checks that turn a 200 whose body is not an answer into
+:class:`MalformedAnswer` (reported as ``model_unavailable``). Pure functions: no I/O, no
+provider's package.
+
+What can go wrong in a call becomes a :class:`~workload_domain.agent.llm.ModelFailure`::
+
+    ModelUnavailable (model_unavailable, retryable)
+    ├── HTTP 429, any 5xx
+    ├── a refused or broken connection
+    ├── no answer within the timeout (connect, send, wait and read together)
+    └── a 200 whose body is not an answer
+    ModelRejected (model_error, not retryable)
+    ├── any other 4xx (400, 401, 403, 404, 408, 409, 413, 422, …)
+    ├── a request that cannot be sent (a lone surrogate in its text)
+    └── a request for another model than the adapter's
+
+A failure's message is short, says which server and what happened, and never contains the API
+key: a server's own error message is quoted only with the key cut out, one line, at most
+:data:`DETAIL_LIMIT` characters. The adapters raise it outside the client's exception handler,
+so that no chained exception (whose request holds the ``Authorization`` header and whose
+message may echo the key) travels with it.
 """
 
 from __future__ import annotations
 
+import json
+import math
 import string
-from typing import Any
+from collections.abc import Callable
+from typing import Any, Generic, Protocol, Self, TypeVar
 from urllib.parse import urlsplit
 
+from workload_domain.agent.llm import ModelFailure, ModelRejected, ModelUnavailable
+
 __all__ = [
+    "DETAIL_LIMIT",
     "MASK",
+    "MAX_TIMEOUT_SECONDS",
     "MIN_RUN",
+    "NOT_UNICODE",
+    "ClientHolder",
     "MalformedAnswer",
+    "SharedClient",
+    "body_object",
+    "clean_detail",
     "json_object",
+    "key_problem",
     "mask_secret",
+    "model_name_of",
+    "not_an_answer",
     "optional_string",
     "safe_url",
+    "status_failure",
+    "timed_out",
+    "timeout_problem",
     "token_count",
+    "unreachable",
+    "wrong_model",
 ]
 
 MASK = "***"
 MIN_RUN = 8
 """The shortest run of the key's characters that is masked (shorter ones are common words)."""
+DETAIL_LIMIT = 200
+"""The most characters of a server's own message a failure quotes."""
+MAX_TIMEOUT_SECONDS = 3600.0
+"""The longest timeout of one model call an adapter accepts."""
+NOT_UNICODE = "the conversation holds text that is not valid Unicode (a lone surrogate)"
+"""Why a request whose body cannot be encoded is rejected (the key is checked to be ASCII)."""
 _FOLD = str.maketrans(string.ascii_uppercase, string.ascii_lowercase)
 """ASCII case folding only: it keeps every index where it was (``str.lower`` may not)."""
 
@@ -74,6 +120,19 @@ class MalformedAnswer(Exception):
     """A 200 whose body is not the provider's answer; the message says what is wrong with it."""
 
 
+def body_object(body: bytes) -> dict[str, Any]:
+    """The JSON object a 200's ``body`` holds.
+
+    Raises:
+        MalformedAnswer: the body is not JSON (nor UTF-8), or not an object.
+    """
+    try:
+        data = json.loads(body)
+    except ValueError:  # UnicodeDecodeError included
+        raise MalformedAnswer("the body is not JSON") from None
+    return json_object(data, "the body")
+
+
 def json_object(value: Any, where: str) -> dict[str, Any]:
     """``value`` if it is a JSON object.
 
@@ -108,3 +167,125 @@ def token_count(usage: dict[str, Any], name: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise MalformedAnswer(f"usage.{name} is not a count")
     return value
+
+
+def key_problem(key: str, name: str) -> str | None:
+    """What is wrong with an API key (None: nothing); the message names ``name``, never the key.
+
+    It travels in an HTTP header: it must be printable ASCII without spaces, and not empty.
+    """
+    if not key:
+        return f"{name} must not be empty"
+    if not all(c.isascii() and c.isprintable() and not c.isspace() for c in key):
+        return f"{name} must be printable ASCII without spaces"
+    return None
+
+
+def timeout_problem(seconds: float, name: str) -> str | None:
+    """What is wrong with a model call's timeout (None: it is in (0, 3600] seconds)."""
+    if not math.isfinite(seconds) or not 0 < seconds <= MAX_TIMEOUT_SECONDS:
+        return f"{name} must be a number of seconds in (0, {MAX_TIMEOUT_SECONDS:g}]"
+    return None
+
+
+def clean_detail(text: str, secret: str) -> str:
+    """``text`` on one line, without ``secret``, at most :data:`DETAIL_LIMIT` characters."""
+    text = mask_secret(text, secret)
+    text = " ".join("".join(c if c.isprintable() else " " for c in text).split())
+    if len(text) > DETAIL_LIMIT:
+        text = text[: DETAIL_LIMIT - 1] + "…"
+    return text
+
+
+def _server(base_url: str) -> str:
+    return f"the model server at {safe_url(base_url)}"
+
+
+def unreachable(base_url: str, cause: BaseException | None, secret: str) -> ModelUnavailable:
+    """The failure of a call that reached no server (``cause``: what the client ran into)."""
+    text = clean_detail(str(cause or ""), secret)
+    return ModelUnavailable(f"could not reach {_server(base_url)}" + (f": {text}" if text else ""))
+
+
+def timed_out(base_url: str, timeout_seconds: float) -> ModelUnavailable:
+    """The failure of a call that took longer than its timeout."""
+    return ModelUnavailable(f"{_server(base_url)} did not answer within {timeout_seconds:g} s")
+
+
+def status_failure(base_url: str, status: int, detail: object, secret: str) -> ModelFailure:
+    """The failure of an HTTP error ``status``; ``detail``, the server's message, if a string.
+
+    A 429 or a 5xx is :class:`ModelUnavailable` (worth a retry); any other, rejected.
+    """
+    text = clean_detail(detail, secret) if isinstance(detail, str) else ""
+    said = f": {text}" if text else ""
+    server = _server(base_url)
+    if status == 429:
+        return ModelUnavailable(f"{server} is rate limiting (HTTP 429){said}")
+    if status >= 500:
+        return ModelUnavailable(f"{server} failed (HTTP {status}){said}")
+    return ModelRejected(f"{server} rejected the request (HTTP {status}){said}")
+
+
+def wrong_model(requested: str, model_name: str, adapter: str) -> ModelRejected | None:
+    """The failure of a request for another model than ``model_name`` (None: it is this one).
+
+    The runtime journals the request, so the request sent must be the one recorded: an adapter
+    never sends one model's request to another. ``adapter`` names this one in the message.
+    """
+    if requested == model_name:
+        return None
+    return ModelRejected(f"a request for model {requested[:100]!r} was sent to {adapter}")
+
+
+def not_an_answer(base_url: str, what: str, error: MalformedAnswer) -> ModelUnavailable:
+    """The failure of a 200 whose body is not ``what`` (``a message``, ``a chat completion``)."""
+    return ModelUnavailable(f"{_server(base_url)} answered 200 without {what}: {error}")
+
+
+def model_name_of(name: str, *, serves: Callable[[str], bool], wanted: str) -> str:
+    """The provider's name of the model ``<prefix>:<model-name>``, if ``serves(prefix)``.
+
+    Raises:
+        ModelRejected: no colon, a prefix not served, or nothing after the colon; the message
+            says the adapter serves ``<wanted>:<model-name>``.
+    """
+    prefix, colon, model_name = name.partition(":")
+    if not colon or not serves(prefix) or not model_name.strip():
+        raise ModelRejected(
+            f"no model adapter serves {name[:100]!r}: this one serves {wanted}:<model-name>"
+        )
+    return model_name
+
+
+class _Client(Protocol):
+    async def close(self) -> None: ...
+
+
+ClientT = TypeVar("ClientT", bound=_Client)
+
+
+class ClientHolder(Generic[ClientT]):
+    """A holder of a provider's client (``_client``), which it closes if it made it.
+
+    A model made with a client to share (by its endpoint's models) sets ``_owns_client`` False:
+    closing it leaves the shared client open.
+    """
+
+    _client: ClientT
+    _owns_client: bool = True
+
+    async def aclose(self) -> None:
+        """Release the client's connections if this made the client (models share theirs)."""
+        if self._owns_client:
+            await self._client.close()
+
+
+class SharedClient(ClientHolder[ClientT]):
+    """The models of one endpoint: one client, which they share, closed with ``async with``."""
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()

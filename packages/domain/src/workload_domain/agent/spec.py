@@ -14,11 +14,16 @@ from collections.abc import Collection, Mapping
 from functools import lru_cache
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
+from pydantic import BaseModel, Field, StringConstraints, ValidationError
 
 from workload_domain.agent.llm import ModelSettings, provider_model, provider_of
 from workload_domain.agent.validation import SchemaError, compile_schema
-from workload_domain.definition import MAX_ACTION_LENGTH, MAX_TIMEOUT_SECONDS
+from workload_domain.definition import (
+    MAX_ACTION_LENGTH,
+    MAX_TIMEOUT_SECONDS,
+    STRICT,
+    validation_problems,
+)
 from workload_domain.errors import Problem, quoted
 from workload_domain.jsonvalues import JsonObject, canonical_json, pointer
 
@@ -56,14 +61,13 @@ MAX_BUDGET_CALLS = 10_000
 DEFAULT_APPROVAL_TIMEOUT_SECONDS = 86400
 MAX_APPROVAL_TIMEOUT_SECONDS = 604800
 
-_STRICT = ConfigDict(strict=True, extra="forbid", frozen=True)
 _MODEL = re.compile(MODEL_PATTERN)
 
 
 class ToolSpec(BaseModel):
     """A tool the model may call: an action executed with the call's arguments as input."""
 
-    model_config = _STRICT
+    model_config = STRICT
 
     name: Annotated[str, StringConstraints(pattern=TOOL_NAME_PATTERN)]
     action: str = Field(min_length=1, max_length=MAX_ACTION_LENGTH)
@@ -82,7 +86,7 @@ class ToolSpec(BaseModel):
 class Budget(BaseModel):
     """Limits checked before every step; a refusal fails the attempt ``budget_exceeded``."""
 
-    model_config = _STRICT
+    model_config = STRICT
 
     max_model_calls: int = Field(default=50, ge=0, le=MAX_BUDGET_CALLS)
     max_tool_calls: int = Field(default=50, ge=0, le=MAX_BUDGET_CALLS)
@@ -94,7 +98,7 @@ class Budget(BaseModel):
 class SamplingSettings(BaseModel):
     """``model_settings``: how the model samples; an unset one is the provider's default."""
 
-    model_config = _STRICT
+    model_config = STRICT
 
     temperature: float | None = Field(default=None, ge=0, le=2, allow_inf_nan=False)
     max_output_tokens: int | None = Field(default=None, ge=1, le=MAX_OUTPUT_TOKENS)
@@ -108,7 +112,7 @@ class SamplingSettings(BaseModel):
 class ScriptedCall(BaseModel):
     """A tool call of a mock model's turn; ``arguments`` may be any JSON (to test refusals)."""
 
-    model_config = _STRICT
+    model_config = STRICT
 
     name: str = Field(max_length=1000)
     arguments: Any = Field(default_factory=dict)
@@ -117,7 +121,7 @@ class ScriptedCall(BaseModel):
 class ScriptTurn(BaseModel):
     """One answer of the mock model: tool calls, or content (or both)."""
 
-    model_config = _STRICT
+    model_config = STRICT
 
     content: str | None = Field(default=None, max_length=MAX_TEXT_LENGTH)
     tool_calls: list[ScriptedCall] = Field(default_factory=list, max_length=MAX_TOOLS)
@@ -126,7 +130,7 @@ class ScriptTurn(BaseModel):
 class AgentSpec(BaseModel):
     """An agent task's input with every default applied."""
 
-    model_config = _STRICT
+    model_config = STRICT
 
     model: Annotated[str, StringConstraints(pattern=MODEL_PATTERN)]
     instructions: str = Field(default="", max_length=MAX_TEXT_LENGTH)
@@ -164,7 +168,7 @@ def agent_problems(
     try:
         AgentSpec.model_validate(raw)
     except ValidationError as exc:
-        problems.extend(_problem(e, at) for e in exc.errors(include_url=False, include_input=False))
+        problems.extend(validation_problems(exc, at))
     unknown = unknown_endpoint(raw.get("model"), endpoints)
     if unknown is not None:
         problems.append(Problem(pointer((*at, "model")), unknown))
@@ -227,16 +231,6 @@ def parse_agent(raw: Mapping[str, Any]) -> AgentSpec:
 def _parse(document: bytes) -> AgentSpec:
     # Keyed by the canonical JSON: every attempt of a task parses the same input once.
     return AgentSpec.model_validate_json(document)
-
-
-def _problem(error: Any, at: tuple[str | int, ...]) -> Problem:
-    loc = tuple(p for p in error["loc"] if isinstance(p, str | int))
-    message = error["msg"]
-    if error["type"] == "extra_forbidden":
-        message = "unknown field"
-    elif error["type"] == "missing":
-        message = "field required"
-    return Problem(pointer((*at, *loc)), message)
 
 
 def _schema_problems(schema: JsonObject, at: tuple[str | int, ...]) -> list[Problem]:

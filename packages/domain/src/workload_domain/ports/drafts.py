@@ -7,15 +7,11 @@ from datetime import datetime
 from typing import Protocol
 
 from workload_domain.cursors import Page
-from workload_domain.drafts import DraftRecord
+from workload_domain.drafts import DraftApproval, DraftRecord
 from workload_domain.idempotency import (
     IdempotencyRecord,
     PendingRecord,
     Replayed,
-)
-from workload_domain.records import (
-    VersionRecord,
-    WorkflowRecord,
 )
 
 __all__ = ["DraftStore"]
@@ -47,20 +43,13 @@ class DraftStore(Protocol):
         ...
 
     async def approve_draft(
-        self,
-        draft_id: str,
-        definition_hash: str,
-        version: VersionRecord,
-        *,
-        workflow: WorkflowRecord | None,
-        now: datetime,
-        idempotency: PendingRecord[DraftRecord] | None = None,
+        self, approval: DraftApproval, idempotency: PendingRecord[DraftRecord] | None = None
     ) -> DraftRecord | Replayed:
         """Make a ready draft a version, atomically.
 
-        With ``workflow`` (a new one): it and its version 1; else ``version`` as the next
-        version of an existing workflow, numbered by the store (``version.version`` is ignored:
-        concurrent new versions queue, each taking the next number).
+        With ``approval.workflow`` (a new one): it and its version 1; else ``approval.version``
+        as the next version of an existing workflow, numbered by the store (its ``version`` is
+        ignored: concurrent new versions queue, each taking the next number).
 
         An approved draft with this hash is returned as it is (no second version).
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from datetime import datetime
 from typing import Protocol
 
 from workload_domain.cursors import Page
@@ -14,8 +13,7 @@ from workload_domain.records import (
     RunWithCounts,
     TaskRecord,
 )
-from workload_domain.run_listing import RunOrder
-from workload_domain.statuses import RunStatus
+from workload_domain.run_listing import RunFilter
 
 __all__ = ["RunReads"]
 
@@ -64,17 +62,9 @@ class RunReads(Protocol):
         ...
 
     async def page_runs(
-        self,
-        workflow_id: str | None,
-        status: RunStatus | None,
-        cursor: str | None,
-        limit: int,
-        *,
-        order: RunOrder = RunOrder.ASC,
-        created_after: datetime | None = None,
-        created_before: datetime | None = None,
+        self, wanted: RunFilter, cursor: str | None, limit: int
     ) -> Page[RunWithCounts]:
-        """Runs by ``(created_at, run_id)`` in ``order``, optionally filtered, with task counts.
+        """The runs ``wanted`` by ``(created_at, run_id)`` in its order, with task counts.
 
         The creation bounds are exclusive. Each run's counts are read with its row, in one
         read: they agree with its status. The cursor is bound to the order and every filter.

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from datetime import datetime
 
@@ -10,7 +10,13 @@ import anyio
 
 from workload_domain import listings
 from workload_domain.cursors import Page, Position
-from workload_domain.drafts import DraftRecord, DraftStatus, approvable, rejectable
+from workload_domain.drafts import (
+    DraftApproval,
+    DraftRecord,
+    DraftStatus,
+    approvable,
+    rejectable,
+)
 from workload_domain.errors import (
     DraftNotFound,
     StoreIntegrityError,
@@ -18,7 +24,6 @@ from workload_domain.errors import (
     WorkflowNotFound,
 )
 from workload_domain.idempotency import IdempotencyRecord, PendingRecord, Replayed
-from workload_domain.records import VersionRecord, WorkflowRecord
 from workload_engine.memory._part import MemoryState, copied, is_canonical_uuid
 
 __all__ = ["MemoryDrafts"]
@@ -74,25 +79,51 @@ class MemoryDrafts(MemoryState):
         return True
 
     async def approve_draft(
+        self, approval: DraftApproval, idempotency: PendingRecord[DraftRecord] | None = None
+    ) -> DraftRecord | Replayed:
+        """Make a ready draft a version, atomically (see ``DraftStore``)."""
+        return await self._decide(
+            approval.draft_id, idempotency, lambda d: self._approve(d, approval)
+        )
+
+    async def reject_draft(
         self,
         draft_id: str,
-        definition_hash: str,
-        version: VersionRecord,
-        *,
-        workflow: WorkflowRecord | None,
         now: datetime,
         idempotency: PendingRecord[DraftRecord] | None = None,
     ) -> DraftRecord | Replayed:
-        """Make a ready draft a version, atomically (see ``DraftStore``)."""
+        """Reject a ready or invalid draft (see ``DraftStore``)."""
+
+        def reject(draft: DraftRecord) -> DraftRecord:
+            if not rejectable(draft):
+                return draft
+            rejected = replace(draft, status=DraftStatus.REJECTED, updated_at=now)
+            self._drafts[draft_id] = rejected
+            return rejected
+
+        return await self._decide(draft_id, idempotency, reject)
+
+    async def _decide(
+        self,
+        draft_id: str,
+        idempotency: PendingRecord[DraftRecord] | None,
+        decide: Callable[[DraftRecord], DraftRecord],
+    ) -> DraftRecord | Replayed:
+        """Replay the same decision made before, or ``decide`` on the draft and remember it."""
         await anyio.lowlevel.checkpoint()
         if (replayed := self._replayed(idempotency)) is not None:
             return replayed
         draft = self._drafts.get(draft_id)
         if draft is None:
             raise DraftNotFound(draft_id)
-        if not approvable(draft, definition_hash):
-            self._remember(None if idempotency is None else idempotency.record(draft))
-            return copied(draft)
+        decided = decide(draft)
+        self._remember(None if idempotency is None else idempotency.record(decided))
+        return copied(decided)
+
+    def _approve(self, draft: DraftRecord, approval: DraftApproval) -> DraftRecord:
+        if not approvable(draft, approval.definition_hash):
+            return draft
+        version, workflow = approval.version, approval.workflow
         if workflow is not None:
             if workflow.workflow_id in self._workflows:
                 raise WorkflowExists(workflow.workflow_id)
@@ -115,27 +146,7 @@ class MemoryDrafts(MemoryState):
             status=DraftStatus.APPROVED,
             version=version.version,
             workflow_id=version.workflow_id,
-            updated_at=now,
+            updated_at=approval.now,
         )
-        self._drafts[draft_id] = approved
-        self._remember(None if idempotency is None else idempotency.record(approved))
-        return copied(approved)
-
-    async def reject_draft(
-        self,
-        draft_id: str,
-        now: datetime,
-        idempotency: PendingRecord[DraftRecord] | None = None,
-    ) -> DraftRecord | Replayed:
-        """Reject a ready or invalid draft (see ``DraftStore``)."""
-        await anyio.lowlevel.checkpoint()
-        if (replayed := self._replayed(idempotency)) is not None:
-            return replayed
-        draft = self._drafts.get(draft_id)
-        if draft is None:
-            raise DraftNotFound(draft_id)
-        if rejectable(draft):
-            draft = replace(draft, status=DraftStatus.REJECTED, updated_at=now)
-            self._drafts[draft_id] = draft
-        self._remember(None if idempotency is None else idempotency.record(draft))
-        return copied(draft)
+        self._drafts[approval.draft_id] = approved
+        return approved

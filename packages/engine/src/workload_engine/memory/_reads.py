@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from datetime import datetime
 from typing import TypeVar
 
 import anyio
@@ -22,7 +21,6 @@ from workload_domain.records import (
     WorkflowRecord,
 )
 from workload_domain.run_listing import RunFilter, RunOrder
-from workload_domain.statuses import RunStatus
 from workload_engine.memory._part import MemoryState, RunData, copied
 
 __all__ = ["MemoryReads"]
@@ -125,18 +123,9 @@ class MemoryReads(MemoryState):
         return await self._page(listings.VERSIONS, scope, cursor, limit, rows)
 
     async def page_runs(
-        self,
-        workflow_id: str | None,
-        status: RunStatus | None,
-        cursor: str | None,
-        limit: int,
-        *,
-        order: RunOrder = RunOrder.ASC,
-        created_after: datetime | None = None,
-        created_before: datetime | None = None,
+        self, wanted: RunFilter, cursor: str | None, limit: int
     ) -> Page[RunWithCounts]:
-        """Runs by (created_at, run_id) in ``order``, optionally filtered, with task counts."""
-        wanted = RunFilter(workflow_id, status, order, created_after, created_before)
+        """The runs ``wanted`` by (created_at, run_id) in its order, with task counts."""
         position = listings.RUNS.position
 
         async def fetch(after: Position | None, n: int) -> Sequence[RunWithCounts]:
@@ -144,7 +133,7 @@ class MemoryReads(MemoryState):
             found = sorted(
                 (_with_counts(d) for d in self._runs.values() if wanted.matches(d.run)),
                 key=position,
-                reverse=order is RunOrder.DESC,
+                reverse=wanted.order is RunOrder.DESC,
             )
             if after is not None:
                 found = [r for r in found if wanted.follows(position(r), after)]

@@ -1,0 +1,64 @@
+"""The named queries' loader: parts written once, pasted whole into the queries that use them."""
+
+from __future__ import annotations
+
+import pytest
+
+from workload_store_postgres._queries import parse, query, statement_name
+
+_TEXT = """-- preamble, not a query
+
+-- part: columns
+-- What the part is (not pasted).
+SELECT a, b
+FROM t
+
+-- name: first
+-- Served by t_pkey.
+-- with part: columns
+WHERE a = %(a)s
+
+-- name: second
+-- with part: columns
+WHERE b = %(b)s
+ORDER BY a
+"""
+
+
+def test_a_part_is_pasted_where_it_is_used_without_its_own_comments() -> None:
+    assert parse(_TEXT) == {
+        "first": "-- Served by t_pkey.\nSELECT a, b\nFROM t\nWHERE a = %(a)s",
+        "second": "SELECT a, b\nFROM t\nWHERE b = %(b)s\nORDER BY a",
+    }
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("-- name: q\n-- with part: missing\nWHERE x\n", "the part 'missing' is used before"),
+        ("-- name: q\n-- with part: p\n-- part: p\nSELECT 1\n", "the part 'p' is used before"),
+        ("-- part: p\nSELECT 1\n-- part: p\nSELECT 2\n", "the part name 'p' is defined twice"),
+        ("-- name: q\nSELECT 1\n-- name: q\nSELECT 2\n", "the query name 'q' is defined twice"),
+    ],
+    ids=["unknown", "used-before-defined", "part-twice", "query-twice"],
+)
+def test_a_malformed_file_is_refused_with_what_is_wrong(text: str, message: str) -> None:
+    with pytest.raises(RuntimeError, match=message):
+        parse(text)
+
+
+def test_a_part_is_no_query_and_no_statement_keeps_a_use_line() -> None:
+    with pytest.raises(KeyError):
+        query("run_with_counts")
+    for name in ("get_run_with_counts", "page_runs", "page_runs_by_workflow_and_status_desc"):
+        text = query(name)
+        assert "-- with part:" not in text
+        assert "AS task_counts\nFROM workflow_runs r\nWHERE " in text
+        assert statement_name(text) == name
+
+
+def test_a_use_line_must_stand_alone_to_paste() -> None:
+    # Text around the marker on its line is not a use: the line is left as it is (a comment).
+    assert parse("-- part: p\nSELECT 1\n-- name: q\n-- with part: p and more\n") == {
+        "q": "-- with part: p and more"
+    }
