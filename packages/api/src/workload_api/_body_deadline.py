@@ -1,8 +1,8 @@
 """A deadline on the time a request's body may take to arrive (slow clients, ADR 0024).
 
-uvicorn bounds the headers (with :func:`~workload_api._http_server.guarded_h11`) and idle
-kept-alive connections, but not a body: a client sending one byte every few seconds would hold
-its request, and whatever the handler holds while it reads, for ever. :class:`BodyDeadline`
+uvicorn bounds the headers (with :func:`~workload_api._http_server.guarded_httptools`, or
+:func:`~workload_api._http_server.guarded_h11`) and idle kept-alive connections, but not a body:
+a client sending one byte every few seconds would hold its request, and whatever the handler holds while it reads, for ever. :class:`BodyDeadline`
 gives each request ``timeout`` seconds from the moment its headers were complete until the last
 byte of its body. A read still waiting then fails with 408 ``request_timeout``, a problem (or
 the console's error page), and the response closes the connection (RFC 9110 §15.5.9): the rest
