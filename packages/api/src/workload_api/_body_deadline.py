@@ -2,11 +2,11 @@
 
 uvicorn bounds the headers (with :func:`~workload_api._http_server.guarded_httptools`, or
 :func:`~workload_api._http_server.guarded_h11`) and idle kept-alive connections, but not a body:
-a client sending one byte every few seconds would hold its request, and whatever the handler holds while it reads, for ever. :class:`BodyDeadline`
-gives each request ``timeout`` seconds from the moment its headers were complete until the last
-byte of its body. A read still waiting then fails with 408 ``request_timeout``, a problem (or
-the console's error page), and the response closes the connection (RFC 9110 §15.5.9): the rest
-of the body is never read.
+a client sending one byte every few seconds would hold its request, and whatever the handler
+holds while it reads, for ever. :class:`BodyDeadline` gives each request ``timeout`` seconds
+from the moment its headers were complete until the last byte of its body. A read still waiting
+then fails with 408 ``request_timeout``, a problem (or the console's error page), and the
+response closes the connection (RFC 9110 §15.5.9): the rest of the body is never read.
 
 Only reads the handler makes count: a request answered without reading its body (a console
 POST without a session, say) is never waited for, and once the body is complete the deadline
