@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
@@ -245,16 +246,19 @@ class _Model(ClientHolder[_Client]):
         self._client = _Client() if client is None else client
 
 
-@pytest.mark.anyio
-async def test_the_endpoint_closes_its_client_and_a_model_only_its_own() -> None:
-    async with _Models() as models:
-        shared = _Model(models._client)
-        await shared.aclose()
-        assert models._client.closed == 0
-    assert models._client.closed == 1
-    own = _Model(None)
-    await own.aclose()
-    assert own._client.closed == 1
+def test_the_endpoint_closes_its_client_and_a_model_only_its_own() -> None:
+    # asyncio.run, not the anyio marker: the domain's own test session installs no anyio.
+    async def scenario() -> None:
+        async with _Models() as models:
+            shared = _Model(models._client)
+            await shared.aclose()
+            assert models._client.closed == 0
+        assert models._client.closed == 1
+        own = _Model(None)
+        await own.aclose()
+        assert own._client.closed == 1
+
+    asyncio.run(scenario())
 
 
 def test_a_request_for_another_model_is_rejected_naming_both() -> None:
