@@ -5,6 +5,9 @@
 - ``parse_body``: ``parse_json_object`` of a create-run body (inputs of a few fields, nested).
 - ``render_run``: the JSON response of a run as ``GET /api/v1/runs/{id}`` answers it.
 - ``render_list``: the JSON response of a page of 100 runs.
+- ``row_json_stdlib`` and ``row_json_orjson``: the JSON row arrays one commit of a 1-task run
+  sends (its task, attempt and two events: ids, datetimes, nested JSONB), encoded by the
+  stdlib's encoder the store used before ADR 0038 and by ``workload_store_postgres._json.dumps``.
 - ``http_h11`` and ``http_httptools``: one kept-alive ``GET`` with a bearer token through the
   service's guarded uvicorn protocol of each parser (``WORKLOAD_HTTP_PARSER``, ADR 0036), to an
   app that answers a small JSON at once: parsing the request, the ASGI task, writing the
@@ -21,10 +24,13 @@ import asyncio
 import json
 import statistics
 import time
+import uuid
 from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import uvicorn
+from psycopg.types.json import Jsonb
 from pydantic import SecretStr
 from uvicorn.server import ServerState
 
@@ -35,6 +41,7 @@ from workload_api.jsonbody import parse_json_object
 from workload_api.jsonresponse import JSONResponse
 from workload_api.service_key import ServiceKey
 from workload_engine.memory import InMemoryStore
+from workload_store_postgres._json import dumps as row_dumps
 
 ROUNDS = knob("WORKLOAD_BENCH_HOTPATH_ROUNDS", 9, 2)
 CALLS = knob("WORKLOAD_BENCH_HOTPATH_CALLS", 10_000, 100)
@@ -61,6 +68,58 @@ BODY = json.dumps(
         "priority": 5,
     }
 )
+
+_AT = datetime(2026, 12, 1, 10, 0, 0, 123456, tzinfo=UTC)
+_RUN_ID = uuid.UUID("0193a2b4-5c6d-7e8f-9a0b-1c2d3e4f5a6b")
+ROWS: list[dict[str, Any]] = [
+    {
+        "run_id": _RUN_ID,
+        "key": "summarize",
+        "status": "succeeded",
+        "attempts": 1,
+        "created_at": _AT,
+        "updated_at": _AT + timedelta(milliseconds=40),
+        "output": Jsonb({"summary": "3 rows, naïve café ✓", "rows": [1, 2, 3]}),
+        "error": None,
+    },
+    {
+        "run_id": _RUN_ID,
+        "task_key": "summarize",
+        "attempt": 1,
+        "status": "succeeded",
+        "started_at": _AT,
+        "ended_at": _AT + timedelta(milliseconds=40),
+        "lease_expires_at": None,
+        "executed_by": "replica-1",
+        "error": None,
+    },
+    *(
+        {
+            "run_id": _RUN_ID,
+            "seq": n,
+            "type": kind,
+            "at": _AT + timedelta(milliseconds=40),
+            "data": Jsonb({"task_key": "summarize", "attempt": 1}),
+            "epoch": 3,
+        }
+        for n, kind in ((4, "task.succeeded"), (5, "run.succeeded"))
+    ),
+]
+
+
+def _stdlib_plain(value: Any) -> Any:
+    if isinstance(value, datetime):
+        return value.isoformat()
+    if isinstance(value, Jsonb):
+        return value.obj
+    if isinstance(value, uuid.UUID):
+        return str(value)
+    raise TypeError(type(value).__name__)
+
+
+def _stdlib_rows() -> str:
+    """The row arrays' encoder before ADR 0038."""
+    return json.dumps(ROWS, default=_stdlib_plain, separators=(",", ":"))
 
 
 def _per_call_us(call: Callable[[], object], calls: int = CALLS) -> dict[str, Any]:
@@ -184,6 +243,8 @@ def run() -> dict[str, Any]:
         "parse_body": _per_call_us(lambda: parse_json_object(BODY)),
         "render_run": _per_call_us(lambda: JSONResponse(RUN).body),
         "render_list": _per_call_us(lambda: JSONResponse(page).body, max(CALLS // 50, 2)),
+        "row_json_stdlib": _per_call_us(_stdlib_rows),
+        "row_json_orjson": _per_call_us(lambda: row_dumps(ROWS)),
         "http_h11": _http("h11"),
         "http_httptools": _http("httptools"),
         "rounds": ROUNDS,

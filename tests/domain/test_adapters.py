@@ -199,8 +199,26 @@ def test_the_words_of_a_call_that_got_no_answer() -> None:
         (b"[1]", "the body is not a JSON object"),
         (b'"text"', "the body is not a JSON object"),
         (b"{" * 100_000, "the body is not JSON"),
+        (b"[" * 100_000 + b"]" * 100_000, "the body is not JSON"),
+        (b'{"usage": {"total": NaN}}', "the body is not JSON"),
+        (b'{"a": Infinity}', "the body is not JSON"),
+        (b'{"a": -Infinity}', "the body is not JSON"),
+        (b'{"a": 1e400}', "the body is not JSON"),
+        (b'{"id": "x", "id": "y"}', "the body is not JSON"),
     ],
-    ids=["empty", "not-utf8", "array", "string", "deeply-nested"],
+    ids=[
+        "empty",
+        "not-utf8",
+        "array",
+        "string",
+        "deeply-nested",
+        "deeply-nested-closed",
+        "nan",
+        "infinity",
+        "minus-infinity",
+        "out-of-range",
+        "duplicate-key",
+    ],
 )
 def test_a_body_that_is_not_a_json_object_is_malformed(body: bytes, says: str) -> None:
     with pytest.raises(MalformedAnswer, match=says):

@@ -47,6 +47,7 @@ from workload_domain.idempotency import (
 from workload_domain.ports import Clock
 from workload_domain.shards import shard_of
 from workload_domain.telemetry import NO_TELEMETRY, Telemetry
+from workload_store_postgres._json import use_on
 from workload_store_postgres._pool import Conn, Row, StoreDown, StorePool, written_to
 from workload_store_postgres._queries import query
 from workload_store_postgres._tracing import traced_cursor
@@ -227,8 +228,12 @@ class Database:
         return self.epoch if fence is None else fence.epoch
 
     async def _configure(self, conn: Conn) -> None:
-        """A new pooled connection: remember its backend (see :class:`Sessions`)."""
+        """A new pooled connection: remember its backend (see :class:`Sessions`).
+
+        Its JSON parameters are encoded by orjson (:mod:`~workload_store_postgres._json`).
+        """
         self.sessions.add(conn)
+        use_on(conn)
 
     async def open(self) -> None:
         """Open the pool, waiting for its first connections (else ``StoreUnavailable``)."""

@@ -6,11 +6,9 @@ values PostgreSQL holds differently are converted (uuid run ids, status strings,
 
 from __future__ import annotations
 
-import json
 import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import fields
-from datetime import datetime
 from typing import Any
 
 from psycopg.types.json import Jsonb
@@ -30,6 +28,7 @@ from workload_domain.records import (
 )
 from workload_domain.statuses import AttemptStatus, RunStatus, TaskStatus
 from workload_domain.usage import Usage
+from workload_store_postgres._json import dumps
 
 __all__ = [
     "approval",
@@ -165,22 +164,8 @@ def event_params(run_id: uuid.UUID, e: EventRecord, epoch: int | None) -> dict[s
 # statement per row (in a pipeline, with a sync of its own).
 
 
-def _plain(value: Any) -> Any:
-    if isinstance(value, datetime):
-        return value.isoformat()
-    if isinstance(value, Jsonb):
-        return value.obj
-    if isinstance(value, uuid.UUID):
-        return str(value)
-    raise TypeError(f"no JSON form for {type(value).__name__}")
-
-
-def _dumps(value: Any) -> str:
-    return json.dumps(value, default=_plain, separators=(",", ":"))
-
-
 def _json_rows(rows: Iterable[Mapping[str, Any]]) -> Jsonb:
-    return Jsonb(list(rows), dumps=_dumps)
+    return Jsonb(list(rows), dumps=dumps)
 
 
 def task_rows(run_id: uuid.UUID, tasks: Iterable[TaskRecord]) -> Jsonb:

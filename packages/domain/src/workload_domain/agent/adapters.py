@@ -29,7 +29,6 @@ message may echo the key) travels with it.
 
 from __future__ import annotations
 
-import json
 import math
 import string
 from collections.abc import Callable
@@ -37,6 +36,7 @@ from typing import Any, Generic, Protocol, Self, TypeVar
 from urllib.parse import urlsplit
 
 from workload_domain.agent.llm import ModelFailure, ModelRejected, ModelUnavailable
+from workload_domain.jsonvalues import strict_loads
 
 __all__ = [
     "DETAIL_LIMIT",
@@ -121,14 +121,17 @@ class MalformedAnswer(Exception):
 
 
 def body_object(body: bytes) -> dict[str, Any]:
-    """The JSON object a 200's ``body`` holds.
+    """The JSON object a 200's ``body`` holds, parsed strictly (``strict_loads``).
+
+    A NaN, an infinity, a number out of range or a key named twice is not JSON a stored value
+    may hold, from a provider as from a client.
 
     Raises:
-        MalformedAnswer: the body is not JSON (nor UTF-8), or not an object.
+        MalformedAnswer: the body is not strict JSON (nor UTF-8), or not an object.
     """
     try:
-        data = json.loads(body)
-    except ValueError:  # UnicodeDecodeError included
+        data = strict_loads(body)
+    except (ValueError, RecursionError):  # UnicodeDecodeError and DuplicateKey included
         raise MalformedAnswer("the body is not JSON") from None
     return json_object(data, "the body")
 
