@@ -144,7 +144,8 @@ def _faults(
         taken = [t for i, t in takeovers.items() if faults[i].kind == kind]
         by_kind[kind] = {
             "count": len(mine),
-            "exit_codes": {str(code): n for code, n in sorted(codes.items())},
+            # A second serve that kept running has no exit code (None): sorted as text.
+            "exit_codes": {str(c): n for c, n in sorted(codes.items(), key=lambda i: str(i[0]))},
             "recovery_seconds": _spread(recoveries),
             "takeovers": len(taken),
             "takeover_seconds": _spread(taken),

@@ -18,7 +18,7 @@ import pytest
 from benchmarks.chaos.faults import Fault
 from benchmarks.chaos.monitor import Monitor, Sample
 from benchmarks.chaos.proxy import DatabaseProxy, ProxyLoop
-from benchmarks.chaos.report import error_line_findings, log_digest, service_findings
+from benchmarks.chaos.report import _faults, error_line_findings, log_digest, service_findings
 from benchmarks.chaos.service import Exit, free_port
 from benchmarks.chaos.settings import (
     SERVICE_KINDS,
@@ -259,3 +259,13 @@ def test_error_lines_of_the_service_are_findings(tmp_path: Path) -> None:
     quiet = tmp_path / "serve0-0002.err.log"
     quiet.write_text('{"level": "warning", "message": "fail-stop: lost"}\n', encoding="utf-8")
     assert error_line_findings(log_digest([quiet])) == {}
+
+
+def test_a_second_serve_that_kept_running_is_a_finding_and_is_reported() -> None:
+    """Its exit code is None (it was killed at the bound): a finding, and the table still sorts."""
+    refused = Fault("second_serve", 1.0, recovered_at=2.0, detail={"second_exit_code": 3})
+    kept = Fault("second_serve", 5.0, recovered_at=6.0, detail={"second_exit_code": None})
+    findings = service_findings([refused, kept], [], {})
+    assert findings == {"second_serve_not_refused": [{"second_exit_code": None}]}
+    table = _faults(("second_serve",), [refused, kept], [], Monitor("http://127.0.0.1:9", False), 0)
+    assert table["by_kind"]["second_serve"]["exit_codes"] == {"3": 1, "None": 1}

@@ -247,3 +247,40 @@ def test_hostile_replica_ids_are_refused_before_connecting(database_url: str) ->
             PostgresShardLeases(database_url, bad)
     with pytest.raises(ValueError, match="positive"):
         PostgresShardLeases(database_url, "a", lease_seconds=0)
+
+
+async def test_a_coordinator_refuses_a_database_replicas_used_moments_ago(
+    database_url: str, leases: list[PostgresShardLeases]
+) -> None:
+    """Replicas that all died hold no lock while they restart: their rows still refuse it."""
+    (dead,) = await joined(database_url, leases, "dead")
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        conn.execute(  # its session ends as a SIGKILLed replica's does: the row stays
+            "SELECT pg_terminate_backend(backend_pid) FROM replicas WHERE replica_id = 'dead'"
+        )
+        for take_over in (False, True):  # a plain coordinator, and a --standby one
+            lock = PostgresCoordinatorLock(database_url, take_over_stale=take_over)
+            with pytest.raises(ModeConflict, match="less than 30 s ago") as refused:
+                await lock.acquire()
+            assert refused.value.mode_in_use == "replicas"
+            await lock.release()
+        # Its lease ran out 29 s ago: still within the grace; 31 s ago: the database is free.
+        conn.execute("UPDATE replicas SET lease_expires_at = now() - interval '29 seconds'")
+        with pytest.raises(ModeConflict, match="may be restarting"):
+            await PostgresCoordinatorLock(database_url).acquire()
+        conn.execute("UPDATE replicas SET lease_expires_at = now() - interval '31 seconds'")
+    coordinator = PostgresCoordinatorLock(database_url)
+    assert await coordinator.acquire()
+    await coordinator.release()
+    assert dead in leases
+
+
+async def test_a_coordinator_takes_a_database_whose_replicas_left_at_once(
+    database_url: str, leases: list[PostgresShardLeases]
+) -> None:
+    a, b = await joined(database_url, leases, "a", "b")
+    await a.leave()
+    await b.leave()  # SIGTERM: each deleted its row and released the shared lock
+    coordinator = PostgresCoordinatorLock(database_url)
+    assert await coordinator.acquire()
+    await coordinator.release()

@@ -50,6 +50,7 @@ from typing import Any, Final
 import psycopg
 
 from workload_domain.errors import LockLost, ModeConflict, StoreUnavailable
+from workload_store_postgres._replica_grace import refuse_recent_replicas
 from workload_store_postgres._session import Conn as _Conn
 from workload_store_postgres._session import DedicatedSession, describe, fetch_all, fetch_one
 from workload_store_postgres.migrations import MIGRATION_LOCK_KEY
@@ -240,7 +241,8 @@ class PostgresCoordinatorLock:
         Raises:
             StoreUnavailable: the database cannot be reached, or did not answer in time (the
                 connection is closed again; the lock may be tried again).
-            ModeConflict: replicas (``--replica``) hold the lock (SPEC §16).
+            ModeConflict: replicas (``--replica``) hold the lock, or one was live less than
+                ``REPLICA_RESTART_GRACE_SECONDS`` ago and may be restarting (SPEC §16).
             RuntimeError: the lock is already held by this object, or was held and then released
                 or lost.
         """
@@ -248,6 +250,7 @@ class PostgresCoordinatorLock:
             raise RuntimeError("this coordinator lock was already acquired; it is taken once")
         conn = await self._session.open(self._check_timeout, "take the coordinator lock")
         try:
+            await self._bounded(conn, refuse_recent_replicas, self._connect_timeout)
             taken, pid = await self._bounded(
                 conn, lambda c: _take(c, self._key), self._connect_timeout
             )
