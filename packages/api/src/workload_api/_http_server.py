@@ -25,13 +25,14 @@
 
 from __future__ import annotations
 
+import abc
 import asyncio
 import contextlib
 import logging
 import socket
 import time
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 import h11
 import uvicorn
@@ -134,26 +135,68 @@ class HttpServer(uvicorn.Server):
             self.force_exit = True
 
 
+class _HeaderGuard(asyncio.Protocol, abc.ABC):
+    """The header timer of both guarded protocols, placed before uvicorn's protocol class.
+
+    The timer starts with the connection (one that sends nothing is closed too) and, once it has
+    stopped, again when a request head begins while the connection is :meth:`_idle`; the protocol
+    stops it when the head is complete (:meth:`_disarm`). If it ends while the connection is
+    still idle, the connection is closed.
+    """
+
+    _header_timeout: ClassVar[float]
+    """Seconds a request's headers may take (each guard's factory sets it)."""
+    _header_timer: asyncio.TimerHandle | None = None
+
+    # Set by uvicorn's protocol (declared here with its types, for the timer's use).
+    loop: asyncio.AbstractEventLoop
+    transport: asyncio.Transport
+
+    @abc.abstractmethod
+    def _idle(self) -> bool:
+        """The connection waits for a request head (it may be partly received), answering none."""
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        super().connection_made(transport)
+        self._arm()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._disarm()
+        super().connection_lost(exc)
+
+    def _head_begins(self) -> None:
+        """A request head begins: it is timed, unless the timer runs or a request is answered."""
+        if self._header_timer is None and self._idle():
+            self._arm()
+
+    def _arm(self) -> None:
+        self._header_timer = self.loop.call_later(self._header_timeout, self._expire)
+
+    def _disarm(self) -> None:
+        if self._header_timer is not None:
+            self._header_timer.cancel()
+            self._header_timer = None
+
+    def _expire(self) -> None:
+        self._header_timer = None
+        if self._idle() and not self.transport.is_closing():
+            _log.info(
+                "closed a connection whose request headers took too long",
+                extra={"fields": {"header_timeout_seconds": self._header_timeout}},
+            )
+            self.transport.close()
+
+
 def guarded_h11(header_timeout: float) -> type[H11Protocol]:
     """Uvicorn's h11 protocol with a bound on the time a request's headers may take."""
 
-    class GuardedH11Protocol(H11Protocol):
-        _header_timer: asyncio.TimerHandle | None = None
-
-        def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
-            super().connection_made(transport)
-            self._arm()
-
-        def connection_lost(self, exc: Exception | None) -> None:
-            self._disarm()
-            super().connection_lost(exc)
+    class GuardedH11Protocol(_HeaderGuard, H11Protocol):
+        _header_timeout = header_timeout
 
         def data_received(self, data: bytes) -> None:
-            waiting = self.conn.their_state is h11.IDLE
-            if waiting and self._header_timer is None:
-                self._arm()  # the first byte of the next request on a kept-alive connection
+            self._head_begins()  # the first byte of the next request on a kept-alive connection
             super().data_received(data)
-            if self.conn.their_state is not h11.IDLE:
+            if not self._idle():
                 self._disarm()  # the headers are complete
 
         def send_400_response(self, msg: str) -> None:
@@ -174,22 +217,9 @@ def guarded_h11(header_timeout: float) -> type[H11Protocol]:
             self.transport.close()
             _log_refusal(request_id, started)
 
-        def _arm(self) -> None:
-            self._header_timer = self.loop.call_later(header_timeout, self._expire)
-
-        def _disarm(self) -> None:
-            if self._header_timer is not None:
-                self._header_timer.cancel()
-                self._header_timer = None
-
-        def _expire(self) -> None:
-            self._header_timer = None
-            if self.conn.their_state is h11.IDLE and not self.transport.is_closing():
-                _log.info(
-                    "closed a connection whose request headers took too long",
-                    extra={"fields": {"header_timeout_seconds": header_timeout}},
-                )
-                self.transport.close()
+        def _idle(self) -> bool:
+            """No request head is complete since the last answer (h11 takes a head whole)."""
+            return self.conn.their_state is h11.IDLE
 
     return GuardedH11Protocol
 
@@ -236,8 +266,8 @@ def guarded_httptools(header_timeout: float) -> type[HttpToolsProtocol]:
 
     max_received = 2 * MAX_HEAD_BYTES
 
-    class GuardedHttpToolsProtocol(HttpToolsProtocol):
-        _header_timer: asyncio.TimerHandle | None = None
+    class GuardedHttpToolsProtocol(_HeaderGuard, HttpToolsProtocol):
+        _header_timeout = header_timeout
         _head_open = False
         """A request head has begun and is not complete."""
         _heads = 0
@@ -248,14 +278,6 @@ def guarded_httptools(header_timeout: float) -> type[HttpToolsProtocol]:
         """Bytes received while the current head was open (framing included)."""
         _refused: str | None = None
         """Why the request was refused (the problem's detail); nothing more is parsed."""
-
-        def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
-            super().connection_made(transport)
-            self._arm()
-
-        def connection_lost(self, exc: Exception | None) -> None:
-            self._disarm()
-            super().connection_lost(exc)
 
         def data_received(self, data: bytes) -> None:
             if self._refused is not None:
@@ -275,8 +297,7 @@ def guarded_httptools(header_timeout: float) -> type[HttpToolsProtocol]:
             self._head_open = True
             self._heads += 1
             self._head_size = self._header_count = self._head_received = 0
-            if self._header_timer is None and self._idle():
-                self._arm()
+            self._head_begins()
 
         def on_url(self, url: bytes) -> None:
             self._grow(len(url))
@@ -304,9 +325,8 @@ def guarded_httptools(header_timeout: float) -> type[HttpToolsProtocol]:
 
         def on_response_complete(self) -> None:
             super().on_response_complete()
-            waiting = self._head_open and self._header_timer is None and self._idle()
-            if waiting and not self.transport.is_closing():
-                self._arm()  # a pipelined head, begun while the answer before it was sent
+            if self._head_open and not self.transport.is_closing():
+                self._head_begins()  # a pipelined head, begun while the answer before it was sent
 
         def send_400_response(self, msg: str) -> None:
             """The request is not valid HTTP/1.1 (or too large): a problem, then a close."""
@@ -351,23 +371,6 @@ def guarded_httptools(header_timeout: float) -> type[HttpToolsProtocol]:
         def _idle(self) -> bool:
             """No request of this connection is being answered or waits for its turn."""
             return self.cycle is None or self.cycle.response_complete
-
-        def _arm(self) -> None:
-            self._header_timer = self.loop.call_later(header_timeout, self._expire)
-
-        def _disarm(self) -> None:
-            if self._header_timer is not None:
-                self._header_timer.cancel()
-                self._header_timer = None
-
-        def _expire(self) -> None:
-            self._header_timer = None
-            if self._idle() and not self.transport.is_closing():
-                _log.info(
-                    "closed a connection whose request headers took too long",
-                    extra={"fields": {"header_timeout_seconds": header_timeout}},
-                )
-                self.transport.close()
 
     return GuardedHttpToolsProtocol
 
