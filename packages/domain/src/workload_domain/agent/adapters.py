@@ -55,14 +55,12 @@ __all__ = [
     "MIN_RUN",
     "NOT_UNICODE",
     "ClientHolder",
-    "Endpoint",
     "MalformedAnswer",
     "OneCallModel",
     "Provider",
     "SharedClient",
     "body_object",
     "clean_detail",
-    "client_failure",
     "json_object",
     "key_problem",
     "mask_secret",
@@ -298,23 +296,14 @@ class ClientHolder(Generic[ClientT]):
             await self._client.close()
 
 
-class Endpoint(Protocol):
-    """Where an adapter's calls go: its settings (checked when they were made)."""
-
+class _Endpoint(Protocol):
+    # An adapter's settings: where its calls go (checked when they were made).
     @property
-    def base_url(self) -> str:
-        """The API's root."""
-        ...
-
+    def base_url(self) -> str: ...
     @property
-    def api_key(self) -> str:
-        """The key sent with each call (never shown)."""
-        ...
-
+    def api_key(self) -> str: ...
     @property
-    def timeout_seconds(self) -> float:
-        """The most one call may take."""
-        ...
+    def timeout_seconds(self) -> float: ...
 
 
 ModelT = TypeVar("ModelT")
@@ -337,7 +326,7 @@ class _ModelClass(Protocol[_ModelT_co, _ClientT_contra]):
 class SharedClient(ClientHolder[ClientT]):
     """The models of one endpoint: one client, which they share, closed with ``async with``."""
 
-    settings: Endpoint
+    settings: _Endpoint
 
     def _model(self, model_class: _ModelClass[ModelT, ClientT], model_name: str) -> ModelT:
         """The model ``model_name`` of this endpoint, sharing this client."""
@@ -384,24 +373,7 @@ class Provider(Generic[StatusErrorT]):
     """The server's own message in a status error (quoted only if a string)."""
 
 
-def client_failure(
-    error: Exception, endpoint: Endpoint, provider: Provider[Any]
-) -> ModelFailure | None:
-    """The port's failure for an error of the client (None: it is not one of the client's)."""
-    if not isinstance(error, provider.base):
-        return None
-    if isinstance(error, provider.timeout):
-        return timed_out(endpoint.base_url, endpoint.timeout_seconds)
-    if isinstance(error, provider.connection):
-        return unreachable(endpoint.base_url, error.__cause__, endpoint.api_key)
-    if isinstance(error, provider.status):
-        detail = provider.detail(error)
-        return status_failure(endpoint.base_url, error.status_code, detail, endpoint.api_key)
-    # Another error of the client (its message is not ours to vouch for): not retryable.
-    return ModelRejected(f"the {provider.name} client failed ({type(error).__name__})")
-
-
-EndpointT = TypeVar("EndpointT", bound=Endpoint)
+EndpointT = TypeVar("EndpointT", bound=_Endpoint)
 
 
 class OneCallModel(ClientHolder[ClientT], abc.ABC):
@@ -410,15 +382,8 @@ class OneCallModel(ClientHolder[ClientT], abc.ABC):
     An adapter's model says how it calls (:meth:`_call`, within the timeout) and how messages
     name it (:meth:`_named`), and is made with its :class:`Provider`; :meth:`complete` turns
     what goes wrong into the port's failure, raised outside the handler so that it chains
-    nothing of the client's error.
-
-    Args:
-        model_name: the provider's name of the model.
-        settings: the endpoint's.
-        provider: the adapter's provider.
-        client: a client to share, made for ``settings``; None: one of its own, made by
-            ``make_client`` and closed by :meth:`aclose`.
-        make_client: the adapter's client for ``settings``.
+    nothing of the client's error. Without a ``client`` to share (made for ``settings``), it
+    makes its own with ``make_client``, which :meth:`aclose` closes.
     """
 
     def __init__(
@@ -431,7 +396,7 @@ class OneCallModel(ClientHolder[ClientT], abc.ABC):
         make_client: Callable[[EndpointT], ClientT],
     ) -> None:
         self.model_name = model_name
-        self._settings: Endpoint = settings
+        self._settings: _Endpoint = settings
         self._provider = provider
         self._owns_client = client is None
         self._client = make_client(settings) if client is None else client
@@ -446,12 +411,18 @@ class OneCallModel(ClientHolder[ClientT], abc.ABC):
 
     def _failure(self, error: Exception) -> ModelFailure | None:
         """The port's failure for ``error`` (None: not one this adapter maps; it propagates)."""
-        if (failure := client_failure(error, self._settings, self._provider)) is not None:
-            return failure
-        if isinstance(error, TimeoutError):
-            return timed_out(self._settings.base_url, self._settings.timeout_seconds)
+        url, provider = self._settings.base_url, self._provider
+        if isinstance(error, provider.timeout | TimeoutError):
+            return timed_out(url, self._settings.timeout_seconds)
+        if isinstance(error, provider.connection):
+            return unreachable(url, error.__cause__, self._settings.api_key)
+        if isinstance(error, provider.status):
+            detail = provider.detail(error)
+            return status_failure(url, error.status_code, detail, self._settings.api_key)
+        if isinstance(error, provider.base):  # its message is not ours to vouch for
+            return ModelRejected(f"the {provider.name} client failed ({type(error).__name__})")
         if isinstance(error, MalformedAnswer):
-            return not_an_answer(self._settings.base_url, self._provider.answer, error)
+            return not_an_answer(url, provider.answer, error)
         if isinstance(error, UnicodeEncodeError):  # the key is checked to be ASCII: the body
             return ModelRejected(NOT_UNICODE)
         return None
