@@ -18,22 +18,12 @@ import anthropic
 import anyio
 
 from workload_domain.agent.adapters import (
-    NOT_UNICODE,
-    ClientHolder,
+    OneCallModel,
+    Provider,
     SharedClient,
     model_name_of,
-    not_an_answer,
-    status_failure,
-    timed_out,
-    unreachable,
-    wrong_model,
 )
-from workload_domain.agent.llm import (
-    ModelFailure,
-    ModelRejected,
-    ModelRequest,
-    ModelResponse,
-)
+from workload_domain.agent.llm import ModelFailure, ModelRejected, ModelRequest, ModelResponse
 from workload_domain.jsonvalues import JsonObject
 from workload_model_anthropic._settings import (
     DEFAULT_API_KEY,
@@ -43,7 +33,6 @@ from workload_model_anthropic._settings import (
     safe_url,
 )
 from workload_model_anthropic._wire import (
-    MalformedAnswer,
     WireRequest,
     parse_answer,
     wire_request,
@@ -79,20 +68,18 @@ def _server_detail(error: anthropic.APIStatusError) -> object:
     return error.api_message if isinstance(error.api_message, str) else error.body
 
 
-def _failure(error: anthropic.AnthropicError, settings: AnthropicSettings) -> ModelFailure:
-    """The port's failure for an error of the client."""
-    if isinstance(error, anthropic.APITimeoutError):
-        return timed_out(settings.base_url, settings.timeout_seconds)
-    if isinstance(error, anthropic.APIConnectionError):
-        return unreachable(settings.base_url, error.__cause__, settings.api_key)
-    if isinstance(error, anthropic.APIStatusError):
-        detail = _server_detail(error)
-        return status_failure(settings.base_url, error.status_code, detail, settings.api_key)
-    # Another error of the client (its message is not ours to vouch for): not retryable.
-    return ModelRejected(f"the Anthropic client failed ({type(error).__name__})")
+_PROVIDER = Provider(
+    "Anthropic",
+    "a message",
+    anthropic.AnthropicError,
+    anthropic.APITimeoutError,
+    anthropic.APIConnectionError,
+    anthropic.APIStatusError,
+    _server_detail,
+)
 
 
-class AnthropicModel(ClientHolder[anthropic.AsyncAnthropic]):
+class AnthropicModel(OneCallModel[anthropic.AsyncAnthropic]):
     """One model of the Anthropic Messages API (``anthropic:<model_name>``).
 
     Args:
@@ -117,41 +104,29 @@ class AnthropicModel(ClientHolder[anthropic.AsyncAnthropic]):
         timeout_seconds: float = DEFAULT_TIMEOUT_SECONDS,
         client: anthropic.AsyncAnthropic | None = None,
     ) -> None:
-        self.model_name = model_name
-        self._settings = AnthropicSettings(base_url or DEFAULT_BASE_URL, api_key, timeout_seconds)
-        self._owns_client = client is None
-        self._client = make_client(self._settings) if client is None else client
+        settings = AnthropicSettings(base_url or DEFAULT_BASE_URL, api_key, timeout_seconds)
+        super().__init__(model_name, settings, _PROVIDER, client=client, make_client=make_client)
 
     def __repr__(self) -> str:
         url = safe_url(self._settings.base_url)
         return f"AnthropicModel({self.model_name!r}, base_url={url!r})"
 
-    async def complete(self, request: ModelRequest) -> ModelResponse:
-        """One ``POST /v1/messages``, never repeated; see the module for the failures.
+    def _named(self) -> str:
+        return f"the Anthropic model {self.model_name[:100]!r}"
 
-        ``request.model`` must be this model's name (see ``wrong_model``).
-        """
-        shown = f"the Anthropic model {self.model_name[:100]!r}"
-        if (wrong := wrong_model(request.model, self.model_name, shown)) is not None:
-            raise wrong
-        failure: ModelFailure
+    async def _call(self, request: ModelRequest) -> ModelResponse:
+        """One ``POST /v1/messages``."""
         wire = wire_request(request)
-        try:
-            with anyio.fail_after(self._settings.timeout_seconds):
-                body = await self._post(request.model, wire)
-            return parse_answer(body, wire.answer)
-        except anthropic.AnthropicError as error:
-            failure = _failure(error, self._settings)
-        except TimeoutError:
-            failure = timed_out(self._settings.base_url, self._settings.timeout_seconds)
-        except MalformedAnswer as error:
-            failure = not_an_answer(self._settings.base_url, "a message", error)
-        except UnicodeEncodeError:  # the key is checked to be ASCII: this is the body
-            failure = ModelRejected(NOT_UNICODE)
-        except ValueError as error:  # the client's JSON encoder refuses NaN and infinities
-            failure = ModelRejected(f"the request cannot be sent as JSON ({type(error).__name__})")
-        # Raised here, outside the handlers, so that it chains nothing of the client's error.
-        raise failure
+        with anyio.fail_after(self._settings.timeout_seconds):
+            body = await self._post(request.model, wire)
+        return parse_answer(body, wire.answer)
+
+    def _failure(self, error: Exception) -> ModelFailure | None:
+        if (failure := super()._failure(error)) is not None:
+            return failure
+        if isinstance(error, ValueError):  # the client's JSON encoder refuses NaN and infinities
+            return ModelRejected(f"the request cannot be sent as JSON ({type(error).__name__})")
+        return None
 
     async def _post(self, model: str, wire: WireRequest) -> bytes:
         omit = anthropic.omit
@@ -184,6 +159,8 @@ class AnthropicModels(SharedClient[anthropic.AsyncAnthropic]):
     Raises:
         AnthropicConfigError: a bad URL, an empty key or a timeout out of range.
     """
+
+    settings: AnthropicSettings
 
     def __init__(
         self,
@@ -222,11 +199,4 @@ class AnthropicModels(SharedClient[anthropic.AsyncAnthropic]):
         """
         del script
         model_name = model_name_of(name, serves=self._serves, wanted=self.endpoint or "<endpoint>")
-        s = self.settings
-        return AnthropicModel(
-            model_name,
-            base_url=s.base_url,
-            api_key=s.api_key,
-            timeout_seconds=s.timeout_seconds,
-            client=self._client,
-        )
+        return self._model(AnthropicModel, model_name)

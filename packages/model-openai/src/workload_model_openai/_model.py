@@ -17,22 +17,12 @@ import anyio
 import openai
 
 from workload_domain.agent.adapters import (
-    NOT_UNICODE,
-    ClientHolder,
+    OneCallModel,
+    Provider,
     SharedClient,
     model_name_of,
-    not_an_answer,
-    status_failure,
-    timed_out,
-    unreachable,
-    wrong_model,
 )
-from workload_domain.agent.llm import (
-    ModelFailure,
-    ModelRejected,
-    ModelRequest,
-    ModelResponse,
-)
+from workload_domain.agent.llm import ModelRequest, ModelResponse
 from workload_domain.jsonvalues import JsonObject
 from workload_model_openai._options import response_format, sampling
 from workload_model_openai._settings import (
@@ -41,7 +31,7 @@ from workload_model_openai._settings import (
     OpenAISettings,
     safe_url,
 )
-from workload_model_openai._wire import MalformedAnswer, parse_answer, wire_messages, wire_tools
+from workload_model_openai._wire import parse_answer, wire_messages, wire_tools
 
 __all__ = ["PREFIX", "OpenAIModel", "OpenAIModels", "make_client"]
 
@@ -62,29 +52,28 @@ def make_client(settings: OpenAISettings) -> openai.AsyncOpenAI:
     )
 
 
-def _server_detail(body: object) -> object:
+def _server_detail(error: openai.APIStatusError) -> object:
     # The client hands over the decoded body's "error" member (or the raw text).
+    body = error.body
     return body.get("message") if isinstance(body, dict) else body
 
 
-def _failure(error: openai.OpenAIError, settings: OpenAISettings) -> ModelFailure:
-    """The port's failure for an error of the client."""
-    if isinstance(error, openai.APITimeoutError):
-        return timed_out(settings.base_url, settings.timeout_seconds)
-    if isinstance(error, openai.APIConnectionError):
-        return unreachable(settings.base_url, error.__cause__, settings.api_key)
-    if isinstance(error, openai.APIStatusError):
-        detail = _server_detail(error.body)
-        return status_failure(settings.base_url, error.status_code, detail, settings.api_key)
-    # Another error of the client (its message is not ours to vouch for): not retryable.
-    return ModelRejected(f"the OpenAI client failed ({type(error).__name__})")
+_PROVIDER = Provider(
+    "OpenAI",
+    "a chat completion",
+    openai.OpenAIError,
+    openai.APITimeoutError,
+    openai.APIConnectionError,
+    openai.APIStatusError,
+    _server_detail,
+)
 
 
 def _served(prefix: str) -> bool:
     return f"{prefix}:" == PREFIX
 
 
-class OpenAIModel(ClientHolder[openai.AsyncOpenAI]):
+class OpenAIModel(OneCallModel[openai.AsyncOpenAI]):
     """One model of an OpenAI-compatible server (``openai:<model_name>``).
 
     Args:
@@ -109,37 +98,20 @@ class OpenAIModel(ClientHolder[openai.AsyncOpenAI]):
         timeout_seconds: float = DEFAULT_TIMEOUT_SECONDS,
         client: openai.AsyncOpenAI | None = None,
     ) -> None:
-        self.model_name = model_name
-        self._settings = OpenAISettings(base_url, api_key, timeout_seconds)
-        self._owns_client = client is None
-        self._client = make_client(self._settings) if client is None else client
+        settings = OpenAISettings(base_url, api_key, timeout_seconds)
+        super().__init__(model_name, settings, _PROVIDER, client=client, make_client=make_client)
 
     def __repr__(self) -> str:
         return f"OpenAIModel({self.model_name!r}, base_url={safe_url(self._settings.base_url)!r})"
 
-    async def complete(self, request: ModelRequest) -> ModelResponse:
-        """One ``POST /chat/completions``, never repeated; see the module for the failures.
+    def _named(self) -> str:
+        return PREFIX + self.model_name[:100]
 
-        ``request.model`` must be this model's name (see ``wrong_model``).
-        """
-        shown = PREFIX + self.model_name[:100]
-        if (wrong := wrong_model(request.model, self.model_name, shown)) is not None:
-            raise wrong
-        failure: ModelFailure
-        try:
-            with anyio.fail_after(self._settings.timeout_seconds):
-                body = await self._post(request)
-            return parse_answer(body)
-        except openai.OpenAIError as error:
-            failure = _failure(error, self._settings)
-        except TimeoutError:
-            failure = timed_out(self._settings.base_url, self._settings.timeout_seconds)
-        except MalformedAnswer as error:
-            failure = not_an_answer(self._settings.base_url, "a chat completion", error)
-        except UnicodeEncodeError:  # the key is checked to be ASCII: this is the body
-            failure = ModelRejected(NOT_UNICODE)
-        # Raised here, outside the handlers, so that it chains nothing of the client's error.
-        raise failure
+    async def _call(self, request: ModelRequest) -> ModelResponse:
+        """One ``POST /chat/completions``."""
+        with anyio.fail_after(self._settings.timeout_seconds):
+            body = await self._post(request)
+        return parse_answer(body)
 
     async def _post(self, request: ModelRequest) -> bytes:
         answer_format = response_format(request.output_schema)
@@ -164,6 +136,8 @@ class OpenAIModels(SharedClient[openai.AsyncOpenAI]):
     Raises:
         OpenAIConfigError: a bad URL, an empty key or a timeout out of range.
     """
+
+    settings: OpenAISettings
 
     def __init__(
         self,
@@ -190,11 +164,4 @@ class OpenAIModels(SharedClient[openai.AsyncOpenAI]):
         """
         del script
         model_name = model_name_of(name, serves=_served, wanted=PREFIX[:-1])
-        s = self.settings
-        return OpenAIModel(
-            model_name,
-            base_url=s.base_url,
-            api_key=s.api_key,
-            timeout_seconds=s.timeout_seconds,
-            client=self._client,
-        )
+        return self._model(OpenAIModel, model_name)

@@ -19,9 +19,10 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from workload_sdk import _approval_requests
-from workload_sdk._async_pagination import paged
+from workload_sdk._async_pagination import AsyncListing, paged
 from workload_sdk._async_sender import AsyncSender
 from workload_sdk._base_client import Deadline, ExtraHeaders, RequestTimeout
+from workload_sdk._requests import ApiRequest
 from workload_sdk.models import Approval, Draft, Page
 from workload_sdk.pagination import AsyncPager
 
@@ -141,11 +142,14 @@ class AsyncApprovals:
         return await self._sender.send(request, timeout, extra_headers)
 
 
-class AsyncDrafts:
-    """Drafts: workflow definitions written by a model, made versions only by a person."""
+class AsyncDrafts(AsyncListing[Draft]):
+    """Drafts: workflow definitions written by a model, made versions only by a person.
 
-    def __init__(self, sender: AsyncSender) -> None:
-        self._sender = sender
+    Listed oldest first.
+    """
+
+    def _page_request(self, limit: int | None, cursor: str | None) -> ApiRequest[Page[Draft]]:
+        return _approval_requests.list_drafts(limit, cursor)
 
     async def create(
         self,
@@ -176,28 +180,6 @@ class AsyncDrafts:
         request = _approval_requests.create_draft(
             prompt, workflow_id, model, script, idempotency_key
         )
-        return await self._sender.send(request, timeout, extra_headers)
-
-    def list(
-        self,
-        *,
-        limit: int | None = None,
-        timeout: RequestTimeout = None,
-        extra_headers: ExtraHeaders = None,
-    ) -> AsyncPager[Draft]:
-        """Every draft, oldest first, fetched page by page as you iterate."""
-        return paged(self.list_page, limit=limit, timeout=timeout, extra_headers=extra_headers)
-
-    async def list_page(
-        self,
-        *,
-        limit: int | None = None,
-        cursor: str | None = None,
-        timeout: RequestTimeout = None,
-        extra_headers: ExtraHeaders = None,
-    ) -> Page[Draft]:
-        """One page of drafts."""
-        request = _approval_requests.list_drafts(limit, cursor)
         return await self._sender.send(request, timeout, extra_headers)
 
     async def get(

@@ -1,19 +1,24 @@
 """The auto-paging iterator over a cursor-paginated listing (for both clients; see ``pagination``).
 
 Pages are fetched lazily, one request per page, following ``next_cursor`` until it is null.
+:class:`AsyncListing` is the ``list`` and ``list_page`` of every resource whose listing takes
+no argument but the page's (workflows, drafts, workers).
 """
 
+# ruff: noqa: ASYNC109 - ``timeout=`` is each call's HTTP timeout, in both clients (SPEC §8).
 from __future__ import annotations
 
 from collections import deque
 from collections.abc import AsyncIterator
 from functools import partial
-from typing import ParamSpec, TypeVar
+from typing import Generic, ParamSpec, TypeVar
 
-from workload_sdk._base_client import AsyncFetch, AsyncPageMethod
+from workload_sdk._async_sender import AsyncSender
+from workload_sdk._base_client import AsyncFetch, AsyncPageMethod, ExtraHeaders, RequestTimeout
+from workload_sdk._requests import ApiRequest
 from workload_sdk.models import Page
 
-__all__ = ["AsyncPager", "paged"]
+__all__ = ["AsyncListing", "AsyncPager", "paged"]
 
 T = TypeVar("T")
 P = ParamSpec("P")
@@ -72,3 +77,52 @@ def paged(page: AsyncPageMethod[P, T], *args: P.args, **kwargs: P.kwargs) -> Asy
     """
     fetch: AsyncPageMethod[..., T] = partial(page, *args, **kwargs)
     return AsyncPager(lambda cursor: fetch(cursor=cursor))
+
+
+class AsyncListing(Generic[T]):
+    """A resource with a plain listing: ``list`` and ``list_page`` of one ``GET``, in its order.
+
+    A resource names the request of a page (:meth:`_page_request`); its class says what is
+    listed, and in which order.
+    """
+
+    def __init__(self, sender: AsyncSender) -> None:
+        self._sender = sender
+
+    def _page_request(self, limit: int | None, cursor: str | None) -> ApiRequest[Page[T]]:
+        raise NotImplementedError
+
+    def list(
+        self,
+        *,
+        limit: int | None = None,
+        timeout: RequestTimeout = None,
+        extra_headers: ExtraHeaders = None,
+    ) -> AsyncPager[T]:
+        """Every item, in the listing's order, fetched page by page as you iterate.
+
+        Args:
+            limit: Page size (1-200; the server's default is 50).
+            timeout: The HTTP timeout of each page's request (None: the client's).
+            extra_headers: Headers added to each page's request.
+        """
+        return paged(self.list_page, limit=limit, timeout=timeout, extra_headers=extra_headers)
+
+    async def list_page(
+        self,
+        *,
+        limit: int | None = None,
+        cursor: str | None = None,
+        timeout: RequestTimeout = None,
+        extra_headers: ExtraHeaders = None,
+    ) -> Page[T]:
+        """One page of the listing: the one at ``cursor``, a previous page's ``next_cursor``.
+
+        ``limit`` is as in :meth:`list`; ``timeout`` and ``extra_headers`` are this call's, and
+        the first page is at ``cursor=None``.
+
+        Raises:
+            InvalidRequest: ``invalid_cursor`` or ``invalid_argument`` (a bad limit).
+        """
+        request = self._page_request(limit, cursor)
+        return await self._sender.send(request, timeout, extra_headers)

@@ -26,20 +26,21 @@ from collections.abc import Mapping
 from typing import Any
 
 from workload_sdk import _requests
-from workload_sdk._async_pagination import paged
+from workload_sdk._async_pagination import AsyncListing, paged
 from workload_sdk._async_sender import AsyncSender
 from workload_sdk._base_client import ExtraHeaders, RequestTimeout
+from workload_sdk._requests import ApiRequest
 from workload_sdk.models import AppliedVersion, Page, Version, VersionSummary, Workflow
 from workload_sdk.pagination import AsyncPager
 
 __all__ = ["AsyncVersions", "AsyncWorkflows"]
 
 
-class AsyncWorkflows:
-    """Workflows: the ids under which immutable versions are created."""
+class AsyncWorkflows(AsyncListing[Workflow]):
+    """Workflows: the ids under which immutable versions are created; listed oldest first."""
 
-    def __init__(self, sender: AsyncSender) -> None:
-        self._sender = sender
+    def _page_request(self, limit: int | None, cursor: str | None) -> ApiRequest[Page[Workflow]]:
+        return _requests.list_workflows(limit, cursor)
 
     async def create(
         self,
@@ -109,44 +110,6 @@ class AsyncWorkflows:
         request = _requests.apply_workflow(definition, idempotency_key)
         version, response = await self._sender.send_with_response(request, timeout, extra_headers)
         return AppliedVersion.of(version, created=response.status_code == 201)
-
-    def list(
-        self,
-        *,
-        limit: int | None = None,
-        timeout: RequestTimeout = None,
-        extra_headers: ExtraHeaders = None,
-    ) -> AsyncPager[Workflow]:
-        """Every workflow, oldest first, fetched page by page as you iterate.
-
-        Args:
-            limit: Page size (1-200; the server's default is 50).
-            timeout: The HTTP timeout of each page's request (None: the client's).
-            extra_headers: Headers added to each page's request.
-        """
-        return paged(self.list_page, limit=limit, timeout=timeout, extra_headers=extra_headers)
-
-    async def list_page(
-        self,
-        *,
-        limit: int | None = None,
-        cursor: str | None = None,
-        timeout: RequestTimeout = None,
-        extra_headers: ExtraHeaders = None,
-    ) -> Page[Workflow]:
-        """One page of workflows.
-
-        Args:
-            limit: Page size (1-200; the server's default is 50).
-            cursor: The ``next_cursor`` of the previous page; None for the first page.
-            timeout: This call's HTTP timeout (None: the client's).
-            extra_headers: Headers added to this call's request.
-
-        Raises:
-            InvalidRequest: ``invalid_cursor`` or ``invalid_argument`` (a bad limit).
-        """
-        request = _requests.list_workflows(limit, cursor)
-        return await self._sender.send(request, timeout, extra_headers)
 
     async def get(
         self,

@@ -20,9 +20,10 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from workload_sdk import _requests, _worker_requests
-from workload_sdk._async_pagination import paged
+from workload_sdk._async_pagination import AsyncListing
 from workload_sdk._async_sender import AsyncSender
 from workload_sdk._base_client import ExtraHeaders, RequestTimeout
+from workload_sdk._requests import ApiRequest
 from workload_sdk.models import (
     Attempt,
     ClaimedAttempt,
@@ -32,7 +33,6 @@ from workload_sdk.models import (
     QueueStats,
     WorkerInfo,
 )
-from workload_sdk.pagination import AsyncPager
 
 __all__ = ["AsyncAttempts", "AsyncClusterInfo", "AsyncQueues", "AsyncWorkers"]
 
@@ -162,33 +162,14 @@ class AsyncAttempts:
         return await self._sender.send(request, timeout, extra_headers)
 
 
-class AsyncWorkers:
-    """The workers the server has seen claim work (viewer)."""
+class AsyncWorkers(AsyncListing[WorkerInfo]):
+    """The workers the server has seen claim work (viewer), listed by id.
 
-    def __init__(self, sender: AsyncSender) -> None:
-        self._sender = sender
+    Each with its ``status`` (``active`` or ``gone``) and its ``in_flight`` attempts.
+    """
 
-    def list(
-        self,
-        *,
-        limit: int | None = None,
-        timeout: RequestTimeout = None,
-        extra_headers: ExtraHeaders = None,
-    ) -> AsyncPager[WorkerInfo]:
-        """Every worker seen, fetched page by page as you iterate."""
-        return paged(self.list_page, limit=limit, timeout=timeout, extra_headers=extra_headers)
-
-    async def list_page(
-        self,
-        *,
-        limit: int | None = None,
-        cursor: str | None = None,
-        timeout: RequestTimeout = None,
-        extra_headers: ExtraHeaders = None,
-    ) -> Page[WorkerInfo]:
-        """One page of workers (``status`` ``active`` or ``gone``, ``in_flight`` attempts)."""
-        request = _worker_requests.list_workers(limit, cursor)
-        return await self._sender.send(request, timeout, extra_headers)
+    def _page_request(self, limit: int | None, cursor: str | None) -> ApiRequest[Page[WorkerInfo]]:
+        return _worker_requests.list_workers(limit, cursor)
 
 
 class AsyncClusterInfo:

@@ -5,8 +5,10 @@ neither imports the other. The rules they must apply alike live here, once: a se
 quoted with the key cut out (ADR 0024), a base URL shown without user info or query, the checks
 of a key and a timeout, the words of each failure (unreachable, timed out, an HTTP status, a
 200 that is no answer), and the checks that turn a 200 whose body is not an answer into
-:class:`MalformedAnswer` (reported as ``model_unavailable``). Pure functions: no I/O, no
-provider's package.
+:class:`MalformedAnswer` (reported as ``model_unavailable``). And the one way every adapter's
+model calls: :class:`OneCallModel`, one request of the provider's client within the timeout,
+its errors (:class:`Provider`) turned into the port's failures. No provider's package: each
+adapter names its client's classes.
 
 What can go wrong in a call becomes a :class:`~workload_domain.agent.llm.ModelFailure`::
 
@@ -29,13 +31,21 @@ message may echo the key) travels with it.
 
 from __future__ import annotations
 
+import abc
 import math
 import string
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, Generic, Protocol, Self, TypeVar
 from urllib.parse import urlsplit
 
-from workload_domain.agent.llm import ModelFailure, ModelRejected, ModelUnavailable
+from workload_domain.agent.llm import (
+    ModelFailure,
+    ModelRejected,
+    ModelRequest,
+    ModelResponse,
+    ModelUnavailable,
+)
 from workload_domain.jsonvalues import strict_loads
 
 __all__ = [
@@ -46,6 +56,8 @@ __all__ = [
     "NOT_UNICODE",
     "ClientHolder",
     "MalformedAnswer",
+    "OneCallModel",
+    "Provider",
     "SharedClient",
     "body_object",
     "clean_detail",
@@ -284,11 +296,149 @@ class ClientHolder(Generic[ClientT]):
             await self._client.close()
 
 
+class _Endpoint(Protocol):
+    # An adapter's settings: where its calls go (checked when they were made).
+    @property
+    def base_url(self) -> str: ...
+    @property
+    def api_key(self) -> str: ...
+    @property
+    def timeout_seconds(self) -> float: ...
+
+
+ModelT = TypeVar("ModelT")
+_ModelT_co = TypeVar("_ModelT_co", covariant=True)
+_ClientT_contra = TypeVar("_ClientT_contra", contravariant=True)
+
+
+class _ModelClass(Protocol[_ModelT_co, _ClientT_contra]):
+    def __call__(
+        self,
+        model_name: str,
+        *,
+        base_url: str,
+        api_key: str,
+        timeout_seconds: float,
+        client: _ClientT_contra,
+    ) -> _ModelT_co: ...
+
+
 class SharedClient(ClientHolder[ClientT]):
     """The models of one endpoint: one client, which they share, closed with ``async with``."""
+
+    settings: _Endpoint
+
+    def _model(self, model_class: _ModelClass[ModelT, ClientT], model_name: str) -> ModelT:
+        """The model ``model_name`` of this endpoint, sharing this client."""
+        s = self.settings
+        return model_class(
+            model_name,
+            base_url=s.base_url,
+            api_key=s.api_key,
+            timeout_seconds=s.timeout_seconds,
+            client=self._client,
+        )
 
     async def __aenter__(self) -> Self:
         return self
 
     async def __aexit__(self, *exc_info: object) -> None:
         await self.aclose()
+
+
+class _StatusError(Protocol):
+    status_code: int
+
+
+StatusErrorT = TypeVar("StatusErrorT", bound=_StatusError)
+
+
+@dataclass(frozen=True, slots=True)
+class Provider(Generic[StatusErrorT]):
+    """What an adapter's model says of its provider: its name, its answer, its client's errors.
+
+    The errors are the client's, by class: the ``openai`` and ``anthropic`` clients raise the
+    same four (a base class, a timeout, a connection error, an HTTP status).
+    """
+
+    name: str
+    """The provider's name (``OpenAI``), for the failure of another error of its client."""
+    answer: str
+    """What the body of a 200 is (``a message``, ``a chat completion``)."""
+    base: type[Exception]
+    timeout: type[Exception]
+    connection: type[Exception]
+    status: type[StatusErrorT]
+    detail: Callable[[StatusErrorT], object]
+    """The server's own message in a status error (quoted only if a string)."""
+
+
+EndpointT = TypeVar("EndpointT", bound=_Endpoint)
+
+
+class OneCallModel(ClientHolder[ClientT], abc.ABC):
+    """A model whose call is one request of its provider's client, never repeated.
+
+    An adapter's model says how it calls (:meth:`_call`, within the timeout) and how messages
+    name it (:meth:`_named`), and is made with its :class:`Provider`; :meth:`complete` turns
+    what goes wrong into the port's failure, raised outside the handler so that it chains
+    nothing of the client's error. Without a ``client`` to share (made for ``settings``), it
+    makes its own with ``make_client``, which :meth:`aclose` closes.
+    """
+
+    def __init__(
+        self,
+        model_name: str,
+        settings: EndpointT,
+        provider: Provider[Any],
+        *,
+        client: ClientT | None,
+        make_client: Callable[[EndpointT], ClientT],
+    ) -> None:
+        self.model_name = model_name
+        self._settings: _Endpoint = settings
+        self._provider = provider
+        self._owns_client = client is None
+        self._client = make_client(settings) if client is None else client
+
+    @abc.abstractmethod
+    def _named(self) -> str:
+        """This model, as a failure names it."""
+
+    @abc.abstractmethod
+    async def _call(self, request: ModelRequest) -> ModelResponse:
+        """The request sent once and its answer read, within the timeout."""
+
+    def _failure(self, error: Exception) -> ModelFailure | None:
+        """The port's failure for ``error`` (None: not one this adapter maps; it propagates)."""
+        url, provider = self._settings.base_url, self._provider
+        if isinstance(error, provider.timeout | TimeoutError):
+            return timed_out(url, self._settings.timeout_seconds)
+        if isinstance(error, provider.connection):
+            return unreachable(url, error.__cause__, self._settings.api_key)
+        if isinstance(error, provider.status):
+            detail = provider.detail(error)
+            return status_failure(url, error.status_code, detail, self._settings.api_key)
+        if isinstance(error, provider.base):  # its message is not ours to vouch for
+            return ModelRejected(f"the {provider.name} client failed ({type(error).__name__})")
+        if isinstance(error, MalformedAnswer):
+            return not_an_answer(url, provider.answer, error)
+        if isinstance(error, UnicodeEncodeError):  # the key is checked to be ASCII: the body
+            return ModelRejected(NOT_UNICODE)
+        return None
+
+    async def complete(self, request: ModelRequest) -> ModelResponse:
+        """One call, never repeated; see :mod:`workload_domain.agent.adapters` for the failures.
+
+        ``request.model`` must be this model's name (see :func:`wrong_model`).
+        """
+        if (wrong := wrong_model(request.model, self.model_name, self._named())) is not None:
+            raise wrong
+        try:
+            return await self._call(request)
+        except Exception as error:
+            failure = self._failure(error)
+            if failure is None:
+                raise
+        # Raised here, outside the handler, so that it chains nothing of the client's error.
+        raise failure
