@@ -272,6 +272,51 @@ async def test_a_remote_tool_call_is_claimed_leased_and_fenced(
     assert (await store.get_run(run_id)).usage == Usage(tool_calls=1)
 
 
+async def test_a_tool_call_heartbeat_renews_only_a_held_lease(
+    store: Store, clock: FakeClock
+) -> None:
+    run_id = await agent_run(store, clock)
+    short = replace(tool_step(run_id, 1, clock), deadline=clock.now() + timedelta(seconds=25))
+    begun = await store.begin_step(short)
+    assert begun is not None
+    request, (token,) = claim()
+    (item,) = await store.claim(request, clock.now())
+    digest = token_digest(token)
+    clock.advance(5)
+    assert await store.heartbeat(item.attempt_id, digest, clock.now(), {"p": 1}) == (
+        clock.now() + timedelta(seconds=10)
+    )
+    clock.advance(5)
+    renewed = await store.heartbeat(item.attempt_id, digest, clock.now(), None)
+    assert renewed == clock.now() + timedelta(seconds=10)
+    found = await store.find_tool_call(begun.step_id)
+    assert found is not None
+    # No progress in a heartbeat keeps the one reported before.
+    assert (found.step.lease_expires_at, found.step.progress) == (renewed, {"p": 1})
+    clock.advance(9)
+    assert await store.heartbeat(item.attempt_id, digest, clock.now(), None) is not None
+    clock.advance(7)  # the lease is held until 29 s, but the deadline (25 s) has passed
+    assert await store.heartbeat(item.attempt_id, digest, clock.now(), {"p": 2}) is None
+    found = await store.find_tool_call(begun.step_id)
+    assert found is not None
+    assert found.step.progress == {"p": 1}
+
+
+async def test_a_tool_call_heartbeat_does_not_revive_a_lost_lease(
+    store: Store, clock: FakeClock
+) -> None:
+    run_id = await agent_run(store, clock)
+    begun = await store.begin_step(tool_step(run_id, 1, clock))
+    assert begun is not None
+    request, (token,) = claim()
+    (item,) = await store.claim(request, clock.now())
+    clock.advance(10)  # the lease ran out (10 s), long before the deadline
+    assert await store.heartbeat(item.attempt_id, token_digest(token), clock.now(), None) is None
+    found = await store.find_tool_call(begun.step_id)
+    assert found is not None
+    assert found.step.lease_expires_at == clock.now()
+
+
 async def test_tool_calls_and_task_attempts_are_one_fifo_by_ready_time(
     store: Store, clock: FakeClock
 ) -> None:

@@ -119,6 +119,23 @@ def _read(
     )
 
 
+def _list(
+    path: str,
+    operation_id: str,
+    summary: str,
+    handler: Handler,
+    item: type[BaseModel],
+    *,
+    query: tuple[QueryParam, ...] = (),
+) -> Operation:
+    """A viewer's paged ``GET`` of a collection: a :class:`~schemas.Page` of ``item``.
+
+    It takes the paging parameters, then ``query``.
+    """
+    page = schemas.Page[item]  # type: ignore[valid-type]  # the class is a value here
+    return _read(path, operation_id, summary, handler, page, query=(*PAGED, *query))
+
+
 def _write(
     path: str,
     operation_id: str,
@@ -190,14 +207,7 @@ OPERATIONS: tuple[Operation, ...] = (
         success=201,
         body="definition",
     ),
-    _read(
-        "/workflows",
-        "listWorkflows",
-        "List workflows",
-        h.list_workflows,
-        schemas.Page[schemas.Workflow],
-        query=PAGED,
-    ),
+    _list("/workflows", "listWorkflows", "List workflows", h.list_workflows, schemas.Workflow),
     _read(
         "/workflows/{workflow_id}",
         "getWorkflow",
@@ -227,13 +237,12 @@ OPERATIONS: tuple[Operation, ...] = (
         success=201,
         body="definition",
     ),
-    _read(
+    _list(
         "/workflows/{workflow_id}/versions",
         "listVersions",
         "List a workflow's versions",
         h.list_versions,
-        schemas.Page[schemas.VersionSummary],
-        query=PAGED,
+        schemas.VersionSummary,
     ),
     _read(
         "/workflows/{workflow_id}/versions/{version}",
@@ -251,14 +260,7 @@ OPERATIONS: tuple[Operation, ...] = (
         success=202,
         body="start_run",
     ),
-    _read(
-        "/runs",
-        "listRuns",
-        "List runs",
-        list_runs,
-        schemas.Page[schemas.Run],
-        query=(*PAGED, *RUNS_QUERY),
-    ),
+    _list("/runs", "listRuns", "List runs", list_runs, schemas.Run, query=RUNS_QUERY),
     _read("/runs/{run_id}", "getRun", "Get a run", h.get_run, schemas.Run, etag=True),
     _write(
         "/runs/{run_id}/cancel",
@@ -271,14 +273,7 @@ OPERATIONS: tuple[Operation, ...] = (
         more_errors=(412,),
         also=((200, "the run was already canceled"),),
     ),
-    _read(
-        "/runs/{run_id}/tasks",
-        "listTasks",
-        "List a run's tasks",
-        h.list_tasks,
-        schemas.Page[schemas.TaskRun],
-        query=PAGED,
-    ),
+    _list("/runs/{run_id}/tasks", "listTasks", "List a run's tasks", h.list_tasks, schemas.TaskRun),
     _read(
         "/runs/{run_id}/tasks/{task_key}",
         "getTask",
@@ -286,29 +281,22 @@ OPERATIONS: tuple[Operation, ...] = (
         h.get_task,
         schemas.TaskRun,
     ),
-    _read(
+    _list(
         "/runs/{run_id}/tasks/{task_key}/attempts",
         "listAttempts",
         "List a task's attempts",
         h.list_attempts,
-        schemas.Page[schemas.Attempt],
-        query=PAGED,
+        schemas.Attempt,
     ),
-    _read(
+    _list(
         "/runs/{run_id}/tasks/{task_key}/steps",
         "listSteps",
         "List an agent task's steps (model and tool calls) by attempt and sequence",
         h.list_steps,
-        schemas.Page[schemas.Step],
-        query=PAGED,
+        schemas.Step,
     ),
-    _read(
-        "/runs/{run_id}/events",
-        "listEvents",
-        "List a run's events",
-        h.list_events,
-        schemas.Page[schemas.Event],
-        query=PAGED,
+    _list(
+        "/runs/{run_id}/events", "listEvents", "List a run's events", h.list_events, schemas.Event
     ),
     _read(
         "/runs/{run_id}/events/stream",
@@ -354,13 +342,13 @@ OPERATIONS: tuple[Operation, ...] = (
         schemas.Attempt,
         body=schemas.FailRequest,
     ),
-    _read(
+    _list(
         "/approvals",
         "listApprovals",
         "List approvals of agents' tool calls (optionally ?status=pending)",
         h.list_approvals,
-        schemas.Page[schemas.Approval],
-        query=(*PAGED, *_APPROVALS_QUERY),
+        schemas.Approval,
+        query=_APPROVALS_QUERY,
     ),
     _read(
         "/approvals/{approval_id}",
@@ -386,14 +374,7 @@ OPERATIONS: tuple[Operation, ...] = (
         success=202,
         body=schemas.CreateDraftRequest,
     ),
-    _read(
-        "/drafts",
-        "listDrafts",
-        "List drafts",
-        h.list_drafts,
-        schemas.Page[schemas.Draft],
-        query=PAGED,
-    ),
+    _list("/drafts", "listDrafts", "List drafts", h.list_drafts, schemas.Draft),
     _read("/drafts/{draft_id}", "getDraft", "Get a draft", h.get_draft, schemas.Draft),
     _write(
         "/drafts/{draft_id}/approve",
@@ -410,14 +391,7 @@ OPERATIONS: tuple[Operation, ...] = (
         h.reject_draft,
         schemas.Draft,
     ),
-    _read(
-        "/workers",
-        "listWorkers",
-        "List workers",
-        h.list_workers,
-        schemas.Page[schemas.Worker],
-        query=PAGED,
-    ),
+    _list("/workers", "listWorkers", "List workers", h.list_workers, schemas.Worker),
     _read("/queues", "listQueues", "List queues with their work", h.list_queues, schemas.Queues),
     _read(
         "/status",

@@ -33,6 +33,7 @@ __all__ = [
     "RetryPolicy",
     "TaskSpec",
     "WorkflowDefinition",
+    "seconds_field",
     "validation_problems",
 ]
 
@@ -60,6 +61,11 @@ TaskKey = Annotated[str, StringConstraints(pattern=TASK_KEY_PATTERN)]
 QueueName = Annotated[str, StringConstraints(pattern=QUEUE_PATTERN)]
 
 
+def seconds_field(default: float | None, maximum: float) -> Any:
+    """A duration field: more than zero seconds, at most ``maximum``, finite (``default``)."""
+    return Field(default=default, gt=0, le=maximum, allow_inf_nan=False)
+
+
 class RetryPolicy(BaseModel):
     """How often a task is attempted and how long to wait between attempts."""
 
@@ -84,22 +90,15 @@ class TaskSpec(BaseModel):
     action: str = Field(min_length=1, max_length=MAX_ACTION_LENGTH)
     input: dict[str, Any] = Field(default_factory=dict)
     depends_on: list[str] = Field(default_factory=list)
-    timeout_seconds: float = Field(
-        default=DEFAULT_TIMEOUT_SECONDS, gt=0, le=MAX_TIMEOUT_SECONDS, allow_inf_nan=False
-    )
+    timeout_seconds: float = seconds_field(DEFAULT_TIMEOUT_SECONDS, MAX_TIMEOUT_SECONDS)
     retry: RetryPolicy = Field(default_factory=RetryPolicy)
     queue: QueueName = DEFAULT_QUEUE
     """Where a remote attempt waits for a worker (SPEC §10)."""
-    heartbeat_timeout_seconds: float = Field(
-        default=DEFAULT_HEARTBEAT_TIMEOUT_SECONDS,
-        gt=0,
-        le=MAX_HEARTBEAT_TIMEOUT_SECONDS,
-        allow_inf_nan=False,
+    heartbeat_timeout_seconds: float = seconds_field(
+        DEFAULT_HEARTBEAT_TIMEOUT_SECONDS, MAX_HEARTBEAT_TIMEOUT_SECONDS
     )
     """The lease length of a remote attempt: a worker heartbeats within it or loses it."""
-    schedule_to_start_timeout_seconds: float | None = Field(
-        default=None, gt=0, le=MAX_TIMEOUT_SECONDS, allow_inf_nan=False
-    )
+    schedule_to_start_timeout_seconds: float | None = seconds_field(None, MAX_TIMEOUT_SECONDS)
     """How long a remote attempt may wait in its queue (None: forever)."""
 
 

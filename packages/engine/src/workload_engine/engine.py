@@ -390,22 +390,12 @@ class Engine:
     ) -> RunRunner:
         return RunRunner(
             run_id,
-            store=self.store,
-            executor=self.executor,
-            clock=self.clock,
-            limiter=self.limiter,
-            definitions=self.definitions,
-            startup=self.startup,
-            local_actions=self.local_actions,
-            resumable_actions=self.resumable_actions,
-            committed=self.committed,
-            telemetry=self.telemetry,
+            self,
             snapshot=snapshot,
             park=park,
             slot=slot,
             resumed=resumed,
             on_started=on_started,
-            executor_id=self.executor_id,
             fence=None if self.ownership is None else self.ownership.fence_for(run_id),
         )
 

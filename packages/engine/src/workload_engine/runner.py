@@ -23,6 +23,7 @@ import contextlib
 import math
 from collections.abc import Callable
 from datetime import datetime
+from typing import Protocol
 
 import anyio
 from anyio.abc import TaskGroup
@@ -38,7 +39,7 @@ from workload_domain.records import (
 )
 from workload_domain.shards import ShardFence
 from workload_domain.statuses import RunStatus, TaskStatus
-from workload_domain.telemetry import NO_TELEMETRY, Telemetry
+from workload_domain.telemetry import Telemetry
 from workload_engine._groups import first_error
 from workload_engine._held_reports import HeldReports
 from workload_engine._local_execution import execute
@@ -61,7 +62,7 @@ from workload_engine.planner import (
 )
 from workload_engine.reports import Report
 
-__all__ = ["RunRunner"]
+__all__ = ["RunRunner", "RunnerHost"]
 
 
 class _LocalAttempt:
@@ -72,29 +73,37 @@ class _LocalAttempt:
         self.done = anyio.Event()
 
 
+class RunnerHost(Protocol):
+    """What a runner takes from the engine that makes it (read once, as it is made)."""
+
+    store: ExecutionStore
+    executor: Executor
+    clock: Clock
+    limiter: anyio.CapacityLimiter
+    definitions: DefinitionCache
+    startup: anyio.CapacityLimiter
+    local_actions: frozenset[str]
+    resumable_actions: frozenset[str]
+    telemetry: Telemetry
+    executor_id: str | None
+
+    def committed(self, commit: RunCommit) -> None:
+        """Told of each commit the runner made, once it succeeded."""
+
+
 class RunRunner:
     """Executes one run until it is terminal, or until its scope is cancelled (interruption)."""
 
     def __init__(
         self,
         run_id: str,
+        engine: RunnerHost,
         *,
-        store: ExecutionStore,
-        executor: Executor,
-        clock: Clock,
-        limiter: anyio.CapacityLimiter,
-        definitions: DefinitionCache,
-        startup: anyio.CapacityLimiter | None = None,
-        local_actions: frozenset[str] | None = None,
-        resumable_actions: frozenset[str] = frozenset(),
-        committed: Callable[[RunCommit], None] | None = None,
-        telemetry: Telemetry = NO_TELEMETRY,
         snapshot: RunSnapshot | None = None,
         park: bool = False,
         slot: object | None = None,
         resumed: bool = False,
         on_started: Callable[[], None] | None = None,
-        executor_id: str | None = None,
         fence: ShardFence | None = None,
     ) -> None:
         self.run_id = run_id
@@ -102,7 +111,7 @@ class RunRunner:
         """The shard epoch this runner's writes carry (SPEC §16); None: not a replica's."""
         self.scope = anyio.CancelScope()
         """Cancelled to interrupt this run alone (a shard handed over past its grace)."""
-        self._executor_id = executor_id
+        self._executor_id = engine.executor_id
         self._snapshot = snapshot
         self._park = park
         self._grant = slot
@@ -112,16 +121,16 @@ class RunRunner:
         """Set when the runner stopped because the run only waits for a slot (``park``)."""
         self.stale = False
         """Told of a change after it chose to park: the parked snapshot is not to be used."""
-        self._store = store
-        self._executor = executor
-        self._clock = clock
-        self._limiter = limiter
-        self._definitions = definitions
-        self._startup = startup or anyio.CapacityLimiter(1)
-        self._local = executor.actions if local_actions is None else local_actions
-        self._resumable = resumable_actions
-        self._committed = committed
-        self._telemetry = telemetry
+        self._store = engine.store
+        self._executor = engine.executor
+        self._clock = engine.clock
+        self._limiter = engine.limiter
+        self._definitions = engine.definitions
+        self._startup = engine.startup
+        self._local = engine.local_actions
+        self._resumable = engine.resumable_actions
+        self._committed = engine.committed
+        self._telemetry = engine.telemetry
         self._started = False
         self.started = anyio.Event()
         """Set once the runner's first commit is done (or it ended): its leftovers are marked."""
@@ -258,8 +267,7 @@ class RunRunner:
                     refresh = True
                     continue
                 recovering = False
-                if self._committed is not None:
-                    self._committed(decided.commit)
+                self._committed(decided.commit)
             if self._reports.answer(reported, decided):
                 self._send.send_nowait(Refresh())  # duplicates held back: decide them next
             snapshot = decided.after

@@ -22,6 +22,7 @@ from workload_domain.definition import (
     MAX_ACTION_LENGTH,
     MAX_TIMEOUT_SECONDS,
     STRICT,
+    seconds_field,
     validation_problems,
 )
 from workload_domain.errors import Problem, quoted
@@ -75,11 +76,8 @@ class ToolSpec(BaseModel):
     parameters: dict[str, Any] = Field(default_factory=lambda: {"type": "object"})
     """The JSON Schema the arguments must satisfy (they are a JSON object)."""
     requires_approval: bool = False
-    approval_timeout_seconds: float = Field(
-        default=DEFAULT_APPROVAL_TIMEOUT_SECONDS,
-        gt=0,
-        le=MAX_APPROVAL_TIMEOUT_SECONDS,
-        allow_inf_nan=False,
+    approval_timeout_seconds: float = seconds_field(
+        DEFAULT_APPROVAL_TIMEOUT_SECONDS, MAX_APPROVAL_TIMEOUT_SECONDS
     )
 
 
@@ -92,7 +90,7 @@ class Budget(BaseModel):
     max_tool_calls: int = Field(default=50, ge=0, le=MAX_BUDGET_CALLS)
     max_input_tokens: int | None = Field(default=None, ge=0)
     max_output_tokens: int | None = Field(default=None, ge=0)
-    max_seconds: float = Field(default=600, gt=0, le=MAX_TIMEOUT_SECONDS, allow_inf_nan=False)
+    max_seconds: float = seconds_field(600, MAX_TIMEOUT_SECONDS)
 
 
 class SamplingSettings(BaseModel):

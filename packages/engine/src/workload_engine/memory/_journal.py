@@ -23,7 +23,7 @@ from workload_domain.jsonvalues import JsonObject
 from workload_domain.leases import LeasedToolCall
 from workload_domain.statuses import AttemptStatus
 from workload_domain.workers import Claim, ClaimedAttempt, still_claimable
-from workload_engine.memory._part import MemoryState, copied
+from workload_engine.memory._part import MemoryState, copied, renew_lease
 
 __all__ = ["MemoryJournal"]
 
@@ -229,22 +229,12 @@ class MemoryJournal(MemoryState):
             return None
         key, sequence = found
         step = self._journals[key][sequence]
-        if (
-            self._step_tokens.get(step_id) != token_digest
-            or step.status is not StepStatus.RUNNING
-            or step.lease_expires_at is None
-            or step.lease_expires_at <= now
-            or (step.timeout_at is not None and step.timeout_at <= now)
-            or step.heartbeat_timeout_seconds is None
-        ):
+        if self._step_tokens.get(step_id) != token_digest or step.status is not StepStatus.RUNNING:
             return None
-        expires = now + timedelta(seconds=step.heartbeat_timeout_seconds)
-        self._journals[key][sequence] = replace(
-            step,
-            lease_expires_at=expires,
-            progress=copied(progress) if progress is not None else step.progress,
-        )
-        return step, expires
+        renewal = renew_lease(step, now, progress)
+        if renewal is not None:
+            self._journals[key][sequence] = renewal[0]
+        return renewal
 
 
 def _passed(step: StepRecord, now: datetime) -> list[datetime]:

@@ -7,7 +7,7 @@ import secrets
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
 from workload_domain.agent.journal import StepRecord, StepStatus
@@ -25,6 +25,7 @@ from workload_domain.idempotency import (
     Replayed,
     same_request,
 )
+from workload_domain.jsonvalues import JsonObject
 from workload_domain.leases import LeaseLostReason
 from workload_domain.ports import Clock
 from workload_domain.records import (
@@ -41,9 +42,10 @@ from workload_domain.telemetry import NO_TELEMETRY, Telemetry
 from workload_domain.usage import Usage
 from workload_domain.workers import WorkerRecord
 
-__all__ = ["MemoryState", "RunData", "check_rows", "copied", "is_canonical_uuid"]
+__all__ = ["MemoryState", "RunData", "check_rows", "copied", "is_canonical_uuid", "renew_lease"]
 
 T = TypeVar("T")
+Leased = TypeVar("Leased", AttemptRecord, StepRecord)
 
 
 def _wall_clock() -> datetime:
@@ -54,6 +56,27 @@ def _wall_clock() -> datetime:
 def copied(value: T) -> T:
     """A deep copy: callers can never alias stored state."""
     return copy.deepcopy(value)
+
+
+def renew_lease(
+    held: Leased, now: datetime, progress: JsonObject | None
+) -> tuple[Leased, datetime] | None:
+    """A running remote attempt or tool call with its lease renewed from ``now``, and until when.
+
+    ``progress`` replaces the stored one unless None. None (nothing to write) when the lease is
+    not held any more: expired, past the start-to-close timeout, or without a heartbeat timeout.
+    The caller checks the token and that ``held`` is running.
+    """
+    if (
+        held.lease_expires_at is None
+        or held.lease_expires_at <= now
+        or (held.timeout_at is not None and held.timeout_at <= now)
+        or held.heartbeat_timeout_seconds is None
+    ):
+        return None
+    expires = now + timedelta(seconds=held.heartbeat_timeout_seconds)
+    kept = copied(progress) if progress is not None else held.progress
+    return replace(held, lease_expires_at=expires, progress=kept), expires
 
 
 @dataclass

@@ -34,7 +34,7 @@ from workload_domain.workers import (
     still_claimable,
 )
 from workload_engine.memory._journal import MemoryJournal
-from workload_engine.memory._part import RunData, copied
+from workload_engine.memory._part import RunData, copied, renew_lease
 
 __all__ = ["MemoryWorkers"]
 
@@ -186,20 +186,12 @@ class MemoryWorkers(MemoryJournal):
         run_id, key = found
         data = self._runs[run_id]
         attempt = data.attempts[key]
-        if (
-            attempt.status is not AttemptStatus.RUNNING
-            or attempt.lease_expires_at is None
-            or attempt.lease_expires_at <= now
-            or (attempt.timeout_at is not None and attempt.timeout_at <= now)
-            or attempt.heartbeat_timeout_seconds is None
-        ):
+        if attempt.status is not AttemptStatus.RUNNING:
             return None
-        expires = now + timedelta(seconds=attempt.heartbeat_timeout_seconds)
-        data.attempts[key] = replace(
-            attempt,
-            lease_expires_at=expires,
-            progress=copied(progress) if progress is not None else attempt.progress,
-        )
+        renewal = renew_lease(attempt, now, progress)
+        if renewal is None:
+            return None
+        data.attempts[key], expires = renewal
         self._saw_worker(attempt.worker_id, now)
         return expires
 
