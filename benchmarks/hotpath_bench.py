@@ -42,6 +42,7 @@ from workload_api.jsonresponse import JSONResponse
 from workload_api.service_key import ServiceKey
 from workload_engine.memory import InMemoryStore
 from workload_store_postgres._json import dumps as row_dumps
+from workload_store_postgres._json import stdlib_dumps
 
 ROUNDS = knob("WORKLOAD_BENCH_HOTPATH_ROUNDS", 9, 2)
 CALLS = knob("WORKLOAD_BENCH_HOTPATH_CALLS", 10_000, 100)
@@ -107,19 +108,9 @@ ROWS: list[dict[str, Any]] = [
 ]
 
 
-def _stdlib_plain(value: Any) -> Any:
-    if isinstance(value, datetime):
-        return value.isoformat()
-    if isinstance(value, Jsonb):
-        return value.obj
-    if isinstance(value, uuid.UUID):
-        return str(value)
-    raise TypeError(type(value).__name__)
-
-
 def _stdlib_rows() -> str:
     """The row arrays' encoder before ADR 0038."""
-    return json.dumps(ROWS, default=_stdlib_plain, separators=(",", ":"))
+    return stdlib_dumps(ROWS)
 
 
 def _per_call_us(call: Callable[[], object], calls: int = CALLS) -> dict[str, Any]:

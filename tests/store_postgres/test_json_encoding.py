@@ -23,22 +23,8 @@ from psycopg.types.json import Jsonb
 
 from tests.json_values import AWKWARD_FLOATS, AWKWARD_INTS, json_objects
 from workload_store_postgres._json import dumps
+from workload_store_postgres._json import stdlib_dumps as _stdlib
 from workload_store_postgres.store import PostgresStore
-
-
-def _stdlib_plain(value: Any) -> Any:
-    """The encoder's fallback the store used before ADR 0038."""
-    if isinstance(value, datetime):
-        return value.isoformat()
-    if isinstance(value, Jsonb):
-        return value.obj
-    if isinstance(value, uuid.UUID):
-        return str(value)
-    raise TypeError(f"no JSON form for {type(value).__name__}")
-
-
-def _stdlib(value: Any) -> str:
-    return json.dumps(value, default=_stdlib_plain, separators=(",", ":"))
 
 
 def _stored(conn: psycopg.Connection[Any], value: Any, encode: Any) -> Any:

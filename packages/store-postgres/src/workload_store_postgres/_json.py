@@ -29,7 +29,7 @@ import orjson
 from psycopg import AsyncConnection
 from psycopg.types.json import Jsonb, set_json_dumps
 
-__all__ = ["dumps", "use_on"]
+__all__ = ["dumps", "stdlib_dumps", "use_on"]
 
 _OPTIONS = orjson.OPT_PASSTHROUGH_DATACLASS
 
@@ -45,12 +45,17 @@ def _plain(value: Any) -> Any:
     raise TypeError(f"no JSON form for {type(value).__name__}")
 
 
+def stdlib_dumps(value: Any) -> str:
+    """``value`` as the stdlib's compact JSON text: the store's encoder before ADR 0038."""
+    return json.dumps(value, default=_plain, separators=(",", ":"))
+
+
 def dumps(value: Any) -> bytes | str:
     """``value`` as JSON text: orjson's bytes, else the stdlib's compact text."""
     try:
         return orjson.dumps(value, default=_plain, option=_OPTIONS)
     except TypeError:  # orjson.JSONEncodeError included
-        return json.dumps(value, default=_plain, separators=(",", ":"))
+        return stdlib_dumps(value)
 
 
 def use_on(conn: AsyncConnection[Any]) -> None:
