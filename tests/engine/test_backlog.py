@@ -297,3 +297,57 @@ async def test_recovery_waits_for_leftover_runs_a_replica_had_already_queued() -
         view = await h.view(run_id)
         assert view.status == "failed"
         assert view.attempt_statuses("a") == ["interrupted"]
+
+
+async def test_runs_created_here_start_with_their_snapshots_many_at_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Each create hands its run's snapshot over: 64 such runners start together, and the queue
+    # behind them keeps the next 64 snapshots, so none of these runs reads itself back.
+    h, order = harness(slots=256)
+    runs = [await h.create(workflow(mock("a", sleep_ms=10))) for _ in range(128)]
+    snapshots = {run_id: await h.store.load_run(run_id) for run_id in runs}
+    reads: list[str] = []
+    load_run = h.store.load_run
+
+    async def counted(run_id: str) -> RunSnapshot:
+        reads.append(run_id)
+        return await load_run(run_id)
+
+    monkeypatch.setattr(h.store, "load_run", counted)
+    async with anyio.create_task_group() as tg:
+        await tg.start(h.engine.run)
+        for run_id in runs:
+            h.engine.submit(run_id, snapshots[run_id])
+        assert h.engine.backlog.queued == 64
+        tg.start_soon(h.clock.autojump)
+        with anyio.fail_after(30):
+            for run_id in runs:
+                await h.engine.wait_finished(run_id)
+        tg.cancel_scope.cancel()
+    assert reads == []
+    assert sorted(order.started) == sorted(runs)
+    for run_id in runs:
+        assert (await h.view(run_id)).status == "succeeded"
+
+
+async def test_a_run_created_during_a_backlog_waits_behind_it() -> None:
+    h, _ = harness(slots=4)
+    backlog = [await h.create(workflow(mock("a", sleep_ms=100))) for _ in range(100)]
+    restarted, order = harness(slots=4, restart=h)
+    async with anyio.create_task_group() as tg:
+        await tg.start(restarted.engine.run)
+        assert await restarted.engine.recover(page_size=64) == 100
+        queued = restarted.engine.backlog.queued
+        assert queued > 0
+        late = await h.create(workflow(mock("a", sleep_ms=100)))
+        restarted.engine.submit(late, await h.store.load_run(late))
+        # Queued behind the recovered runs, not started ahead of them (ADR 0017's order).
+        assert restarted.engine.backlog.queued == queued + 1
+        tg.start_soon(h.clock.autojump)
+        with anyio.fail_after(60):
+            for run_id in [*backlog, late]:
+                await restarted.engine.wait_finished(run_id)
+        tg.cancel_scope.cancel()
+    assert sorted(order.started) == sorted([*backlog, late])
+    assert order.started.index(late) > 0

@@ -43,6 +43,10 @@ DEFAULT_STARTUP_CONCURRENCY = 8
 """How many runners may be starting (first load, commit, launches) at once."""
 _PARKED_SNAPSHOTS = 64
 """Queued or parked runs beyond this many keep only their id (their runner reads them)."""
+_STARTING_WITH_SNAPSHOTS = 64
+"""How many runners may be starting at once when the run comes with its snapshot (created
+here): such a runner reads nothing, so more of them start together, and their first commits
+group (ADR 0017)."""
 
 
 class Backlog(NamedTuple):
@@ -157,7 +161,9 @@ class Engine:
         """Start executing a committed run (no-op if this engine already executes it).
 
         ``snapshot``: the run as its creating commit left it, when the caller has it (the
-        runner then starts without reading it back; a stale one only costs a conflict).
+        runner then starts without reading it back; a stale one only costs a conflict). Such a
+        run starts while fewer than ``_STARTING_WITH_SNAPSHOTS`` runners are starting, a run
+        without one while fewer than ``startup_concurrency`` are.
         A standby's engine does not run: it leaves the run to the leader (no-op).
 
         Raises:
@@ -169,7 +175,7 @@ class Engine:
             raise ExecutionStopped("this process is not executing runs now")
         if self.owns(run_id) or not self._accepts(run_id):
             return  # executed here already, or by the replica holding its shard (SPEC §16)
-        if not self._recovering and self._starting < self._startup_concurrency and not self._queued:
+        if not self._recovering and not self._queued and self._may_start(snapshot):
             self._admit(run_id, snapshot)
         else:
             # A backlog: the id waits its turn (past a few, the runner that starts it reads it).
@@ -195,9 +201,18 @@ class Engine:
         self._starting -= 1
         self._admit_queued()
 
+    def _may_start(self, snapshot: RunSnapshot | None) -> bool:
+        """Whether one more runner may start now: a runner that reads its run waits longer."""
+        limit = self._startup_concurrency
+        if snapshot is not None:
+            limit = max(limit, _STARTING_WITH_SNAPSHOTS)
+        return self._starting < limit
+
     def _admit_queued(self) -> None:
-        while self._queued and self._starting < self._startup_concurrency and self.running:
+        while self._queued and self.running:
             run_id = next(iter(self._queued))
+            if not self._may_start(self._queued[run_id]):
+                return
             snapshot = self._queued.pop(run_id)
             self._admit(run_id, snapshot)
 
