@@ -126,7 +126,8 @@ class RunRunner:
         self._clock = engine.clock
         self._limiter = engine.limiter
         self._definitions = engine.definitions
-        self._startup = engine.startup
+        # A runner given its snapshot reads nothing to start: only the others take a turn.
+        self._startup = engine.startup if snapshot is None else None
         self._local = engine.local_actions
         self._resumable = engine.resumable_actions
         self._committed = engine.committed
@@ -210,9 +211,11 @@ class RunRunner:
         return final
 
     async def _loop(self, tg: TaskGroup) -> RunSnapshot:
-        # Start-up (the first load, commit and launches) is bounded across runners, so that a
-        # recovery of thousands of runs neither starves the pool nor delays readiness.
-        await self._startup.acquire()
+        # Start-up (the first load, commit and launches) is bounded across the runners that
+        # read their run, so that a recovery of thousands of runs neither starves the pool nor
+        # delays readiness.
+        if self._startup is not None:
+            await self._startup.acquire()
         try:
             return await self._drive(tg)
         finally:
@@ -221,7 +224,8 @@ class RunRunner:
     def _end_startup(self) -> None:
         if not self._started:
             self._started = True
-            self._startup.release()
+            if self._startup is not None:
+                self._startup.release()
             self.started.set()
             if self._on_started is not None:
                 self._on_started()
