@@ -7,9 +7,11 @@ database holds afterwards, row by row.
 
 from __future__ import annotations
 
+import asyncio
 import contextvars
 from contextlib import AbstractContextManager
 from dataclasses import replace
+from typing import Any
 
 import anyio
 import anyio.lowlevel
@@ -251,7 +253,7 @@ class _StatementsSeen(NoTelemetry):
 
 
 async def test_a_traced_statement_of_a_group_is_made_in_its_runners_context(
-    database_url: str,
+    database_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A group is sent by one runner, but each statement's span is its own run's (SPEC §12)."""
     telemetry = _StatementsSeen()
@@ -266,14 +268,28 @@ async def test_a_traced_statement_of_a_group_is_made_in_its_runners_context(
             _RUN.set(made.run.run_id)  # this task's context, as a runner's run span would be
             await traced.commit(started(made))
 
+        # The group's statements are sent by its writer itself, not by a task each in its
+        # runner's context: such tasks cost the group a turn of the event loop a statement.
+        loop = asyncio.get_running_loop()
+        tasks: list[str] = []
+        create_task = loop.create_task
+
+        def recorded(coro: Any, **kwargs: Any) -> asyncio.Task[Any]:
+            tasks.append(getattr(coro, "__qualname__", ""))
+            return create_task(coro, **kwargs)
+
+        monkeypatch.setattr(loop, "create_task", recorded)
         telemetry.seen.clear()
         with anyio.fail_after(60):  # a hang guard, not a speed check
             async with anyio.create_task_group() as tg:
                 for made in runs:
                     tg.start_soon(one, made)
         assert traced._commits.groups < RUNS  # some were written together
+        monkeypatch.undo()
     commits = [run for name, run in telemetry.seen if name == "commit_run"]
     assert sorted(commits) == sorted(made.run.run_id for made in runs)
+    assert len(tasks) >= RUNS  # the runners' own tasks were seen
+    assert [name for name in tasks if "execute" in name] == []
 
 
 WORKFLOW_TASK = new_run(WORKFLOW).tasks[0]

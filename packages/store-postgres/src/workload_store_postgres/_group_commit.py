@@ -26,7 +26,6 @@ statement timeout bounds the wait.
 
 from __future__ import annotations
 
-import asyncio
 import contextvars
 import uuid
 from collections.abc import Mapping
@@ -37,7 +36,7 @@ import anyio
 import psycopg
 
 from workload_store_postgres._db import Conn, Database, Row, one
-from workload_store_postgres._queries import query
+from workload_store_postgres._queries import query, statement_name
 
 __all__ = ["ALONE", "GroupCommit"]
 
@@ -146,7 +145,7 @@ class GroupCommit:
             async with self._db.tx() as conn:
                 used.append(conn)
                 async with conn.pipeline():
-                    sent = [await _send(conn, queued) for queued in group]
+                    sent = [await self._send(conn, queued) for queued in group]
                 for queued, cursor in zip(group, sent, strict=True):
                     queued.outcome = await cursor.fetchone()
         except Exception as error:
@@ -160,16 +159,23 @@ class GroupCommit:
         self.groups += 1
         self.transitions += len(group)
 
+    async def _send(self, conn: Conn, queued: _Queued) -> psycopg.AsyncCursor[Row]:
+        """Queue ``queued``'s statement in the pipeline; traced, its span is its runner's.
+
+        The span is made in the runner's context (a child of its run's span, or nothing when
+        the run is not sampled) and the statement is sent through the connection's plain
+        cursor, in this task: a task per statement, in its runner's context, cost the whole
+        group a turn of the event loop a statement, and a busy loop made every group slow.
+        """
+        sql = query("commit_run")
+        if queued.context is None:
+            return await conn.execute(sql, queued.params)
+        span = queued.context.run(self._db.telemetry.statement, statement_name(sql), sql)
+        with span:
+            return await psycopg.AsyncCursor(conn).execute(sql, queued.params)
+
     @staticmethod
     def _outcome(queued: _Queued) -> Row | _Alone | None:
         if queued.error is not None:
             raise queued.error
         return queued.outcome
-
-
-async def _send(conn: Conn, queued: _Queued) -> psycopg.AsyncCursor[Row]:
-    """Queue ``queued``'s statement in the pipeline, in its runner's context when traced."""
-    sending = conn.execute(query("commit_run"), queued.params)
-    if queued.context is None:
-        return await sending
-    return await asyncio.get_running_loop().create_task(sending, context=queued.context)
