@@ -26,7 +26,7 @@ from workload_domain.shards import DEFAULT_SHARDS, ShardFence, shard_of
 from workload_domain.statuses import AttemptStatus, RunStatus
 from workload_domain.workers import Claim
 from workload_engine.clock import FakeClock
-from workload_engine.engine import Engine
+from workload_engine.engine import DEFAULT_STARTUP_CONCURRENCY, Engine
 from workload_engine.memory import InMemoryStore
 from workload_engine.mock_executor import MockExecutor
 from workload_engine.ownership import ShardOwnership
@@ -194,6 +194,38 @@ async def test_queued_runs_of_a_shard_handed_over_are_dropped() -> None:
             await engine.hand_off(target, grace=0.1)
         assert not any(engine.owns(r) for r in ids if shard(r) == target)
         assert all(engine.owns(r) for r in ids if shard(r) != target)
+
+
+async def test_runners_cancelled_while_waiting_to_start_give_their_place_back() -> None:
+    # Runners of a shard handed over are cancelled while they wait for a start-up turn: their
+    # places among the runners starting are given back, or a run that must read itself
+    # would wait behind them for good.
+    h = Harness()
+    engine, ownership = replica_engine(h)
+    engine.startup = anyio.CapacityLimiter(1)
+    definition = workflow(mock("a", sleep_ms=10))
+    first = await h.create(definition)
+    handed = [first]
+    while len(handed) < DEFAULT_STARTUP_CONCURRENCY:
+        run_id = await h.create(definition)
+        if shard(run_id) == shard(first):
+            handed.append(run_id)
+    _, other = await runs_in_two_shards(h, definition)
+    while shard(other) == shard(first):
+        _, other = await runs_in_two_shards(h, definition)
+    for run_id in [*handed, other]:
+        ownership.hold(ShardFence(shard(run_id), 1))
+    async with running(engine, h.clock):
+        await engine.startup.acquire()  # every runner that reads its run waits for a turn
+        for run_id in handed:
+            engine.submit(run_id)
+        with anyio.fail_after(5):
+            assert await engine.hand_off(shard(first), grace=0.1) == len(handed)
+        engine.startup.release()
+        engine.submit(other)
+        with anyio.fail_after(10):  # a hang guard: the run never starts if places leaked
+            await engine.wait_finished(other)
+    assert (await h.view(other)).status == "succeeded"
 
 
 async def remote_then_local(h: Harness) -> str:

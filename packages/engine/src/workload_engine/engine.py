@@ -5,8 +5,9 @@ to it with :meth:`Engine.submit` only after their creating transaction committed
 :meth:`Engine.recover` hands it every non-terminal run. The first system fault of any runner
 propagates out of :meth:`Engine.run`, interrupting every other runner: fail-stop.
 
-A run the engine owns is in one of three places (ADR 0017): *queued* to start (only its id:
-at most ``startup_concurrency`` runners start at once, however long the backlog), *running*
+A run the engine owns is in one of three places (ADR 0017): *queued* to start (its id, and the
+first 64 their snapshot: at most ``startup_concurrency`` runners that read their run start at
+once, however long the backlog, and up to 64 with a snapshot), *running*
 (a :class:`RunRunner` drives it), or *parked* (its runner found nothing to do but wait for an
 attempt slot and stopped; the id waits in a FIFO and the engine resumes the run with a slot
 granted when one frees). A queued or parked run holds no task, snapshot or channel.
@@ -40,7 +41,7 @@ __all__ = ["DEFAULT_MAX_CONCURRENT_ATTEMPTS", "DEFAULT_STARTUP_CONCURRENCY", "Ba
 
 DEFAULT_MAX_CONCURRENT_ATTEMPTS = 64
 DEFAULT_STARTUP_CONCURRENCY = 8
-"""How many runners may be starting (first load, commit, launches) at once."""
+"""How many runners that read their run may be starting (first load, commit, launches) at once."""
 _PARKED_SNAPSHOTS = 64
 """Queued or parked runs beyond this many keep only their id (their runner reads them)."""
 _STARTING_WITH_SNAPSHOTS = 64
@@ -107,7 +108,7 @@ class Engine:
         self._startup_concurrency = startup_concurrency
         self._runners: dict[str, RunRunner] = {}
         self._queued: dict[str, RunSnapshot | None] = {}
-        """Runs to start, in order, once fewer than ``startup_concurrency`` are starting."""
+        """Runs to start, in order, once fewer runners are starting than their kind may."""
         self._starting = 0
         self._recovering = False
         """Recovery is listing the runs: they are queued, and start once it has returned."""

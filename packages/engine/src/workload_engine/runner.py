@@ -33,24 +33,14 @@ from workload_domain.compiler import CompiledWorkflow
 from workload_domain.errors import RevisionConflict
 from workload_domain.fencing import fenced
 from workload_domain.ports import Clock, ExecutionStore, Executor
-from workload_domain.records import (
-    RunCommit,
-    RunSnapshot,
-)
+from workload_domain.records import RunCommit, RunSnapshot
 from workload_domain.shards import ShardFence
 from workload_domain.statuses import RunStatus, TaskStatus
 from workload_domain.telemetry import Telemetry
 from workload_engine._groups import first_error
 from workload_engine._held_reports import HeldReports
 from workload_engine._local_execution import execute
-from workload_engine._runner_messages import (
-    Drain,
-    Message,
-    Refresh,
-    SlotGranted,
-    Wake,
-    drained,
-)
+from workload_engine._runner_messages import Drain, Message, Refresh, SlotGranted, Wake, drained
 from workload_engine.approval_planning import ApprovalWait
 from workload_engine.definitions import DefinitionCache
 from workload_engine.planner import (
@@ -126,8 +116,8 @@ class RunRunner:
         self._clock = engine.clock
         self._limiter = engine.limiter
         self._definitions = engine.definitions
-        # A runner given its snapshot reads nothing to start: only the others take a turn.
-        self._startup = engine.startup if snapshot is None else None
+        self._startup = engine.startup if snapshot is None else None  # None: it reads nothing
+        self._turn: anyio.CapacityLimiter | None = None
         self._local = engine.local_actions
         self._resumable = engine.resumable_actions
         self._committed = engine.committed
@@ -213,10 +203,11 @@ class RunRunner:
     async def _loop(self, tg: TaskGroup) -> RunSnapshot:
         # Start-up (the first load, commit and launches) is bounded across the runners that
         # read their run, so that a recovery of thousands of runs neither starves the pool nor
-        # delays readiness.
-        if self._startup is not None:
-            await self._startup.acquire()
+        # delays readiness; one cancelled while it waits for a turn still gives its place back.
         try:
+            if self._startup is not None:
+                await self._startup.acquire()
+                self._turn = self._startup
             return await self._drive(tg)
         finally:
             self._end_startup()
@@ -224,8 +215,8 @@ class RunRunner:
     def _end_startup(self) -> None:
         if not self._started:
             self._started = True
-            if self._startup is not None:
-                self._startup.release()
+            if self._turn is not None:
+                self._turn.release()
             self.started.set()
             if self._on_started is not None:
                 self._on_started()
