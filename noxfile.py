@@ -43,6 +43,8 @@ PACKAGES = (
     "model-anthropic",
 )
 SOURCES = [f"packages/{p}/src" for p in PACKAGES]
+# Where a package's own tests are when not in tests/<package with underscores>.
+PACKAGE_TESTS = {"model-openai": "models", "model-anthropic": "models_anthropic"}
 TEST_TOOLS = ("pytest>=8.4", "pytest-timeout>=2.4", "hypothesis>=6.150")
 
 
@@ -81,13 +83,37 @@ def contracts(session: nox.Session) -> None:
     session.run("lint-imports")
 
 
+# What another default session runs in full, so ``tests`` leaves it out (each test runs once in
+# CI, in the smallest environment that holds what it needs; ADR 0039): the per-package
+# sessions' directories, the MCP worker files, and the suites ``tests_inprocess`` runs (of
+# which ``tests`` keeps the end-to-end tests' ``postgres`` variants, that no other session runs;
+# ``tests_cli`` runs the CLI's).
+RUN_ELSEWHERE = (
+    *(f"tests/{PACKAGE_TESTS.get(p, p.replace('-', '_'))}" for p in PACKAGES),
+    "tests/mcp_tools/test_worker_mcp.py",
+    "tests/mcp_tools/test_mcp_parts.py",
+    "tests/e2e",
+    "tests/test_repository_docs.py",
+)
+
+
 @nox.session(python=PYTHON)
 def tests(session: nox.Session) -> None:
-    """Every test, in the full workspace environment (but the ``packaging`` session's)."""
+    """In the full workspace environment: every test no other default session runs.
+
+    That is every test but the ``packaging`` session's and ``RUN_ELSEWHERE``, then the
+    end-to-end suite's ``postgres`` variants. Given paths (``nox -s tests -- tests/engine``),
+    it runs just those, whichever session also runs them.
+    """
     _sync(session)
-    args = session.posargs or ["tests"]
     # The slowest tests named in CI's output: where the time budget of SPEC's CI goes.
-    session.run("pytest", "-m", "not packaging", "--durations=30", *args, env=_test_env())
+    durations = "--durations=30"
+    if session.posargs:
+        session.run("pytest", "-m", "not packaging", durations, *session.posargs, env=_test_env())
+        return
+    ignored = [f"--ignore={path}" for path in RUN_ELSEWHERE]
+    session.run("pytest", "-m", "not packaging", durations, *ignored, "tests", env=_test_env())
+    session.run("pytest", "-m", "postgres", durations, "tests/e2e", env=_test_env())
 
 
 # The uv the image's test build packs (the version of the Dockerfile's UV_IMAGE).
@@ -131,8 +157,6 @@ WORKSPACE_DEPENDENCIES = {
 }
 # The extras a package's own tests need (the CLI's server and run-local commands).
 PACKAGE_EXTRAS = {"cli": "[server,local]"}
-# Where a package's own tests are when not in tests/<package with underscores>.
-PACKAGE_TESTS = {"model-openai": "models", "model-anthropic": "models_anthropic"}
 
 
 def _package_tests(
