@@ -45,6 +45,13 @@ PACKAGES = (
 SOURCES = [f"packages/{p}/src" for p in PACKAGES]
 # Where a package's own tests are when not in tests/<package with underscores>.
 PACKAGE_TESTS = {"model-openai": "models", "model-anthropic": "models_anthropic"}
+
+
+def _tests_dir(package: str) -> str:
+    """The directory of a package's own tests."""
+    return f"tests/{PACKAGE_TESTS.get(package, package.replace('-', '_'))}"
+
+
 TEST_TOOLS = ("pytest>=8.4", "pytest-timeout>=2.4", "hypothesis>=6.150")
 
 
@@ -89,7 +96,7 @@ def contracts(session: nox.Session) -> None:
 # which ``tests`` keeps the end-to-end tests' ``postgres`` variants, that no other session runs;
 # ``tests_cli`` runs the CLI's).
 RUN_ELSEWHERE = (
-    *(f"tests/{PACKAGE_TESTS.get(p, p.replace('-', '_'))}" for p in PACKAGES),
+    *(_tests_dir(p) for p in PACKAGES),
     "tests/mcp_tools/test_worker_mcp.py",
     "tests/mcp_tools/test_mcp_parts.py",
     "tests/e2e",
@@ -169,10 +176,9 @@ def _package_tests(
     local = [f"./packages/{p}" for p in WORKSPACE_DEPENDENCIES[package]]
     local.append(f"./packages/{package}{PACKAGE_EXTRAS.get(package, '')}")
     session.install(*local, *TEST_TOOLS, *extra)
-    tests_dir = PACKAGE_TESTS.get(package, package.replace("-", "_"))
     env = {**_test_env(), "WORKLOAD_ONLY_PACKAGE": package}
     chosen = ["-m", marks] if marks else []
-    session.run("pytest", f"tests/{tests_dir}", *chosen, *session.posargs, env=env)
+    session.run("pytest", _tests_dir(package), *chosen, *session.posargs, env=env)
 
 
 @nox.session(python=PYTHON)
