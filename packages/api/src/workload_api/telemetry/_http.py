@@ -55,7 +55,12 @@ class HttpTelemetry(HttpMiddleware):
         carrier = _carrier(scope)
         parent = None if carrier is None else propagate.extract(carrier)
         method = scope["method"]
-        tracer = self._telemetry.tracer if self._telemetry.tracing else None
+        telemetry = self._telemetry
+        tracer = telemetry.tracer if telemetry.tracing else None
+        if parent is not None and telemetry.unsampled(
+            trace.get_current_span(parent).get_span_context()
+        ):
+            tracer = None  # the caller's unsampled context goes on, with no span of ours
         span = None
         if tracer is not None:
             span = tracer.start_span(http_method(method), context=parent, kind=SpanKind.SERVER)

@@ -37,6 +37,7 @@ from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.trace import (
     Link,
+    NonRecordingSpan,
     Span,
     SpanContext,
     SpanKind,
@@ -47,6 +48,7 @@ from opentelemetry.trace import (
 from workload_api.telemetry import genai
 from workload_api.telemetry._metrics import Metrics
 from workload_api.telemetry._spans import (
+    MAX_OPEN_REMOTE_SPANS,
     AttemptHandle,
     ModelCallRecord,
     StatementSpan,
@@ -54,11 +56,14 @@ from workload_api.telemetry._spans import (
     attempt_attributes,
     attempt_of,
     context_of,
+    drops_unsampled_children,
     error_status,
+    keep_open,
     mark_ended,
     ns,
     parented,
     run_attributes,
+    statement_attributes,
     traceparent_of,
 )
 from workload_domain.agent.journal import StepRecord
@@ -80,7 +85,6 @@ if TYPE_CHECKING:
 
 __all__ = ["MAX_OPEN_REMOTE_SPANS", "ServiceTelemetry", "context_of", "traceparent_of"]
 
-MAX_OPEN_REMOTE_SPANS = 10_000
 INSTRUMENTATION = "workload"
 _RUN_ENDS = {
     EventType.RUN_SUCCEEDED: RunStatus.SUCCEEDED,
@@ -94,7 +98,6 @@ _ATTEMPT_ENDS = {
     EventType.ATTEMPT_CANCELED: AttemptStatus.CANCELED,
     EventType.ATTEMPT_INTERRUPTED: AttemptStatus.INTERRUPTED,
 }
-_DB_SYSTEM = "postgresql"
 _MAX_STATEMENT_NAMES = 1000
 _NOT_TRACED = nullcontext()
 _FLUSH_MILLIS = 5000
@@ -116,6 +119,9 @@ class ServiceTelemetry:
         self.provider = tracer_provider
         self._tracer = (
             None if tracer_provider is None else tracer_provider.get_tracer(INSTRUMENTATION)
+        )
+        self._drops_unsampled = tracer_provider is not None and drops_unsampled_children(
+            tracer_provider.sampler.get_description()
         )
         self._runs: dict[str, Span] = {}
         self._statements: dict[str, dict[str, str]] = {}
@@ -139,6 +145,19 @@ class ServiceTelemetry:
     def tracer(self) -> trace.Tracer:
         """The service's tracer (a no-op one when tracing is off)."""
         return self._tracer or trace.NoOpTracer()
+
+    def unsampled(self, parent: SpanContext | None) -> bool:
+        """Whether the sampler would drop a child of ``parent`` — decided without asking it.
+
+        Such a child gets no span (its parent's context goes on): an unsampled request costs
+        its root's sampling decision and no SDK call after it (SPEC §12, ADR 0031).
+        """
+        return (
+            self._drops_unsampled
+            and parent is not None
+            and parent.is_valid
+            and not parent.trace_flags.sampled
+        )
 
     def flush(self) -> None:
         """Export the spans still buffered (the lifecycle calls it when the service stops)."""
@@ -202,11 +221,15 @@ class ServiceTelemetry:
             yield
             return
         creator = context_of(run.traceparent)
-        span = self._tracer.start_span(
-            f"run {run.workflow_id}",
-            context=parented(creator),
-            links=[] if creator is None else [Link(creator, {"workload.link": "created_by"})],
-        )
+        span: Span
+        if creator is not None and self.unsampled(creator):
+            span = NonRecordingSpan(creator)
+        else:
+            span = self._tracer.start_span(
+                f"run {run.workflow_id}",
+                context=parented(creator),
+                links=[] if creator is None else [Link(creator, {"workload.link": "created_by"})],
+            )
         if span.is_recording():  # an unsampled run: no attribute is built (ADR 0031)
             span.set_attributes(run_attributes(run))
         self._runs[run.run_id] = span
@@ -227,7 +250,7 @@ class ServiceTelemetry:
         self, run_id: str, task_key: str, attempt: int, action: str
     ) -> Iterator[AttemptSpan]:
         """A local attempt's span (a child of the current run span), current in the block."""
-        if self._tracer is None:
+        if self._tracer is None or self.unsampled(trace.get_current_span().get_span_context()):
             yield AttemptHandle(None)
             return
         span = self._tracer.start_span(f"attempt {task_key}")
@@ -262,6 +285,8 @@ class ServiceTelemetry:
         parent = (
             run_span.get_span_context() if run_span is not None else context_of(claimed.traceparent)
         )
+        if self.unsampled(parent):
+            return traceparent_of(parent) if parent is not None else claimed.traceparent
         span = self._tracer.start_span(
             f"attempt {claimed.task_key}",
             context=parented(parent),
@@ -274,15 +299,8 @@ class ServiceTelemetry:
             attributes.update({"workload.queue": claimed.queue, "workload.worker_id": worker_id})
             span.set_attributes(attributes)
             span.add_event("claimed", {"workload.worker_id": worker_id}, timestamp=ns(now))
-        self._keep_remote((claimed.run_id, claimed.task_key, claimed.attempt), span)
+        keep_open(self._remote, (claimed.run_id, claimed.task_key, claimed.attempt), span)
         return traceparent_of(span.get_span_context()) or claimed.traceparent
-
-    def _keep_remote(self, key: tuple[str, str, int], span: Span) -> None:
-        self._remote[key] = span
-        while len(self._remote) > MAX_OPEN_REMOTE_SPANS:
-            _, oldest = self._remote.popitem(last=False)
-            oldest.set_attribute("workload.attempt.abandoned", True)
-            oldest.end()
 
     # -- remote tool calls ---------------------------------------------------------------------
 
@@ -295,11 +313,14 @@ class ServiceTelemetry:
         """Start a remote tool call's ``execute_tool`` span; its context for the worker."""
         assert self._tracer is not None
         parent = self._tool_parent(claimed.run_id, claimed.task_key, claimed.attempt)
+        parent = parent or context_of(claimed.traceparent)
+        if self.unsampled(parent):
+            return claimed.traceparent if parent is None else traceparent_of(parent)
         span = genai.start_tool_span(
             self._tracer,
             name=claimed.tool or claimed.action,
             call_id=claimed.tool_call_id,
-            context=parented(parent or context_of(claimed.traceparent)),
+            context=parented(parent),
             start_time=ns(claimed.queued_at),
         )
         span.set_attributes(
@@ -313,11 +334,7 @@ class ServiceTelemetry:
             }
         )
         span.add_event("claimed", {"workload.worker_id": worker_id}, timestamp=ns(now))
-        self._tools[claimed.attempt_id] = span
-        while len(self._tools) > MAX_OPEN_REMOTE_SPANS:
-            _, oldest = self._tools.popitem(last=False)
-            oldest.set_attribute("workload.attempt.abandoned", True)
-            oldest.end()
+        keep_open(self._tools, claimed.attempt_id, span)
         return traceparent_of(span.get_span_context()) or claimed.traceparent
 
     def tool_call_ended(self, step: StepRecord, closed_by: AttemptRecord | None = None) -> None:
@@ -332,8 +349,8 @@ class ServiceTelemetry:
         span = self._tools.pop(step.step_id, None)
         if span is None and self._tracer is not None:
             parent = self._tool_parent(step.run_id, step.task_key, step.attempt)
-            if parent is None:
-                return  # no trace of this run is known here
+            if parent is None or self.unsampled(parent):
+                return  # no trace of this run is known here, or it is not sampled
             span = genai.start_tool_span(
                 self._tracer,
                 name=str(step.request.get("tool", step.action or "")),
@@ -375,12 +392,7 @@ class ServiceTelemetry:
             return _NOT_TRACED
         attributes = self._statements.get(name)
         if attributes is None:
-            operation = sql.split(None, 1)[0].upper() if sql.strip() else name
-            attributes = {
-                "db.system.name": _DB_SYSTEM,
-                "db.operation.name": operation,
-                "db.query.summary": name,
-            }
+            attributes = statement_attributes(name, sql)
             if len(self._statements) < _MAX_STATEMENT_NAMES:
                 self._statements[name] = attributes
         return StatementSpan(

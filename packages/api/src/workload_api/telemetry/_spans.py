@@ -8,9 +8,10 @@ hands the engine, the store and the agent runtime. No state: the service keeps i
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from datetime import datetime
 from types import TracebackType
-from typing import Any
+from typing import Any, TypeVar
 
 from opentelemetry import trace
 from opentelemetry.context import Context
@@ -21,6 +22,7 @@ from workload_domain.statuses import RunStatus
 from workload_domain.telemetry import attempt_kind, valid_traceparent
 
 __all__ = [
+    "MAX_OPEN_REMOTE_SPANS",
     "AttemptHandle",
     "ModelCallRecord",
     "StatementSpan",
@@ -28,13 +30,20 @@ __all__ = [
     "attempt_attributes",
     "attempt_of",
     "context_of",
+    "drops_unsampled_children",
     "error_status",
+    "keep_open",
     "mark_ended",
     "ns",
     "parented",
     "run_attributes",
+    "statement_attributes",
     "traceparent_of",
 ]
+
+MAX_OPEN_REMOTE_SPANS = 10_000
+"""Remote attempts' (and tool calls') spans kept open at most, awaiting their ends."""
+K = TypeVar("K")
 
 
 def ns(instant: datetime | None) -> int | None:
@@ -60,6 +69,30 @@ def context_of(traceparent: str | None) -> SpanContext | None:
     )
 
 
+_NOT_SAMPLED_OFF = (
+    "remoteParentNotSampled:AlwaysOffSampler",
+    "localParentNotSampled:AlwaysOffSampler",
+)
+
+
+def drops_unsampled_children(description: str) -> bool:
+    """Whether a sampler (by its description) drops every child of an unsampled parent.
+
+    ``ParentBased`` samplers do, unless configured otherwise: SPEC §12's
+    ``parentbased_traceidratio`` and the SDK's default ``parentbased_always_on``. Their own
+    settings close the description, after the root sampler's (which may itself be
+    ``ParentBased``), so the last mention of each setting is theirs.
+    """
+    if not description.startswith("ParentBased{"):
+        return False
+    for setting in _NOT_SAMPLED_OFF:
+        name, _, value = setting.partition(":")
+        at = description.rfind(f"{name}:")
+        if at < 0 or not description.startswith(value, at + len(name) + 1):
+            return False
+    return True
+
+
 def parented(parent: SpanContext | None) -> Context:
     """A context whose parent is ``parent`` — never the caller's current span (a root if None).
 
@@ -81,6 +114,15 @@ def mark_ended(span: Span, status: str, error_code: str | None) -> None:
     span.set_attribute("workload.attempt.status", status)
     if error_code is not None:
         error_status(span, error_code)
+
+
+def keep_open(spans: OrderedDict[K, Span], key: K, span: Span) -> None:
+    """Keep a remote span until its end is written; give up the oldest beyond the bound."""
+    spans[key] = span
+    while len(spans) > MAX_OPEN_REMOTE_SPANS:
+        _, oldest = spans.popitem(last=False)
+        oldest.set_attribute("workload.attempt.abandoned", True)
+        oldest.end()
 
 
 class AttemptHandle:
@@ -158,6 +200,15 @@ def run_attributes(run: RunRecord) -> dict[str, Any]:
         "workload.workflow_id": run.workflow_id,
         "workload.workflow_version": run.version,
         "workload.run.recovered": run.status is not RunStatus.PENDING,
+    }
+
+
+def statement_attributes(name: str, sql: str) -> dict[str, str]:
+    """A database statement's span attributes: its named query, never its text."""
+    return {
+        "db.system.name": "postgresql",
+        "db.operation.name": sql.split(None, 1)[0].upper() if sql.strip() else name,
+        "db.query.summary": name,
     }
 
 
