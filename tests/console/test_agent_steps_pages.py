@@ -119,9 +119,11 @@ def test_a_long_agent_shows_its_first_steps_and_pages_the_rest(
     assert "used 56 model calls · 55 tool calls" in first
     following = re.search(r'href="([^"]+)" rel="next"', first)
     assert following is not None
+    assert "First page" not in first
     second = viewer_browser.get(following[1].replace("&amp;", "&")).text
     assert [r[0] for r in rows(second)] == [f"1#{n}" for n in range(101, 112)]
     assert re.search(r'rel="next"', second) is None
+    assert f'<a href="/ui/runs/{run_id}/tasks/agent/steps">First page</a>' in second
 
 
 def test_a_run_without_agents_shows_no_agent_steps(

@@ -456,6 +456,9 @@ def test_a_long_history_is_shown_by_its_latest_events_and_paged(
     second = operator_browser.get(following[1].replace("&amp;", "&"))
     assert second.status_code == 200
     assert f"<tr><td>{every[200]}</td>" in second.text
+    first_page = f'<a href="/ui/runs/{run_id}/events">First page</a>'
+    assert first_page in history.text
+    assert first_page in second.text
 
 
 @pytest.mark.parametrize(

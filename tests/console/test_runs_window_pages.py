@@ -117,9 +117,14 @@ def test_a_later_page_and_the_live_refresh_keep_the_window_of_the_first(
     following = link(first.text, r'href="([^"]+)" rel="next"')
     assert "since=1h" in following
     assert "at=" in following, "a later page counts back from the first page's moment"
+    assert "First page" not in first.text
     second = viewer_browser.get(following)
     assert second.status_code == 200, second.text
     assert ROWS.findall(second.text) == runs[1::-1]
+    back = link(second.text, r'href="([^"]+)">First page</a>')
+    assert "since=1h" in back
+    assert "at=" not in back, "the first page follows a sliding window again"
+    assert "cursor=" not in back
     refresh = viewer_browser.get(link(second.text, r'id="runs-live" data-url="([^"]+)"'))
     assert refresh.status_code == 200, refresh.text
     assert ROWS.findall(refresh.text) == runs[1::-1]

@@ -51,8 +51,7 @@ async def inbox(view: View) -> Response:
         status_filter=shown,
         statuses=[s.value for s in ApprovalStatus] + [ALL],
         next_link=next_link,
-        paged=cursor is not None,
-        first_link=query_link("/ui/approvals", {"status": shown}),
+        first_link=query_link("/ui/approvals", {"status": shown}) if cursor is not None else None,
     )
 
 

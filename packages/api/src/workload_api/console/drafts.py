@@ -110,7 +110,7 @@ async def _drafts_page(
         status=status,
         drafts=page["items"],
         next_link=next_link,
-        paged=cursor is not None,
+        first_link="/ui/drafts" if cursor is not None else None,
         message=message,
         form=shown,
     )

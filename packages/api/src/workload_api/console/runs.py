@@ -194,8 +194,7 @@ async def _runs_context(view: View) -> dict[str, Any]:
         "since": q.since or "",
         "created_after": _local(from_value),
         "created_before": _local(to_value),
-        "paged": q.cursor is not None,
-        "first_link": query_link("/ui/runs", base),
+        "first_link": query_link("/ui/runs", base) if q.cursor is not None else None,
         "next_link": next_link,
         "rows_link": query_link("/ui/runs/rows", {**rows, "cursor": q.cursor}),
         "active": any(r["status"] not in TERMINAL for r in runs) or any(counts.values()),
@@ -260,7 +259,12 @@ async def run_events(view: View) -> Response:
     if page["next_cursor"]:
         next_link = query_link(f"/ui/runs/{run_id}/events", {"cursor": str(page["next_cursor"])})
     return await view.render(
-        "events.html", run=run, run_id=run_id, events=page["items"], next_link=next_link
+        "events.html",
+        run=run,
+        run_id=run_id,
+        events=page["items"],
+        first_link=f"/ui/runs/{run_id}/events",
+        next_link=next_link,
     )
 
 
@@ -270,9 +274,9 @@ async def task_steps(view: View) -> Response:
     run, _ = await view.console.usecases.runs.get(run_id)
     task = await view.console.usecases.runs.get_task(run_id, task_key)
     page = await view.console.usecases.runs.list_steps(run_id, task_key, cursor, STEPS_SHOWN)
+    link = f"/ui/runs/{run_id}/tasks/{task_key}/steps"
     next_link = None
     if page["next_cursor"]:
-        link = f"/ui/runs/{run_id}/tasks/{task_key}/steps"
         next_link = query_link(link, {"cursor": str(page["next_cursor"])})
     return await view.render(
         "steps.html",
@@ -280,7 +284,7 @@ async def task_steps(view: View) -> Response:
         run_id=run_id,
         task=task,
         steps=page["items"],
-        paged=cursor is not None,
+        first_link=link if cursor is not None else None,
         next_link=next_link,
     )
 
