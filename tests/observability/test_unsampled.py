@@ -3,15 +3,18 @@
 The service runs with the sampler SPEC §12 recommends, ``parentbased_traceidratio``: at ratio 0
 a request, the run it creates, its local and remote attempts and the worker's calls export no
 span at all, and not one attribute dictionary is built for them; at ratio 1 they are all there.
-At ratio 0 the service asks the SDK for a span only where a trace would begin (a request that
-carries no trace context): the children of an unsampled parent are decided without it.
+At ratio 0 the service asks the SDK for a request's, run's, attempt's or claim's span only where
+a trace would begin (a request that carries no trace context): the children of an unsampled
+parent are decided without it.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import threading
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -19,13 +22,25 @@ from dependency_injector import providers
 from opentelemetry.sdk.trace import Tracer, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-from opentelemetry.sdk.trace.sampling import ALWAYS_ON, ParentBasedTraceIdRatio, Sampler
+from opentelemetry.sdk.trace.sampling import (
+    ALWAYS_ON,
+    DEFAULT_OFF,
+    DEFAULT_ON,
+    ParentBased,
+    ParentBasedTraceIdRatio,
+    Sampler,
+    TraceIdRatioBased,
+)
 from opentelemetry.trace import get_current_span
 
 from tests.plugins.live_api import WORKER_TOKEN, LiveApi, in_process, settings
 from workload_api.container import Container, use_memory_store
-from workload_api.telemetry import _http, _service
+from workload_api.telemetry import Metrics, _http, _service
 from workload_api.telemetry._spans import drops_unsampled_children
+from workload_domain.agent.journal import StepKind, StepRecord, StepStatus
+from workload_domain.records import RunRecord
+from workload_domain.statuses import RunStatus
+from workload_domain.workers import ClaimedAttempt
 from workload_worker import Context, Worker
 
 V1 = "/api/v1"
@@ -156,18 +171,9 @@ def test_a_request_of_an_unsampled_trace_is_not_given_to_the_sdk(
     assert spans.get_finished_spans() == ()
 
 
-class _AlwaysOn(Sampler):
-    """Samples every span, an unsampled parent's children too (not ``ParentBased``)."""
-
-    def should_sample(self, *args: Any, **kwargs: Any) -> Any:
-        return ALWAYS_ON.should_sample(*args, **kwargs)
-
-    def get_description(self) -> str:
-        return "AlwaysOnEvenUnderUnsampledParents"
-
-
 def test_a_sampler_that_samples_an_unsampled_parents_children_is_asked() -> None:
-    provider = TracerProvider(sampler=_AlwaysOn())
+    # ParentBased, but sampling the children of unsampled remote parents.
+    provider = TracerProvider(sampler=ParentBased(ALWAYS_ON, remote_parent_not_sampled=ALWAYS_ON))
     exporter = InMemorySpanExporter()
     provider.add_span_processor(SimpleSpanProcessor(exporter))
     container = use_memory_store(Container(settings=settings()))
@@ -185,34 +191,84 @@ def test_a_sampler_that_samples_an_unsampled_parents_children_is_asked() -> None
         provider.shutdown()
 
 
-def _described(sampler: Sampler) -> str:
-    return sampler.get_description()
+class _Decides(ParentBased):
+    """A ParentBased subclass outside the SDK: it may override how it decides."""
 
 
 @pytest.mark.parametrize(
-    ("description", "drops"),
+    ("sampler", "drops"),
     [
-        (_described(ParentBasedTraceIdRatio(0.1)), True),
-        (_described(ParentBasedTraceIdRatio(1.0)), True),
-        (_described(ALWAYS_ON), False),
-        ("TraceIdRatioBased{0.1}", False),
+        (ParentBasedTraceIdRatio(0.1), True),
+        (ParentBasedTraceIdRatio(1.0), True),
+        (ParentBasedTraceIdRatio(0.0), True),
+        (DEFAULT_ON, True),
+        (DEFAULT_OFF, True),
+        (ParentBased(TraceIdRatioBased(0.5)), True),
+        (ALWAYS_ON, False),
+        (TraceIdRatioBased(0.1), False),
+        (ParentBased(ALWAYS_ON, remote_parent_not_sampled=ALWAYS_ON), False),
+        (ParentBased(ALWAYS_ON, local_parent_not_sampled=ALWAYS_ON), False),
+        (ParentBased(ALWAYS_ON, remote_parent_not_sampled=TraceIdRatioBased(0.5)), False),
+        (ParentBased(ALWAYS_ON, local_parent_not_sampled=TraceIdRatioBased(1e-9)), False),
         (
-            "ParentBased{root:AlwaysOnSampler,remoteParentSampled:AlwaysOnSampler,"
-            "remoteParentNotSampled:AlwaysOnSampler,localParentSampled:AlwaysOnSampler,"
-            "localParentNotSampled:AlwaysOffSampler}",
+            ParentBased(
+                ALWAYS_ON,
+                remote_parent_not_sampled=ALWAYS_ON,
+                local_parent_sampled=ParentBased(ALWAYS_ON),
+            ),
             False,
         ),
-        (
-            "ParentBased{root:ParentBased{root:AlwaysOnSampler,remoteParentSampled:AlwaysOnSampler,"
-            "remoteParentNotSampled:AlwaysOffSampler,localParentSampled:AlwaysOnSampler,"
-            "localParentNotSampled:AlwaysOffSampler},remoteParentSampled:AlwaysOnSampler,"
-            "remoteParentNotSampled:AlwaysOnSampler,localParentSampled:AlwaysOnSampler,"
-            "localParentNotSampled:AlwaysOffSampler}",
-            False,
-        ),
-        ("ParentBased{", False),
-        ("", False),
+        (_Decides(ALWAYS_ON), False),
     ],
+    ids=repr,
 )
-def test_which_samplers_drop_an_unsampled_parents_children(description: str, drops: bool) -> None:
-    assert drops_unsampled_children(description) is drops
+def test_which_samplers_drop_an_unsampled_parents_children(sampler: Sampler, drops: bool) -> None:
+    assert drops_unsampled_children(sampler) is drops
+
+
+RUN_ID = "0194d6a3-0e5c-7b8e-9c2d-4f6a8b0c1d2e"
+
+
+def _a_run(traceparent: str) -> RunRecord:
+    now = datetime(2026, 1, 1, tzinfo=UTC)
+    record = RunRecord(RUN_ID, "wf", 1, RunStatus.RUNNING, 1, {}, False, now, now)
+    return dataclasses.replace(record, traceparent=traceparent)
+
+
+@pytest.mark.parametrize("sampled", [False, True], ids=["unsampled-parent", "sampled-parent"])
+def test_a_remote_tool_call_under_an_unsampled_parent_is_not_asked(
+    asked: list[tuple[str, bool | None]], sampled: bool
+) -> None:
+    """Its claim hands the worker the parent's context; its end records nothing (no SDK call)."""
+    provider = TracerProvider(sampler=ParentBasedTraceIdRatio(1.0))
+    exporter = InMemorySpanExporter()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    telemetry = _service.ServiceTelemetry(Metrics(), provider)
+    parent = f"00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-0{int(sampled)}"
+    now = datetime.now(UTC)
+    claimed = ClaimedAttempt(
+        attempt_id="step-1", run_id=RUN_ID, workflow_id="wf", version=1, task_key="agent",
+        attempt=1, queue="default", action="search", input={}, run_input={}, upstream={},
+        lease_expires_at=now, timeout_at=now, heartbeat_timeout_seconds=30.0, token_index=0,
+        kind="tool_call", tool_call_id="call-1", tool="search", queued_at=now, traceparent=parent,
+    )  # fmt: skip
+    handed = telemetry.claimed("w-1", claimed, now)
+    step = StepRecord(
+        run_id=RUN_ID, task_key="agent", attempt=1, sequence=1, kind=StepKind.TOOL_CALL,
+        status=StepStatus.SUCCEEDED, request={"tool": "search"}, request_hash="h",
+        started_at=now, finished_at=now, tool_call_id="call-2", action="search",
+    )  # fmt: skip
+    with telemetry.run(_a_run(parent)):  # the run executes here: the call's end has a parent
+        telemetry.tool_call_ended(step)
+    provider.force_flush()
+    names = [name for name, _ in asked]
+    try:
+        if sampled:
+            assert handed != parent  # the claim's own span's context
+            assert names == ["execute_tool search", "run wf", "execute_tool search"], names
+        else:
+            assert handed == parent  # the caller's context, unchanged
+            assert names == [], names
+            assert exporter.get_finished_spans() == ()
+    finally:
+        provider.shutdown()

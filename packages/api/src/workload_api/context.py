@@ -47,7 +47,8 @@ class JsonFormatter(logging.Formatter):
     """Formats a record as one JSON object; structured fields come from ``extra={"fields": …}``.
 
     A line written while a span is current carries its ``trace_id`` and ``span_id`` (SPEC §12):
-    the request's, the run's or the attempt's, as the trace backend shows them.
+    the request's, the run's or the attempt's, as the trace backend shows them (in an unsampled
+    trace, which records nothing, the nearest parent's: ADR 0031).
     """
 
     def format(self, record: logging.LogRecord) -> str:

@@ -121,7 +121,7 @@ class ServiceTelemetry:
             None if tracer_provider is None else tracer_provider.get_tracer(INSTRUMENTATION)
         )
         self._drops_unsampled = tracer_provider is not None and drops_unsampled_children(
-            tracer_provider.sampler.get_description()
+            tracer_provider.sampler
         )
         self._runs: dict[str, Span] = {}
         self._statements: dict[str, dict[str, str]] = {}
@@ -285,8 +285,8 @@ class ServiceTelemetry:
         parent = (
             run_span.get_span_context() if run_span is not None else context_of(claimed.traceparent)
         )
-        if self.unsampled(parent):
-            return traceparent_of(parent) if parent is not None else claimed.traceparent
+        if parent is not None and self.unsampled(parent):
+            return traceparent_of(parent)
         span = self._tracer.start_span(
             f"attempt {claimed.task_key}",
             context=parented(parent),
@@ -314,8 +314,8 @@ class ServiceTelemetry:
         assert self._tracer is not None
         parent = self._tool_parent(claimed.run_id, claimed.task_key, claimed.attempt)
         parent = parent or context_of(claimed.traceparent)
-        if self.unsampled(parent):
-            return claimed.traceparent if parent is None else traceparent_of(parent)
+        if parent is not None and self.unsampled(parent):
+            return traceparent_of(parent)
         span = genai.start_tool_span(
             self._tracer,
             name=claimed.tool or claimed.action,

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from datetime import datetime
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from opentelemetry import trace
 from opentelemetry.context import Context
@@ -20,6 +20,9 @@ from opentelemetry.trace import NonRecordingSpan, Span, SpanContext, Status, Sta
 from workload_domain.records import AttemptRecord, RunCommit, RunRecord
 from workload_domain.statuses import RunStatus
 from workload_domain.telemetry import attempt_kind, valid_traceparent
+
+if TYPE_CHECKING:
+    from opentelemetry.sdk.trace.sampling import Sampler
 
 __all__ = [
     "MAX_OPEN_REMOTE_SPANS",
@@ -43,7 +46,7 @@ __all__ = [
 
 MAX_OPEN_REMOTE_SPANS = 10_000
 """Remote attempts' (and tool calls') spans kept open at most, awaiting their ends."""
-K = TypeVar("K")
+_K = TypeVar("_K")
 
 
 def ns(instant: datetime | None) -> int | None:
@@ -69,27 +72,30 @@ def context_of(traceparent: str | None) -> SpanContext | None:
     )
 
 
-_NOT_SAMPLED_OFF = (
-    "remoteParentNotSampled:AlwaysOffSampler",
-    "localParentNotSampled:AlwaysOffSampler",
-)
+_PROBED_TRACE_IDS = (1, 2**128 - 1)
+"""The lowest and highest trace ids: a ratio sampler keeps one of them unless it keeps none."""
 
 
-def drops_unsampled_children(description: str) -> bool:
-    """Whether a sampler (by its description) drops every child of an unsampled parent.
+def drops_unsampled_children(sampler: Sampler) -> bool:
+    """Whether ``sampler`` drops every child of an unsampled parent, remote or local.
 
-    ``ParentBased`` samplers do, unless configured otherwise: SPEC §12's
-    ``parentbased_traceidratio`` and the SDK's default ``parentbased_always_on``. Their own
-    settings close the description, after the root sampler's (which may itself be
-    ``ParentBased``), so the last mention of each setting is theirs.
+    Only the SDK's own ``ParentBased`` samplers are trusted — SPEC §12's
+    ``parentbased_traceidratio`` and the SDK's default ``parentbased_always_on`` are — and each
+    is asked once, for a child of an unsampled remote and local parent with the lowest and the
+    highest trace id: with their default settings they drop all four. A subclass of another
+    module, or any other sampler, may decide otherwise, and is asked for every span.
     """
-    if not description.startswith("ParentBased{"):
+    # The SDK is loaded only with tracing on, which is when a sampler exists to ask.
+    from opentelemetry.sdk.trace.sampling import Decision, ParentBased  # noqa: PLC0415
+
+    if not isinstance(sampler, ParentBased) or type(sampler).__module__ != ParentBased.__module__:
         return False
-    for setting in _NOT_SAMPLED_OFF:
-        name, _, value = setting.partition(":")
-        at = description.rfind(f"{name}:")
-        if at < 0 or not description.startswith(value, at + len(name) + 1):
-            return False
+    for remote in (True, False):
+        for trace_id in _PROBED_TRACE_IDS:
+            parent = SpanContext(trace_id, 1, is_remote=remote, trace_flags=TraceFlags(0))
+            decided = sampler.should_sample(parented(parent), trace_id, "probe")
+            if decided.decision is not Decision.DROP:
+                return False
     return True
 
 
@@ -116,7 +122,7 @@ def mark_ended(span: Span, status: str, error_code: str | None) -> None:
         error_status(span, error_code)
 
 
-def keep_open(spans: OrderedDict[K, Span], key: K, span: Span) -> None:
+def keep_open(spans: OrderedDict[_K, Span], key: _K, span: Span) -> None:
     """Keep a remote span until its end is written; give up the oldest beyond the bound."""
     spans[key] = span
     while len(spans) > MAX_OPEN_REMOTE_SPANS:
