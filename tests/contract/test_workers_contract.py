@@ -15,7 +15,7 @@ from tests.engine.test_agent import agent, call, guarded, run_until, say, wf
 from tests.engine.test_agent import harness as agent_harness
 from workload_domain.compiler import compile_definition
 from workload_domain.events import EventType
-from workload_domain.leases import LeaseLostReason, lease_lost, token_digest
+from workload_domain.leases import LeaseLostReason, RunPosition, lease_lost, token_digest
 from workload_domain.ports import Store
 from workload_domain.records import EventRecord, RunCommit
 from workload_domain.statuses import AttemptStatus, RunStatus
@@ -171,6 +171,32 @@ async def test_a_commit_never_writes_a_lease_back(store: Store, clock: FakeClock
     )
     (live,) = (await store.load_run(run_id)).live_attempts
     assert (live.lease_expires_at, live.progress) == (renewed, {"p": 2})
+
+
+async def test_an_attempt_is_found_with_its_run_as_a_read_of_the_run_gives(
+    store: Store, clock: FakeClock
+) -> None:
+    # A runner takes the attempt and the run's position found here for a read of the run.
+    run_id = await queued_run(store, clock, remote(heartbeat_timeout_seconds=10))
+    queued = await store.load_run(run_id)
+    clock.advance(2)
+    request, (token,) = claim()
+    (item,) = await store.claim(request, clock.now())
+    clock.advance(1)
+    await store.heartbeat(item.attempt_id, token_digest(token), clock.now(), {"p": 1})
+    found = await store.find_attempt(item.attempt_id)
+    snapshot = await store.load_run(run_id)
+    assert found is not None
+    assert found.run == RunPosition(
+        snapshot.run.revision, snapshot.last_sequence, snapshot.run.updated_at
+    )
+    # The claim was one revision and one event, and moved the run's update time.
+    assert (snapshot.run.revision, snapshot.last_sequence) == (
+        queued.run.revision + 1,
+        queued.last_sequence + 1,
+    )
+    assert snapshot.run.updated_at > queued.run.updated_at
+    assert snapshot.live_attempts == (found.attempt,)
 
 
 async def test_due_attempts_cover_every_deadline(store: Store, clock: FakeClock) -> None:

@@ -25,6 +25,7 @@ __all__ = [
     "LeaseLostReason",
     "LeasedAttempt",
     "LeasedToolCall",
+    "RunPosition",
     "lease_lost",
     "presents_token",
     "token_digest",
@@ -48,12 +49,26 @@ class LeaseLostReason(enum.StrEnum):
 
 
 @dataclass(frozen=True, slots=True)
+class RunPosition:
+    """Where a run stood when one of its attempts was read with it (in the same read)."""
+
+    revision: int
+    last_sequence: int
+    updated_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
 class LeasedAttempt:
-    """An attempt found by its id, with its run and the digest of its lease token."""
+    """An attempt found by its id, with its run and the digest of its lease token.
+
+    ``run`` is the run's position read together with the attempt (None: not read), from which
+    the run's runner may bring its state up to date without reading the run again.
+    """
 
     run_id: str
     attempt: AttemptRecord
     token_digest: str | None
+    run: RunPosition | None = None
 
 
 @dataclass(frozen=True, slots=True)

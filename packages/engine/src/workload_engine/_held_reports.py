@@ -7,12 +7,67 @@ reads it, committed in the runner's next commit, and answered once that commit l
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import replace
+
 from workload_domain.ports import Clock
 from workload_domain.records import RunSnapshot
+from workload_domain.statuses import AttemptStatus
 from workload_engine.planner import AttemptOutcome, Plan
 from workload_engine.reports import Report, Settled
 
-__all__ = ["HeldReports"]
+__all__ = ["HeldReports", "caught_up"]
+
+
+def caught_up(snapshot: RunSnapshot, reports: Sequence[Report]) -> RunSnapshot | None:
+    """``snapshot`` brought up to date by what one report saw, or None: read the run again.
+
+    A report's ``seen`` is its attempt and its run's position (revision, last event sequence),
+    read in one statement just before the report was handed over. That is the run as stored,
+    without reading it again, in two cases only:
+
+    - the run is at the snapshot's revision and sequence: nothing was committed since, and the
+      attempt as seen differs only in what changes without a revision (a heartbeat's lease and
+      progress);
+    - the run is one revision and one event further, and the attempt, queued in the snapshot,
+      was seen claimed: that claim is the one change (only a claim starts a queued remote
+      attempt, and it is a revision of its own with an event per attempt of the run it starts;
+      it changes nothing of the run but its revision, sequence and update time).
+
+    Anything else — several reports, another attempt, the run further on or behind — is read
+    again, as is every report that saw nothing. A change committed after the report's read is
+    met as by any snapshot: the runner's commit is checked against the revision and the
+    sequence, and a conflict reads the run.
+    """
+    if len(reports) != 1:
+        return None
+    report = reports[0]
+    seen = report.seen
+    if seen is None or seen.run is None:
+        return None
+    attempt, position = seen.attempt, seen.run
+    if (attempt.task_key, attempt.attempt) != report.key:
+        return None
+    keys = [(a.task_key, a.attempt) for a in snapshot.live_attempts]
+    if report.key not in keys:
+        return None
+    index = keys.index(report.key)
+    known = snapshot.live_attempts[index]
+    ahead = (
+        position.revision - snapshot.run.revision,
+        position.last_sequence - snapshot.last_sequence,
+    )
+    claimed = known.status is AttemptStatus.QUEUED and attempt.status is AttemptStatus.RUNNING
+    if ahead == (0, 0):
+        if attempt.status is not known.status:
+            return None
+        run = snapshot.run
+    elif ahead == (1, 1) and claimed:
+        run = replace(snapshot.run, revision=position.revision, updated_at=position.updated_at)
+    else:
+        return None
+    live = (*snapshot.live_attempts[:index], attempt, *snapshot.live_attempts[index + 1 :])
+    return replace(snapshot, run=run, live_attempts=live, last_sequence=position.last_sequence)
 
 
 class HeldReports:

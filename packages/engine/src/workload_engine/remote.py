@@ -32,7 +32,7 @@ import anyio
 from workload_domain.agent.journal import StepRecord, StepStatus
 from workload_domain.agent.loop import tool_error
 from workload_domain.errors import RevisionConflict, RunBusy
-from workload_domain.leases import LeaseLostReason
+from workload_domain.leases import LeasedAttempt, LeaseLostReason
 from workload_domain.ports import ExecutionStore, JournalStore, WorkerStore
 from workload_domain.records import AttemptRecord
 from workload_domain.statuses import AttemptStatus
@@ -140,12 +140,19 @@ class RemoteAttempts:
         self.locks = RunLocks()
 
     async def settle(
-        self, run_id: str, task_key: str, attempt: int, decide: Decide
+        self,
+        run_id: str,
+        task_key: str,
+        attempt: int,
+        decide: Decide,
+        seen: LeasedAttempt | None = None,
     ) -> Settled | None:
         """Commit what ``decide`` makes of the live attempt; None if it decided nothing.
 
         When this process executes the run, its runner commits the report in its own commit
-        (with whatever that makes ready: one write, SPEC §16). Otherwise settles of one run
+        (with whatever that makes ready: one write, SPEC §16), from the run as it knows it
+        brought up to date by ``seen`` (the attempt and its run's position, as the caller just
+        read them) when nothing else changed. Otherwise settles of one run
         take turns (see the module's docstring): whoever has the turn commits every report that
         waits for it then, in one commit, each decided on the run as that commit finds it.
 
@@ -154,7 +161,7 @@ class RemoteAttempts:
             RunBusy: every try met a newer revision (nothing written; try again shortly).
             Whatever ``decide`` raises to refuse (nothing is written then).
         """
-        handed = Report((task_key, attempt), decide)
+        handed = Report((task_key, attempt), decide, seen)
         if self._engine.hand_report(run_id, handed):
             await handed.answered.wait()
             if not handed.declined:

@@ -16,6 +16,7 @@ from datetime import datetime
 
 import anyio
 
+from workload_domain.leases import LeasedAttempt
 from workload_domain.records import AttemptRecord, RunSnapshot
 from workload_engine.planner import AttemptOutcome
 
@@ -42,11 +43,13 @@ class Report:
 
     ``declined`` is set instead of an answer when the runner it was handed to stopped before
     committing it (the run ended, parked, or moved to another replica): the report is then
-    committed the other way.
+    committed the other way. ``seen`` is the attempt as its reporter read it, with its run's
+    position (:func:`~workload_engine._held_reports.caught_up`), or None.
     """
 
     key: tuple[str, int]
     decide: Decide
+    seen: LeasedAttempt | None = None
     done: bool = False
     settled: Settled | None = None
     error: Exception | None = None

@@ -38,7 +38,7 @@ from workload_domain.shards import ShardFence
 from workload_domain.statuses import RunStatus, TaskStatus
 from workload_domain.telemetry import Telemetry
 from workload_engine._groups import first_error
-from workload_engine._held_reports import HeldReports
+from workload_engine._held_reports import HeldReports, caught_up
 from workload_engine._local_execution import execute
 from workload_engine._runner_messages import Drain, Message, Refresh, SlotGranted, Wake, drained
 from workload_engine.approval_planning import ApprovalWait
@@ -298,6 +298,7 @@ class RunRunner:
                     batch.append(self._receive.receive_nowait())
                 except anyio.WouldBlock:
                     break
+            reports: list[Report] = []
             for message in batch:
                 if isinstance(message, AttemptOutcome | ApprovalWait):
                     outcomes.append(message)
@@ -306,9 +307,14 @@ class RunRunner:
                     refresh = True
                 elif isinstance(message, Report):
                     self._reports.hold(message)
-                    refresh = True  # decided on the run as stored now (leases change unseen)
+                    reports.append(message)
                 elif isinstance(message, Drain):
                     self._start_draining()
+            if reports and not refresh:
+                # Reports are decided on the run as stored: as their reporter saw it, or read.
+                seen = caught_up(snapshot, reports)
+                refresh = seen is None
+                snapshot = seen or snapshot
 
     def _start_draining(self) -> None:
         """Start nothing more: free the slots not yet used, stop waiting for others."""

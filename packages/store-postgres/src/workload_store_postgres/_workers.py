@@ -22,7 +22,7 @@ from psycopg.types.json import Jsonb
 from workload_domain import listings
 from workload_domain.cursors import Page, Position
 from workload_domain.jsonvalues import JsonObject
-from workload_domain.leases import LeasedAttempt
+from workload_domain.leases import LeasedAttempt, RunPosition
 from workload_domain.workers import (
     SEEN_SECONDS,
     Activity,
@@ -92,7 +92,10 @@ class Workers(StorePart):
         if row is None:
             return None
         run_id, digest = str(row.pop("run_id")), row.pop("lease_token_digest")
-        return LeasedAttempt(run_id, _rows.attempt(row), digest)
+        position = RunPosition(
+            row.pop("run_revision"), row.pop("run_last_sequence"), row.pop("run_updated_at")
+        )
+        return LeasedAttempt(run_id, _rows.attempt(row), digest, position)
 
     async def heartbeat(
         self, attempt_id: str, token_digest: str, now: datetime, progress: JsonObject | None

@@ -512,12 +512,16 @@ JOIN workflow_versions v ON v.workflow_id = r.workflow_id AND v.version = r.vers
 ORDER BY token_index
 
 -- name: find_attempt
--- Served by attempts_by_id.
-SELECT run_id, task_key, attempt, status, started_at, finished_at, output, error, attempt_id, action,
-       queue, heartbeat_timeout_seconds, timeout_seconds, schedule_deadline, worker_id,
-       claimed_at, lease_expires_at, timeout_at, progress, report_hash, lease_token_digest,
-       paused_at, paused_seconds, executed_by
-FROM attempts WHERE attempt_id = %(attempt_id)s
+-- Served by attempts_by_id and the run's primary key. The run's position is read in the same
+-- statement (one snapshot), so that its runner can tell whether it missed anything else.
+SELECT a.run_id, a.task_key, a.attempt, a.status, a.started_at, a.finished_at, a.output,
+       a.error, a.attempt_id, a.action, a.queue, a.heartbeat_timeout_seconds,
+       a.timeout_seconds, a.schedule_deadline, a.worker_id, a.claimed_at, a.lease_expires_at,
+       a.timeout_at, a.progress, a.report_hash, a.lease_token_digest, a.paused_at,
+       a.paused_seconds, a.executed_by, r.revision AS run_revision,
+       r.last_sequence AS run_last_sequence, r.updated_at AS run_updated_at
+FROM attempts a JOIN workflow_runs r ON r.run_id = a.run_id
+WHERE a.attempt_id = %(attempt_id)s
 
 -- name: heartbeat
 -- Renews only a lease that is held now (same token, running, neither expired nor timed out),

@@ -246,7 +246,7 @@ class WorkerUseCases:
 
         attempt = leased.attempt
         settled = await self._remote.settle(
-            leased.run_id, attempt.task_key, attempt.attempt, decide
+            leased.run_id, attempt.task_key, attempt.attempt, decide, leased
         )
         if settled is not None:
             if settled.attempt.status is AttemptStatus.CANCELED:

@@ -21,7 +21,7 @@ from workload_domain.approvals import ApprovalStatus
 from workload_domain.cursors import Page, Position
 from workload_domain.events import EventType
 from workload_domain.jsonvalues import JsonObject
-from workload_domain.leases import LeasedAttempt
+from workload_domain.leases import LeasedAttempt, RunPosition
 from workload_domain.records import AttemptRecord, EventRecord
 from workload_domain.statuses import AttemptStatus
 from workload_domain.workers import (
@@ -166,8 +166,10 @@ class MemoryWorkers(MemoryJournal):
         if found is None:
             return None
         run_id, key = found
-        attempt = self._runs[run_id].attempts[key]
-        return LeasedAttempt(run_id, copied(attempt), self._tokens.get(attempt_id))
+        data = self._runs[run_id]
+        position = RunPosition(data.run.revision, len(data.events), data.run.updated_at)
+        attempt = copied(data.attempts[key])
+        return LeasedAttempt(run_id, attempt, self._tokens.get(attempt_id), position)
 
     async def heartbeat(
         self, attempt_id: str, token_digest: str, now: datetime, progress: JsonObject | None
