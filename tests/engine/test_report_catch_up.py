@@ -161,6 +161,7 @@ async def snapshot_of_two_queued() -> RunSnapshot:
 
 
 def report(
+    snapshot: RunSnapshot,
     key: str,
     status: AttemptStatus,
     revision: int,
@@ -170,12 +171,13 @@ def report(
 ) -> Report:
     seen = replace(attempt(key, status), worker_id="w1", lease_expires_at=NOW + lease)
     position = RunPosition(revision, sequence, NOW + timedelta(seconds=1))
-    return Report((key, 1), completed, LeasedAttempt("run", seen, "digest", position))
+    leased = LeasedAttempt(snapshot.run.run_id, seen, "digest", position)
+    return Report((key, 1), completed, leased)
 
 
 async def test_a_claim_seen_is_the_one_change_taken_without_a_read() -> None:
     snapshot = await snapshot_of_two_queued()
-    after = caught_up(snapshot, [report("a", AttemptStatus.RUNNING, 5, 10)])
+    after = caught_up(snapshot, [report(snapshot, "a", AttemptStatus.RUNNING, 5, 10)], NOW)
     assert after is not None
     assert (after.run.revision, after.last_sequence) == (5, 10)
     assert after.run.updated_at == NOW + timedelta(seconds=1)
@@ -187,7 +189,8 @@ async def test_a_claim_seen_is_the_one_change_taken_without_a_read() -> None:
 async def test_a_lease_renewed_at_the_same_revision_is_taken_without_a_read() -> None:
     snapshot = await snapshot_of_two_queued()
     held = replace(snapshot, live_attempts=(attempt("a", AttemptStatus.RUNNING), attempt("b")))
-    after = caught_up(held, [report("a", AttemptStatus.RUNNING, 4, 9, lease=timedelta(hours=1))])
+    renewed = report(held, "a", AttemptStatus.RUNNING, 4, 9, lease=timedelta(hours=1))
+    after = caught_up(held, [renewed], NOW)
     assert after is not None
     assert after.run == held.run
     assert after.live_attempts[0].lease_expires_at == NOW + timedelta(hours=1)
@@ -211,18 +214,29 @@ async def test_anything_else_seen_is_read_again(
 ) -> None:
     snapshot = await snapshot_of_two_queued()
     snapshot = replace(snapshot, live_attempts=(attempt("a", known), attempt("b")))
-    assert caught_up(snapshot, [report("a", seen_status, revision, sequence)]) is None
+    seen = report(snapshot, "a", seen_status, revision, sequence)
+    assert caught_up(snapshot, [seen], NOW) is None
+
+
+async def test_a_lease_read_that_has_run_out_is_read_again() -> None:
+    # A heartbeat may have renewed it after the report's read: the stored lease decides.
+    snapshot = await snapshot_of_two_queued()
+    claimed = report(snapshot, "a", AttemptStatus.RUNNING, 5, 10, lease=timedelta(seconds=30))
+    assert caught_up(snapshot, [claimed], NOW + timedelta(seconds=29)) is not None
+    assert caught_up(snapshot, [claimed], NOW + timedelta(seconds=30)) is None
 
 
 async def test_reports_that_saw_nothing_or_several_are_read_again() -> None:
     snapshot = await snapshot_of_two_queued()
-    claimed = report("a", AttemptStatus.RUNNING, 5, 10)
-    assert caught_up(snapshot, [claimed]) is not None
+    claimed = report(snapshot, "a", AttemptStatus.RUNNING, 5, 10)
+    assert caught_up(snapshot, [claimed], NOW) is not None
     unseen = Report(("a", 1), completed)
     seen = claimed.seen
     assert seen is not None
     no_position = Report(("a", 1), completed, replace(seen, run=None))
     other_key = Report(("b", 1), completed, seen)
     not_live = Report(("c", 1), completed, replace(seen, attempt=attempt("c")))
-    for reports in ([unseen], [no_position], [other_key], [not_live], [claimed, claimed], []):
-        assert caught_up(snapshot, reports) is None
+    other_run = Report(("a", 1), completed, replace(seen, run_id="another-run"))
+    several = [claimed, claimed]
+    for reports in ([unseen], [no_position], [other_key], [not_live], [other_run], several, []):
+        assert caught_up(snapshot, reports, NOW) is None

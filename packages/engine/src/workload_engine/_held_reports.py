@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import replace
+from datetime import datetime
 
 from workload_domain.ports import Clock
 from workload_domain.records import RunSnapshot
@@ -19,7 +20,9 @@ from workload_engine.reports import Report, Settled
 __all__ = ["HeldReports", "caught_up"]
 
 
-def caught_up(snapshot: RunSnapshot, reports: Sequence[Report]) -> RunSnapshot | None:
+def caught_up(
+    snapshot: RunSnapshot, reports: Sequence[Report], now: datetime
+) -> RunSnapshot | None:
     """``snapshot`` brought up to date by what one report saw, or None: read the run again.
 
     A report's ``seen`` is its attempt and its run's position (revision, last event sequence),
@@ -34,10 +37,11 @@ def caught_up(snapshot: RunSnapshot, reports: Sequence[Report]) -> RunSnapshot |
       attempt, and it is a revision of its own with an event per attempt of the run it starts;
       it changes nothing of the run but its revision, sequence and update time).
 
-    Anything else — several reports, another attempt, the run further on or behind — is read
-    again, as is every report that saw nothing. A change committed after the report's read is
-    met as by any snapshot: the runner's commit is checked against the revision and the
-    sequence, and a conflict reads the run.
+    Anything else — several reports, another attempt, another run, the run further on or
+    behind, a lease read that has run out by ``now`` (a heartbeat may have renewed it since the
+    read: the stored one decides) — is read again, as is every report that saw nothing. A
+    change committed after the report's read is met as by any snapshot: the runner's commit is
+    checked against the revision and the sequence, and a conflict reads the run.
     """
     if len(reports) != 1:
         return None
@@ -46,7 +50,9 @@ def caught_up(snapshot: RunSnapshot, reports: Sequence[Report]) -> RunSnapshot |
     if seen is None or seen.run is None:
         return None
     attempt, position = seen.attempt, seen.run
-    if (attempt.task_key, attempt.attempt) != report.key:
+    if seen.run_id != snapshot.run.run_id or (attempt.task_key, attempt.attempt) != report.key:
+        return None
+    if attempt.lease_expires_at is not None and attempt.lease_expires_at <= now:
         return None
     keys = [(a.task_key, a.attempt) for a in snapshot.live_attempts]
     if report.key not in keys:

@@ -247,7 +247,7 @@ class RunRunner:
                 refresh = False
             if snapshot.run.cancel_requested and self._attempts:
                 await self._stop_attempts()
-            # Reports are decided on the run as just read (a report always makes it read again).
+            # Reports are decided on the run as just read, or as their own read brought it.
             reported = self._reports.decide(snapshot, self._clock)
             observed = [*outcomes, *(o for _, o in reported)]
             decided = self._plan(workflow, snapshot, observed, recovering)
@@ -312,7 +312,7 @@ class RunRunner:
                     self._start_draining()
             if reports and not refresh:
                 # Reports are decided on the run as stored: as their reporter saw it, or read.
-                seen = caught_up(snapshot, reports)
+                seen = caught_up(snapshot, reports, self._clock.now())
                 refresh = seen is None
                 snapshot = seen or snapshot
 
