@@ -312,9 +312,9 @@ class RunRunner:
                     self._start_draining()
             if reports and not refresh:
                 # Reports are decided on the run as stored: as their reporter saw it, or read.
-                seen = caught_up(snapshot, reports, self._clock.now())
-                refresh = seen is None
-                snapshot = seen or snapshot
+                brought = caught_up(snapshot, reports, self._clock.now())
+                refresh = brought is None
+                snapshot = brought or snapshot
 
     def _start_draining(self) -> None:
         """Start nothing more: free the slots not yet used, stop waiting for others."""
