@@ -329,6 +329,31 @@ def test_a_kept_alive_connection_serves_request_after_request(live_api: LiveApi)
             assert answers[0].headers.get("connection") != "close"
 
 
+@pytest.mark.real_http_only
+def test_an_idle_connection_outlives_the_pools_of_its_clients(live_api: LiveApi) -> None:
+    """The service closes an idle connection after its clients' pools do (ADR 0041).
+
+    httpx keeps an idle connection 5 s: left idle a second longer, the connection still serves.
+    With a server that closed first, the client could send on a connection being closed.
+    """
+    client_idle = httpx.Limits().keepalive_expiry
+    assert client_idle is not None
+    url = httpx.URL(live_api.base_url)
+    assert url.port is not None
+    with socket.create_connection((url.host, url.port), timeout=10) as sock:
+        for pause in (0.0, client_idle + 1.0):
+            time.sleep(pause)
+            readable, _, _ = select.select([sock], [], [], 0)
+            assert not readable, "the service closed an idle connection its clients keep"
+            sock.sendall(get(RUNS, HOST, VIEWER, b"\r\n"))
+            received = b""
+            while not (answers := _complete(received)):
+                chunk = sock.recv(65536)
+                assert chunk, "closed while idle"
+                received += chunk
+            assert [a.status for a in answers] == [200], answers
+
+
 def _complete(received: bytes) -> list[Answer]:
     head, separator, rest = received.partition(b"\r\n\r\n")
     if not separator:

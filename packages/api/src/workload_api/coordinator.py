@@ -61,7 +61,7 @@ class Coordinator:
         handle_signals: bool = True,
         header_timeout: float = 10.0,
         http_parser: HttpParser = "httptools",
-        keepalive_timeout: float = 5.0,
+        keepalive_timeout: float = 75.0,
         max_connections: int | None = None,
         shutdown_grace: int = 10,
     ) -> None:

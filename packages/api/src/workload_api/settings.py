@@ -72,8 +72,9 @@ class Settings(BaseSettings):
     http_max_connections: int = Field(default=1000, ge=1, le=100_000)
     """uvicorn's ``limit_concurrency``: past this many open connections (or requests in
     progress), a new request is answered 503 at once (ADR 0024)."""
-    http_keepalive_seconds: float = Field(default=5.0, gt=0, le=300)
-    """An idle kept-alive connection is closed after this long."""
+    http_keepalive_seconds: float = Field(default=75.0, gt=0, le=300)
+    """An idle kept-alive connection is closed after this long: longer than the pools of its
+    clients keep one idle (httpx 5 s, proxies 60 s), so the client closes it first (ADR 0041)."""
     shutdown_grace_seconds: int = Field(default=10, ge=0, le=300)
     """On SIGTERM/SIGINT, in-flight requests get this long before they are cancelled."""
     openai_base_url: str | None = None
