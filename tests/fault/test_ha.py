@@ -74,21 +74,26 @@ def test_runs_created_through_both_replicas_run_once_and_survive_the_leaders_dea
         {
             "id": "ha-local",
             "tasks": [
-                {"key": "a", "action": "mock", "input": {"sleep_ms": 1500}, "retry": retry},
+                {"key": "a", "action": "mock", "input": {"sleep_ms": 3000}, "retry": retry},
                 {"key": "b", "action": "mock", "depends_on": ["a"]},
             ],
         },
     )
     create_workflow(standby, {"id": "ha-remote", "tasks": [{"key": "r", "action": "hold"}]})
-    # Alternately through the leader and the standby.
-    runs = [start_run(leader if i % 2 else standby, "ha-local") for i in range(6)]
     held = start_run(standby, "ha-remote")
     worker = workers.start(standby, "holder")  # claims through the standby
     wait_until(worker.started, timeout=30, message=lambda: f"no handler started\n{worker.log()}")
     (claim,) = worker.claimed()
+    # Alternately through the leader and the standby, once the worker holds its attempt: a
+    # worker slow to start must not leave the local attempts ended before the kill.
+    runs = [start_run(leader if i % 2 else standby, "ha-local") for i in range(6)]
+
+    def local_statuses() -> list[str]:
+        return [a["status"] for r in runs for a in list_attempts(leader, r, "a")]
+
     wait_until(
-        lambda: any(a["status"] == "running" for r in runs for a in list_attempts(leader, r, "a")),
-        message="no local attempt is running",
+        lambda: "running" in local_statuses(),
+        message=lambda: f"no local attempt is running: {local_statuses()}",
     )
 
     killed_at = time.monotonic()
