@@ -52,6 +52,16 @@ RETRYING: dict[str, Any] = {
         },
     ],
 }
+WATCHED_RETRY: dict[str, Any] = {
+    **RETRYING,
+    "id": "watched-retry",
+    # `runs watch` polls: the retry wait must outlast the watch's start on a busy CI machine
+    # (0.3 s did not), so that it sees the task waiting.
+    "tasks": [
+        RETRYING["tasks"][0],
+        {**RETRYING["tasks"][1], "retry": {"max_attempts": 2, "initial_backoff_seconds": 2}},
+    ],
+}
 FAILING: dict[str, Any] = {
     "id": "failing",
     "tasks": [
@@ -290,8 +300,8 @@ def test_plain_and_table_output(cli: Cli, tmp_path: Path, live_api: LiveApi) -> 
 
 
 def test_watch_exit_code_succeeded_after_a_retry(cli: Cli, tmp_path: Path) -> None:
-    cli("workflows", "create", write(tmp_path, RETRYING))
-    run = started(cli, "retrying")
+    cli("workflows", "create", write(tmp_path, WATCHED_RETRY))
+    run = started(cli, "watched-retry")
     result = cli("runs", "watch", run.run_id, "--interval", "0.05")
     assert result.exit_code == 0, result.output
     assert "task flaky waiting_retry attempt 1/2" in result.stdout

@@ -28,7 +28,8 @@ PIPELINE: dict[str, Any] = {
     "id": "pipeline",
     "description": "fetch, a flaky step that succeeds on its second attempt, report",
     "tasks": [
-        {"key": "fetch", "action": "mock", "input": {"sleep_ms": 2000}},
+        # Running long enough to be seen running after the page loads on a slow machine.
+        {"key": "fetch", "action": "mock", "input": {"sleep_ms": 6000}},
         {
             "key": "flaky",
             "action": "mock",

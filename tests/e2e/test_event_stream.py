@@ -274,7 +274,8 @@ def stream_client(api: LiveApi, token: str = VIEWER_TOKEN) -> httpx.Client:
 def test_events_arrive_live_and_the_stream_closes_after_the_terminal_one(
     live_api: LiveApi,
 ) -> None:
-    create(live_api, "slow", [{"key": "a", "action": "mock", "input": {"sleep_ms": 600}}])
+    # Long enough that the stream opens while it runs, on a slow machine too.
+    create(live_api, "slow", [{"key": "a", "action": "mock", "input": {"sleep_ms": 3000}}])
     run_id = start(live_api, "slow")
     arrivals: list[tuple[float, int]] = []
     with stream_client(live_api).stream("GET", f"{V1}/runs/{run_id}/events/stream") as response:

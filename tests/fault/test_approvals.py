@@ -204,7 +204,8 @@ def test_an_approval_that_expired_while_the_service_was_down_is_a_rejection(
     services: Services, database_url: str, workers: Workers
 ) -> None:
     first = serve(services, database_url)
-    create_workflow(first, approval_workflow("expire", timeout=2))
+    # It must still be pending when the first service is killed, on a slow machine too.
+    create_workflow(first, approval_workflow("expire", timeout=5))
     run_id = start(first, "expire")
     approval = pending_approval(first, run_id)
     first.signal(signal.SIGKILL)

@@ -136,8 +136,9 @@ def test_a_frozen_leader_is_fenced_and_writes_nothing_after_the_takeover(
                 {
                     "key": f"t{i}",
                     "action": "mock",
-                    "input": {"sleep_ms": 300},
-                    # The takeover interrupts what the frozen leader ran: it is retried.
+                    # Still running at the freeze on a slow machine; the takeover interrupts
+                    # what the frozen leader ran: it is retried.
+                    "input": {"sleep_ms": 3000},
                     "retry": {"max_attempts": 3, "initial_backoff_seconds": 0},
                 }
                 for i in range(3)

@@ -304,7 +304,7 @@ def inject(fault: str, pg: PgCluster) -> None:
 # connection; now fail-stop closes the pool at once and in-flight requests get 1 s. A lock check
 # runs every 0.2 s here; one that does not answer gives up after 2 s (a frozen database).
 # Generous for a loaded 2-core machine; the measured numbers are printed.
-FAIL_STOP_EXIT_SECONDS = {"postgres-stopped": 3.0, "postgres-frozen": 6.0, "lock-terminated": 3.0}
+FAIL_STOP_EXIT_SECONDS = {"postgres-stopped": 4.5, "postgres-frozen": 6.0, "lock-terminated": 4.5}
 LOAD_FAULTS = ["postgres-stopped", "lock-terminated"]  # a frozen one: see the next test
 LOAD_CLIENTS = 6
 SMALL_POOL = {"WORKLOAD_POOL_MAX_SIZE": "2"}  # fewer connections than clients: some wait for one

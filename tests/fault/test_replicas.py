@@ -41,7 +41,8 @@ RETRY = {"max_attempts": 3, "initial_backoff_seconds": 0}
 LOCAL = {
     "id": "local",
     "tasks": [
-        {"key": "a", "action": "mock", "input": {"sleep_ms": 1500}, "retry": RETRY},
+        # Long enough to be still running once a slow machine has started a dozen runs.
+        {"key": "a", "action": "mock", "input": {"sleep_ms": 3000}, "retry": RETRY},
         {"key": "b", "action": "mock", "depends_on": ["a"]},
     ],
 }
@@ -283,13 +284,15 @@ def test_a_frozen_replica_is_fenced_and_writes_nothing_after_the_takeover(
     short = {
         "id": "short",
         "tasks": [
-            {"key": f"t{i}", "action": "mock", "input": {"sleep_ms": 2000}, "retry": RETRY}
+            # Long enough to be still running once a slow machine has started twelve runs.
+            {"key": f"t{i}", "action": "mock", "input": {"sleep_ms": 4000}, "retry": RETRY}
             for i in range(3)
         ],
     }
     create_workflow(other, short)
+    shard_owner = owners(other)
     runs = [start_run(other, "short") for _ in range(12)]
-    mine = [r for r in runs if owners(other)[shard_of(r, DEFAULT_SHARDS)] == "frozen"]
+    mine = [r for r in runs if shard_owner[shard_of(r, DEFAULT_SHARDS)] == "frozen"]
     assert mine, "no run in the frozen replica's shards"
     wait_until(
         lambda: any(a["status"] == "running" for r in mine for a in list_attempts(other, r, "t0")),
@@ -368,8 +371,16 @@ def test_workers_through_every_replica_get_each_attempt_once(
     replicas = start_replicas(services, database_url, ["w1", "w2", "w3"])
     wait_balanced(replicas)
     create_workflow(replicas[0], {"id": "both", "tasks": [{"key": "e", "action": "echo"}]})
-    runs = [start_run(replicas[i % 3], "both") for i in range(60)]
     started = [workers.start(r, f"worker-{i}", concurrency=4) for i, r in enumerate(replicas)]
+    names = {f"worker-{i}" for i in range(len(replicas))}
+
+    def polling() -> set[str]:
+        page = replicas[0].client(VIEWER_TOKEN).get("/api/v1/workers", params={"limit": 200})
+        return {w["worker_id"] for w in page.json()["items"]}
+
+    # Every worker waits in a claim before the runs exist: the first one up does not take all.
+    wait_until(lambda: polling() >= names, timeout=30, message=lambda: f"polling: {polling()}")
+    runs = [start_run(replicas[i % 3], "both") for i in range(60)]
     for i, run_id in enumerate(runs):
         assert wait_for_run(replicas[i % 3], run_id, timeout=60)["status"] == "succeeded"
     handed = [c["attempt_id"] for w in started for c in w.claimed()]

@@ -81,7 +81,8 @@ def test_a_restart_of_the_service_keeps_the_workers_lease(
 ) -> None:
     service = services.start(database_url, env=FAST_REAPER)
     service.wait_ready()
-    hold_workflow(service, "kept", heartbeat_timeout_seconds=15)
+    # A lease that outlasts a slow machine's restart by far: the test releases the hold itself.
+    hold_workflow(service, "kept", heartbeat_timeout_seconds=60)
     run_id = start_run(service, "kept")
     worker = workers.start(service, "steady")
     wait_until(worker.started, timeout=30, message=lambda: f"no handler started\n{worker.log()}")
