@@ -199,6 +199,13 @@ def guarded_h11(header_timeout: float) -> type[H11Protocol]:
             if not self._idle():
                 self._disarm()  # the headers are complete
 
+        def on_response_complete(self) -> None:
+            super().on_response_complete()
+            if self.conn.trailing_data[0] and not self.transport.is_closing():
+                # A pipelined head, begun while the answer before it was sent and still not
+                # whole: timed from now (the keep-alive timer alone would give it 75 s).
+                self._head_begins()
+
         def send_400_response(self, msg: str) -> None:
             """The request is not valid HTTP/1.1: a problem, then the connection is closed."""
             if self.conn.our_state not in (h11.IDLE, h11.SEND_RESPONSE):
