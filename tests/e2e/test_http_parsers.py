@@ -330,6 +330,7 @@ def test_a_kept_alive_connection_serves_request_after_request(live_api: LiveApi)
 
 
 @pytest.mark.real_http_only
+@BOTH_PARSERS
 def test_an_idle_connection_outlives_the_pools_of_its_clients(live_api: LiveApi) -> None:
     """The service closes an idle connection after its clients' pools do (ADR 0041).
 

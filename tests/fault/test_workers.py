@@ -19,6 +19,7 @@ from tests.fault.conftest import (
     FAST_REAPER,
     VIEWER_TOKEN,
     WORKER_TOKEN,
+    PgCluster,
     Service,
     Services,
     Workers,
@@ -77,12 +78,12 @@ def test_a_killed_workers_attempt_expires_and_another_worker_completes_it(
 
 @pytest.mark.parametrize("how", [signal.SIGTERM, signal.SIGKILL], ids=["sigterm", "sigkill"])
 def test_a_restart_of_the_service_keeps_the_workers_lease(
-    services: Services, database_url: str, workers: Workers, how: signal.Signals
+    services: Services, database_url: str, workers: Workers, pg: PgCluster, how: signal.Signals
 ) -> None:
     service = services.start(database_url, env=FAST_REAPER)
     service.wait_ready()
-    # A lease that outlasts a slow machine's restart by far: the test releases the hold itself.
-    hold_workflow(service, "kept", heartbeat_timeout_seconds=60)
+    # A lease that outlasts a slow machine's restart (a heartbeat every 10 s).
+    hold_workflow(service, "kept", heartbeat_timeout_seconds=30)
     run_id = start_run(service, "kept")
     worker = workers.start(service, "steady")
     wait_until(worker.started, timeout=30, message=lambda: f"no handler started\n{worker.log()}")
@@ -95,6 +96,14 @@ def test_a_restart_of_the_service_keeps_the_workers_lease(
     # The remote attempt kept its lease across the restart: still running, not interrupted.
     (attempt,) = list_attempts(again, run_id, "r")
     assert (attempt["status"], attempt["worker_id"]) == ("running", "steady")
+    # And the worker's heartbeats renew it through the new service.
+    lease_sql = "SELECT lease_expires_at FROM attempts WHERE run_id = %s"
+    ((restarted_with,),) = pg.query(database_url, lease_sql, (run_id,))
+    wait_until(
+        lambda: pg.query(database_url, lease_sql, (run_id,))[0][0] > restarted_with,
+        timeout=30,
+        message=lambda: f"no heartbeat renewed the lease\n{worker.log()}",
+    )
 
     (worker.directory / "release").touch()
     final = wait_for_run(again, run_id, timeout=60)

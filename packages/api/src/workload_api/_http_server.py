@@ -11,7 +11,8 @@
   connection, for one that sends nothing). uvicorn alone closes only *idle keep-alive*
   connections; a client sending headers at one byte a second would hold its connection forever.
   The timer stops once the headers are complete, so long-polls and event streams, which wait
-  after their request, are not affected. A request that is not valid HTTP/1.1 (a raw byte
+  after their request, are not affected; a head pipelined behind an answer and not whole when
+  that answer ends is timed from then. A request that is not valid HTTP/1.1 (a raw byte
   outside ASCII in its target, a malformed header, a negative ``Content-Length``) is answered
   as every other 400: a problem with a request id, logged in the access log (uvicorn's own
   answer is a bare text with neither).
@@ -201,7 +202,7 @@ def guarded_h11(header_timeout: float) -> type[H11Protocol]:
 
         def on_response_complete(self) -> None:
             super().on_response_complete()
-            if self.conn.trailing_data[0] and not self.transport.is_closing():
+            if self._idle() and self.conn.trailing_data[0] and not self.transport.is_closing():
                 # A pipelined head, begun while the answer before it was sent and still not
                 # whole: timed from now (the keep-alive timer alone would give it 75 s).
                 self._head_begins()
