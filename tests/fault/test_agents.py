@@ -300,12 +300,18 @@ def test_two_endpoints_resume_each_agent_from_its_journal_after_a_kill(
             }
 
         in_flight = ["succeeded", "succeeded", "running"]
+        # A step is journaled running before its call is sent (commit, then execute): both
+        # second calls must also have reached their endpoints before the kill.
         wait_until(
-            lambda: journals(first) == {"local": in_flight, "claude": in_flight},
+            lambda: (
+                journals(first) == {"local": in_flight, "claude": in_flight}
+                and (fake_model.calls, claude.calls) == (2, 2)
+            ),
             timeout=60,
-            message=lambda: f"{journals(first)}\n{first.stderr_tail()}",
+            message=lambda: (
+                f"{journals(first)} calls {(fake_model.calls, claude.calls)}\n{first.stderr_tail()}"
+            ),
         )
-        assert (fake_model.calls, claude.calls) == (2, 2)
         first.signal(signal.SIGKILL)
         first.wait_exit(10)
 
