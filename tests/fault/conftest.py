@@ -24,7 +24,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -209,12 +209,19 @@ def cluster_template() -> Iterator[ClusterTemplate]:
 
     # Not under pytest's basetemp, which another session of this user may rotate away.
     root = Path(tempfile.mkdtemp(prefix="wlfault-template-"))
-    server = get_server(root / "pg", cleanup_mode="stop")
+    try:
+        yield _make_template(get_server, root / "pg")
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def _make_template(get_server: Callable[..., Any], pgdata: Path) -> ClusterTemplate:
+    server = get_server(pgdata, cleanup_mode="stop")
     try:
         admin_url = server.get_uri()
         with psycopg.connect(admin_url, autocommit=True) as conn:
             conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(MIGRATED)))
-        runtime = root / "xdg-runtime"
+        runtime = pgdata.parent / "xdg-runtime"
         runtime.mkdir(mode=0o700)
         result = subprocess.run(
             [
@@ -228,28 +235,36 @@ def cluster_template() -> Iterator[ClusterTemplate]:
             env=service_environment(runtime, {}),
         )
         assert result.returncode == 0, f"migrate up failed:\n{result.stdout}\n{result.stderr}"
-        template = ClusterTemplate(server.pgdata, server.system_user)
     finally:
-        server.cleanup()  # a clean stop: the copies start without recovery
-    # pgserver's bookkeeping of the processes using the server, and the last start's command.
-    for stale in (".handle_pids.json", "postmaster.opts", "log"):
-        (template.pgdata / stale).unlink(missing_ok=True)
-    try:
-        yield template
-    finally:
-        shutil.rmtree(root, ignore_errors=True)
+        server.cleanup()
+    # A clean stop (a shutdown checkpoint): the copies start without recovery. pgserver falls
+    # back to SIGKILL when pg_ctl cannot stop the server, which would leave its pid file.
+    assert not (pgdata / "postmaster.pid").exists(), "the template cluster did not stop cleanly"
+    return ClusterTemplate(pgdata, server.system_user)
+
+
+_NOT_COPIED = shutil.ignore_patterns(
+    # pgserver's bookkeeping of the processes using the server, the last start's command and
+    # log, the running server's pid file and socket (the socket lives in the data directory).
+    ".handle_pids.json",
+    "postmaster.opts",
+    "postmaster.pid",
+    "log",
+    ".s.PGSQL.*",
+)
 
 
 def _copy_cluster(template: ClusterTemplate, pgdata: Path) -> None:
     """Copy a stopped cluster's files, owned by the user its server runs as."""
-    shutil.copytree(template.pgdata, pgdata, symlinks=True)
+    shutil.copytree(template.pgdata, pgdata, symlinks=True, ignore=_NOT_COPIED)
     if template.system_user is None:
         return
     user = pwd.getpwnam(template.system_user)
     for directory, _, files in os.walk(pgdata):
-        os.chown(directory, user.pw_uid, user.pw_gid)
+        os.chown(directory, user.pw_uid, user.pw_gid, follow_symlinks=False)
         for name in files:
-            os.chown(os.path.join(directory, name), user.pw_uid, user.pw_gid)
+            path = os.path.join(directory, name)
+            os.chown(path, user.pw_uid, user.pw_gid, follow_symlinks=False)
 
 
 @pytest.fixture
