@@ -35,6 +35,7 @@ import pytest
 from psycopg import sql
 
 from tests.fault.proxy import PgProxy, unix_socket_of
+from tests.plugins.live_api import shared_tls
 from tests.plugins.postgres import with_database
 from tests.waiting import wait_until
 from workload_store_postgres.lock import APPLICATION_NAME
@@ -159,10 +160,13 @@ class PgCluster:
             return False
         return True
 
-    def create_database(self, name: str = DATABASE) -> str:
-        """Create an empty database; return its URL."""
+    def create_database(self, name: str = DATABASE, *, template: str | None = None) -> str:
+        """Create a database (empty, or a clone of ``template``); return its URL."""
+        create = sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name))
+        if template is not None:
+            create = sql.SQL("{} TEMPLATE {}").format(create, sql.Identifier(template))
         with psycopg.connect(self.admin_url, autocommit=True) as conn:
-            conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+            conn.execute(create)
         return self.url(name)
 
     def query(self, database_url: str, statement: str, params: Any = None) -> list[tuple[Any, ...]]:
@@ -223,17 +227,7 @@ def _make_template(get_server: Callable[..., Any], pgdata: Path) -> ClusterTempl
             conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(MIGRATED)))
         runtime = pgdata.parent / "xdg-runtime"
         runtime.mkdir(mode=0o700)
-        result = subprocess.run(
-            [
-                str(workload_executable()),
-                *("migrate", "up", "--database-url", with_database(admin_url, MIGRATED)),
-            ],
-            capture_output=True,
-            text=True,
-            timeout=120,
-            check=False,
-            env=service_environment(runtime, {}),
-        )
+        result = migrate_up(with_database(admin_url, MIGRATED), runtime)
         assert result.returncode == 0, f"migrate up failed:\n{result.stdout}\n{result.stderr}"
     finally:
         server.cleanup()
@@ -312,13 +306,7 @@ def pg_proxy(pg: PgCluster) -> Iterator[PgProxy]:
 @pytest.fixture
 def database_url(pg: PgCluster) -> str:
     """The ``workload`` database on the test's cluster: a clone of the migrated ``MIGRATED``."""
-    with psycopg.connect(pg.admin_url, autocommit=True) as conn:
-        conn.execute(
-            sql.SQL("CREATE DATABASE {} TEMPLATE {}").format(
-                sql.Identifier(DATABASE), sql.Identifier(MIGRATED)
-            )
-        )
-    return pg.url(DATABASE)
+    return pg.create_database(DATABASE, template=MIGRATED)
 
 
 # -- the service --------------------------------------------------------------------------------
@@ -350,6 +338,18 @@ def service_environment(runtime_dir: Path, extra: Mapping[str, str]) -> dict[str
     return env
 
 
+def migrate_up(database_url: str, runtime_dir: Path) -> subprocess.CompletedProcess[str]:
+    """``workload migrate up --database-url URL``: the real CLI, in a service's environment."""
+    return subprocess.run(
+        [str(workload_executable()), "migrate", "up", "--database-url", database_url],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        env=service_environment(runtime_dir, {}),
+    )
+
+
 @dataclass
 class Service:
     """One ``workload serve`` process."""
@@ -376,7 +376,9 @@ class Service:
         client = self.clients.get(token)
         if client is None:
             headers = {"Authorization": f"Bearer {token}"} if token else {}
-            client = httpx.Client(base_url=self.base_url, headers=headers, timeout=10)
+            client = httpx.Client(
+                base_url=self.base_url, headers=headers, timeout=10, verify=shared_tls()
+            )
             self.clients[token] = client
         return client
 
@@ -477,14 +479,7 @@ class Services:
 
     def migrate(self, database_url: str) -> subprocess.CompletedProcess[str]:
         """``workload migrate up --database-url URL``: the real CLI."""
-        return subprocess.run(
-            [str(workload_executable()), "migrate", "up", "--database-url", database_url],
-            capture_output=True,
-            text=True,
-            timeout=120,
-            check=False,
-            env=service_environment(self.runtime_dir, {}),
-        )
+        return migrate_up(database_url, self.runtime_dir)
 
     def start(
         self,

@@ -59,6 +59,7 @@ from tests.fault.test_faults import (
     start_slow_run,
 )
 from tests.fault.writes import write_run
+from tests.plugins.live_api import shared_tls
 from tests.waiting import wait_until
 
 RUNS_PATH = "/api/v1/workflows/quick/versions/1/runs"
@@ -259,7 +260,9 @@ class Load:
     def _work(self, index: int) -> None:
         headers = {"Authorization": f"Bearer {OPERATOR_TOKEN}"}
         run_ids: list[str] = []
-        with httpx.Client(base_url=self._service.base_url, headers=headers, timeout=10) as client:
+        with httpx.Client(
+            base_url=self._service.base_url, headers=headers, timeout=10, verify=shared_tls()
+        ) as client:
             for n in range(self._max_requests):
                 if self._stop.is_set():
                     return

@@ -18,7 +18,9 @@ behaviour suites with no database at all.
 from __future__ import annotations
 
 import contextlib
+import functools
 import queue
+import ssl
 import threading
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from contextlib import contextmanager
@@ -47,6 +49,17 @@ BACKENDS = ("memory", "postgres")
 
 
 _DONE = object()
+
+
+@functools.cache
+def shared_tls() -> ssl.SSLContext:
+    """One TLS context for every test client of this process.
+
+    httpx builds a context of its own for each client (it loads the CA bundle: 25-90 ms), even
+    for a client of a loopback ``http://`` service that never uses it; four clients a test made
+    that a quarter of each ``postgres`` test's setup.
+    """
+    return httpx.create_ssl_context()
 
 
 class PortalTransport(httpx.BaseTransport):
@@ -242,6 +255,7 @@ class LiveApi:
             headers=merged,
             timeout=30,
             transport=self.transport,
+            verify=shared_tls(),
             **kwargs,
         )
         self._opened.append(client)
