@@ -19,6 +19,7 @@ import httpx
 import psycopg
 
 from benchmarks.common import commit_baseline, database, emit, knob, throughput_stats
+from benchmarks.rawhttp import RawHttp
 from workload_api import eventloop
 from workload_api.container import Container
 from workload_api.settings import Settings
@@ -81,11 +82,28 @@ async def _bench(base_url: str) -> dict[str, Any]:
             if response.status_code != 200:
                 raise RuntimeError(f"get-run answered {response.status_code}")
 
+        async def livez(client: httpx.AsyncClient) -> None:
+            response = await client.get("/livez")
+            if response.status_code != 200:
+                raise RuntimeError(f"livez answered {response.status_code}")
+
+        # Each serial figure by httpx, then by the raw client, in the same conditions (runs
+        # created before still executing): the difference is the client's own cost.
+        raw = RawHttp(first.base_url.host, first.base_url.port or 80, headers)
+        try:
+            serial, serial_raw = {}, {}
+            for name, op, method, path in (
+                ("create_run", create_run, "POST", "/api/v1/workflows/bench/versions/1/runs"),
+                ("get_run", get_run, "GET", None),
+                ("livez", livez, "GET", "/livez"),
+            ):
+                serial[name] = await _measure([first], SERIAL_OPS, op)
+                serial_raw[name] = _measure_raw(raw, method, path, run_ids)
+        finally:
+            raw.close()
         return {
-            "serial": {
-                "create_run": await _measure([first], SERIAL_OPS, create_run),
-                "get_run": await _measure([first], SERIAL_OPS, get_run),
-            },
+            "serial": serial,
+            "serial_raw_client": serial_raw,
             f"concurrent_{CONCURRENT_CLIENTS}_clients": {
                 "create_run": await _measure(clients, CONCURRENT_OPS_PER_CLIENT, create_run),
                 "get_run": await _measure(clients, CONCURRENT_OPS_PER_CLIENT, get_run),
@@ -94,6 +112,26 @@ async def _bench(base_url: str) -> dict[str, Any]:
     finally:
         for client in clients:
             await client.aclose()
+
+
+def _measure_raw(
+    raw: RawHttp, method: str, path: str | None, run_ids: list[str]
+) -> dict[str, float]:
+    """Serial requests by the raw client (:mod:`benchmarks.rawhttp`); ``path`` None reads runs."""
+    latencies: list[float] = []
+    deadline = time.perf_counter() + TIME_LIMIT_SECONDS
+    began = time.perf_counter()
+    for _ in range(SERIAL_OPS):
+        if time.perf_counter() > deadline:
+            break
+        n = next(_keys)
+        target = path or f"/api/v1/runs/{run_ids[n % len(run_ids)]}"
+        headers = {"Idempotency-Key": f"bench-{n}"} if method == "POST" else None
+        seconds, status, _ = raw.timed(method, target, headers)
+        if status not in (200, 202):
+            raise RuntimeError(f"{method} {target} answered {status}")
+        latencies.append(seconds)
+    return throughput_stats(latencies, time.perf_counter() - began)
 
 
 async def _baseline(database_url: str) -> dict[str, float]:

@@ -22,6 +22,7 @@ def _baseline(p50_ms: float, commits_per_s: float) -> dict[str, Any]:
 RESULTS: dict[str, dict[str, Any]] = {
     "api_bench": {
         "serial": {"create_run": {"p50_ms": 1.5}, "get_run": {"p50_ms": 1.2}},
+        "serial_raw_client": {"create_run": {"p50_ms": 2.6}, "get_run": {"p50_ms": 0.7}},
         "concurrent_8_clients": {
             "create_run": {"throughput_per_s": 700.0},
             "get_run": {"throughput_per_s": 1000.0},
@@ -61,6 +62,11 @@ def test_spec15_table_ratios_and_verdicts() -> None:
     serial = table["create run, serial p50, ms", "≤ 5 × INSERT+COMMIT p50"]
     assert (serial.ratio, serial.met) == ("3.0 × p50", "yes")
     assert table["read run, serial p50, ms", "≤ 1 ms"].met == "no"
+    raw_create = table[
+        "create run, serial p50, ms (raw HTTP/1.1 client)", "≤ 5 × INSERT+COMMIT p50"
+    ]
+    assert (raw_create.value, raw_create.ratio, raw_create.met) == ("2.600", "5.2 × p50", "no")
+    assert table["read run, serial p50, ms (raw HTTP/1.1 client)", "≤ 1 ms"].met == "yes"
     assert table["read run, 8 clients, req/s", "≥ 10 × Prefect read-flow-run"].met == NO_PEER
     chain = "10-task chain end to end, 8 clients, tasks/s"
     assert table[chain, "≥ 0.25 × commit ceiling"].ratio == "0.200 × commits/s"
@@ -78,7 +84,10 @@ def test_spec15_table_ratios_and_verdicts() -> None:
     small = {**RESULTS, "ready_bench": {**RESULTS["ready_bench"], "unfinished_at_restart": 40}}
     del small["worker_bench"]
     small["ready_bench"]["machine"] = {"cpus": 2, "loadavg_1m_start": 3.5, "loadavg_1m_end": 1.0}
+    # An older api_bench, with no raw-client figures: those rows are left out.
+    small["api_bench"] = {k: v for k, v in RESULTS["api_bench"].items() if k != "serial_raw_client"}
     text = render(small, {})
+    assert "raw HTTP/1.1 client" not in text
     assert "load 0.4 → 0.9 on 2 cores" in text
     assert "WARNING: the machine was busier than its cores during ready_bench:" in text
     assert "n/a (only 40 runs, not 5,000)" in text
