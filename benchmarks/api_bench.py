@@ -87,20 +87,20 @@ async def _bench(base_url: str) -> dict[str, Any]:
             if response.status_code != 200:
                 raise RuntimeError(f"livez answered {response.status_code}")
 
-        # Each serial figure by httpx, then by the raw client, in the same conditions (runs
-        # created before still executing): the difference is the client's own cost.
-        raw = RawHttp(first.base_url.host, first.base_url.port or 80, headers)
-        try:
-            serial, serial_raw = {}, {}
-            for name, op, method, path in (
-                ("create_run", create_run, "POST", "/api/v1/workflows/bench/versions/1/runs"),
-                ("get_run", get_run, "GET", None),
-                ("livez", livez, "GET", "/livez"),
-            ):
-                serial[name] = await _measure([first], SERIAL_OPS, op)
-                serial_raw[name] = _measure_raw(raw, method, path, run_ids)
-        finally:
-            raw.close()
+        # Request by request, httpx and the raw client in turn: both in the same conditions
+        # (the runs created before still executing), a connection of each per operation.
+        serial: dict[str, dict[str, float]] = {}
+        serial_raw: dict[str, dict[str, float]] = {}
+        host, port = first.base_url.host, first.base_url.port or 80
+        for name, op, method, path in (
+            ("create_run", create_run, "POST", "/api/v1/workflows/bench/versions/1/runs"),
+            ("get_run", get_run, "GET", None),
+            ("livez", livez, "GET", "/livez"),
+        ):
+            with RawHttp(host, port, headers) as raw:
+                serial[name], serial_raw[name] = await _measure_pair(
+                    first, op, raw, method, path, run_ids
+                )
         return {
             "serial": serial,
             "serial_raw_client": serial_raw,
@@ -114,24 +114,38 @@ async def _bench(base_url: str) -> dict[str, Any]:
             await client.aclose()
 
 
-def _measure_raw(
-    raw: RawHttp, method: str, path: str | None, run_ids: list[str]
-) -> dict[str, float]:
-    """Serial requests by the raw client (:mod:`benchmarks.rawhttp`); ``path`` None reads runs."""
-    latencies: list[float] = []
+async def _measure_pair(
+    client: httpx.AsyncClient,
+    op: Callable[[httpx.AsyncClient], Awaitable[None]],
+    raw: RawHttp,
+    method: str,
+    path: str | None,
+    run_ids: list[str],
+) -> tuple[dict[str, float], dict[str, float]]:
+    """Serial requests, ``op`` by httpx and the same by the raw client (:mod:`benchmarks.rawhttp`)
+    in turn; ``path`` None reads the runs created so far."""
+    by_httpx: list[float] = []
+    by_raw: list[float] = []
+    expected = 202 if method == "POST" else 200
     deadline = time.perf_counter() + TIME_LIMIT_SECONDS
-    began = time.perf_counter()
     for _ in range(SERIAL_OPS):
         if time.perf_counter() > deadline:
             break
+        start = time.perf_counter()
+        await op(client)
+        by_httpx.append(time.perf_counter() - start)
         n = next(_keys)
         target = path or f"/api/v1/runs/{run_ids[n % len(run_ids)]}"
         headers = {"Idempotency-Key": f"bench-{n}"} if method == "POST" else None
         seconds, status, _ = raw.timed(method, target, headers)
-        if status not in (200, 202):
-            raise RuntimeError(f"{method} {target} answered {status}")
-        latencies.append(seconds)
-    return throughput_stats(latencies, time.perf_counter() - began)
+        if status != expected:
+            raise RuntimeError(f"{method} {target} answered {status}, not {expected}")
+        by_raw.append(seconds)
+    # Interleaved, each client's throughput is over the time its own requests took.
+    return (
+        throughput_stats(by_httpx, sum(by_httpx)),
+        throughput_stats(by_raw, sum(by_raw)),
+    )
 
 
 async def _baseline(database_url: str) -> dict[str, float]:

@@ -1,11 +1,12 @@
 """A minimal blocking HTTP/1.1 client on one kept-alive socket: a load generator's floor.
 
-httpx's client costs about 0.7 ms of a request's round trip on this project's two-core machine
-(a serial ``GET /livez`` takes 0.9-1.3 ms through ``httpx.AsyncClient`` against 0.2 ms through
-this client), which a serial latency read by httpx includes. This client does nothing but write
-a request and read one ``Content-Length`` response (the service never answers these requests
-chunked), so what it measures is the service's own latency. Loopback only; every read is
-bounded by the socket's timeout.
+httpx's async client costs 0.7-1 ms of a request's round trip on this project's two-core
+machine (a serial ``GET /livez`` takes 0.9-1.3 ms through ``httpx.AsyncClient`` against
+0.2-0.3 ms through this client), which a serial latency read by httpx includes. This client does
+nothing but write a request and read its answer, delimited by ``Content-Length`` (the service
+never answers these requests chunked or delimited by closing), so what it measures is the
+service's own latency. Loopback only; every read is bounded by the socket's timeout; an answer
+it cannot read is an error, after which the connection is closed.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from types import TracebackType
 
 _HEAD_END = b"\r\n\r\n"
 _MAX_HEAD = 64 * 1024
+_NO_BODY = frozenset({204, 304})
 
 
 class RawHttp:
@@ -25,22 +27,36 @@ class RawHttp:
     def __init__(
         self, host: str, port: int, headers: Mapping[str, str], *, timeout: float = 30.0
     ) -> None:
-        if host not in ("127.0.0.1", "localhost", "::1"):
-            raise ValueError(f"a loopback host only, not {host!r}")
+        if host not in ("127.0.0.1", "localhost"):
+            raise ValueError(f"a loopback host only (127.0.0.1 or localhost), not {host!r}")
+        if any(name.lower() in ("host", "content-length") for name in headers):
+            raise ValueError("Host and Content-Length are this client's to send")
         self._sock = socket.create_connection((host, port), timeout=timeout)
         self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        self._common = "".join(f"{k}: {v}\r\n" for k, v in {"Host": host, **headers}.items())
+        lines = {"Host": f"{host}:{port}", **headers}
+        self._common = "".join(f"{k}: {v}\r\n" for k, v in lines.items())
         self._pending = b""
+        self._broken = False
 
     def request(
         self, method: str, path: str, headers: Mapping[str, str] | None = None, body: bytes = b""
     ) -> tuple[int, bytes]:
-        """Send one request; return the status code and the body."""
+        """Send one request; return the final answer's status code and its body."""
+        if self._broken:
+            raise ConnectionError("an earlier answer could not be read: the connection is closed")
         extra = "".join(f"{k}: {v}\r\n" for k, v in (headers or {}).items())
         length = f"Content-Length: {len(body)}\r\n" if body or method != "GET" else ""
         head = f"{method} {path} HTTP/1.1\r\n{self._common}{extra}{length}\r\n"
-        self._sock.sendall(head.encode("latin-1") + body)
-        return self._answer()
+        try:
+            self._sock.sendall(head.encode("latin-1") + body)
+            status, answer = self._answer(method)
+            while 100 <= status < 200:  # an interim answer: the final one follows
+                status, answer = self._answer(method)
+        except BaseException:
+            self._broken = True
+            self.close()
+            raise
+        return status, answer
 
     def timed(
         self, method: str, path: str, headers: Mapping[str, str] | None = None, body: bytes = b""
@@ -50,7 +66,7 @@ class RawHttp:
         status, answer = self.request(method, path, headers, body)
         return time.perf_counter() - start, status, answer
 
-    def _answer(self) -> tuple[int, bytes]:
+    def _answer(self, method: str) -> tuple[int, bytes]:
         buffer = self._pending
         while _HEAD_END not in buffer:
             if len(buffer) > _MAX_HEAD:
@@ -58,14 +74,19 @@ class RawHttp:
             buffer += self._receive()
         head, _, rest = buffer.partition(_HEAD_END)
         lines = head.split(b"\r\n")
-        status = int(lines[0].split(b" ", 2)[1])
-        length = 0
+        status = _status(lines[0])
+        length: int | None = None
         for line in lines[1:]:
             name, _, value = line.partition(b":")
-            if name.strip().lower() == b"transfer-encoding":
+            name = name.strip().lower()
+            if name == b"transfer-encoding":
                 raise ValueError("a chunked answer: this client reads Content-Length only")
-            if name.strip().lower() == b"content-length":
-                length = int(value)
+            if name == b"content-length":
+                length = _length(value)
+        if method == "HEAD" or status in _NO_BODY or status < 200:
+            length = 0
+        elif length is None:
+            raise ValueError("an answer without Content-Length: this client reads no other")
         while len(rest) < length:
             rest += self._receive()
         self._pending = rest[length:]
@@ -91,3 +112,23 @@ class RawHttp:
         trace: TracebackType | None,
     ) -> None:
         self.close()
+
+
+def _status(line: bytes) -> int:
+    version, _, rest = line.partition(b" ")
+    code = rest[:3]
+    if (
+        version != b"HTTP/1.1"
+        or len(code) != 3
+        or not code.isdigit()
+        or rest[3:4] not in (b"", b" ")
+    ):
+        raise ValueError(f"not an HTTP/1.1 status line: {line[:80]!r}")
+    return int(code)
+
+
+def _length(value: bytes) -> int:
+    digits = value.strip()
+    if not digits.isdigit() or len(digits) > 18:
+        raise ValueError(f"not a Content-Length: {value[:40]!r}")
+    return int(digits)

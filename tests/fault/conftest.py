@@ -35,8 +35,8 @@ import pytest
 from psycopg import sql
 
 from tests.fault.proxy import PgProxy, unix_socket_of
-from tests.plugins.live_api import shared_tls
 from tests.plugins.postgres import with_database
+from tests.tls import shared_tls
 from tests.waiting import wait_until
 from workload_store_postgres.lock import APPLICATION_NAME
 
@@ -411,7 +411,7 @@ class Service:
     def ready(self) -> bool:
         """Whether GET /readyz answers 200."""
         try:
-            response = httpx.get(f"{self.base_url}/readyz", timeout=2)
+            response = httpx.get(f"{self.base_url}/readyz", timeout=2, verify=shared_tls())
         except httpx.HTTPError:
             return False
         return response.status_code == 200

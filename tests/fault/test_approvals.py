@@ -26,6 +26,7 @@ from tests.fault.conftest import (
     post,
     wait_for_run,
 )
+from tests.tls import shared_tls
 from tests.waiting import wait_until
 
 DEPLOY = {
@@ -139,6 +140,7 @@ def test_an_approved_call_runs_once_whatever_the_decisions_sent(
             base_url=service.base_url,
             headers={"Authorization": f"Bearer {OPERATOR_TOKEN}"},
             timeout=10,
+            verify=shared_tls(),
         ) as client:
             response = client.post(
                 f"/api/v1/approvals/{approval['approval_id']}/decision",

@@ -31,6 +31,7 @@ from tests.fault.conftest import (
     start_run,
     wait_for_run,
 )
+from tests.tls import shared_tls
 from tests.waiting import wait_until
 
 STANDBY = {"WORKLOAD_STANDBY": "true", **FAST_REAPER}
@@ -38,7 +39,9 @@ STANDBY = {"WORKLOAD_STANDBY": "true", **FAST_REAPER}
 
 def role(service: Service) -> dict[str, Any] | None:
     try:
-        body: dict[str, Any] = httpx.get(f"{service.base_url}/readyz", timeout=2).json()
+        body: dict[str, Any] = httpx.get(
+            f"{service.base_url}/readyz", timeout=2, verify=shared_tls()
+        ).json()
     except httpx.HTTPError:
         return None
     return body

@@ -59,7 +59,7 @@ from tests.fault.test_faults import (
     start_slow_run,
 )
 from tests.fault.writes import write_run
-from tests.plugins.live_api import shared_tls
+from tests.tls import shared_tls
 from tests.waiting import wait_until
 
 RUNS_PATH = "/api/v1/workflows/quick/versions/1/runs"
@@ -711,7 +711,7 @@ def test_sigstopped_service_keeps_the_lock_until_continued(
     service.signal(signal.SIGSTOP)
     try:
         with pytest.raises(httpx.TimeoutException):  # the kernel accepts; nobody answers
-            httpx.get(f"{service.base_url}/livez", timeout=1)
+            httpx.get(f"{service.base_url}/livez", timeout=1, verify=shared_tls())
         standby = services.start(database_url)
         code = standby.wait_exit(30)
         assert code == EXIT_CODE_LOCK_HELD, f"exit code {code}, not 3\n{standby.stderr_tail()}"

@@ -34,6 +34,7 @@ from tests.fault.conftest import (
     start_run,
     wait_for_run,
 )
+from tests.tls import shared_tls
 from tests.waiting import wait_until
 from workload_domain.shards import DEFAULT_SHARDS, shard_of
 
@@ -61,7 +62,9 @@ def start_replicas(services: Services, database_url: str, names: Sequence[str]) 
 
 def readyz(service: Service) -> dict[str, Any]:
     try:
-        body: dict[str, Any] = httpx.get(f"{service.base_url}/readyz", timeout=2).json()
+        body: dict[str, Any] = httpx.get(
+            f"{service.base_url}/readyz", timeout=2, verify=shared_tls()
+        ).json()
     except (httpx.HTTPError, ValueError):
         return {}
     return body

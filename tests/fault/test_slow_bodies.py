@@ -20,6 +20,7 @@ import pytest
 
 from tests.fault.conftest import OPERATOR_TOKEN, PgCluster, Service, Services
 from tests.fault.test_reliability import HTTP_PARSERS, access_records, assert_no_server_errors
+from tests.tls import shared_tls
 from tests.waiting import wait_until
 
 BODY_TIMEOUT = 3.0
@@ -83,7 +84,7 @@ def _status_and_headers(answer: bytes) -> tuple[int, dict[str, str], bytes]:
 
 
 def _login_cookie(service: Service) -> str:
-    page = httpx.get(f"{service.base_url}/ui/login", timeout=10)
+    page = httpx.get(f"{service.base_url}/ui/login", timeout=10, verify=shared_tls())
     assert page.status_code == 200, page.text
     nonce = page.cookies.get("workload_login")
     assert nonce, page.headers
@@ -173,7 +174,7 @@ def test_connections_past_the_limit_are_answered_503(
     ]
     try:
         # uvicorn counts the asking connection too: with the others held, it is one too many.
-        with httpx.Client(base_url=service.base_url, timeout=10) as client:
+        with httpx.Client(base_url=service.base_url, timeout=10, verify=shared_tls()) as client:
             refused = client.get("/livez")
         assert refused.status_code == 503, refused.text
     finally:
@@ -181,7 +182,7 @@ def test_connections_past_the_limit_are_answered_503(
             sock.close()
 
     def served() -> bool:
-        with httpx.Client(base_url=service.base_url, timeout=10) as client:
+        with httpx.Client(base_url=service.base_url, timeout=10, verify=shared_tls()) as client:
             return client.get("/livez").status_code == 200
 
     wait_until(served, timeout=10, interval=0.05, message="not served after the others closed")

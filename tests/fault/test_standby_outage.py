@@ -37,6 +37,7 @@ from tests.fault.conftest import (
     wait_for_run,
 )
 from tests.fault.proxy import unix_socket_of
+from tests.tls import shared_tls
 from tests.waiting import wait_until
 from workload_store_postgres.notifications import APPLICATION_NAME as LISTENER
 
@@ -149,7 +150,7 @@ def listeners(pg: PgCluster) -> int:
 def readyz(service: Service) -> tuple[int, dict[str, Any]] | None:
     """``GET /readyz``: its status code and body, or None when nothing answers."""
     try:
-        response = httpx.get(f"{service.base_url}/readyz", timeout=2)
+        response = httpx.get(f"{service.base_url}/readyz", timeout=2, verify=shared_tls())
     except httpx.HTTPError:
         return None
     body: dict[str, Any] = response.json()

@@ -18,9 +18,7 @@ behaviour suites with no database at all.
 from __future__ import annotations
 
 import contextlib
-import functools
 import queue
-import ssl
 import threading
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from contextlib import contextmanager
@@ -33,6 +31,7 @@ import pytest
 from anyio.from_thread import BlockingPortal, start_blocking_portal
 from starlette.types import ASGIApp, Message
 
+from tests.tls import shared_tls
 from tests.waiting import wait_until
 from workload_api.container import Container, use_memory_store
 from workload_api.lifecycle import Readiness
@@ -49,17 +48,6 @@ BACKENDS = ("memory", "postgres")
 
 
 _DONE = object()
-
-
-@functools.cache
-def shared_tls() -> ssl.SSLContext:
-    """One TLS context for every test client of this process.
-
-    httpx builds a context of its own for each client (it loads the CA bundle: 25-90 ms), even
-    for a client of a loopback ``http://`` service that never uses it; four clients a test made
-    that a quarter of each ``postgres`` test's setup.
-    """
-    return httpx.create_ssl_context()
 
 
 class PortalTransport(httpx.BaseTransport):
