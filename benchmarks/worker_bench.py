@@ -1,13 +1,22 @@
 """Worker benchmark (SPEC §15): remote tasks/s with 1, 2 and 4 worker processes, and the
 queued → claimed latency with an idle worker waiting.
 
-Starts the real service (``Coordinator``: lock, store, engine, uvicorn) on a loopback port against
-a throwaway embedded PostgreSQL (or ``WORKLOAD_BENCH_DATABASE_URL``), and real worker processes
-(``benchmarks.worker_app``: zero-work handlers, batched claims). Throughput: a backlog of
-one-task runs is queued with no worker, then the workers start and the clock runs until every
-run succeeded. Latency: one idle worker waits in a claim; runs are started one at a time and
-each attempt's ``claimed_at - started_at`` (both stamped by the service's clock) is the
-queued → claimed time. Prints JSON; every loop is bounded in count and time.
+The service is a real ``workload serve`` process on a loopback port (``common.Serve``) against a
+throwaway embedded PostgreSQL (or ``WORKLOAD_BENCH_DATABASE_URL``), the workers real processes
+(``benchmarks.worker_app``: zero-work handlers, batched claims), and this process only creates
+runs and watches the database through one kept connection: nothing it does runs in the
+service's process.
+
+Throughput: a backlog of one-task runs is queued with no worker, then the workers start.
+``tasks_per_s`` is the backlog over the window the service stamped, from the first claim to the
+last attempt's end (a worker's start-up is not in it); ``tasks_per_s_from_spawn`` counts from the
+workers' spawn instead. CPU a task: the service's, and the workers' less their start-up (one
+worker's CPU after its start, measured alone and idle, times the worker count).
+
+Latency: one idle worker waits in a claim; runs are started one at a time, each after the
+previous one ended and a pause for the worker to wait again, and each attempt's
+``claimed_at - started_at`` (both stamped by the service's clock) is the queued → claimed time.
+Prints JSON; every loop is bounded in count and time.
 """
 
 from __future__ import annotations
@@ -18,28 +27,34 @@ import os
 import signal
 import subprocess
 import sys
-import threading
+import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import httpx
 import psycopg
 
-from benchmarks.common import commit_baseline, database, emit, knob, percentiles_ms
-from workload_api import eventloop
-from workload_api.container import Container
-from workload_api.settings import Settings
+from benchmarks.common import Serve, commit_baseline, database, emit, knob, percentiles_ms
 from workload_store_postgres.migrations import migrate_up
 
 BACKLOG = knob("WORKLOAD_BENCH_WORKER_TASKS", 2000, 20)
 LATENCY_RUNS = knob("WORKLOAD_BENCH_WORKER_LATENCY_RUNS", 200, 5)
 WORKER_COUNTS = (1, 2, 4)
 TIME_LIMIT_SECONDS = 120.0
+POLL_SECONDS = 0.01
+IDLE_START_SECONDS = 3.0  # a worker is up and waiting in a claim by then
 OPERATOR = "bench-operator-token"
 WORKER = "bench-worker-token"
 ROOT = Path(__file__).resolve().parents[1]
 _keys = itertools.count()
+_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def _cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / _TICKS
 
 
 def _start_workers(url: str, count: int) -> list[subprocess.Popen[bytes]]:
@@ -84,115 +99,148 @@ def _start_runs(client: httpx.Client, n: int) -> list[str]:
     return runs
 
 
-def _queued(database_url: str) -> int:
-    with psycopg.connect(database_url) as conn:
-        row = conn.execute("SELECT count(*) FROM attempts WHERE status = 'queued'").fetchone()
-    return int(row[0]) if row else 0
+class _Watch:
+    """The database, read through one kept connection (no connection a poll)."""
 
+    def __init__(self, database_url: str) -> None:
+        self._conn = psycopg.connect(database_url, autocommit=True)
 
-def _unfinished(database_url: str) -> int:
-    with psycopg.connect(database_url) as conn:
-        row = conn.execute(
+    def close(self) -> None:
+        self._conn.close()
+
+    def count(self, sql: str, *params: object) -> int:
+        row = self._conn.execute(sql, params).fetchone()
+        return int(row[0]) if row else 0
+
+    def queued(self) -> int:
+        return self.count("SELECT count(*) FROM attempts WHERE status = 'queued'")
+
+    def unfinished(self) -> int:
+        return self.count(
             "SELECT count(*) FROM workflow_runs WHERE status NOT IN ('succeeded', 'failed')"
+        )
+
+    def window(self, runs: list[str]) -> float:
+        """Seconds from the first claim to the last attempt's end, by the service's clock."""
+        row = self._conn.execute(
+            "SELECT extract(epoch FROM max(finished_at) - min(claimed_at)) FROM attempts"
+            " WHERE run_id = ANY(%s::uuid[])",
+            (runs,),
         ).fetchone()
-    return int(row[0]) if row else 0
+        if row is None or row[0] is None:
+            raise RuntimeError("no attempt of the phase was claimed and finished")
+        return float(row[0])
+
+    def queued_to_claimed(self, runs: list[str]) -> list[float]:
+        rows = self._conn.execute(
+            "SELECT extract(epoch FROM claimed_at - started_at) FROM attempts"
+            " WHERE run_id = ANY(%s::uuid[])",
+            (runs,),
+        ).fetchall()
+        return sorted(float(r[0]) for r in rows)
 
 
-def _wait(check: Any, what: str) -> float:
+def _wait(check: Callable[[], bool], what: str) -> float:
     began = time.perf_counter()
     deadline = began + TIME_LIMIT_SECONDS
     while not check():
         if time.perf_counter() > deadline:
             raise RuntimeError(f"{what}: not done within {TIME_LIMIT_SECONDS} s")
-        time.sleep(0.02)
+        time.sleep(POLL_SECONDS)
     return time.perf_counter() - began
 
 
-def _throughput(url: str, database_url: str, client: httpx.Client, workers: int) -> dict[str, Any]:
-    _start_runs(client, BACKLOG)
-    _wait(lambda: _queued(database_url) >= BACKLOG, "queueing the backlog")
-    began = time.perf_counter()
-    started = _start_workers(url, workers)
+def _worker_start_cpu(url: str) -> float:
+    """CPU seconds one worker process spends starting, measured alone with nothing to do."""
+    started = _start_workers(url, 1)
     try:
-        _wait(lambda: _unfinished(database_url) == 0, f"{workers} worker(s) draining")
-        elapsed = time.perf_counter() - began
+        time.sleep(IDLE_START_SECONDS)
+        return _cpu_seconds(started[0].pid)
     finally:
         _stop(started)
+
+
+def _throughput(
+    serve: Serve, watch: _Watch, client: httpx.Client, workers: int, start_cpu: float
+) -> dict[str, Any]:
+    runs = _start_runs(client, BACKLOG)
+    _wait(lambda: watch.queued() >= BACKLOG, "queueing the backlog")
+    serve_cpu = serve.cpu_seconds()
+    began = time.perf_counter()
+    started = _start_workers(serve.url, workers)
+    try:
+        _wait(lambda: watch.unfinished() == 0, f"{workers} worker(s) draining")
+        elapsed = time.perf_counter() - began
+        worker_cpu = sum(_cpu_seconds(p.pid) for p in started)
+        serve_cpu = serve.cpu_seconds() - serve_cpu
+    finally:
+        _stop(started)
+    window = watch.window(runs)
     return {
         "workers": workers,
         "tasks": BACKLOG,
-        "seconds": round(elapsed, 3),
-        "tasks_per_s": round(BACKLOG / elapsed, 1),
+        "seconds": round(window, 3),
+        "tasks_per_s": round(BACKLOG / window, 1),
+        "seconds_from_spawn": round(elapsed, 3),
+        "tasks_per_s_from_spawn": round(BACKLOG / elapsed, 1),
+        "serve_cpu_ms_per_task": round(1000 * serve_cpu / BACKLOG, 3),
+        "worker_cpu_ms_per_task": round(1000 * (worker_cpu - workers * start_cpu) / BACKLOG, 3),
     }
 
 
-def _latency(url: str, database_url: str, client: httpx.Client) -> dict[str, Any]:
+def _latency(url: str, watch: _Watch, client: httpx.Client) -> dict[str, Any]:
     started = _start_workers(url, 1)
     try:
-        time.sleep(2)  # the worker is up and waiting in a claim
+        time.sleep(IDLE_START_SECONDS)
         runs = []
-        for run_id in _start_runs(client, LATENCY_RUNS):
-            runs.append(run_id)
-            _wait(lambda r=run_id: _unfinished(database_url) == 0, "one run")
-        with psycopg.connect(database_url) as conn:
-            rows = conn.execute(
-                "SELECT extract(epoch FROM claimed_at - started_at) FROM attempts"
-                " WHERE run_id = ANY(%s::uuid[])",
-                (runs,),
-            ).fetchall()
+        for _ in range(LATENCY_RUNS):
+            runs.extend(_start_runs(client, 1))
+            _wait(lambda: watch.unfinished() == 0, "one run")
+            time.sleep(0.05)  # the worker's next claim is waiting again
     finally:
         _stop(started)
-    latencies = sorted(float(r[0]) for r in rows)
-    cuts = percentiles_ms(latencies)
-    return {"runs": len(latencies), **{f"queued_to_claimed_{k}": v for k, v in cuts.items()}}
+    cuts = percentiles_ms(watch.queued_to_claimed(runs))
+    return {"runs": len(runs), **{f"queued_to_claimed_{k}": v for k, v in cuts.items()}}
 
 
 def run(database_url: str) -> dict[str, Any]:
-    """Serve on an ephemeral port and measure."""
+    """Serve in a process of its own and measure."""
     asyncio.run(migrate_up(database_url))
     baseline = commit_baseline(database_url)
-    settings = Settings(
-        database_url=database_url,
-        operator_tokens=OPERATOR,
-        worker_tokens=WORKER,
-        pool_max_size=10,
-    )
-    container = Container(settings=settings)
-    ready = threading.Event()
-    coordinator = container.coordinator(
-        host="127.0.0.1", port=0, on_ready=lambda _: ready.set(), handle_signals=False
-    )
-    thread = threading.Thread(target=lambda: eventloop.run(coordinator.run()), daemon=True)
-    thread.start()
-    if not ready.wait(timeout=30) or coordinator.url is None:
-        raise RuntimeError("the service did not start")
-    try:
-        with httpx.Client(
-            base_url=coordinator.url, headers={"Authorization": f"Bearer {OPERATOR}"}, timeout=30
-        ) as client:
-            client.post(
-                "/api/v1/workflows",
-                json={"id": "noop", "tasks": [{"key": "a", "action": "noop"}]},
-                headers={"Idempotency-Key": "wbench-workflow"},
-            ).raise_for_status()
-            throughput = [
-                _throughput(coordinator.url, database_url, client, n) for n in WORKER_COUNTS
-            ]
-            latency = _latency(coordinator.url, database_url, client)
-        return {
-            "throughput": throughput,
-            "latency_idle_worker": latency,
-            "commit_baseline": baseline,
-        }
-    finally:
-        coordinator.stop()
-        thread.join(timeout=30)
+    env = {"WORKLOAD_OPERATOR_TOKENS": OPERATOR, "WORKLOAD_WORKER_TOKENS": WORKER}
+    watch = _Watch(database_url)
+    with tempfile.TemporaryDirectory(prefix="workload-worker-bench-") as scratch:
+        serve = Serve(database_url, Path(scratch) / "serve.log", env).start()
+        try:
+            serve.wait_ready()
+            with httpx.Client(
+                base_url=serve.url, headers={"Authorization": f"Bearer {OPERATOR}"}, timeout=30
+            ) as client:
+                client.post(
+                    "/api/v1/workflows",
+                    json={"id": "noop", "tasks": [{"key": "a", "action": "noop"}]},
+                    headers={"Idempotency-Key": "wbench-workflow"},
+                ).raise_for_status()
+                start_cpu = _worker_start_cpu(serve.url)
+                throughput = [
+                    _throughput(serve, watch, client, n, start_cpu) for n in WORKER_COUNTS
+                ]
+                latency = _latency(serve.url, watch, client)
+        finally:
+            serve.stop()
+            watch.close()
+    return {
+        "throughput": throughput,
+        "latency_idle_worker": latency,
+        "worker_start_cpu_s": round(start_cpu, 3),
+        "commit_baseline": baseline,
+    }
 
 
 def main() -> None:
     with database("workload_worker_bench") as url:
         result = run(url)
-        result["server"] = "uvicorn on 127.0.0.1, PostgreSQL over a Unix socket"
+        result["server"] = "workload serve on 127.0.0.1, embedded PostgreSQL over a Unix socket"
         emit("worker_bench", result)
 
 
