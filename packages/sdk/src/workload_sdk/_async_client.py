@@ -37,6 +37,7 @@ from workload_sdk._base_client import (
     check_http_client,
     limits,
 )
+from workload_sdk._transports import AsyncPoolTransport
 from workload_sdk.config import DEFAULT_MAX_RETRIES, DEFAULT_TIMEOUT
 from workload_sdk.models import Run, ServiceStatus
 
@@ -103,13 +104,14 @@ class AsyncClient:
         )
         check_http_client(http_client, httpx.AsyncClient, transport, max_connections)
         self._owns_http = http_client is None
+        pool = limits(max_connections)
         self._http = (
             http_client
             if http_client is not None
             else httpx.AsyncClient(
                 timeout=self._options.timeout,
-                transport=transport,
-                limits=limits(max_connections),
+                transport=transport if transport is not None else AsyncPoolTransport(pool),
+                limits=pool,
             )
         )
         sender = AsyncSender(self._http, self._options)
