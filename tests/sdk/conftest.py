@@ -18,3 +18,10 @@ def api() -> FakeApi:
 def client(api: FakeApi) -> Client:
     """A client of the fake API with the token ``tok``."""
     return Client(base_url=BASE, token="tok", transport=api.transport)
+
+
+@pytest.fixture
+def no_proxy(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No proxy in the environment (httpx would route the clients' requests through it)."""
+    for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy"):
+        monkeypatch.delenv(name, raising=False)
