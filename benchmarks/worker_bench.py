@@ -59,20 +59,24 @@ def _cpu_seconds(pid: int) -> float:
 
 def _start_workers(url: str, count: int) -> list[subprocess.Popen[bytes]]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("WORKLOAD_")}
-    started = []
-    for i in range(count):
-        env.update(
-            {"WORKLOAD_URL": url, "WORKLOAD_WORKER_TOKEN": WORKER, "BENCH_WORKER_ID": f"b{i}"}
-        )
-        started.append(
-            subprocess.Popen(
-                [sys.executable, "-m", "benchmarks.worker_app"],
-                cwd=ROOT,
-                env=dict(env),
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
+    started: list[subprocess.Popen[bytes]] = []
+    try:
+        for i in range(count):
+            env.update(
+                {"WORKLOAD_URL": url, "WORKLOAD_WORKER_TOKEN": WORKER, "BENCH_WORKER_ID": f"b{i}"}
             )
-        )
+            started.append(
+                subprocess.Popen(
+                    [sys.executable, "-m", "benchmarks.worker_app"],
+                    cwd=ROOT,
+                    env=dict(env),
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                )
+            )
+    except BaseException:
+        _stop(started)
+        raise
     return started
 
 
@@ -117,7 +121,8 @@ class _Watch:
 
     def unfinished(self) -> int:
         return self.count(
-            "SELECT count(*) FROM workflow_runs WHERE status NOT IN ('succeeded', 'failed')"
+            "SELECT count(*) FROM workflow_runs"
+            " WHERE status NOT IN ('succeeded', 'failed', 'canceled')"
         )
 
     def window(self, runs: list[str]) -> float:
@@ -210,8 +215,9 @@ def run(database_url: str) -> dict[str, Any]:
     env = {"WORKLOAD_OPERATOR_TOKENS": OPERATOR, "WORKLOAD_WORKER_TOKENS": WORKER}
     watch = _Watch(database_url)
     with tempfile.TemporaryDirectory(prefix="workload-worker-bench-") as scratch:
-        serve = Serve(database_url, Path(scratch) / "serve.log", env).start()
+        serve = Serve(database_url, Path(scratch) / "serve.log", env)
         try:
+            serve.start()
             serve.wait_ready()
             with httpx.Client(
                 base_url=serve.url, headers={"Authorization": f"Bearer {OPERATOR}"}, timeout=30

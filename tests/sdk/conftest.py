@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from tests.sdk.fakes import BASE, FakeApi
@@ -23,5 +25,6 @@ def client(api: FakeApi) -> Client:
 @pytest.fixture
 def no_proxy(monkeypatch: pytest.MonkeyPatch) -> None:
     """No proxy in the environment (httpx would route the clients' requests through it)."""
-    for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy"):
-        monkeypatch.delenv(name, raising=False)
+    for name in list(os.environ):
+        if name.lower().endswith("_proxy"):
+            monkeypatch.delenv(name)

@@ -39,6 +39,12 @@ class _Counting(ThreadingHTTPServer):
         self.waiting = 0
         self.release = threading.Event()
 
+    def shutdown_request(self, request: socket.socket) -> None:  # type: ignore[override]
+        """Count a connection closed once its socket is (``finish`` runs before the close)."""
+        super().shutdown_request(request)
+        with self.lock:
+            self.open -= 1
+
 
 class _Handler(BaseHTTPRequestHandler):
     server: _Counting
@@ -50,11 +56,6 @@ class _Handler(BaseHTTPRequestHandler):
             self.server.connections += 1
             self.server.open += 1
             self.server.peak = max(self.server.peak, self.server.open)
-
-    def finish(self) -> None:
-        with self.server.lock:
-            self.server.open -= 1
-        super().finish()
 
     def do_GET(self) -> None:
         with self.server.lock:

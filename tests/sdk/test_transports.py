@@ -22,8 +22,14 @@ def test_a_proxy_in_the_environment_keeps_httpx_own_transport(
 ) -> None:
     limits = httpx.Limits(max_connections=4, max_keepalive_connections=4)
     assert isinstance(AsyncPoolTransport(limits), httpx.AsyncHTTPTransport)
-    monkeypatch.setenv("HTTPS_PROXY", "http://127.0.0.1:3128")
-    assert AsyncPoolTransport(limits) is None
+    # Neither an exclusion list alone nor another scheme's proxy routes httpx's requests.
+    monkeypatch.setenv("NO_PROXY", "localhost,.internal")
+    monkeypatch.setenv("ftp_proxy", "http://127.0.0.1:3128")
+    assert isinstance(AsyncPoolTransport(limits), httpx.AsyncHTTPTransport)
+    for name in ("HTTPS_PROXY", "http_proxy", "ALL_PROXY"):
+        monkeypatch.setenv(name, "http://127.0.0.1:3128")
+        assert AsyncPoolTransport(limits) is None, name
+        monkeypatch.delenv(name)
     # The blocking client's pool reads its socket directly already: httpx's transport.
     assert PoolTransport(limits) is None
 
