@@ -215,6 +215,12 @@ def commit_baseline(url: str) -> dict[str, Any]:
     return result
 
 
+def process_cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of a process so far (all its threads), from ``/proc``."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def free_port() -> int:
     """A port free on 127.0.0.1 now (the server binds it a moment later)."""
     with socket.socket() as probe:
@@ -294,8 +300,7 @@ class Serve:
 
     def cpu_seconds(self) -> float:
         """User + system CPU seconds of the serve process so far."""
-        fields = Path(f"/proc/{self.pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        return process_cpu_seconds(self.pid)
 
     def stop(self, timeout: float = 60.0) -> dict[str, Any]:
         """SIGTERM to this pid, wait; SIGKILL this pid only if it does not exit."""

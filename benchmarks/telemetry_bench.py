@@ -52,7 +52,13 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor
 from opentelemetry.trace import SpanKind
 
 from benchmarks.api_bench import CONCURRENT_CLIENTS, TIME_LIMIT_SECONDS, TOKEN
-from benchmarks.common import database_server, emit, knob, throughput_stats
+from benchmarks.common import (
+    database_server,
+    emit,
+    knob,
+    process_cpu_seconds,
+    throughput_stats,
+)
 from workload_api import eventloop
 from workload_api.container import Container
 from workload_api.settings import Settings
@@ -123,13 +129,6 @@ def serve(database_url: str, mode: str) -> int:
         host="127.0.0.1", port=0, on_ready=lambda url: print(f"READY {url}", flush=True)
     )
     return int(eventloop.serve(coordinator.run()))
-
-
-def _cpu_seconds(pid: int) -> float:
-    """User + system CPU time of a process (all its threads), from /proc."""
-    with open(f"/proc/{pid}/stat", encoding="ascii") as stat:
-        fields = stat.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 async def _create_workflow(base_url: str) -> None:
@@ -205,10 +204,10 @@ def _measure(database_url: str, mode: str, env: dict[str, str]) -> dict[str, flo
         asyncio.run(_create_workflow(url))
         asyncio.run(_create_runs(url, WARM_UP_PER_CLIENT))
         _wait_idle(url)
-        cpu_before = _cpu_seconds(child.pid)
+        cpu_before = process_cpu_seconds(child.pid)
         result = asyncio.run(_create_runs(url, OPS_PER_CLIENT))
         _wait_idle(url)
-        cpu = _cpu_seconds(child.pid) - cpu_before
+        cpu = process_cpu_seconds(child.pid) - cpu_before
         return {**result, "service_cpu_ms_per_run": round(cpu / result["ops"] * 1000, 3)}
     finally:
         child.send_signal(signal.SIGTERM)

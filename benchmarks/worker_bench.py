@@ -36,7 +36,15 @@ from typing import Any
 import httpx
 import psycopg
 
-from benchmarks.common import Serve, commit_baseline, database, emit, knob, percentiles_ms
+from benchmarks.common import (
+    Serve,
+    commit_baseline,
+    database,
+    emit,
+    knob,
+    percentiles_ms,
+    process_cpu_seconds,
+)
 from workload_store_postgres.migrations import migrate_up
 
 BACKLOG = knob("WORKLOAD_BENCH_WORKER_TASKS", 2000, 20)
@@ -49,12 +57,6 @@ OPERATOR = "bench-operator-token"
 WORKER = "bench-worker-token"
 ROOT = Path(__file__).resolve().parents[1]
 _keys = itertools.count()
-_TICKS = os.sysconf("SC_CLK_TCK")
-
-
-def _cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / _TICKS
 
 
 def _start_workers(url: str, count: int) -> list[subprocess.Popen[bytes]]:
@@ -160,7 +162,7 @@ def _worker_start_cpu(url: str) -> float:
     started = _start_workers(url, 1)
     try:
         time.sleep(IDLE_START_SECONDS)
-        return _cpu_seconds(started[0].pid)
+        return process_cpu_seconds(started[0].pid)
     finally:
         _stop(started)
 
@@ -176,7 +178,7 @@ def _throughput(
     try:
         _wait(lambda: watch.unfinished() == 0, f"{workers} worker(s) draining")
         elapsed = time.perf_counter() - began
-        worker_cpu = sum(_cpu_seconds(p.pid) for p in started)
+        worker_cpu = sum(process_cpu_seconds(p.pid) for p in started)
         serve_cpu = serve.cpu_seconds() - serve_cpu
     finally:
         _stop(started)
