@@ -1,4 +1,4 @@
-"""The asyncio client's pool, its connections keeping their socket at hand (ADR 0043).
+"""The asyncio client's pool, its connections keeping their socket at hand (ADR 0043, 0044).
 
 See :mod:`workload_sdk._transports`: imported when the first asyncio client is made.
 """
@@ -14,6 +14,8 @@ import typing
 import httpcore
 import httpx
 
+from workload_sdk._indexed_pool import IndexedPool
+
 __all__ = ["KeptSocketStream", "KeptSocketTransport", "readable"]
 
 
@@ -21,14 +23,9 @@ class KeptSocketTransport(httpx.AsyncHTTPTransport):
     """httpx's transport over a pool whose connections keep their socket at hand."""
 
     def __init__(self, limits: httpx.Limits) -> None:
-        # As httpx.AsyncHTTPTransport(limits=limits) makes it, with the network backend given.
-        self._pool = httpcore.AsyncConnectionPool(
-            ssl_context=httpx.create_ssl_context(),
-            max_connections=limits.max_connections,
-            max_keepalive_connections=limits.max_keepalive_connections,
-            keepalive_expiry=limits.keepalive_expiry,
-            network_backend=_KeptSocketBackend(),
-        )
+        # As httpx.AsyncHTTPTransport(limits=limits) makes it, with the network backend given
+        # and connections found by the indexed pool (ADR 0044).
+        self._pool = IndexedPool(limits, httpx.create_ssl_context(), _KeptSocketBackend())
 
 
 class _KeptSocketBackend(httpcore.AsyncNetworkBackend):
