@@ -3,10 +3,12 @@ its limits, its queue, and what a failure, a cancel or a closed connection leave
 
 from __future__ import annotations
 
+import asyncio
 import socket
 from collections.abc import Iterator
 
 import anyio
+import httpcore
 import httpx
 import pytest
 
@@ -181,3 +183,37 @@ async def test_other_schemes_are_refused_as_httpcore_refuses_them(server: _Count
     async with _client(server, httpx.Limits(max_connections=1)) as client:
         with pytest.raises(httpx.UnsupportedProtocol, match="ftp"):
             await client.get("ftp://127.0.0.1/x")
+
+
+async def test_a_request_cancelled_while_a_stale_connection_closes_keeps_no_slot(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    closed = httpcore.AsyncHTTPConnection.aclose
+    finished: list[httpcore.AsyncHTTPConnection] = []
+
+    async def slow_aclose(connection: httpcore.AsyncHTTPConnection) -> None:
+        await asyncio.sleep(0.3)  # the close outlives the request's cancel below
+        await closed(connection)
+        finished.append(connection)
+
+    monkeypatch.setattr(httpcore.AsyncHTTPConnection, "aclose", slow_aclose)
+    with _serving(_Counting(close_after_answer=True)) as closing:
+        closing.release.set()
+        async with _client(closing, httpx.Limits(max_connections=1), pool=3) as client:
+            assert (await client.get("/first")).status_code == 404
+
+            async def stale() -> bool:
+                return closing.open == 0
+
+            await await_until(stale, within=10, message="the server closed the connection")
+            with anyio.move_on_after(0.05) as cancelled:
+                await client.get("/cancelled")  # finds it stale, and is cancelled closing it
+            assert cancelled.cancelled_caught
+            # Its slot was given up: with a pool of one, the next request still connects.
+            assert (await client.get("/next")).status_code == 404
+            assert _pool(client)._open == 1
+
+            async def stale_one_closed() -> bool:
+                return bool(finished)
+
+            await await_until(stale_one_closed, within=10, message="the shielded close ended")

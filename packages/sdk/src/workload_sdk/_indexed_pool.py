@@ -56,8 +56,9 @@ class IndexedPool(httpcore.AsyncConnectionPool):
             network_backend=network_backend,
         )
         unbounded = 2**31
-        self._limit = limits.max_connections or unbounded
-        self._keep = min(self._limit, limits.max_keepalive_connections or unbounded)
+        most, keep = limits.max_connections, limits.max_keepalive_connections
+        self._limit = unbounded if most is None else most
+        self._keep = min(self._limit, unbounded if keep is None else keep)
         self._idle: dict[_Key, list[_Connection]] = {}  # per origin, the most recent last
         self._idle_count = 0
         self._busy: dict[_Connection, _Key] = {}
@@ -123,7 +124,7 @@ class IndexedPool(httpcore.AsyncConnectionPool):
             return self.create_connection(origin)
         if connection.is_available() and not connection.has_expired():
             return connection
-        await _close(connection)  # gone stale in between: its slot opens another
+        await self._close_keeping_slot(connection)  # gone stale in between: its slot is ours
         return self.create_connection(origin)
 
     async def _take(self, key: _Key, origin: httpcore.Origin) -> _Connection | None:
@@ -138,7 +139,7 @@ class IndexedPool(httpcore.AsyncConnectionPool):
             if connection.is_available() and not connection.has_expired():
                 return connection
             spare = True  # the server closed it, or it expired: its slot is ours
-            await _close(connection)
+            await self._close_keeping_slot(connection)
         if spare:
             return self.create_connection(origin)
         if self._open < self._limit:
@@ -147,7 +148,7 @@ class IndexedPool(httpcore.AsyncConnectionPool):
         other = self._pop_oldest_idle()
         if other is None:
             return None
-        await _close(other)  # an idle connection to another origin makes room
+        await self._close_keeping_slot(other)  # an idle one to another origin makes room
         return self.create_connection(origin)
 
     def _pop_oldest_idle(self) -> _Connection | None:
@@ -164,8 +165,8 @@ class IndexedPool(httpcore.AsyncConnectionPool):
             await _close(connection)
             return
         if connection.is_closed() or not connection.is_idle():
+            self._free_slot()  # counted first: a cancel during the close must not keep it
             await _close(connection)
-            self._free_slot()
             return
         for waiter in self._waiters:
             if waiter.key == key:
@@ -174,16 +175,16 @@ class IndexedPool(httpcore.AsyncConnectionPool):
                 waiter.event.set()
                 return
         if self._waiters:  # they wait for other origins: this one makes room
-            await _close(connection)
             self._free_slot()
+            await _close(connection)
             return
         self._idle.setdefault(key, []).append(connection)
         self._idle_count += 1
         if self._idle_count > self._keep:
             surplus = self._pop_oldest_idle()
             if surplus is not None:
-                await _close(surplus)
                 self._free_slot()
+                await _close(surplus)
 
     async def _hand_back(self, waiter: _Waiter) -> None:
         """What a cancelled waiter was handed goes to the next one (or back to the pool)."""
@@ -192,6 +193,14 @@ class IndexedPool(httpcore.AsyncConnectionPool):
             return
         self._busy[waiter.connection] = waiter.key
         await self._release(waiter.connection)
+
+    async def _close_keeping_slot(self, connection: _Connection) -> None:
+        """Close ``connection``, its slot kept by the caller (given up if cancelled meanwhile)."""
+        try:
+            await _close(connection)
+        except BaseException:
+            self._free_slot()
+            raise
 
     def _free_slot(self) -> None:
         """A connection was closed: its slot goes to the first waiter, or is given up."""
@@ -206,7 +215,8 @@ class IndexedPool(httpcore.AsyncConnectionPool):
         self._idle.clear()
         self._idle_count = 0
         self._busy.clear()
-        self._open = 0
+        for _ in closing:  # what was handed to a waiter, or is being opened, stays counted
+            self._free_slot()
         for connection in closing:
             await _close(connection)
 
