@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from importlib import resources
+
 import pytest
 
 from workload_store_postgres._queries import parse, query, statement_name
@@ -25,9 +27,9 @@ ORDER BY a
 """
 
 
-def test_a_part_is_pasted_where_it_is_used_without_its_own_comments() -> None:
+def test_a_part_is_pasted_where_it_is_used_and_no_comment_is_sent() -> None:
     assert parse(_TEXT) == {
-        "first": "-- Served by t_pkey.\nSELECT a, b\nFROM t\nWHERE a = %(a)s",
+        "first": "SELECT a, b\nFROM t\nWHERE a = %(a)s",
         "second": "SELECT a, b\nFROM t\nWHERE b = %(b)s\nORDER BY a",
     }
 
@@ -39,8 +41,17 @@ def test_a_part_is_pasted_where_it_is_used_without_its_own_comments() -> None:
         ("-- name: q\n-- with part: p\n-- part: p\nSELECT 1\n", "the part 'p' is used before"),
         ("-- part: p\nSELECT 1\n-- part: p\nSELECT 2\n", "the part name 'p' is defined twice"),
         ("-- name: q\nSELECT 1\n-- name: q\nSELECT 2\n", "the query name 'q' is defined twice"),
+        ("-- name: q\nSELECT '\u2014'\n", "the query 'q' has SQL that is not ASCII"),
+        ("-- part: p\nSELECT '\u00a7'\n", "the part 'p' has SQL that is not ASCII"),
     ],
-    ids=["unknown", "used-before-defined", "part-twice", "query-twice"],
+    ids=[
+        "unknown",
+        "used-before-defined",
+        "part-twice",
+        "query-twice",
+        "query-not-ascii",
+        "part-not-ascii",
+    ],
 )
 def test_a_malformed_file_is_refused_with_what_is_wrong(text: str, message: str) -> None:
     with pytest.raises(RuntimeError, match=message):
@@ -58,7 +69,20 @@ def test_a_part_is_no_query_and_no_statement_keeps_a_use_line() -> None:
 
 
 def test_a_use_line_must_stand_alone_to_paste() -> None:
-    # Text around the marker on its line is not a use: the line is left as it is (a comment).
-    assert parse("-- part: p\nSELECT 1\n-- name: q\n-- with part: p and more\n") == {
-        "q": "-- with part: p and more"
+    # Text around the marker on its line is not a use: the line is a comment (not sent).
+    assert parse("-- part: p\nSELECT 1\n-- name: q\n-- with part: p and more\nSELECT 2\n") == {
+        "q": "SELECT 2"
     }
+
+
+def test_every_statement_sent_is_ascii_sql_without_comment_lines() -> None:
+    # The file's comments (with dashes and section signs) stay in the file.
+    assert "\u2014" in resources.files("workload_store_postgres").joinpath("queries.sql").read_text(
+        encoding="utf-8"
+    )
+    for name in ("create_run", "commit_run", "claim_attempts", "find_attempt", "page_runs"):
+        text = query(name)
+        assert text.isascii(), name
+        assert not any(line.lstrip().startswith("--") for line in text.splitlines()), name
+        assert text.split(None, 1)[0].upper() in {"SELECT", "WITH", "INSERT", "UPDATE"}, name
+        assert statement_name(text) == name
