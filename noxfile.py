@@ -233,8 +233,10 @@ def bench(session: nox.Session) -> None:
     missing; ``e2e`` for ``e2e_bench`` too). ``nox -s bench -- scaleout`` runs the scale-out
     benchmark (SPEC §15, §16: replicas in 0.25-CPU cgroups, as root; ≈ 10 minutes), which a bare
     ``nox -s bench`` leaves out, as it does ``console`` (a run page of large outputs, ADR 0026)
-    ``hotpath`` (one request's fixed work, part by part, ADR 0031) and ``split`` (create and read
-    latency while runs execute, with the API in the executing process or on a standby).
+    ``hotpath`` (one request's fixed work, part by part, ADR 0031), ``split`` (create and read
+    latency while runs execute, with the API in the executing process or on a standby) and
+    ``instructions`` (telemetry's cost in instructions counted by valgrind's callgrind: SPEC
+    §12's budgets read without this machine's noise; needs Debian's ``valgrind``).
     ``WORKLOAD_BENCH_SMOKE=1`` shrinks every count (a check, not a measurement);
     ``WORKLOAD_BENCH_RESULTS`` is where the JSON goes (default: a new temporary directory);
     ``WORKLOAD_BENCH_PEERS`` points at the peer harness's results (benchmarks/README.md).
@@ -242,7 +244,13 @@ def bench(session: nox.Session) -> None:
     kinds = ("store", "api", "worker", "telemetry", "e2e", "ready")
     benchmarks = [f"{kind}_bench" for kind in kinds]
     # Only when named:
-    named_only = ["scaleout_bench", "console_bench", "hotpath_bench", "split_bench"]
+    named_only = [
+        "scaleout_bench",
+        "console_bench",
+        "hotpath_bench",
+        "split_bench",
+        "instructions_bench",
+    ]
     _sync(session)
     chosen = [n if n.endswith("_bench") else f"{n}_bench" for n in session.posargs] or benchmarks
     unknown = sorted(set(chosen) - set(benchmarks) - set(named_only))
