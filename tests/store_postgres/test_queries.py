@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from importlib import resources
 
 import pytest
+from psycopg import _queries as psycopg_queries
+from psycopg.adapt import Transformer
 
 from workload_store_postgres._queries import parse, query, statement_name
 
@@ -86,3 +89,27 @@ def test_every_statement_sent_is_ascii_sql_without_comment_lines() -> None:
         assert not any(line.lstrip().startswith("--") for line in text.splitlines()), name
         assert text.split(None, 1)[0].upper() in {"SELECT", "WITH", "INSERT", "UPDATE"}, name
         assert statement_name(text) == name
+
+
+def test_psycopg_keeps_its_conversion_of_even_the_longest_statement() -> None:
+    # claim_attempts is longer than the 4,096 bytes under which psycopg keeps a statement's
+    # conversion of placeholders; reading the files raises that limit. Should a psycopg release
+    # drop the constant, this fails: look again at how it caches a statement then.
+    claim = query("claim_attempts").encode()
+    assert len(claim) > 4096
+    assert len(claim) <= psycopg_queries.MAX_CACHED_STATEMENT_LENGTH
+    params = {
+        "worker_id": "w",
+        "queues": ["default"],
+        "actions": ["a"],
+        "limit": 1,
+        "digests": ["d"],
+        "now": datetime.now(UTC),
+        "seen_seconds": 5.0,
+        "record_seen": True,
+    }
+    before = psycopg_queries._query2pg.cache_info()
+    for _ in range(3):
+        psycopg_queries.PostgresQuery(Transformer()).convert(claim, params)
+    after = psycopg_queries._query2pg.cache_info()
+    assert after.hits - before.hits >= 2  # converted once at most, then found

@@ -14,14 +14,23 @@ statement's text at every execution, and a text with one character past Latin-1 
 encoded character by character: 2 % of a run's instructions for ``create_run`` and
 ``commit_run``, measured by callgrind), shorter, and starts with its first keyword (the
 ``db.operation.name`` of its span).
+
+psycopg turns a statement's named placeholders into PostgreSQL's numbered ones at every
+execution, and keeps the result only for texts of up to 4,096 bytes (a guard against the
+ever-new texts ORMs generate). Ours are a fixed set; ``claim_attempts`` is longer (5,534 bytes),
+so every claim parsed it again (150-190 µs a claim). Reading the files raises that limit to the
+longest statement (:func:`_cache_every_statement`).
 """
 
 from __future__ import annotations
 
 import functools
 import re
+from collections.abc import Iterable
 from importlib import resources
 from typing import LiteralString
+
+from psycopg import _queries as psycopg_queries
 
 __all__ = ["query", "statement_name"]
 
@@ -41,7 +50,21 @@ def _all() -> dict[str, str]:
             if name in found:
                 raise RuntimeError(f"the query name {name!r} is defined twice")
             found[name] = body
+    _cache_every_statement(found.values())
     return found
+
+
+def _cache_every_statement(statements: Iterable[str]) -> None:
+    """Let psycopg keep its conversion of every statement of ours, however long.
+
+    The limit is a module constant of psycopg's (``MAX_CACHED_STATEMENT_LENGTH``, read at each
+    execution); it is only ever raised, never lowered, and stays psycopg's own if a version
+    of psycopg no longer has it (``tests/store_postgres/test_queries.py`` says so then).
+    """
+    longest = max(len(sql.encode()) for sql in statements)
+    limit = getattr(psycopg_queries, "MAX_CACHED_STATEMENT_LENGTH", None)
+    if isinstance(limit, int) and limit < longest:
+        psycopg_queries.MAX_CACHED_STATEMENT_LENGTH = longest
 
 
 def parse(text: str) -> dict[str, str]:
