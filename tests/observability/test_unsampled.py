@@ -36,6 +36,7 @@ from opentelemetry.trace import get_current_span
 from tests.plugins.live_api import WORKER_TOKEN, LiveApi, in_process, settings
 from workload_api.container import Container, use_memory_store
 from workload_api.telemetry import Metrics, _http, _service
+from workload_api.telemetry._roots import DrawnIds
 from workload_api.telemetry._spans import drops_unsampled_children
 from workload_domain.agent.journal import StepKind, StepRecord, StepStatus
 from workload_domain.records import RunRecord
@@ -58,9 +59,17 @@ def ratio(request: pytest.FixtureRequest) -> float:
     return value
 
 
+@pytest.fixture(params=["drawn", "sdk"], ids=["drawn-ids", "sdk-ids"])
+def ids(request: pytest.FixtureRequest) -> str:
+    """The service's id generator (roots decided before the SDK, ADR 0045), or the SDK's own."""
+    value: str = request.param
+    return value
+
+
 @pytest.fixture
-def tracer_provider(ratio: float) -> Iterator[TracerProvider]:
-    provider = TracerProvider(sampler=ParentBasedTraceIdRatio(ratio))
+def tracer_provider(ratio: float, ids: str) -> Iterator[TracerProvider]:
+    generator = DrawnIds() if ids == "drawn" else None
+    provider = TracerProvider(sampler=ParentBasedTraceIdRatio(ratio), id_generator=generator)
     yield provider
     provider.shutdown()
 
@@ -138,11 +147,18 @@ def test_an_unsampled_request_records_no_span_and_builds_no_attribute(
     built: dict[str, int],
     asked: list[tuple[str, bool | None]],
     ratio: float,
+    ids: str,
 ) -> None:
     _run_a_local_and_a_remote_task(traced_api)
     tracer_provider.force_flush()
     names = {span.name for span in spans.get_finished_spans()}
-    if ratio == 0:
+    if ratio == 0 and ids == "drawn":
+        assert names == set(), names
+        assert built == dict.fromkeys(built, 0)
+        # The service's roots are decided before the SDK, their children without it (ADR
+        # 0031): the SDK is asked for nothing at all.
+        assert asked == []
+    elif ratio == 0:
         assert names == set(), names
         assert built == dict.fromkeys(built, 0)
         # Only roots were decided by the SDK: no run, attempt or claim span was asked for.

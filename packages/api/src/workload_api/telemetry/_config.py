@@ -105,7 +105,9 @@ def tracer_provider_from_env(environ: Mapping[str, str] | None = None) -> Tracer
     from opentelemetry.sdk.trace import TracerProvider  # noqa: PLC0415
     from opentelemetry.sdk.trace.export import BatchSpanProcessor  # noqa: PLC0415
 
-    provider = TracerProvider(resource=_resource(env))
+    from workload_api.telemetry._roots import DrawnIds  # noqa: PLC0415 - it imports the SDK
+
+    provider = TracerProvider(resource=_resource(env), id_generator=DrawnIds())
     for name in names:
         provider.add_span_processor(BatchSpanProcessor(_exporter(name)))
     return provider

@@ -47,6 +47,11 @@ class HttpTelemetry(HttpMiddleware):
         super().__init__(app)
         self._telemetry = telemetry
         self._metrics = telemetry.metrics
+        self._roots = None
+        if telemetry.provider is not None:  # the SDK is loaded: tracing is on
+            from workload_api.telemetry._roots import root_sampling  # noqa: PLC0415
+
+            self._roots = root_sampling(telemetry.provider)
 
     async def http(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Handle one HTTP request."""
@@ -63,7 +68,10 @@ class HttpTelemetry(HttpMiddleware):
             tracer = None  # the caller's unsampled context goes on, with no span of ours
         span = None
         if tracer is not None:
-            span = tracer.start_span(http_method(method), context=parent, kind=SpanKind.SERVER)
+            if parent is None and self._roots is not None:  # a root: decided before the SDK
+                span = self._roots.start(tracer, http_method(method), SpanKind.SERVER)
+            else:
+                span = tracer.start_span(http_method(method), context=parent, kind=SpanKind.SERVER)
             if span.is_recording():  # an unsampled request: no attribute is built (ADR 0031)
                 span.set_attributes(_request_attributes(scope, method))
             token = otel_context.attach(trace.set_span_in_context(span, parent))
