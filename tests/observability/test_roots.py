@@ -17,7 +17,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.sdk.trace.sampling import Decision, ParentBasedTraceIdRatio, TraceIdRatioBased
-from opentelemetry.trace import SpanKind
+from opentelemetry.trace import NonRecordingSpan, SpanContext, SpanKind, TraceFlags
 
 from workload_api.telemetry._config import tracer_provider_from_env
 from workload_api.telemetry._roots import DrawnIds, RootSampling, root_sampling
@@ -41,6 +41,21 @@ def test_the_bound_is_the_samplers_own(rate: float) -> None:
     made = TracerProvider(sampler=ParentBasedTraceIdRatio(rate), id_generator=DrawnIds())
     try:
         assert _roots(made).bound == TraceIdRatioBased.get_bound_for_rate(rate)
+    finally:
+        made.shutdown()
+
+
+@pytest.mark.parametrize("current", ["sampled", "unsampled"])
+def test_the_bound_does_not_depend_on_the_span_current_when_it_is_found(current: str) -> None:
+    # The middleware is built lazily, by whatever call comes first: a span may be current then.
+    made = TracerProvider(sampler=ParentBasedTraceIdRatio(0.1), id_generator=DrawnIds())
+    flags = TraceFlags(TraceFlags.SAMPLED if current == "sampled" else TraceFlags.DEFAULT)
+    parent = NonRecordingSpan(
+        SpanContext(7, 9, is_remote=current == "unsampled", trace_flags=flags)
+    )
+    try:
+        with trace.use_span(parent):
+            assert _roots(made).bound == TraceIdRatioBased.get_bound_for_rate(0.1)
     finally:
         made.shutdown()
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 import os
 import threading
 
+from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.id_generator import RandomIdGenerator
@@ -63,11 +64,14 @@ def _bound(sampler: ParentBasedTraceIdRatio) -> int:
     """The trace ids (their low 64 bits) below which ``sampler`` samples a root: asked of it.
 
     A ratio sampler samples a root exactly when its trace id's low 64 bits are below a bound;
-    the bound is found by bisection with the sampler's public ``should_sample``.
+    the bound is found by bisection with the sampler's public ``should_sample``, asked in an
+    empty context: given none, it would take the span current at the time as the parent, and
+    decide by the parent's flags instead of the ratio.
     """
+    root = otel_context.Context()
 
     def sampled(trace_id: int) -> bool:
-        return sampler.should_sample(None, trace_id, "root").decision is Decision.RECORD_AND_SAMPLE
+        return sampler.should_sample(root, trace_id, "root").decision is Decision.RECORD_AND_SAMPLE
 
     low, high = 0, _TRACE_ID_LIMIT + 1  # sampled below ``low``; dropped at ``high`` and above
     if sampled(_TRACE_ID_LIMIT):
