@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 
 import pytest
 
+from tests.sdk.counting_server import CountingServer, serving
 from tests.sdk.fakes import BASE, FakeApi
 from workload_sdk import Client
 
@@ -28,3 +30,10 @@ def no_proxy(monkeypatch: pytest.MonkeyPatch) -> None:
     for name in list(os.environ):
         if name.lower().endswith("_proxy"):
             monkeypatch.delenv(name)
+
+
+@pytest.fixture
+def server() -> Iterator[CountingServer]:
+    """A real HTTP server on 127.0.0.1 that counts connections and holds each GET's answer."""
+    with serving(CountingServer()) as served:
+        yield served

@@ -3,18 +3,16 @@ against a real socket."""
 
 from __future__ import annotations
 
-import contextlib
 import socket
-import threading
 import typing
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import anyio
 import httpcore
 import httpx
 import pytest
 
+from tests.sdk.counting_server import CountingServer, serving
 from tests.waiting import await_until
 from workload_sdk import AsyncClient, Client, NotFound
 from workload_sdk._kept_sockets import KeptSocketStream, readable
@@ -22,85 +20,15 @@ from workload_sdk._kept_sockets import KeptSocketStream, readable
 pytestmark = pytest.mark.anyio
 
 
-class _Counting(ThreadingHTTPServer):
-    """Counts connections; answers each GET 404 once released, and with ``close_after_answer``
-    closes the connection after answering, with no ``Connection: close`` (the client keeps it).
-    """
-
-    daemon_threads = True
-
-    def __init__(self, *, close_after_answer: bool = False) -> None:
-        super().__init__(("127.0.0.1", 0), _Handler)
-        self.close_after_answer = close_after_answer
-        self.lock = threading.Lock()
-        self.connections = 0
-        self.open = 0
-        self.peak = 0
-        self.waiting = 0
-        self.release = threading.Event()
-
-    def shutdown_request(self, request: socket.socket) -> None:  # type: ignore[override]
-        """Count a connection closed once its socket is (``finish`` runs before the close)."""
-        super().shutdown_request(request)
-        with self.lock:
-            self.open -= 1
-
-
-class _Handler(BaseHTTPRequestHandler):
-    server: _Counting
-    protocol_version = "HTTP/1.1"
-
-    def setup(self) -> None:
-        super().setup()
-        with self.server.lock:
-            self.server.connections += 1
-            self.server.open += 1
-            self.server.peak = max(self.server.peak, self.server.open)
-
-    def do_GET(self) -> None:
-        with self.server.lock:
-            self.server.waiting += 1
-        self.server.release.wait(timeout=30)
-        body = b'{"status": 404, "code": "run_not_found", "detail": "no such run"}'
-        self.send_response(404)
-        self.send_header("Content-Type", "application/problem+json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-        self.close_connection = self.close_connection or self.server.close_after_answer
-
-    def log_message(self, format: str, *args: object) -> None:
-        pass
-
-
-@contextlib.contextmanager
-def _serving(served: _Counting) -> Iterator[_Counting]:
-    thread = threading.Thread(target=served.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield served
-    finally:
-        served.release.set()
-        served.shutdown()
-        served.server_close()
-        thread.join(timeout=10)
-
-
 @pytest.fixture
-def server() -> Iterator[_Counting]:
-    with _serving(_Counting()) as served:
-        yield served
-
-
-@pytest.fixture
-def closing() -> Iterator[_Counting]:
+def closing() -> Iterator[CountingServer]:
     """A server that answers at once and closes each connection after its answer."""
-    with _serving(_Counting(close_after_answer=True)) as served:
+    with serving(CountingServer(close_after_answer=True)) as served:
         served.release.set()
         yield served
 
 
-async def test_requests_beyond_max_connections_wait_for_a_free_one(server: _Counting) -> None:
+async def test_requests_beyond_max_connections_wait_for_a_free_one(server: CountingServer) -> None:
     url = f"http://127.0.0.1:{server.server_address[1]}"
     async with AsyncClient(base_url=url, token="t", max_retries=0, max_connections=2) as client:
 
@@ -129,7 +57,9 @@ def test_max_connections_must_be_positive() -> None:
 
 
 @pytest.mark.usefixtures("no_proxy")
-async def test_a_connection_the_server_closed_while_idle_is_not_reused(closing: _Counting) -> None:
+async def test_a_connection_the_server_closed_while_idle_is_not_reused(
+    closing: CountingServer,
+) -> None:
     url = f"http://127.0.0.1:{closing.server_address[1]}"
     async with AsyncClient(base_url=url, token="t", max_retries=0) as client:
         assert isinstance(client._http._transport, httpx.AsyncHTTPTransport)
@@ -148,7 +78,7 @@ async def test_a_connection_the_server_closed_while_idle_is_not_reused(closing: 
 
 
 async def test_the_pool_asks_a_connection_for_its_socket_once_and_polls_it(
-    closing: _Counting, no_proxy: None, monkeypatch: pytest.MonkeyPatch
+    closing: CountingServer, no_proxy: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     asked: list[str] = []
     inner_info = KeptSocketStream.__init__

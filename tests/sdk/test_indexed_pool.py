@@ -12,7 +12,7 @@ import httpcore
 import httpx
 import pytest
 
-from tests.sdk.test_connections import _Counting, _serving
+from tests.sdk.counting_server import CountingServer, serving
 from tests.waiting import await_until
 from workload_sdk._indexed_pool import IndexedPool
 from workload_sdk._kept_sockets import KeptSocketTransport
@@ -20,7 +20,7 @@ from workload_sdk._kept_sockets import KeptSocketTransport
 pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("no_proxy")]
 
 
-def _client(server: _Counting, limits: httpx.Limits, **timeouts: float) -> httpx.AsyncClient:
+def _client(server: CountingServer, limits: httpx.Limits, **timeouts: float) -> httpx.AsyncClient:
     transport = KeptSocketTransport(limits)
     assert isinstance(transport._pool, IndexedPool)
     timeout = httpx.Timeout(10, **timeouts)
@@ -37,20 +37,14 @@ def _pool(client: httpx.AsyncClient) -> IndexedPool:
 
 
 @pytest.fixture
-def server() -> Iterator[_Counting]:
-    with _serving(_Counting()) as served:
-        yield served
-
-
-@pytest.fixture
-def other() -> Iterator[_Counting]:
-    with _serving(_Counting()) as served:
+def other() -> Iterator[CountingServer]:
+    with serving(CountingServer()) as served:
         served.release.set()
         yield served
 
 
 async def test_a_request_waiting_past_its_pool_timeout_fails_and_frees_its_place(
-    server: _Counting,
+    server: CountingServer,
 ) -> None:
     async with _client(server, httpx.Limits(max_connections=1), pool=0.2) as client:
         async with anyio.create_task_group() as tg:
@@ -69,7 +63,7 @@ async def test_a_request_waiting_past_its_pool_timeout_fails_and_frees_its_place
         assert repr(_pool(client)) == "<IndexedPool [0 busy, 1 idle, 0 waiting]>"
 
 
-async def test_a_cancelled_waiter_gives_back_what_it_was_handed(server: _Counting) -> None:
+async def test_a_cancelled_waiter_gives_back_what_it_was_handed(server: CountingServer) -> None:
     async with _client(server, httpx.Limits(max_connections=1)) as client:
         pool = _pool(client)
         waiting = anyio.CancelScope()
@@ -106,7 +100,7 @@ async def test_a_cancelled_waiter_gives_back_what_it_was_handed(server: _Countin
 
 
 async def test_connections_closed_after_their_answer_free_their_place_for_the_queue(
-    server: _Counting,
+    server: CountingServer,
 ) -> None:
     server.release.set()
     async with _client(server, httpx.Limits(max_connections=1)) as client:
@@ -124,7 +118,9 @@ async def test_connections_closed_after_their_answer_free_their_place_for_the_qu
         assert _pool(client)._open == 0
 
 
-async def test_idle_connections_beyond_the_keepalive_limit_are_closed(server: _Counting) -> None:
+async def test_idle_connections_beyond_the_keepalive_limit_are_closed(
+    server: CountingServer,
+) -> None:
     limits = httpx.Limits(max_connections=6, max_keepalive_connections=2)
     async with _client(server, limits) as client:
 
@@ -150,7 +146,7 @@ async def test_idle_connections_beyond_the_keepalive_limit_are_closed(server: _C
 
 
 async def test_a_full_pool_closes_an_idle_connection_to_another_origin(
-    other: _Counting, server: _Counting
+    other: CountingServer, server: CountingServer
 ) -> None:
     server.release.set()
     url = f"http://127.0.0.1:{other.server_address[1]}/x"
@@ -166,7 +162,7 @@ async def test_a_full_pool_closes_an_idle_connection_to_another_origin(
         await await_until(one_open, within=10, message="one connection open across both")
 
 
-async def test_a_connection_that_fails_to_connect_frees_its_place(server: _Counting) -> None:
+async def test_a_connection_that_fails_to_connect_frees_its_place(server: CountingServer) -> None:
     server.release.set()
     with socket.socket() as unused:
         unused.bind(("127.0.0.1", 0))
@@ -179,7 +175,7 @@ async def test_a_connection_that_fails_to_connect_frees_its_place(server: _Count
             assert _pool(client)._open == 1
 
 
-async def test_other_schemes_are_refused_as_httpcore_refuses_them(server: _Counting) -> None:
+async def test_other_schemes_are_refused_as_httpcore_refuses_them(server: CountingServer) -> None:
     async with _client(server, httpx.Limits(max_connections=1)) as client:
         with pytest.raises(httpx.UnsupportedProtocol, match="ftp"):
             await client.get("ftp://127.0.0.1/x")
@@ -197,7 +193,7 @@ async def test_a_request_cancelled_while_a_stale_connection_closes_keeps_no_slot
         finished.append(connection)
 
     monkeypatch.setattr(httpcore.AsyncHTTPConnection, "aclose", slow_aclose)
-    with _serving(_Counting(close_after_answer=True)) as closing:
+    with serving(CountingServer(close_after_answer=True)) as closing:
         closing.release.set()
         async with _client(closing, httpx.Limits(max_connections=1), pool=3) as client:
             assert (await client.get("/first")).status_code == 404
