@@ -28,8 +28,7 @@ What is reported, and by whom:
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
-from contextlib import AbstractContextManager, contextmanager, nullcontext
+from contextlib import AbstractContextManager, nullcontext
 from datetime import datetime
 from typing import Protocol
 
@@ -43,6 +42,7 @@ __all__ = [
     "NO_TELEMETRY",
     "TOOL_KIND",
     "TRACEPARENT_PATTERN",
+    "UNTRACED_ATTEMPT",
     "AttemptSpan",
     "ModelCall",
     "NoTelemetry",
@@ -149,7 +149,10 @@ class Telemetry(Protocol):
         ...
 
     def run(self, run: RunRecord) -> AbstractContextManager[None]:
-        """This process executes ``run`` within the block (the run span is current in it)."""
+        """This process executes ``run`` within the block (the run span is current in it).
+
+        The span starts when this is called: enter the result at once, and once.
+        """
         ...
 
     def attempt(
@@ -219,7 +222,13 @@ class _NoModelCall:
 
 _NO_ATTEMPT_SPAN = _NoAttemptSpan()
 _NO_SPAN = nullcontext()
-_NO_MODEL_CALL = _NoModelCall()
+_NO_MODEL_CALL = nullcontext(_NoModelCall())
+UNTRACED_ATTEMPT: AbstractContextManager[AttemptSpan] = nullcontext(_NO_ATTEMPT_SPAN)
+"""A local attempt (or tool call) without a span: one object, entered by any number at once.
+
+The no-span paths return shared ``nullcontext`` objects rather than ``@contextmanager``
+generators, which cost a generator and its frames at every run and attempt.
+"""
 
 
 class NoTelemetry:
@@ -239,19 +248,17 @@ class NoTelemetry:
     def flush(self) -> None:
         """Nothing buffered."""
 
-    @contextmanager
-    def run(self, run: RunRecord) -> Iterator[None]:
+    def run(self, run: RunRecord) -> AbstractContextManager[None]:
         """No span."""
         del run
-        yield
+        return _NO_SPAN
 
-    @contextmanager
     def attempt(
         self, run_id: str, task_key: str, attempt: int, action: str
-    ) -> Iterator[AttemptSpan]:
+    ) -> AbstractContextManager[AttemptSpan]:
         """No span."""
         del run_id, task_key, attempt, action
-        yield _NO_ATTEMPT_SPAN
+        return UNTRACED_ATTEMPT
 
     def claimed(self, worker_id: str, claimed: ClaimedAttempt, now: datetime) -> str | None:
         """The run's stored context, passed along unchanged."""
@@ -267,19 +274,19 @@ class NoTelemetry:
         del name, sql
         return _NO_SPAN
 
-    @contextmanager
     def model_call(
         self, *, provider: str, model: str, operation: str = "chat"
-    ) -> Iterator[ModelCall]:
+    ) -> AbstractContextManager[ModelCall]:
         """No span, no count."""
         del provider, model, operation
-        yield _NO_MODEL_CALL
+        return _NO_MODEL_CALL
 
-    @contextmanager
-    def tool_call(self, name: str, *, call_id: str | None = None) -> Iterator[AttemptSpan]:
+    def tool_call(
+        self, name: str, *, call_id: str | None = None
+    ) -> AbstractContextManager[AttemptSpan]:
         """No span, no count."""
         del name, call_id
-        yield _NO_ATTEMPT_SPAN
+        return UNTRACED_ATTEMPT
 
     def tool_call_ended(self, step: StepRecord, closed_by: AttemptRecord | None = None) -> None:
         """No span, no count."""

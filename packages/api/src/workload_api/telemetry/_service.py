@@ -33,7 +33,6 @@ from contextlib import AbstractContextManager, contextmanager, nullcontext
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.trace import (
     Link,
@@ -49,8 +48,9 @@ from workload_api.telemetry import genai
 from workload_api.telemetry._metrics import Metrics
 from workload_api.telemetry._spans import (
     MAX_OPEN_REMOTE_SPANS,
-    AttemptHandle,
+    AttemptScope,
     ModelCallRecord,
+    RunScope,
     StatementSpan,
     ToolCallHandle,
     attempt_attributes,
@@ -73,6 +73,7 @@ from workload_domain.statuses import AttemptStatus, RunStatus
 from workload_domain.telemetry import (
     LEASE_EXPIRED,
     TOOL_KIND,
+    UNTRACED_ATTEMPT,
     AttemptSpan,
     ModelCall,
     attempt_kind,
@@ -175,7 +176,7 @@ class ServiceTelemetry:
             if kind is EventType.RUN_STARTED:
                 metrics.runs_started.inc()
             elif kind in _RUN_ENDS:
-                metrics.runs_finished.labels(_RUN_ENDS[kind].value).inc()
+                metrics.run_finished(_RUN_ENDS[kind].value)
                 self._run_ended(run_id, _RUN_ENDS[kind])
             elif kind in _ATTEMPT_ENDS and event.task_key is not None:
                 attempt = attempt_of(commit, event.task_key, event.attempt)
@@ -189,7 +190,7 @@ class ServiceTelemetry:
     def _count_attempt(self, status: AttemptStatus | str, kind: str, code: str | None) -> None:
         """An attempt (or a tool call: ``kind`` ``tool``) finished; a lease expiry counts too."""
         value = status.value if isinstance(status, AttemptStatus) else status
-        self.metrics.attempts_finished.labels(value, kind).inc()
+        self.metrics.attempt_finished(value, kind)
         if value == AttemptStatus.INTERRUPTED.value and code == LEASE_EXPIRED:
             self.metrics.leases_expired.inc()
 
@@ -214,12 +215,10 @@ class ServiceTelemetry:
 
     # -- runs and local attempts --------------------------------------------------------------
 
-    @contextmanager
-    def run(self, run: RunRecord) -> Iterator[None]:
+    def run(self, run: RunRecord) -> AbstractContextManager[None]:
         """The run's span, current while this process executes the run."""
         if self._tracer is None:
-            yield
-            return
+            return _NOT_TRACED
         creator = context_of(run.traceparent)
         span: Span
         if creator is not None and self.unsampled(creator):
@@ -232,43 +231,18 @@ class ServiceTelemetry:
             )
         if span.is_recording():  # an unsampled run: no attribute is built (ADR 0031)
             span.set_attributes(run_attributes(run))
-        self._runs[run.run_id] = span
-        token = otel_context.attach(trace.set_span_in_context(span))
-        try:
-            yield
-        except BaseException:
-            # Interruption (shutdown, fail-stop) writes nothing; the span says so.
-            span.set_attribute("workload.run.interrupted", True)
-            raise
-        finally:
-            otel_context.detach(token)
-            self._runs.pop(run.run_id, None)
-            span.end()
+        return RunScope(self._runs, run.run_id, span)
 
-    @contextmanager
     def attempt(
         self, run_id: str, task_key: str, attempt: int, action: str
-    ) -> Iterator[AttemptSpan]:
+    ) -> AbstractContextManager[AttemptSpan]:
         """A local attempt's span (a child of the current run span), current in the block."""
         if self._tracer is None or self.unsampled(trace.get_current_span().get_span_context()):
-            yield AttemptHandle(None)
-            return
+            return UNTRACED_ATTEMPT
         span = self._tracer.start_span(f"attempt {task_key}")
         if span.is_recording():
             span.set_attributes(attempt_attributes(run_id, task_key, attempt, action))
-        handle = AttemptHandle(span)
-        key = (run_id, task_key, attempt)
-        self._attempts[key] = span
-        token = otel_context.attach(trace.set_span_in_context(span))
-        try:
-            yield handle
-        finally:
-            otel_context.detach(token)
-            if self._attempts.get(key) is span:
-                del self._attempts[key]
-            if not handle.ended:
-                span.set_attribute("workload.attempt.stopped", True)
-            span.end()
+        return AttemptScope(self._attempts, (run_id, task_key, attempt), span)
 
     # -- remote attempts ---------------------------------------------------------------------
 
@@ -276,7 +250,7 @@ class ServiceTelemetry:
         """Observe schedule-to-start; start the attempt's span; its context for the worker."""
         if claimed.queued_at is not None:
             waited = max((now - claimed.queued_at).total_seconds(), 0.0)
-            self.metrics.schedule_to_start.labels(claimed.queue).observe(waited)
+            self.metrics.claimed(claimed.queue, waited)
         if self._tracer is None:
             return claimed.traceparent
         if claimed.kind == "tool_call":
@@ -428,14 +402,12 @@ class ServiceTelemetry:
                 )
                 if outcome != "ok":
                     genai.failed(span, outcome)
-                self._count_model_call(provider, "ok" if outcome == "ok" else "error", call)
-
-    def _count_model_call(self, provider: str, outcome: str, call: ModelCallRecord) -> None:
-        self.metrics.model_calls.labels(provider, outcome).inc()
-        if call.input_tokens:
-            self.metrics.model_tokens.labels(provider, "input").inc(call.input_tokens)
-        if call.output_tokens:
-            self.metrics.model_tokens.labels(provider, "output").inc(call.output_tokens)
+                self.metrics.model_call(
+                    provider,
+                    "ok" if outcome == "ok" else "error",
+                    call.input_tokens,
+                    call.output_tokens,
+                )
 
     @contextmanager
     def tool_call(self, name: str, *, call_id: str | None = None) -> Iterator[AttemptSpan]:

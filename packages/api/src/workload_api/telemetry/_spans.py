@@ -9,10 +9,12 @@ hands the engine, the store and the agent runtime. No state: the service keeps i
 from __future__ import annotations
 
 from collections import OrderedDict
+from contextvars import Token
 from datetime import datetime
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.context import Context
 from opentelemetry.trace import NonRecordingSpan, Span, SpanContext, Status, StatusCode, TraceFlags
@@ -27,7 +29,9 @@ if TYPE_CHECKING:
 __all__ = [
     "MAX_OPEN_REMOTE_SPANS",
     "AttemptHandle",
+    "AttemptScope",
     "ModelCallRecord",
+    "RunScope",
     "StatementSpan",
     "ToolCallHandle",
     "attempt_attributes",
@@ -182,6 +186,83 @@ class StatementSpan:
         if kind is not None:
             error_status(self._span, kind.__qualname__)
         self._span.end()
+
+
+class RunScope:
+    """A run's span, current (and known by run id) while this process executes the run.
+
+    A class, not a ``@contextmanager`` generator: it is entered once a run, and an unsampled
+    run's whole cost is what it does (SPEC §12).
+    """
+
+    __slots__ = ("_run_id", "_runs", "_span", "_token")
+
+    def __init__(self, runs: dict[str, Span], run_id: str, span: Span) -> None:
+        self._runs = runs
+        self._run_id = run_id
+        self._span = span
+        self._token: Token[Context] | None = None
+
+    def __enter__(self) -> None:
+        if self._token is not None:
+            raise RuntimeError("a run's scope is entered once")
+        self._runs[self._run_id] = self._span
+        self._token = otel_context.attach(trace.set_span_in_context(self._span))
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        span = self._span
+        if kind is not None:  # interruption (shutdown, fail-stop) writes nothing; the span says so
+            span.set_attribute("workload.run.interrupted", True)
+        if self._token is not None:
+            otel_context.detach(self._token)
+        if self._runs.get(self._run_id) is span:
+            del self._runs[self._run_id]
+        span.end()
+
+
+class AttemptScope:
+    """A local attempt's span, current (and known by its key) while the attempt executes."""
+
+    __slots__ = ("_attempts", "_handle", "_key", "_token")
+
+    def __init__(
+        self, attempts: dict[tuple[str, str, int], Span], key: tuple[str, str, int], span: Span
+    ) -> None:
+        self._attempts = attempts
+        self._key = key
+        self._handle = AttemptHandle(span)
+        self._token: Token[Context] | None = None
+
+    def __enter__(self) -> AttemptHandle:
+        span = self._handle.span
+        assert span is not None
+        if self._token is not None:
+            raise RuntimeError("an attempt's scope is entered once")
+        self._attempts[self._key] = span
+        self._token = otel_context.attach(trace.set_span_in_context(span))
+        return self._handle
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        handle = self._handle
+        span = handle.span
+        assert span is not None
+        if self._token is not None:
+            otel_context.detach(self._token)
+        if self._attempts.get(self._key) is span:
+            del self._attempts[self._key]
+        if not handle.ended:
+            span.set_attribute("workload.attempt.stopped", True)
+        span.end()
 
 
 class ModelCallRecord:
