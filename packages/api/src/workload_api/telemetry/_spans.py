@@ -12,7 +12,7 @@ from collections import OrderedDict
 from contextvars import Token
 from datetime import datetime
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
@@ -188,26 +188,30 @@ class StatementSpan:
         self._span.end()
 
 
-class RunScope:
-    """A run's span, current (and known by run id) while this process executes the run.
+class _CurrentSpan(Generic[_K]):
+    """A span current (and known by its key) within a ``with`` block, entered once.
 
-    A class, not a ``@contextmanager`` generator: it is entered once a run, and an unsampled
-    run's whole cost is what it does (SPEC §12).
+    A class, not a ``@contextmanager`` generator: a run and each local attempt enter one, and an
+    unsampled run's whole cost is what they do (SPEC §12). An ending scope removes only its own
+    registration (another scope of the same key may have replaced it, in another task).
     """
 
-    __slots__ = ("_run_id", "_runs", "_span", "_token")
+    __slots__ = ("_key", "_spans", "_token", "span")
 
-    def __init__(self, runs: dict[str, Span], run_id: str, span: Span) -> None:
-        self._runs = runs
-        self._run_id = run_id
-        self._span = span
+    def __init__(self, spans: dict[_K, Span], key: _K, span: Span) -> None:
+        self._spans = spans
+        self._key = key
+        self.span = span
         self._token: Token[Context] | None = None
 
-    def __enter__(self) -> None:
+    def _attach(self) -> None:
         if self._token is not None:
-            raise RuntimeError("a run's scope is entered once")
-        self._runs[self._run_id] = self._span
-        self._token = otel_context.attach(trace.set_span_in_context(self._span))
+            raise RuntimeError("a span's scope is entered once")
+        self._spans[self._key] = self.span
+        self._token = otel_context.attach(trace.set_span_in_context(self.span))
+
+    def _ending(self, interrupted: bool) -> None:
+        """Say on the span how it ended, before it ends (``interrupted``: by an exception)."""
 
     def __exit__(
         self,
@@ -215,54 +219,46 @@ class RunScope:
         error: BaseException | None,
         traceback: TracebackType | None,
     ) -> None:
-        span = self._span
-        if kind is not None:  # interruption (shutdown, fail-stop) writes nothing; the span says so
-            span.set_attribute("workload.run.interrupted", True)
+        span = self.span
+        self._ending(kind is not None)
         if self._token is not None:
             otel_context.detach(self._token)
-        if self._runs.get(self._run_id) is span:
-            del self._runs[self._run_id]
+        if self._spans.get(self._key) is span:
+            del self._spans[self._key]
         span.end()
 
 
-class AttemptScope:
-    """A local attempt's span, current (and known by its key) while the attempt executes."""
+class RunScope(_CurrentSpan[str]):
+    """A run's span while this process executes the run, by run id."""
 
-    __slots__ = ("_attempts", "_handle", "_key", "_token")
+    __slots__ = ()
+
+    def __enter__(self) -> None:
+        self._attach()
+
+    def _ending(self, interrupted: bool) -> None:
+        if interrupted:  # interruption (shutdown, fail-stop) writes nothing; the span says so
+            self.span.set_attribute("workload.run.interrupted", True)
+
+
+class AttemptScope(_CurrentSpan[tuple[str, str, int]]):
+    """A local attempt's span while it executes, by (run id, task key, attempt)."""
+
+    __slots__ = ("_handle",)
 
     def __init__(
         self, attempts: dict[tuple[str, str, int], Span], key: tuple[str, str, int], span: Span
     ) -> None:
-        self._attempts = attempts
-        self._key = key
+        super().__init__(attempts, key, span)
         self._handle = AttemptHandle(span)
-        self._token: Token[Context] | None = None
 
     def __enter__(self) -> AttemptHandle:
-        span = self._handle.span
-        assert span is not None
-        if self._token is not None:
-            raise RuntimeError("an attempt's scope is entered once")
-        self._attempts[self._key] = span
-        self._token = otel_context.attach(trace.set_span_in_context(span))
+        self._attach()
         return self._handle
 
-    def __exit__(
-        self,
-        kind: type[BaseException] | None,
-        error: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        handle = self._handle
-        span = handle.span
-        assert span is not None
-        if self._token is not None:
-            otel_context.detach(self._token)
-        if self._attempts.get(self._key) is span:
-            del self._attempts[self._key]
-        if not handle.ended:
-            span.set_attribute("workload.attempt.stopped", True)
-        span.end()
+    def _ending(self, interrupted: bool) -> None:
+        if not self._handle.ended:
+            self.span.set_attribute("workload.attempt.stopped", True)
 
 
 class ModelCallRecord:
