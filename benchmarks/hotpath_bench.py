@@ -8,6 +8,9 @@
 - ``row_json_stdlib`` and ``row_json_orjson``: the JSON row arrays one commit of a 1-task run
   sends (its task, attempt and two events: ids, datetimes, nested JSONB), encoded by the
   stdlib's encoder the store used before ADR 0038 and by ``workload_store_postgres._json.dumps``.
+- ``replace_run`` and ``evolve_run``: a run record copied with two changes (its revision and
+  ``updated_at``, as every commit's plan does) by ``dataclasses.replace`` and by
+  ``workload_domain.evolve.evolve``.
 - ``http_h11`` and ``http_httptools``: one kept-alive ``GET`` with a bearer token through the
   service's guarded uvicorn protocol of each parser (``WORKLOAD_HTTP_PARSER``, ADR 0036), to an
   app that answers a small JSON at once: parsing the request, the ASGI task, writing the
@@ -21,6 +24,7 @@ the rounds say how much it moved). Compare two commits by running it in each.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import statistics
 import time
@@ -40,6 +44,9 @@ from workload_api.auth import Authenticator, Role
 from workload_api.jsonbody import parse_json_object
 from workload_api.jsonresponse import JSONResponse
 from workload_api.service_key import ServiceKey
+from workload_domain.evolve import evolve
+from workload_domain.records import RunRecord
+from workload_domain.statuses import RunStatus
 from workload_engine.memory import InMemoryStore
 from workload_store_postgres._json import dumps as row_dumps
 from workload_store_postgres._json import stdlib_dumps
@@ -106,6 +113,21 @@ ROWS: list[dict[str, Any]] = [
         for n, kind in ((4, "task.succeeded"), (5, "run.succeeded"))
     ),
 ]
+
+
+RECORD = RunRecord(
+    run_id=str(_RUN_ID),
+    workflow_id="nightly-report",
+    version=3,
+    status=RunStatus.RUNNING,
+    revision=6,
+    input={"date": "2026-12-01"},
+    cancel_requested=False,
+    created_at=_AT,
+    updated_at=_AT,
+    started_at=_AT,
+    traceparent="00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
+)
 
 
 def _stdlib_rows() -> str:
@@ -236,6 +258,10 @@ def run() -> dict[str, Any]:
         "render_list": _per_call_us(lambda: JSONResponse(page).body, max(CALLS // 50, 2)),
         "row_json_stdlib": _per_call_us(_stdlib_rows),
         "row_json_orjson": _per_call_us(lambda: row_dumps(ROWS)),
+        "replace_run": _per_call_us(
+            lambda: dataclasses.replace(RECORD, revision=7, updated_at=_AT)
+        ),
+        "evolve_run": _per_call_us(lambda: evolve(RECORD, revision=7, updated_at=_AT)),
         "http_h11": _http("h11"),
         "http_httptools": _http("httptools"),
         "rounds": ROUNDS,

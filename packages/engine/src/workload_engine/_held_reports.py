@@ -8,9 +8,9 @@ reads it, committed in the runner's next commit, and answered once that commit l
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import replace
 from datetime import datetime
 
+from workload_domain.evolve import evolve
 from workload_domain.ports import Clock
 from workload_domain.records import RunSnapshot
 from workload_domain.statuses import AttemptStatus
@@ -69,11 +69,11 @@ def caught_up(
             return None
         run = snapshot.run
     elif ahead == (1, 1) and claimed:
-        run = replace(snapshot.run, revision=position.revision, updated_at=position.updated_at)
+        run = evolve(snapshot.run, revision=position.revision, updated_at=position.updated_at)
     else:
         return None
     live = (*snapshot.live_attempts[:index], attempt, *snapshot.live_attempts[index + 1 :])
-    return replace(snapshot, run=run, live_attempts=live, last_sequence=position.last_sequence)
+    return evolve(snapshot, run=run, live_attempts=live, last_sequence=position.last_sequence)
 
 
 class HeldReports:

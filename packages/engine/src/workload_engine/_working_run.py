@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
 from workload_domain.approvals import ApprovalRecord, ApprovalStatus
 from workload_domain.events import EventType
+from workload_domain.evolve import evolve
 from workload_domain.ids import attempt_id
 from workload_domain.jsonvalues import JsonObject
 from workload_domain.records import (
@@ -61,7 +61,7 @@ class WorkingRun:
         if status is not None and status is not self.run.status:
             changes["status"] = check_transition(self.run.status, status)
         if changes:
-            self.run = replace(self.run, **changes)
+            self.run = evolve(self.run, **changes)
 
     def task(self, key: str) -> TaskRecord:
         return self.tasks[self.positions[key]]
@@ -71,7 +71,7 @@ class WorkingRun:
         current = self.tasks[i]
         if status is not None and status is not current.status:
             changes["status"] = check_transition(current.status, status)
-        self.tasks[i] = replace(current, **changes)
+        self.tasks[i] = evolve(current, **changes)
         self.changed_tasks.add(i)
         return self.tasks[i]
 
@@ -86,7 +86,7 @@ class WorkingRun:
         report_hash: str | None = None,
     ) -> None:
         attempt = self.live.pop(key)
-        ended = replace(
+        ended = evolve(
             attempt,
             status=check_transition(attempt.status, status),
             finished_at=finished_at,
@@ -121,7 +121,7 @@ class WorkingRun:
 
     def set_attempt(self, key: AttemptKey, **changes: Any) -> None:
         """Change fields of a live attempt (not its status)."""
-        attempt = replace(self.live[key], **changes)
+        attempt = evolve(self.live[key], **changes)
         self.live[key] = attempt
         self.changed_attempts[key] = attempt
 
@@ -146,7 +146,7 @@ class WorkingRun:
     def result(self) -> tuple[RunCommit | None, RunSnapshot]:
         if not self.changed():
             return None, self.before
-        run = replace(self.run, revision=self.before.run.revision + 1, updated_at=self.now)
+        run = evolve(self.run, revision=self.before.run.revision + 1, updated_at=self.now)
         commit = RunCommit(
             expected_revision=self.before.run.revision,
             run=run,

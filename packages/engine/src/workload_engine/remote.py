@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Protocol
 
@@ -32,6 +32,7 @@ import anyio
 from workload_domain.agent.journal import StepRecord, StepStatus
 from workload_domain.agent.loop import tool_error
 from workload_domain.errors import RevisionConflict, RunBusy
+from workload_domain.evolve import evolve
 from workload_domain.leases import LeasedAttempt, LeaseLostReason
 from workload_domain.ports import ExecutionStore, JournalStore, WorkerStore
 from workload_domain.records import AttemptRecord
@@ -234,7 +235,7 @@ class RemoteAttempts:
                 if committed is not None:  # an ended attempt is always a change
                     # The run's runner, in another process, hears of it when it has something
                     # to do (SPEC §14, §16); else its next commit meets the newer revision.
-                    announced = replace(committed, announce=owner_must_act(decided))
+                    announced = evolve(committed, announce=owner_must_act(decided))
                     # Shielded: a holder whose client leaves mid-commit still tells the runner
                     # and the telemetry of a commit that landed (its echo is not heard here).
                     with anyio.CancelScope(shield=True):
@@ -333,7 +334,7 @@ def tool_call_deadline(step: StepRecord, now: datetime) -> StepRecord | None:
         message = "the worker running the tool call stopped heartbeating"
     else:
         return None
-    return replace(
+    return evolve(
         step,
         status=StepStatus.FAILED,
         response=tool_error(f"{code}: {message}", code),
