@@ -13,13 +13,14 @@ import importlib
 import pkgutil
 from dataclasses import InitVar, dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 
 import workload_domain
+from workload_domain.agent.journal import StepRecord
 from workload_domain.evolve import _COPIERS, _copier, _replace, evolve
-from workload_domain.records import AttemptRecord, RunRecord, TaskRecord
+from workload_domain.records import AttemptRecord, RunCommit, RunRecord, RunSnapshot, TaskRecord
 from workload_domain.statuses import AttemptStatus, RunStatus, TaskStatus
 
 NOW = datetime(2026, 12, 4, 10, 0, tzinfo=UTC)
@@ -121,18 +122,31 @@ def test_an_unknown_field_is_refused_as_replace_refuses_it(record: Any) -> None:
         evolve(record, no_such_field=1)
 
 
+HOT_RECORDS = (RunRecord, TaskRecord, AttemptRecord, RunSnapshot, RunCommit, StepRecord)
+"""The records the engine copies on its hot paths (``WorkingRun``, remote reports)."""
+
+
+def test_the_hot_records_take_the_shortcut() -> None:
+    for cls in HOT_RECORDS:
+        assert _copier(cls) is not _replace, cls
+
+
 @pytest.mark.parametrize("cls", DOMAIN_DATACLASSES, ids=lambda c: c.__qualname__)
-def test_every_domain_dataclass_takes_the_shortcut_only_where_it_is_replace(cls: type) -> None:
-    """The shortcut is taken for plain frozen slotted records; anything else falls back."""
-    fields = dataclasses.fields(cls)
-    plain = (
-        cls.__dataclass_params__.frozen  # type: ignore[attr-defined]
-        and "__slots__" in cls.__dict__
-        and not hasattr(cls, "__post_init__")
-        and all(f.init for f in fields)
-        and len(fields) == len(cls.__dataclass_fields__)  # type: ignore[attr-defined]
-    )
-    assert (_copier(cls) is not _replace) == plain
+def test_a_domain_dataclass_takes_it_only_with_the_init_dataclass_wrote(cls: type) -> None:
+    if _copier(cls) is _replace:
+        return
+    init = cls.__dict__["__init__"]
+    assert init.__code__.co_filename == "<string>"
+    assert not hasattr(cls, "__post_init__")
+    assert cls.__dataclass_params__.frozen  # type: ignore[attr-defined]
+
+
+def test_a_commit_and_a_snapshot_copy_as_replace_copies_them() -> None:
+    commit = RunCommit(expected_revision=3, run=run(), tasks=(task(),), attempts=(attempt(),))
+    assert evolve(commit, announce=True) == dataclasses.replace(commit, announce=True)
+    snapshot = RunSnapshot(run(), (task(),), (attempt(),), last_sequence=4)
+    later = evolve(snapshot, last_sequence=9, live_attempts=())
+    assert later == dataclasses.replace(snapshot, last_sequence=9, live_attempts=())
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,6 +174,45 @@ class NoSlots:
     value: int
 
 
+@dataclass(frozen=True, slots=True, init=False)
+class OwnInit:
+    value: int
+
+    def __init__(self, value: int) -> None:
+        object.__setattr__(self, "value", abs(value))
+
+
+@dataclass(frozen=True, slots=True)
+class NoInitVarUse:
+    value: int
+    unused: InitVar[int] = 0
+
+
+@dataclass(frozen=True, slots=True)
+class WithClassVar:
+    value: int
+    LIMIT: ClassVar[int] = 3
+
+
+@dataclass(frozen=True, slots=True)
+class Base:
+    value: int
+
+
+class OwnInitSubclass(Base):
+    __slots__ = ()
+
+    def __init__(self, value: int) -> None:
+        super().__init__(abs(value))
+
+
+@dataclass(frozen=True, slots=True)
+class NamedLikeTheCopier:
+    obj: int
+    changes: int
+    new: int
+
+
 @dataclass(slots=True)
 class NotFrozen:
     value: int
@@ -177,6 +230,27 @@ def test_an_init_var_is_left_to_replace() -> None:
     assert evolve(WithInitVar(2, 3), value=4).scaled == 4
     assert evolve(WithInitVar(2), value=4, scale=3).scaled == 12
     assert _COPIERS[WithInitVar] is _replace
+
+
+def test_an_init_of_its_own_still_runs() -> None:
+    assert evolve(OwnInit(1), value=-5).value == 5
+    assert evolve(OwnInitSubclass(1), value=-5).value == 5
+    assert _COPIERS[OwnInit] is _replace
+    assert _COPIERS[OwnInitSubclass] is _replace
+    assert _copier(Base) is not _replace
+
+
+def test_class_and_init_variables_are_left_to_replace() -> None:
+    assert evolve(NoInitVarUse(1), value=2) == NoInitVarUse(2)
+    assert evolve(WithClassVar(1), value=2) == WithClassVar(2)
+    assert _COPIERS[NoInitVarUse] is _replace
+    assert _COPIERS[WithClassVar] is _replace
+
+
+def test_fields_named_like_the_copiers_own_names() -> None:
+    copy = evolve(NamedLikeTheCopier(1, 2, 3), changes=20, obj=10)
+    assert copy == NamedLikeTheCopier(10, 20, 3)
+    assert _COPIERS[NamedLikeTheCopier] is not _replace
 
 
 @pytest.mark.parametrize("obj", [NoSlots(1), NotFrozen(1)], ids=type)

@@ -7,9 +7,11 @@ frozen ``__init__``, which sets each field through ``object.__setattr__``. ``evo
 a class, a function that allocates the copy and sets each slot through its descriptor:
 ≈ 16,000 (``benchmarks/hotpath_bench.py``).
 
-It applies where that is the same thing as ``replace``: a frozen dataclass with slots whose
-fields are all ``__init__`` parameters, with no ``__post_init__`` (nothing in ``__init__`` but
-the assignments). Any other class is copied by ``dataclasses.replace`` itself. A name that is
+It applies where that is the same thing as ``replace``: a frozen dataclass with slots, made by
+the ``__init__`` that ``@dataclass`` wrote for it (no ``__init__``, ``__new__`` or metaclass of
+its own, no ``__post_init__``), whose fields are all ``__init__`` parameters (no ``InitVar``,
+``ClassVar`` or ``init=False`` field): an ``__init__`` that only sets the fields. Any other class
+is copied by ``dataclasses.replace`` itself. A name that is
 not a field raises ``TypeError``, as ``replace`` does. For the type checker ``evolve`` *is*
 ``dataclasses.replace``, so mypy checks the changes' names and types at every call.
 """
@@ -42,15 +44,35 @@ def _member_setters(cls: type, names: tuple[str, ...]) -> list[Callable[[Any, An
     return setters
 
 
+def _generated_init(cls: type) -> bool:
+    """Whether ``cls`` is made by its own ``__init__``, the one ``@dataclass`` wrote for it.
+
+    A class that writes its own ``__init__`` (which ``@dataclass`` keeps), ``__new__`` or
+    metaclass may do more than set the fields; ``dataclass`` compiles the one it writes from
+    text, so its code's file is ``<string>``.
+    """
+    init = cls.__dict__.get("__init__")
+    code = getattr(init, "__code__", None)
+    new: object = cls.__new__
+    return (
+        code is not None
+        and code.co_filename == "<string>"
+        and new is object.__new__
+        and type(cls) is type
+    )
+
+
 def _copier(cls: type) -> _Copier:
     """The fastest faithful copier of ``cls``'s instances (see the module's docstring)."""
     params = getattr(cls, "__dataclass_params__", None)
-    if params is None or not params.frozen or "__slots__" not in cls.__dict__:
+    if params is None or not (params.frozen and params.init) or "__slots__" not in cls.__dict__:
+        return _replace
+    if not _generated_init(cls) or hasattr(cls, "__post_init__"):
         return _replace
     fields = dataclasses.fields(cls)
     if len(fields) != len(cls.__dataclass_fields__):  # type: ignore[attr-defined]
-        return _replace  # an InitVar: only __init__ knows what to do with it
-    if hasattr(cls, "__post_init__") or not all(f.init for f in fields):
+        return _replace  # a ClassVar or an InitVar: kept simple, left to replace
+    if not all(f.init for f in fields):
         return _replace
     names = tuple(f.name for f in fields)
     setters = _member_setters(cls, names)
