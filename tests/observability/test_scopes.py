@@ -21,7 +21,8 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.sdk.trace.sampling import ParentBasedTraceIdRatio
 
 from workload_api.telemetry import Metrics
-from workload_api.telemetry._service import ServiceTelemetry
+from workload_api.telemetry._service import _MAX_HANDED, ServiceTelemetry
+from workload_api.telemetry._spans import context_of
 from workload_domain.records import RunRecord
 from workload_domain.statuses import RunStatus
 from workload_domain.telemetry import NO_TELEMETRY, UNTRACED_ATTEMPT
@@ -242,3 +243,56 @@ def test_the_no_op_telemetrys_agent_hooks_are_shared_too() -> None:
         call.usage(input_tokens=1, output_tokens=2)
         other.outcome("error")
     assert NO_TELEMETRY.tool_call("t", call_id="c") is UNTRACED_ATTEMPT
+
+
+@pytest.fixture
+def unsampled() -> Iterator[ServiceTelemetry]:
+    provider = TracerProvider(sampler=ParentBasedTraceIdRatio(0.0))
+    yield ServiceTelemetry(Metrics(), provider)
+    provider.shutdown()
+
+
+def request_span(telemetry: ServiceTelemetry) -> trace.Span:
+    return telemetry.tracer.start_span("POST", kind=trace.SpanKind.SERVER)
+
+
+def test_a_run_takes_the_unsampled_context_its_request_handed_it(
+    unsampled: ServiceTelemetry,
+) -> None:
+    request = request_span(unsampled)
+    assert not request.is_recording()
+    with trace.use_span(request, end_on_exit=True):
+        traceparent = unsampled.current_traceparent()
+    assert traceparent is not None
+    assert unsampled._handed == {traceparent: request.get_span_context()}
+    with unsampled.run(record(traceparent)):
+        current = trace.get_current_span()
+        assert current.get_span_context() is request.get_span_context()
+        assert not current.is_recording()
+    assert unsampled._handed == {}
+    # A run of the same traceparent that comes later (a restart, a replay) parses it.
+    with unsampled.run(record(traceparent)):
+        parsed = trace.get_current_span().get_span_context()
+    assert parsed == context_of(traceparent)
+    assert parsed.is_remote
+
+
+def test_a_sampled_context_is_not_handed(
+    exported: tuple[ServiceTelemetry, InMemorySpanExporter],
+) -> None:
+    telemetry, _ = exported
+    request = request_span(telemetry)
+    assert request.is_recording()
+    with trace.use_span(request, end_on_exit=True):
+        assert telemetry.current_traceparent() is not None
+    assert telemetry._handed == {}
+
+
+def test_contexts_handed_to_runs_executed_elsewhere_are_bounded(
+    unsampled: ServiceTelemetry,
+) -> None:
+    handed = []
+    for _ in range(_MAX_HANDED + 10):
+        with trace.use_span(request_span(unsampled), end_on_exit=True):
+            handed.append(unsampled.current_traceparent())
+    assert list(unsampled._handed) == handed[10:]
