@@ -6,6 +6,7 @@ values PostgreSQL holds differently are converted (uuid run ids, status strings,
 
 from __future__ import annotations
 
+import functools
 import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import fields
@@ -55,6 +56,8 @@ __all__ = [
 ]
 
 Row = dict[str, Any]
+_CANONICAL_LENGTH = 36
+"""``xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx``: the only spelling of a UUID a run id may have."""
 
 
 _NAMES: dict[type, tuple[str, ...]] = {}
@@ -78,9 +81,24 @@ def _error(value: Any) -> TaskError | None:
 
 def maybe_uuid(run_id: str) -> uuid.UUID | None:
     """The UUID a run id spells, only in its canonical form (one id, one spelling)."""
+    if not isinstance(run_id, str) or len(run_id) != _CANONICAL_LENGTH:
+        return None  # only canonical-length strings are converted (and kept: see below)
+    return _canonical_uuid(run_id)
+
+
+@functools.lru_cache(maxsize=4096)
+def _canonical_uuid(run_id: str) -> uuid.UUID | None:
+    """``maybe_uuid`` of a string, kept for the ids in use.
+
+    A run's id is converted at its creation, at each of its commits and reads, an attempt's
+    at its start and its end: about eight conversions a one-task run. One (``UUID()``, then
+    ``str()`` to check the spelling) is ≈ 20,000 instructions, a hit of this cache ≈ 2,000
+    (callgrind). Only strings of the canonical length reach it, so what it keeps is bounded
+    (≈ 1 MB at most).
+    """
     try:
         parsed = uuid.UUID(run_id)
-    except (ValueError, TypeError, AttributeError):
+    except ValueError:
         return None
     return parsed if str(parsed) == run_id else None
 
