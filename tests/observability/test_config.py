@@ -6,6 +6,7 @@ import pytest
 from opentelemetry.sdk.trace.export import ConsoleSpanExporter
 
 from workload_api.telemetry import TracingConfigError, tracer_provider_from_env
+from workload_api.telemetry._resource import HashedResource
 
 OTLP = "OTLPSpanExporter"
 CONSOLE = "ConsoleSpanExporter"
@@ -100,3 +101,29 @@ def test_the_console_exporter_is_the_sdks() -> None:
     processors = provider._active_span_processor._span_processors
     assert isinstance(processors[0].span_exporter, ConsoleSpanExporter)  # type: ignore[attr-defined]
     provider.shutdown()
+
+
+def test_the_resource_hashes_as_the_sdks_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The OTLP exporter hashes the resource per span: its hash is kept, equal to the SDK's."""
+    import opentelemetry.sdk.resources as sdk_resources  # noqa: PLC0415 - only with tracing
+
+    monkeypatch.setenv("OTEL_RESOURCE_ATTRIBUTES", "deployment.environment=prod")
+    provider = tracer_provider_from_env({"OTEL_TRACES_EXPORTER": "console"})
+    assert provider is not None
+    try:
+        resource = provider.resource
+        assert isinstance(resource, HashedResource)
+        plain = sdk_resources.Resource(resource.attributes, resource.schema_url)
+        assert resource == plain
+        assert plain == resource
+        expected, by_resource = hash(plain), {plain: "the same key"}
+        assert resource.attributes["deployment.environment"] == "prod"
+
+        def no_serialising(*args: object, **kwargs: object) -> str:
+            raise AssertionError("the resource's attributes were serialised again")
+
+        monkeypatch.setattr(sdk_resources, "dumps", no_serialising)
+        assert hash(resource) == expected
+        assert by_resource[resource] == "the same key"  # as the exporter groups spans
+    finally:
+        provider.shutdown()

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from contextlib import AbstractContextManager
+
 import psycopg
 import pytest
 from opentelemetry import trace
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-from opentelemetry.trace import SpanKind, StatusCode
+from opentelemetry.trace import NonRecordingSpan, SpanContext, SpanKind, StatusCode, TraceFlags
 
 from workload_api.telemetry import Metrics, ServiceTelemetry
 from workload_domain.errors import WorkflowNotFound
@@ -72,3 +74,45 @@ async def test_a_failing_statement_marks_its_span_and_is_never_current(
     divide = [s for s in spans.get_finished_spans() if s.name == "divide"]
     assert len(divide) == 1
     assert divide[0].status.status_code is StatusCode.UNSET
+
+
+class _NamingCounted(ServiceTelemetry):
+    """The service's telemetry, keeping the name of every statement it is asked to trace."""
+
+    def __init__(self, tracer_provider: TracerProvider) -> None:
+        super().__init__(Metrics(), tracer_provider)
+        self.named: list[str] = []
+
+    def statement(self, name: str, sql: str) -> AbstractContextManager[object]:
+        self.named.append(name)
+        return super().statement(name, sql)
+
+
+async def test_a_statement_outside_a_recording_span_is_not_named(
+    database_url: str, tracer_provider: TracerProvider, spans: InMemorySpanExporter
+) -> None:
+    """The cursor asks ``traces_statements`` first: an untraced statement costs no naming."""
+    telemetry = _NamingCounted(tracer_provider)
+    tracer = tracer_provider.get_tracer("test")
+    unsampled = NonRecordingSpan(SpanContext(1, 2, is_remote=False, trace_flags=TraceFlags(0)))
+    async with PostgresStore(database_url, max_size=1, telemetry=telemetry) as store:
+        assert not telemetry.traces_statements()
+        await store.queue_stats()  # a background duty's
+        with trace.use_span(unsampled):  # an unsampled request's
+            assert not telemetry.traces_statements()
+            await store.queue_stats()
+        assert telemetry.named == []
+        with tracer.start_as_current_span("request"):
+            assert telemetry.traces_statements()
+            await store.queue_stats()
+        assert telemetry.named
+        assert set(telemetry.named) == {"queue_stats"}
+        telemetry.named.clear()
+        async with store._db.pool.connection() as conn, conn.cursor() as cursor:
+            with trace.use_span(unsampled):
+                await cursor.executemany("SELECT %s::int", [(1,), (2,)])
+            assert telemetry.named == []
+            with tracer.start_as_current_span("request"):
+                await cursor.executemany("SELECT %s::int", [(3,)])
+            assert telemetry.named == ["SELECT"]
+    assert [s.name for s in spans.get_finished_spans()].count("SELECT") == 1

@@ -112,11 +112,13 @@ def test_no_drawn_id_is_left_for_the_next_root(provider: TracerProvider) -> None
         drawn.append(span.get_span_context().trace_id)
         span.end()
     assert ids.generate_trace_id() not in drawn
-    ids.draw_trace_id()
+    forgotten, handed = 2**100 + 7, 2**100 + 9
+    ids.hand(forgotten)
     ids.forget()
-    again = ids.draw_trace_id()
-    assert ids.generate_trace_id() == again  # taken once …
-    assert ids.generate_trace_id() != again  # … and then a new one
+    assert ids.generate_trace_id() != forgotten
+    ids.hand(handed)
+    assert ids.generate_trace_id() == handed  # taken once …
+    assert ids.generate_trace_id() != handed  # … and then a new one
 
 
 def test_a_child_of_the_current_span_is_the_sdks_to_decide(provider: TracerProvider) -> None:

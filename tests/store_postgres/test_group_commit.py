@@ -247,6 +247,9 @@ class _StatementsSeen(NoTelemetry):
     def tracing(self) -> bool:
         return True
 
+    def traces_statements(self) -> bool:
+        return True
+
     def statement(self, name: str, sql: str) -> AbstractContextManager[object]:
         self.seen.append((name, _RUN.get()))
         return super().statement(name, sql)

@@ -169,6 +169,14 @@ class Telemetry(Protocol):
         """The W3C ``traceparent`` of the current context (the request's span), or None."""
         ...
 
+    def traces_statements(self) -> bool:
+        """Whether a statement run now would be a span (within a traced request, run or attempt).
+
+        A store asks before it names a statement: most statements are not traced (an unsampled
+        request's, a background duty's), and naming one costs more than asking.
+        """
+        ...
+
     def statement(self, name: str, sql: str) -> AbstractContextManager[object]:
         """A database statement (``name``: its named query, or its first keyword) runs."""
         ...
@@ -268,6 +276,10 @@ class NoTelemetry:
     def current_traceparent(self) -> str | None:
         """None: no context is known."""
         return None
+
+    def traces_statements(self) -> bool:
+        """Never."""
+        return False
 
     def statement(self, name: str, sql: str) -> AbstractContextManager[object]:
         """No span."""

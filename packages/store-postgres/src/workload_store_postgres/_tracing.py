@@ -45,9 +45,12 @@ def traced_cursor(telemetry: Telemetry) -> type[psycopg.AsyncCursor[Row]]:
             prepare: bool | None = None,
             binary: bool | None = None,
         ) -> TracedCursor:
+            # psycopg overloads execute on the query's kind; this passes it on unchanged.
+            if not telemetry.traces_statements():  # asked first: naming a statement costs more
+                await super().execute(cast(Any, query), params, prepare=prepare, binary=binary)
+                return self
             text = _text(query)
             with telemetry.statement(statement_name(text), text):
-                # psycopg overloads execute on the query's kind; this passes it on unchanged.
                 await super().execute(cast(Any, query), params, prepare=prepare, binary=binary)
             return self
 
@@ -58,6 +61,9 @@ def traced_cursor(telemetry: Telemetry) -> type[psycopg.AsyncCursor[Row]]:
             *,
             returning: bool = False,
         ) -> None:
+            if not telemetry.traces_statements():
+                await super().executemany(query, params_seq, returning=returning)
+                return
             text = _text(query)
             with telemetry.statement(statement_name(text), text):
                 await super().executemany(query, params_seq, returning=returning)

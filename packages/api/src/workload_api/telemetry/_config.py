@@ -53,12 +53,15 @@ def _exporter(name: str) -> SpanExporter:
 def _resource(env: Mapping[str, str]) -> Resource:
     from opentelemetry.sdk.resources import Resource  # noqa: PLC0415 - only when tracing
 
+    from workload_api.telemetry._resource import HashedResource  # noqa: PLC0415 - the SDK's
+
     named = env.get("OTEL_SERVICE_NAME") or "service.name=" in env.get(
         "OTEL_RESOURCE_ATTRIBUTES", ""
     )
     # Resource.create merges the OTEL_* variables under the attributes given here, so the
     # default is given only when the environment names no service.
-    return Resource.create({} if named else {"service.name": DEFAULT_SERVICE_NAME})
+    created = Resource.create({} if named else {"service.name": DEFAULT_SERVICE_NAME})
+    return HashedResource(created.attributes, created.schema_url)
 
 
 def tracing_exporters(environ: Mapping[str, str] | None = None) -> list[str]:

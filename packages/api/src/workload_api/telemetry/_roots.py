@@ -5,9 +5,10 @@ sampled, and each paid the SDK's whole ``start_span`` to learn it: the parent lo
 drawn, the sampler's decision object, the flags, the span context, the SDK's own counters
 (≈ 1.3 % of an unsampled run's instructions, ``benchmarks/instructions_bench.py``). A root's
 decision is the ratio sampler's test of its trace id alone, so it is taken here first: the
-trace id is drawn from the provider's id generator (:class:`DrawnIds`), a dropped root becomes a
-non-recording span on that id with the SDK's flags, and a sampled one is started by the SDK,
-which takes the id already drawn — so the SDK samples exactly the traces it would have.
+trace id is drawn as the provider's id generator (:class:`DrawnIds`) draws one, a dropped root
+becomes a non-recording span on that id with the SDK's flags, and a sampled one is started by
+the SDK, which takes the id handed to the generator — so the SDK samples exactly the traces it
+would have. A dropped root's id is never handed in: no thread-local write is made for it.
 
 Used only where that equivalence is known: the SDK's own ``ParentBasedTraceIdRatio`` sampler,
 our :class:`DrawnIds` generator, no current span (a child is the SDK's to decide), and the SDK's
@@ -36,23 +37,21 @@ _INTERNAL_METRICS = "OTEL_PYTHON_SDK_INTERNAL_METRICS_ENABLED"
 
 
 class DrawnIds(RandomIdGenerator):
-    """The SDK's random ids, of which this thread's next trace id may be drawn ahead."""
+    """The SDK's random ids, of which this thread's next trace id may be handed in ahead."""
 
     def __init__(self) -> None:
         self._drawn = threading.local()
 
-    def draw_trace_id(self) -> int:
-        """A new random trace id, which this thread's next :meth:`generate_trace_id` returns."""
-        trace_id = super().generate_trace_id()
+    def hand(self, trace_id: int) -> None:
+        """Make ``trace_id`` what this thread's next :meth:`generate_trace_id` returns."""
         self._drawn.trace_id = trace_id
-        return trace_id
 
     def forget(self) -> None:
-        """Drop this thread's drawn trace id, if it was not taken."""
+        """Drop this thread's handed trace id, if it was not taken."""
         self._drawn.trace_id = None
 
     def generate_trace_id(self) -> int:
-        """The trace id drawn ahead on this thread, once; else a new random one."""
+        """The trace id handed in on this thread, once; else a new random one."""
         trace_id: int | None = getattr(self._drawn, "trace_id", None)
         if trace_id is None:
             return super().generate_trace_id()
@@ -96,16 +95,17 @@ class RootSampling:
         """The root span ``name``: the SDK's when sampled, else a non-recording one of ours."""
         if trace.get_current_span().get_span_context().is_valid:  # a child: the SDK decides
             return tracer.start_span(name, kind=kind)
-        trace_id = self._ids.draw_trace_id()
+        ids = self._ids
+        trace_id = RandomIdGenerator.generate_trace_id(ids)  # drawn, not yet handed in
         if trace_id & _TRACE_ID_LIMIT < self.bound:
+            ids.hand(trace_id)
             try:
                 return tracer.start_span(name, kind=kind)  # a root: it takes the drawn id
             finally:
-                self._ids.forget()
-        self._ids.forget()
+                ids.forget()
         span_context = SpanContext(
             trace_id,
-            self._ids.generate_span_id(),
+            ids.generate_span_id(),
             is_remote=False,
             trace_flags=_UNSAMPLED_ROOT_FLAGS,
         )

@@ -372,6 +372,10 @@ class ServiceTelemetry:
                 del handed[next(iter(handed))]
         return traceparent
 
+    def traces_statements(self) -> bool:
+        """Whether a statement run now would be a span: within a recording span only."""
+        return self._tracer is not None and trace.get_current_span().is_recording()
+
     def statement(self, name: str, sql: str) -> AbstractContextManager[object]:
         """A database statement's span, within a traced request, run or attempt only.
 
