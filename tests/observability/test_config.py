@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pickle
+
 import pytest
 from opentelemetry.sdk.trace.export import ConsoleSpanExporter
 
@@ -125,5 +127,10 @@ def test_the_resource_hashes_as_the_sdks_once(monkeypatch: pytest.MonkeyPatch) -
         monkeypatch.setattr(sdk_resources, "dumps", no_serialising)
         assert hash(resource) == expected
         assert by_resource[resource] == "the same key"  # as the exporter groups spans
+        monkeypatch.undo()
+        copied = pickle.loads(pickle.dumps(resource))  # another process computes its own hash
+        assert type(copied) is HashedResource
+        assert copied == resource
+        assert hash(copied) == expected
     finally:
         provider.shutdown()

@@ -1,9 +1,9 @@
 """A request's root span decided before the SDK is asked, exactly as the SDK decides (ADR 0045).
 
 With SPEC §12's ``parentbased_traceidratio`` a root is sampled when its trace id's low 64 bits
-are below the ratio's bound. ``RootSampling`` draws the trace id from the provider's
-``DrawnIds``, makes a dropped root a non-recording span with the SDK's flags, and lets the SDK
-start a sampled one on the same id: the traces sampled are the SDK's, one for one.
+are below the ratio's bound. ``RootSampling`` draws the trace id as the provider's ``DrawnIds``
+would, makes a dropped root a non-recording span with the SDK's flags, and hands a sampled
+one's id to ``DrawnIds`` for the SDK to start it on: the traces sampled are the SDK's, one for one.
 """
 
 from __future__ import annotations
@@ -119,6 +119,41 @@ def test_no_drawn_id_is_left_for_the_next_root(provider: TracerProvider) -> None
     ids.hand(handed)
     assert ids.generate_trace_id() == handed  # taken once …
     assert ids.generate_trace_id() != handed  # … and then a new one
+
+
+class _HandsCounted(DrawnIds):
+    """``DrawnIds`` keeping every trace id handed to it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.handed: list[int] = []
+
+    def hand(self, trace_id: int) -> None:
+        self.handed.append(trace_id)
+        super().hand(trace_id)
+
+
+def test_only_a_sampled_roots_id_is_handed_to_the_generator() -> None:
+    """A dropped root touches neither the SDK nor the generator's thread-local store."""
+    ids = _HandsCounted()
+    made = TracerProvider(sampler=ParentBasedTraceIdRatio(0.5), id_generator=ids)
+    plain = TracerProvider(sampler=ParentBasedTraceIdRatio(0.5), id_generator=DrawnIds())
+    try:
+        # root_sampling takes DrawnIds itself only: the same decision, on the counting one.
+        tracer, roots = made.get_tracer("test"), RootSampling(ids, _roots(plain).bound)
+        random.seed(11)
+        sampled: list[int] = []
+        dropped: list[int] = []
+        for _ in range(40):
+            span = roots.start(tracer, "GET", SpanKind.SERVER)
+            (sampled if span.is_recording() else dropped).append(span.get_span_context().trace_id)
+            span.end()
+        assert sampled
+        assert dropped
+        assert ids.handed == sampled
+    finally:
+        made.shutdown()
+        plain.shutdown()
 
 
 def test_a_child_of_the_current_span_is_the_sdks_to_decide(provider: TracerProvider) -> None:

@@ -16,7 +16,8 @@ What is reported, and by whom:
   schedule-to-start time, and the trace context the worker continues;
 - the trace context of the current request (:meth:`Telemetry.current_traceparent`), stored with
   a new run;
-- database statements (:meth:`Telemetry.statement`), by the PostgreSQL store;
+- database statements (:meth:`Telemetry.statement`, asked first whether one would be a span:
+  :meth:`Telemetry.traces_statements`), by the PostgreSQL store;
 - model calls, tool calls and pending approvals, by the agent runtime
   (:meth:`Telemetry.model_call`, :meth:`Telemetry.tool_call`: a tool call run in-process);
 - the end of an agent's *remote* tool call (:meth:`Telemetry.tool_call_ended`), by whoever

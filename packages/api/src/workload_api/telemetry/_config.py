@@ -53,7 +53,7 @@ def _exporter(name: str) -> SpanExporter:
 def _resource(env: Mapping[str, str]) -> Resource:
     from opentelemetry.sdk.resources import Resource  # noqa: PLC0415 - only when tracing
 
-    from workload_api.telemetry._resource import HashedResource  # noqa: PLC0415 - the SDK's
+    from workload_api.telemetry._resource import HashedResource  # noqa: PLC0415 - it imports the SDK
 
     named = env.get("OTEL_SERVICE_NAME") or "service.name=" in env.get(
         "OTEL_RESOURCE_ATTRIBUTES", ""
