@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pickle
 
+import opentelemetry.sdk.resources as sdk_resources
 import pytest
 from opentelemetry.sdk.trace.export import ConsoleSpanExporter
 
@@ -107,8 +108,6 @@ def test_the_console_exporter_is_the_sdks() -> None:
 
 def test_the_resource_hashes_as_the_sdks_once(monkeypatch: pytest.MonkeyPatch) -> None:
     """The OTLP exporter hashes the resource per span: its hash is kept, equal to the SDK's."""
-    import opentelemetry.sdk.resources as sdk_resources  # noqa: PLC0415 - only with tracing
-
     monkeypatch.setenv("OTEL_RESOURCE_ATTRIBUTES", "deployment.environment=prod")
     provider = tracer_provider_from_env({"OTEL_TRACES_EXPORTER": "console"})
     assert provider is not None

@@ -384,8 +384,9 @@ class ServiceTelemetry:
         (``db.query.summary``; its text is in ``queries.sql``): the text itself is not copied
         into every span, which would double what a trace costs to export.
         """
-        if self._tracer is None or not trace.get_current_span().is_recording():
+        if not self.traces_statements():
             return _NOT_TRACED
+        assert self._tracer is not None  # traces_statements: a tracer is set
         attributes = self._statements.get(name)
         if attributes is None:
             attributes = statement_attributes(name, sql)
