@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -89,13 +90,16 @@ def test_apply_puts_the_definition_under_its_id_and_says_created_by_status(
     request = api.last
     assert (request.method, request.url.path) == ("PUT", "/api/v1/workflows/wf")
     assert body(request) == DEFINITION
-    assert "idempotency-key" not in request.headers  # idempotent by content: no key needed
 
 
-def test_apply_sends_a_key_only_when_given_one(kind: str) -> None:
+def test_apply_sends_the_key_given_or_a_new_one_each_call(kind: str) -> None:
     api = FakeApi()
     twin(kind, api)(lambda c: c.workflows.apply(DEFINITION, idempotency_key="apply-1"))
-    assert api.last.headers["idempotency-key"] == "apply-1"
+    twin(kind, api)(lambda c: c.workflows.apply(DEFINITION))
+    twin(kind, api)(lambda c: c.workflows.apply(DEFINITION))
+    given, first, second = (r.headers["idempotency-key"] for r in api.requests)
+    assert given == "apply-1"
+    assert uuid.UUID(first) != uuid.UUID(second)
 
 
 def test_apply_escapes_the_id_in_the_path(kind: str) -> None:
@@ -131,27 +135,29 @@ def test_apply_refuses_a_malformed_key_and_sends_nothing(kind: str) -> None:
 
 
 @pytest.mark.parametrize(
-    "first",
+    "failure",
     [
         pytest.param(httpx.ConnectError("refused"), id="no-answer"),
         pytest.param(problem(503, "unavailable"), id="503"),
     ],
 )
-def test_apply_is_retried_after_a_transient_failure(
-    kind: str, first: httpx.Response | Exception
+def test_apply_is_a_write_sent_once_and_its_key_replays_the_first_answer(
+    kind: str, failure: httpx.Response | Exception
 ) -> None:
-    api = FakeApi(responses(first, json_response(200, VERSION)))
-    applied = twin(kind, api, max_retries=1)(lambda c: c.workflows.apply(DEFINITION))
-    assert applied.created is False
-    assert [r.method for r in api.requests] == ["PUT", "PUT"]
-
-
-def test_apply_gives_up_after_max_retries_and_a_refusal_is_not_retried(kind: str) -> None:
-    api = FakeApi(responses(problem(503, "unavailable")))
+    """SPEC §8: writes are never retried by default; the key makes the caller's retry safe."""
+    api = FakeApi(responses(failure, json_response(201, VERSION)))
     with pytest.raises(WorkloadError) as caught:
         twin(kind, api, max_retries=2)(lambda c: c.workflows.apply(DEFINITION))
-    assert caught.value.code == "unavailable"
-    assert len(api.requests) == 3
+    assert len(api.requests) == 1
+    key = caught.value.idempotency_key
+    assert key == api.last.headers["idempotency-key"]
+    applied = twin(kind, api)(lambda c: c.workflows.apply(DEFINITION, idempotency_key=key))
+    assert applied.created is True
+    assert [r.method for r in api.requests] == ["PUT", "PUT"]
+    assert api.last.headers["idempotency-key"] == key
+
+
+def test_a_refused_apply_is_sent_once(kind: str) -> None:
     refused = FakeApi(responses(problem(403, "forbidden")))
     with pytest.raises(WorkloadError) as caught:
         twin(kind, refused, max_retries=2)(lambda c: c.workflows.apply(DEFINITION))

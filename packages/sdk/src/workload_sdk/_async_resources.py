@@ -85,14 +85,15 @@ class AsyncWorkflows(AsyncListing[Workflow]):
         server compares normalized definitions, so key order and defaults do not count).
         Concurrent identical applies create one version.
 
-        It is retried after a transient failure (no answer, 502/503/504) as a read is, since
-        the server writes at most one version per definition. A retry after a lost answer may
-        report ``created=False`` for the version the lost try created; pass an
-        ``idempotency_key`` to have the first answer replayed instead.
+        Like every write it is sent once, never retried by the SDK, with an
+        ``Idempotency-Key`` (a new one unless given): after
+        :class:`~workload_sdk.APIConnectionError` send it again with ``exc.idempotency_key``
+        and the first answer is replayed, ``created`` included (a retry without the key would
+        say ``created=False`` for the version the lost try made).
 
         Args:
             definition: The workflow definition; its ``id`` names the workflow.
-            idempotency_key: An ``Idempotency-Key`` to send (none is sent by default).
+            idempotency_key: The ``Idempotency-Key`` to send (default: a new random one).
             timeout: This call's HTTP timeout (None: the client's).
             extra_headers: Headers added to this call's request.
 

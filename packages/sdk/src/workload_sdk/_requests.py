@@ -83,13 +83,14 @@ class ApiRequest(Generic[T]):
     def safe_to_repeat(self) -> bool:
         """Whether the SDK may send the call again after a transient failure.
 
-        Reads may, and so may ``PUT`` (an apply: the server writes at most one version per
-        definition, however often it is sent). A POST never is: one that got no answer may have
-        been applied, and only its caller can repeat it, with the same idempotency key. A
-        worker's claim and reports are POSTs too: a claim that got no answer may have handed
-        out attempts, and the worker decides itself when to repeat a report.
+        Reads may; a write never is (SPEC §8): one that got no answer may have been applied,
+        and only its caller can repeat it, with the same idempotency key. That holds for an
+        apply (``PUT``) too: repeated without its key, it would answer "unchanged" for the
+        version its lost try created. A worker's claim and reports are POSTs: a claim that got
+        no answer may have handed out attempts, and the worker decides itself when to repeat a
+        report.
         """
-        return self.method in {"GET", "PUT"}
+        return self.method == "GET"
 
 
 def new_idempotency_key() -> str:
@@ -176,8 +177,9 @@ def apply_workflow(
     """``PUT /workflows/{id}``: apply a definition by content, under its own ``id``.
 
     201 when it created a version, 200 when the latest version has this definition already
-    (see :meth:`~workload_sdk.AppliedVersion.of`). The ``Idempotency-Key`` is sent only when
-    given: the server writes at most one version per definition without it.
+    (see :meth:`~workload_sdk.AppliedVersion.of`). Sent once with an ``Idempotency-Key``, a new
+    one unless given, as every write is: repeated with it, the first answer (and its
+    ``created``) is replayed.
 
     Raises:
         TypeError: the definition is not a mapping.
@@ -188,16 +190,14 @@ def apply_workflow(
     workflow_id = definition.get("id")
     if not isinstance(workflow_id, str) or not workflow_id:
         raise ValueError("the definition has no id: apply names the workflow by its 'id'")
-    headers = {}
-    if idempotency_key is not None:
-        headers["Idempotency-Key"] = _idempotency_key(idempotency_key)
+    key = _idempotency_key(idempotency_key)
     return ApiRequest(
         "PUT",
         _workflow(workflow_id),
         Version.model_validate,
-        headers=headers,
+        headers={"Idempotency-Key": key},
         json=dict(definition),
-        idempotency_key=idempotency_key,
+        idempotency_key=key,
     )
 
 
