@@ -103,6 +103,22 @@ def test_serve_with_no_configuration_runs_a_workflow(tmp_path: Path) -> None:
 
         _wait(finished, 30, "the run did not succeed", log)
 
+        # A second `serve` of the same directory cannot lead (exit 3): the URL the client
+        # commands find stays the one that serves.
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            other_port = probe.getsockname()[1]
+        second = subprocess.run(
+            [workload, "serve", "--port", str(other_port)],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        assert second.returncode == 3, second.stderr[-4000:]
+        assert json.loads(credentials.read_text()) == stored
+
         # A second terminal with no configuration at all: the CLI finds the dev credentials.
         demo = subprocess.run(
             [workload, "--output", "json", "demo"],

@@ -243,7 +243,8 @@ def test_development_tokens_are_rewritten_whole_or_not_at_all(
     """A stop in the middle of writing them must not leave a file no later start can read."""
     from workload_cli import _embedded  # noqa: PLC0415
 
-    first = _embedded.dev_credentials(tmp_path, "http://127.0.0.1:8080")
+    first = _embedded.dev_credentials(tmp_path)
+    first.serving_at("http://127.0.0.1:8080")
     before = first.path.read_bytes()
 
     def cut_short(document: object, handle: Any, **_: object) -> None:
@@ -252,15 +253,32 @@ def test_development_tokens_are_rewritten_whole_or_not_at_all(
 
     monkeypatch.setattr(json, "dump", cut_short)  # the module _embedded writes with
     with pytest.raises(KeyboardInterrupt):
-        _embedded.dev_credentials(tmp_path, "http://127.0.0.1:9090")
+        first.serving_at("http://127.0.0.1:9090")
     monkeypatch.undo()
     assert first.path.read_bytes() == before
     assert sorted(p.name for p in tmp_path.iterdir()) == [first.path.name]
 
-    again = _embedded.dev_credentials(tmp_path, "http://127.0.0.1:9090")
-    assert again.operator_token == first.operator_token
+    again = _embedded.dev_credentials(tmp_path)
+    assert (again.operator_token, again.created) == (first.operator_token, False)
+    assert first.path.read_bytes() == before  # tokens found: nothing written before serving
+    again.serving_at("http://127.0.0.1:9090")
     assert json.loads(again.path.read_text())["url"] == "http://127.0.0.1:9090"
+    assert json.loads(again.path.read_text())["operator_token"] == first.operator_token
     assert os.stat(again.path).st_mode & 0o777 == 0o600
+
+
+def test_unreadable_development_tokens_are_made_anew(tmp_path: Path) -> None:
+    from workload_cli import _embedded  # noqa: PLC0415
+
+    (tmp_path / "credentials.json").write_text('{"operator_token": "wl_op_', encoding="utf-8")
+    made = _embedded.dev_credentials(tmp_path)
+    assert made.created
+    stored = json.loads(made.path.read_text())
+    assert stored == {
+        "operator_token": made.operator_token,
+        "viewer_token": made.viewer_token,
+        "worker_token": made.worker_token,
+    }
 
 
 _embedded_stop = KeyboardInterrupt()

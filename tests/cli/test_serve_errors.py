@@ -196,3 +196,104 @@ def test_a_run_retention_out_of_bounds_is_a_configuration_error(tmp_path: Path, 
     assert done.returncode == 2, done.stderr
     assert "run_retention_days" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+_SECRET = "S3CRET-not-to-be-said"
+
+
+@pytest.mark.parametrize(
+    ("args", "env", "says"),
+    [
+        pytest.param(
+            (),
+            {"WORKLOAD_OPERATOR_TOKENS": _SECRET, "WORKLOAD_WORKER_TOKENS": _SECRET},
+            "a worker token must not also be",
+            id="tokens",
+        ),
+        pytest.param(
+            ("--database-url", f"postgresql://user:{_SECRET}@[::1/db"),
+            {},
+            "database_url (WORKLOAD_DATABASE_URL)",
+            id="url-flag",
+        ),
+        pytest.param(
+            (),
+            {"WORKLOAD_DATABASE_URL": f"postgresql://user:{_SECRET}@[::1/db"},
+            "database_url (WORKLOAD_DATABASE_URL)",
+            id="url-env",
+        ),
+        pytest.param(
+            ("--database-url", f"host=x password={_SECRET} port"),
+            {},
+            'missing "=" after',
+            id="url-pairs",
+        ),
+        pytest.param(
+            ("--database-url", _NOWHERE),
+            {"WORKLOAD_CONSOLE_SESSION_KEY": _SECRET},
+            "console_session_key (WORKLOAD_CONSOLE_SESSION_KEY)",
+            id="session-key",
+        ),
+    ],
+)
+def test_a_configuration_error_never_repeats_a_secret(
+    tmp_path: Path, args: tuple[str, ...], env: dict[str, str], says: str
+) -> None:
+    # SPEC §7: never tokens; a URL may hold a password, a session key is a secret.
+    done = _serve(tmp_path, *args, env=env)
+    assert done.returncode == 2, done.stderr
+    assert says in done.stderr
+    assert _SECRET not in done.stderr + done.stdout
+    assert "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "env", "says"),
+    [
+        pytest.param(("--database-url", ""), {}, "database_url", id="url-flag"),
+        pytest.param((), {"WORKLOAD_DATABASE_URL": " "}, "database_url", id="url-env"),
+        pytest.param(("--data-dir", ""), {}, "data_dir", id="dir-flag"),
+        pytest.param((), {"WORKLOAD_DATA_DIR": ""}, "data_dir", id="dir-env"),
+    ],
+)
+def test_an_empty_database_url_or_data_dir_is_refused_not_taken_for_unset(
+    tmp_path: Path, args: tuple[str, ...], env: dict[str, str], says: str
+) -> None:
+    # `--database-url "$UNSET"` must not start a development database on the default port.
+    done = _serve(tmp_path, *args, env=env)
+    assert done.returncode == 2, done.stderr
+    assert f"{says} (WORKLOAD_{says.upper()}): Value error, empty" in done.stderr
+    assert not (tmp_path / "data").exists()
+
+
+@pytest.mark.parametrize("kind", ["a-file", "under-a-file"])
+def test_a_data_dir_that_cannot_be_made_is_a_configuration_error(tmp_path: Path, kind: str) -> None:
+    blocker = tmp_path / "blocker"
+    blocker.write_text("not a directory", encoding="utf-8")
+    data_dir = blocker if kind == "a-file" else blocker / "data"
+    done = _serve(tmp_path, "--data-dir", str(data_dir))
+    assert done.returncode == 2, done.stderr
+    assert f"cannot use the data directory {data_dir}" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize(
+    "command", [("migrate", "up"), ("migrate", "status"), ("console", "sessions")]
+)
+def test_database_commands_refuse_bad_settings_as_serve_does(
+    tmp_path: Path, command: tuple[str, ...]
+) -> None:
+    # A malformed URL is a configuration error (2), by flag as by variable, not an outage (5);
+    # any other bad setting is named, not taken for a missing URL.
+    flag = _workload_run(tmp_path, *command, "--database-url", f"x{_SECRET}")
+    by_env = _workload_run(tmp_path, *command, env={"WORKLOAD_DATABASE_URL": f"x{_SECRET}"})
+    for done in (flag, by_env):
+        assert done.returncode == 2, done.stderr
+        assert "not a PostgreSQL connection URL" in done.stderr
+        assert _SECRET not in done.stderr
+    other = _workload_run(
+        tmp_path, *command, "--database-url", _NOWHERE, env={"WORKLOAD_LOG_LEVEL": "zzz"}
+    )
+    assert other.returncode == 2, other.stderr
+    assert "log_level (WORKLOAD_LOG_LEVEL): Value error, log level must be" in other.stderr
+    assert "give --database-url" not in other.stderr

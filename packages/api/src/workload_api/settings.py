@@ -150,7 +150,17 @@ class Settings(BaseSettings):
     @classmethod
     def _parseable_url(cls, value: str | None) -> str | None:
         # A malformed URL is a configuration error (exit 2), not a database outage (exit 5).
+        if value is not None and not value.strip():
+            # `--database-url "$UNSET"` must not start the embedded development database
+            raise ValueError("empty: give a PostgreSQL URL, or leave it unset (embedded mode)")
         return check_database_url(value) if value else value
+
+    @field_validator("data_dir", mode="before")
+    @classmethod
+    def _named_dir(cls, value: object) -> object:
+        if isinstance(value, str) and not value.strip():  # Path("") is the current directory
+            raise ValueError("empty: give a directory, or leave it unset (the user data dir)")
+        return value
 
     @field_validator("log_level")
     @classmethod

