@@ -103,6 +103,20 @@ def test_every_alert_has_its_runbook(rule: dict[str, Any]) -> None:
     assert rule["annotations"]["summary"]
 
 
+def test_every_alert_is_unit_tested() -> None:
+    document = yaml.safe_load((PROMETHEUS / "alerts.test.yml").read_text(encoding="utf-8"))
+    tested = {case["alertname"] for test in document["tests"] for case in test["alert_rule_test"]}
+    untested = {rule["alert"] for rule in _rules()} - tested
+    assert not untested, sorted(untested)
+
+
+def test_no_leader_means_nothing_executes_runs() -> None:
+    """Replicas take no lock (SPEC §16): the alert must also ask whether any shard is owned."""
+    (rule,) = (r for r in _rules() if r["alert"] == "WorkloadNoCoordinatorLeader")
+    assert "workload_coordinator_leader" in rule["expr"]
+    assert "workload_shards_owned" in rule["expr"]
+
+
 def test_the_rules_and_the_dashboard_query_only_exposed_metrics() -> None:
     exposed = _exposed()
     queried = set(_METRIC.findall(ALERTS.read_text(encoding="utf-8")))
@@ -125,6 +139,7 @@ def test_the_rules_and_the_dashboard_query_only_exposed_metrics() -> None:
         ("lease expiries", "workload_leases_expired_total"),
         ("workers", "workload_workers_active"),
         ("leader", "workload_coordinator_leader"),
+        ("shards owned", "workload_shards_owned"),
         ("model tokens", "workload_model_tokens_total"),
     ],
     ids=lambda value: str(value).replace(" ", "-"),

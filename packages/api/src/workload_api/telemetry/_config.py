@@ -8,6 +8,12 @@ The SDK itself reads the rest: ``OTEL_SERVICE_NAME`` and ``OTEL_RESOURCE_ATTRIBU
 service name defaults to ``workload``), ``OTEL_TRACES_SAMPLER[_ARG]``, ``OTEL_BSP_*`` (the
 batch processor), ``OTEL_EXPORTER_OTLP_[TRACES_]HEADERS``, ``…_TIMEOUT``, ``…_COMPRESSION``.
 The SDK is imported only when tracing is on: a service that does not trace never loads it.
+
+The sampler is built by the SDK (``TracerProvider`` given none), which on a name it does not
+know, or a ratio it cannot use, logs a warning and samples every trace; so with tracing on the
+two variables are checked here first, as the SDK reads them: the name case-insensitively but
+not stripped, the ratio with ``float`` (which strips) and in [0, 1]. Empty means unset (the
+specification's rule; the SDK's outcome too: the default sampler, the default ratio 1.0).
 """
 
 from __future__ import annotations
@@ -31,6 +37,15 @@ __all__ = [
 DEFAULT_SERVICE_NAME = "workload"
 _EXPORTERS = ("otlp", "console")
 _OTLP_PROTOCOL = "http/protobuf"
+_RATIO_SAMPLERS = ("traceidratio", "parentbased_traceidratio")
+_SAMPLERS = (
+    "always_on",
+    "always_off",
+    "parentbased_always_on",
+    "parentbased_always_off",
+    *_RATIO_SAMPLERS,
+)
+"""The samplers the SDK builds from ``OTEL_TRACES_SAMPLER`` (its ``_KNOWN_SAMPLERS``)."""
 
 
 class TracingConfigError(ValueError):
@@ -64,12 +79,42 @@ def _resource(env: Mapping[str, str]) -> Resource:
     return HashedResource(created.attributes, created.schema_url)
 
 
+def _check_sampler(env: Mapping[str, str]) -> None:
+    """Refuses an ``OTEL_TRACES_SAMPLER[_ARG]`` the SDK would replace by sampling everything."""
+    name = env.get("OTEL_TRACES_SAMPLER", "")
+    if not name.strip():  # unset: the SDK's default, parentbased_always_on
+        return
+    if name.lower() not in _SAMPLERS:  # the SDK lowercases the name; it does not strip it
+        spaced = name.strip().lower() in _SAMPLERS
+        raise TracingConfigError(
+            f"OTEL_TRACES_SAMPLER: {name!r} has spaces around the name (the SDK keeps them)"
+            if spaced
+            else f"OTEL_TRACES_SAMPLER: unknown sampler {name!r} "
+            f"(supported: {', '.join(_SAMPLERS)})"
+        )
+    arg = env.get("OTEL_TRACES_SAMPLER_ARG", "")
+    if name.lower() not in _RATIO_SAMPLERS or not arg.strip():  # unset: the ratio is 1.0
+        return
+    try:
+        ratio = float(arg)  # as the SDK converts it
+    except ValueError:
+        ratio = None
+    if ratio is None or not 0.0 <= ratio <= 1.0:  # NaN is not in the range either
+        raise TracingConfigError(
+            f"OTEL_TRACES_SAMPLER_ARG: {name.lower()} takes a sampling ratio from 0 to 1, "
+            f"not {arg!r}"
+        )
+
+
 def tracing_exporters(environ: Mapping[str, str] | None = None) -> list[str]:
     """The exporters the ``OTEL_*`` variables ask for (empty: tracing is off); builds nothing.
 
+    With tracing on, the sampler they ask for is checked too; with it off, it is not read.
+
     Raises:
-        TracingConfigError: an exporter other than ``otlp``/``console``, or an OTLP protocol
-            other than ``http/protobuf``.
+        TracingConfigError: an exporter other than ``otlp``/``console``, an OTLP protocol
+            other than ``http/protobuf``, a sampler the SDK does not know, or a ratio
+            sampler's argument that is not a number from 0 to 1.
     """
     env = os.environ if environ is None else environ
     if env.get("OTEL_SDK_DISABLED", "").strip().lower() == "true":
@@ -91,6 +136,8 @@ def tracing_exporters(environ: Mapping[str, str] | None = None) -> list[str]:
         raise TracingConfigError(
             f"OTEL_EXPORTER_OTLP_PROTOCOL: only {_OTLP_PROTOCOL} is supported, not {protocol!r}"
         )
+    if names:
+        _check_sampler(env)
     return names
 
 
