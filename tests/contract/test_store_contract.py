@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import json
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from datetime import timedelta
@@ -599,3 +600,12 @@ async def test_applying_a_definition_writes_a_version_only_when_it_differs(
     replayed = await store.apply_version(new_version("a", "b"), keyed)
     assert replayed == Replayed(Outcome(200, {"version": 2}))
     assert len(rendered) == 1
+
+
+async def test_an_outcome_keeps_its_keys_in_the_order_written(store: Store) -> None:
+    # SPEC §6: a replay is the original body again; JSONB would sort an object's keys.
+    body = {"zeta": 1, "alpha": {"y": 2, "x": [{"b": 1, "a": 2}]}, "mid": "é"}
+    assert await store.save_outcome(IdempotencyRecord(claim("ordered"), Outcome(202, body))) is None
+    found = await store.find_outcome(claim("ordered"))
+    assert found is not None
+    assert json.dumps(found.body) == json.dumps(body)

@@ -69,9 +69,10 @@ def count(url: str, table: str) -> int:
 async def test_a_failure_after_the_task_rows_rolls_back_run_and_idempotency_record(
     store: PostgresStore, database_url: str
 ) -> None:
-    # The idempotency record is the last write of the transaction; an outcome PostgreSQL cannot
-    # store (JSONB has no U+0000) fails it after the run, task and event rows were written.
-    unstorable = Outcome(202, {"detail": "\u0000"})
+    # The idempotency record is the last write of the transaction; an outcome its table's
+    # CHECK refuses (a status code outside 200-599) fails it after the run, task and event
+    # rows were written.
+    unstorable = Outcome(700, {"detail": "refused by the CHECK"})
     claim = IdempotencyClaim("op", "key-1", "create_run", "h")
     run = new_run()
     with pytest.raises(StoreIntegrityError):

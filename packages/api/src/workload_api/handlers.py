@@ -105,11 +105,16 @@ class Call:
 
     def claim(self, operation: str, body: Any) -> IdempotencyClaim:
         """The idempotency claim of a POST (SPEC §6: the key is required)."""
-        key = self.request.headers.get("idempotency-key")
-        if key is None:
+        keys = self.request.headers.getlist("idempotency-key")
+        if not keys:
             raise HttpProblem(
                 400, "idempotency_key_required", "POST requests need an Idempotency-Key header"
             )
+        if len(keys) > 1:  # which one would a retry be matched by? (a proxy may add one)
+            raise HttpProblem(
+                400, "invalid_argument", "send one Idempotency-Key header, not several"
+            )
+        key = keys[0]
         if not _IDEMPOTENCY_KEY.fullmatch(key):
             raise HttpProblem(
                 400,

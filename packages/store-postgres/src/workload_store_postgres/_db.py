@@ -31,7 +31,7 @@ import psycopg
 from psycopg import pq
 from psycopg.errors import IntegrityError, UndefinedTable
 from psycopg.rows import dict_row
-from psycopg.types.json import Jsonb
+from psycopg.types.json import Json
 from psycopg_pool import PoolClosed, PoolTimeout
 
 from workload_domain.errors import Fenced, StoreIntegrityError, StoreUnavailable, WorkloadError
@@ -389,7 +389,7 @@ def outcome_params(record: IdempotencyRecord | None, created_at: datetime) -> di
         "operation": claim.operation,
         "request_hash": claim.request_hash,
         "status_code": record.outcome.status_code,
-        "response": Jsonb(record.outcome.body),
+        "response": Json(record.outcome.body),  # the text as sent: replayed byte for byte
         "created_at": created_at,
     }
 

@@ -85,7 +85,7 @@ WITH replay AS (
         (principal, idempotency_key, operation, request_hash, status_code, response, created_at)
     SELECT %(outcome_principal)s::text, %(outcome_key)s::text, %(outcome_operation)s::text,
            %(outcome_request_hash)s::text, %(outcome_status_code)s::integer,
-           %(outcome_response)s::jsonb, %(outcome_created_at)s::timestamptz
+           %(outcome_response)s::json, %(outcome_created_at)s::timestamptz
     FROM run WHERE %(outcome_principal)s::text IS NOT NULL
 )
 SELECT operation, request_hash, status_code, response FROM replay
