@@ -279,6 +279,34 @@ def test_the_server_refusing_a_definition_is_exit_7_and_names_it(cli: Cli, tmp_p
     assert "/tasks/0/depends_on" in result.stderr  # every problem listed
 
 
+def test_a_refused_workflow_of_a_module_does_not_stop_the_others(
+    cli: Cli, module: Callable[[str], str], operator: Client
+) -> None:
+    # SPEC §17: each definition is applied and its outcome printed; the refusal's exit code.
+    name = module(
+        """
+        from workload_worker import Workflow
+
+        first = Workflow("first")
+        first.task("a", "mock")
+        looped = Workflow("looped")
+        looped.task("a", "mock", depends_on=["a"])
+        last = Workflow("last")
+        last.task("a", "mock")
+        """
+    )
+    result = cli("workflows", "apply", name, "-o", "json")
+    assert result.exit_code == ExitCode.REJECTED, result.output
+    assert json.loads(result.stdout) == [
+        {"workflow_id": "first", "version": 1, "created": True},
+        {"workflow_id": "last", "version": 1, "created": True},
+    ]
+    assert "looped" in result.stderr
+    assert "not applied" in result.stderr
+    assert "/tasks/0/depends_on" in result.stderr
+    assert sorted(w.workflow_id for w in operator.workflows.list()) == ["first", "last"]
+
+
 def test_a_viewer_cannot_apply(cli: Cli, tmp_path: Path) -> None:
     path = tmp_path / "etl.json"
     path.write_text(json.dumps(ETL), encoding="utf-8")

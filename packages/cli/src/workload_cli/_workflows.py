@@ -7,11 +7,12 @@ from typing import Annotated
 import typer
 
 from workload_cli._definitions import definitions_to_apply
+from workload_cli._exit import exit_code_for_error
 from workload_cli._inputs import check_idempotency_key, read_object_file
 from workload_cli._options import DefinitionArgument, IdempotencyKeyOption
 from workload_cli._session import Session, client_command
 from workload_cli._views import VERSION_COLUMNS, WORKFLOW_COLUMNS
-from workload_sdk import WorkloadError
+from workload_sdk import Conflict, InvalidRequest, WorkloadError
 
 __all__ = ["workflows_app"]
 
@@ -55,14 +56,22 @@ def apply(s: Session, target: ApplyArgument) -> None:
     list of {workflow_id, version, created}). Every definition is read and built first: a file
     that is not JSON, a module that does not import or an attribute that is not a Workflow
     exits 2 with nothing written. A module is imported from the current directory too, as
-    `workload worker` does. Applying is idempotent: run it again and nothing changes.
+    `workload worker` does. A definition the server refuses is said and the others are still
+    applied; the command then exits with the first refusal's code. Applying is idempotent: run
+    it again and nothing changes.
     """
     sources = definitions_to_apply(target)
     applied: list[dict[str, object]] = []
+    refused: WorkloadError | None = None
     for source in sources:
         try:
             version = s.client.workflows.apply(source.definition)
-        except WorkloadError:
+        except (InvalidRequest, Conflict) as exc:  # this one's own fault: the others go on
+            s.out.say(f"{source.label}: not applied", style="red")
+            s.out.problem(exc)
+            refused = refused or exc
+            continue
+        except WorkloadError:  # the server, the network or the token: nothing else would go
             s.out.say(f"{source.label}: not applied", style="red")
             raise
         applied.append(
@@ -77,6 +86,8 @@ def apply(s: Session, target: ApplyArgument) -> None:
             s.out.echo(f"{outcome} {version.workflow_id} version {version.version}")
     if s.out.is_json:
         s.out.json(applied)
+    if refused is not None:
+        raise typer.Exit(exit_code_for_error(refused))
 
 
 @workflows_app.command("new-version")
