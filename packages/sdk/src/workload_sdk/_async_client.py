@@ -54,8 +54,8 @@ class AsyncClient:
             reports attempts); default ``WORKLOAD_TOKEN``, else no ``Authorization`` header.
         timeout: Seconds (or an :class:`httpx.Timeout`) for each HTTP request; None for none.
         max_retries: How many times a *read* is retried after a transient transport failure
-            or a 502/503/504 (with a small exponential backoff); an apply
-            (``workflows.apply``, a PUT idempotent by content) too. POST writes never are.
+            or a 502/503/504 (with a small exponential backoff). Writes (``workflows.apply``
+            among them) never are.
         transport: An httpx transport (:class:`httpx.AsyncBaseTransport`) to send through
             instead of the network (e.g. :class:`httpx.MockTransport` in tests).
         max_connections: How many connections may be open at once (each kept alive); None

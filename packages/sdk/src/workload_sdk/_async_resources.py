@@ -14,8 +14,9 @@ may not have been applied; retry it with the key the exception carries (``exc.id
 and the server answers the original outcome instead of writing twice (the resource as it was when
 first written: a replayed cancel shows the run at that time).
 
-``workflows.apply`` is a ``PUT``, idempotent by content: it sends an ``Idempotency-Key`` only
-when given one, and the SDK retries it after a transient failure as it retries reads.
+``workflows.apply`` is a ``PUT``, idempotent by content on the server, and a write here like
+the others: sent once, with an ``Idempotency-Key`` (given or generated), so that a retry with
+``exc.idempotency_key`` replays the first answer, ``created`` included.
 """
 
 # ruff: noqa: ASYNC109 - ``timeout=`` is each call's HTTP timeout, in both clients (SPEC §8):

@@ -262,9 +262,9 @@ def transport_error(request: ApiRequest[Any], exc: httpx.TransportError) -> APIC
 def retryable_exception(request: ApiRequest[Any], exc: httpx.TransportError) -> bool:
     """Whether a failure without a response may be retried: transient, and safe to repeat.
 
-    A POST that got no response may have been applied; only its caller can decide to retry
-    it, with the same idempotency key. Reads and ``PUT`` (an apply, idempotent by content) are
-    safe to repeat (:attr:`ApiRequest.safe_to_repeat`).
+    A write that got no response may have been applied; only its caller can decide to retry
+    it, with the same idempotency key. Reads are safe to repeat
+    (:attr:`ApiRequest.safe_to_repeat`).
     """
     return request.safe_to_repeat and isinstance(exc, _TRANSIENT)
 
