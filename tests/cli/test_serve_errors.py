@@ -297,3 +297,14 @@ def test_database_commands_refuse_bad_settings_as_serve_does(
     assert other.returncode == 2, other.stderr
     assert "log_level (WORKLOAD_LOG_LEVEL): Value error, log level must be" in other.stderr
     assert "give --database-url" not in other.stderr
+
+
+def test_a_bad_url_variable_the_flag_overrides_is_not_read(tmp_path: Path) -> None:
+    # The settings are read once: the flag's URL is used, the variable's never parsed or said.
+    hidden = {"WORKLOAD_DATABASE_URL": f"postgresql://user:{_SECRET}@[::1/db"}
+    for env in (hidden, {"WORKLOAD_DATABASE_URL": ""}):
+        done = _workload_run(tmp_path, "migrate", "up", "--database-url", _NOWHERE, env=env)
+        assert done.returncode == 5, done.stderr  # it tried the flag's database: nobody there
+        assert "cannot migrate" in done.stderr
+        assert _SECRET not in done.stderr
+        assert "Traceback" not in done.stderr

@@ -7,9 +7,10 @@ resolved, with where it came from, and adds the last fallbacks.
 
 The development credentials file is the ``credentials.json`` that ``workload serve`` writes in
 its data directory in embedded mode (``{"url", "operator_token", "viewer_token",
-"worker_token"}``). The client commands take its operator token, ``workload worker`` its worker
-token. A token of the file is used only when the resolved URL is the default local URL or the
-URL the file names, so a development token is never sent to another server.
+"worker_token"}``; the ``url`` once that service serves, so it may be missing before). The
+client commands take its operator token, ``workload worker`` its worker token. A token of the
+file is used only when the resolved URL is the default local URL or the URL the file names, so
+a development token is never sent to another server.
 """
 
 from __future__ import annotations

@@ -33,7 +33,7 @@ __all__ = [
     "Stopped",
     "database_command",
     "database_faults",
-    "database_url_of",
+    "database_settings",
     "migrate_status",
     "migrate_up",
     "required_url",
@@ -201,17 +201,24 @@ def invalid_configuration(exc: ValidationError) -> str:
     return "\n".join(lines)
 
 
-def database_url_of(database_url: str | None) -> str | None:
-    """``--database-url``, else ``WORKLOAD_DATABASE_URL``, else None.
+def database_settings(database_url: str | None) -> Settings:
+    """The settings of a database command: ``--database-url`` over ``WORKLOAD_DATABASE_URL``.
+
+    Read once, so that what is checked is what is used (a bad variable the flag overrides is
+    not read at all).
 
     Raises:
-        Stopped: a setting is invalid (exit 2), said as ``serve`` says it.
+        Stopped: a setting is invalid (exit 2), said as ``serve`` says it; neither the flag nor
+            the variable names a database (exit 2).
     """
     given: dict[str, Any] = {} if database_url is None else {"database_url": database_url}
     try:
-        return Settings(**given).database_url
+        settings = Settings(**given)
     except ValidationError as exc:
         raise Stopped(ExitCode.USAGE, invalid_configuration(exc)) from None
+    if not settings.database_url:
+        raise Stopped(ExitCode.USAGE, "error: give --database-url or set WORKLOAD_DATABASE_URL")
+    return settings
 
 
 class Stopped(Exception):
@@ -238,14 +245,13 @@ def database_command(command: Callable[P, int]) -> Callable[P, int]:
 
 
 def required_url(database_url: str | None) -> str:
-    """:func:`database_url_of`; none is a usage error.
+    """The database URL of :func:`database_settings`.
 
     Raises:
-        Stopped: neither ``--database-url`` nor ``WORKLOAD_DATABASE_URL`` (exit 2).
+        Stopped: as :func:`database_settings`.
     """
-    url = database_url_of(database_url)
-    if not url:
-        raise Stopped(ExitCode.USAGE, "error: give --database-url or set WORKLOAD_DATABASE_URL")
+    url = database_settings(database_url).database_url
+    assert url is not None  # database_settings refuses none
     return url
 
 
@@ -268,18 +274,15 @@ def database_faults(failing: str) -> Iterator[None]:
         raise Stopped(ExitCode.FAIL_STOP, f"error: {failing}: {exc}") from None
 
 
-def _shards() -> int | None:
-    """``WORKLOAD_SHARDS``, for a database's first migration (SPEC §16); None when unset."""
-    return Settings().shards
-
-
 @database_command
 def migrate_up(database_url: str | None, as_json: bool = False) -> int:
     """Run ``workload migrate up``; return the exit code."""
-    url = required_url(database_url)
-    shards = _shards()  # read and checked with the URL: valid here
+    settings = database_settings(database_url)
+    url = settings.database_url
+    assert url is not None  # database_settings refuses none
     with database_faults("cannot migrate"):
-        applied = asyncio.run(apply_migrations(url, shards=shards))
+        # WORKLOAD_SHARDS, for a database's first migration (SPEC §16); None when unset
+        applied = asyncio.run(apply_migrations(url, shards=settings.shards))
     if as_json:
         names = [{"version": m.version, "name": m.name} for m in applied]
         print(json.dumps({"applied": names}))

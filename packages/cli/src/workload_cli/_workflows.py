@@ -12,7 +12,7 @@ from workload_cli._inputs import check_idempotency_key, read_object_file
 from workload_cli._options import DefinitionArgument, IdempotencyKeyOption
 from workload_cli._session import Session, client_command
 from workload_cli._views import VERSION_COLUMNS, WORKFLOW_COLUMNS
-from workload_sdk import Conflict, InvalidRequest, WorkloadError
+from workload_sdk import Conflict, InvalidRequest, PayloadTooLarge, WorkloadError
 
 __all__ = ["workflows_app"]
 
@@ -66,7 +66,7 @@ def apply(s: Session, target: ApplyArgument) -> None:
     for source in sources:
         try:
             version = s.client.workflows.apply(source.definition)
-        except (InvalidRequest, Conflict) as exc:  # this one's own fault: the others go on
+        except (InvalidRequest, Conflict, PayloadTooLarge) as exc:  # this one's: the others go on
             s.out.say(f"{source.label}: not applied", style="red")
             s.out.problem(exc)
             refused = refused or exc
