@@ -26,12 +26,16 @@ def check_database_url(url: str) -> str:
 
 
 def _unquoted(message: str) -> str:
-    """Libpq's ``message`` without the parts of the URL it quotes (they may hold a password).
+    """The ``message`` of libpq, up to the first part of the URL it quotes (maybe a password).
 
-    Quoted punctuation (``"="``, ``"]"``) is libpq's own and stays.
+    Quoted single punctuation (``"="``, ``"]"``) is libpq's own and stays; from the first other
+    quote on, the message is cut: a quote inside the URL would misalign any finer split.
     """
     parts = message.split('"')
-    for index in range(1, len(parts), 2):  # the quoted ones, and what follows a quote left open
-        if any(char.isalnum() for char in parts[index]):
-            parts[index] = "…"
-    return '"'.join(parts)
+    kept = [parts[0]]
+    for index in range(1, len(parts), 2):
+        quoted = parts[index]
+        if index + 1 >= len(parts) or len(quoted) != 1 or quoted.isalnum():
+            return '"'.join(kept) + '"…"'
+        kept += [quoted, parts[index + 1]]
+    return '"'.join(kept)
