@@ -102,3 +102,34 @@ async def test_a_standby_stopped_while_it_takes_the_lock_gives_it_back() -> None
         assert lock.released == 1, "the lock taken while stopping was kept"
         assert not readiness.leading
         assert lock.tries == tries + 1
+
+
+async def test_a_stopping_leader_says_it_owns_no_shard() -> None:
+    # The no-leader alert reads leader and shards owned together: a leader on its way out
+    # (or failed) must not look as if it still executed every shard.
+    lock = Lock()
+    lock.free = True
+    service, readiness = standby(lock)
+    async with service.running():
+
+        async def leading() -> bool:
+            return readiness.leading
+
+        await await_until(leading, within=10, message="the standby did not take the lock")
+        assert readiness.shards_owned > 0
+        service.stopping()
+        assert (readiness.leading, readiness.shards_owned) == (False, 0)
+
+
+async def test_a_failed_leader_says_it_owns_no_shard() -> None:
+    lock = Lock()
+    lock.free = True
+    service, readiness = standby(lock)
+    async with service.running():
+
+        async def leading() -> bool:
+            return readiness.leading
+
+        await await_until(leading, within=10, message="the standby did not take the lock")
+        service.fail("lost the lock", RuntimeError("the test's"))
+        assert (readiness.leading, readiness.shards_owned) == (False, 0)

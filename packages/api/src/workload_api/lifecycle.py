@@ -340,6 +340,8 @@ class Service:
             if self.membership is not None:
                 self.membership.stop()
         self.readiness.leading = False
+        if self.membership is None:  # a replica's shards go as it hands each over
+            self.readiness.shards_owned = 0
         self.engine.work_signal.close()
         self.engine.changes.close()
 
@@ -354,7 +356,7 @@ class Service:
             _log.log(level, "fail-stop: %s: %s", reason, error)
         # SPEC §7's order: not ready, stop local execution (interruption), then the body (HTTP).
         self.readiness.set(False, "failed")
-        self.readiness.leading = False
+        self.readiness.leading, self.readiness.shards_owned = False, 0  # executes nothing now
         self.engine.work_signal.close()
         self.engine.changes.close()
         if self._engine_scope is not None:
