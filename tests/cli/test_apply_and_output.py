@@ -291,6 +291,8 @@ def test_a_refused_workflow_of_a_module_does_not_stop_the_others(
         first.task("a", "mock")
         looped = Workflow("looped")
         looped.task("a", "mock", depends_on=["a"])
+        big = Workflow("big")
+        big.task("a", "mock", input={"blob": "x" * 1_100_000})
         last = Workflow("last")
         last.task("a", "mock")
         """
@@ -302,7 +304,10 @@ def test_a_refused_workflow_of_a_module_does_not_stop_the_others(
         {"workflow_id": "last", "version": 1, "created": True},
     ]
     assert "looped" in result.stderr
-    assert "not applied" in result.stderr
+    assert "big" in result.stderr
+    assert "(big): not applied" in result.stderr
+    assert '"code": "payload_too_large"' in result.stderr
+    assert result.stderr.count("not applied") == 2
     assert "/tasks/0/depends_on" in result.stderr
     assert sorted(w.workflow_id for w in operator.workflows.list()) == ["first", "last"]
 

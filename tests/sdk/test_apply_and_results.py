@@ -141,7 +141,7 @@ def test_apply_refuses_a_malformed_key_and_sends_nothing(kind: str) -> None:
         pytest.param(problem(503, "unavailable"), id="503"),
     ],
 )
-def test_apply_is_a_write_sent_once_and_its_key_replays_the_first_answer(
+def test_apply_is_a_write_sent_once_and_its_caller_retries_with_its_key(
     kind: str, failure: httpx.Response | Exception
 ) -> None:
     """SPEC §8: writes are never retried by default; the key makes the caller's retry safe."""

@@ -481,3 +481,13 @@ def test_the_builder_refuses_what_it_can_know(
     with pytest.raises(error, match=message.replace("(", r"\(").replace(")", r"\)")):
         build(workflow)
     assert [t.key for t in workflow.tasks] == ["first"]  # nothing half-added
+
+
+def test_an_input_its_model_refuses_is_said_without_its_values() -> None:
+    # The refusal is printed by `workload workflows apply`: a value may be a secret.
+    flow = Workflow("secretive")
+    with pytest.raises(DefinitionError) as refused:
+        flow.task("t", fetch, input={"url": ["sk-not-to-be-said"]})
+    message = str(refused.value)
+    assert "not a valid FetchIn: url: " in message
+    assert "sk-not-to-be-said" not in message

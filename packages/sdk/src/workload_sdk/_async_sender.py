@@ -86,8 +86,8 @@ class AsyncSender:
     ) -> tuple[T, httpx.Response]:
         """Send a request; return its parsed resource and the HTTP response.
 
-        Reads and applies (PUT) are retried up to ``max_retries`` times after a transient
-        transport failure or a 502/503/504; POSTs are sent exactly once.
+        Reads are retried up to ``max_retries`` times after a transient transport failure or
+        a 502/503/504; writes (POST, and an apply's PUT) are sent exactly once.
         """
         call = CallOptions.of(http_timeout, extra_headers)
         retry = 0

@@ -89,22 +89,29 @@ class TypedHandler:
         try:
             return model.model_validate(data)
         except ValidationError as exc:
-            # Without the values: they may be secrets, and the message is stored and shown.
             errors = exc.errors(include_url=False, include_input=False, include_context=False)
-            problems = "; ".join(
-                f"{'.'.join(str(p) for p in e['loc']) or '(input)'}: {e['msg']}"
-                for e in errors[:_MAX_REPORTED]
-            )
-            more = (
-                f" (and {len(errors) - _MAX_REPORTED} more)" if len(errors) > _MAX_REPORTED else ""
-            )
             raise InvalidInput(
-                f"the input is not a valid {model.__name__}: {problems}{more}",
+                f"the input is not a valid {model.__name__}: {validation_problems(exc)}",
                 [dict(e) for e in errors],
             ) from None
 
     def __repr__(self) -> str:
         return f"TypedHandler({self.action!r}, {self.handler!r})"
+
+
+def validation_problems(exc: ValidationError) -> str:
+    """What a validation error says, a problem each (the first ten), never the values.
+
+    The values may be secrets, and the message is stored and shown (an attempt's error, a
+    definition refused by ``workload workflows apply``).
+    """
+    errors = exc.errors(include_url=False, include_input=False, include_context=False)
+    problems = "; ".join(
+        f"{'.'.join(str(p) for p in e['loc']) or '(input)'}: {e['msg']}"
+        for e in errors[:_MAX_REPORTED]
+    )
+    more = f" (and {len(errors) - _MAX_REPORTED} more)" if len(errors) > _MAX_REPORTED else ""
+    return problems + more
 
 
 def typed_handler(handler: Callable[..., Any], action: str, is_async: bool) -> TypedHandler:

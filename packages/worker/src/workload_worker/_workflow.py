@@ -23,7 +23,7 @@ from pydantic import BaseModel, ValidationError
 
 from workload_worker._agent import AGENT_ACTION, ToolLike, agent
 from workload_worker._plain import canonical_hash, json_copy, jsonb_value, normalized_number
-from workload_worker._typed import action_of
+from workload_worker._typed import action_of, validation_problems
 from workload_worker.errors import DefinitionError
 
 __all__ = ["RETRY_DEFAULTS", "TASK_DEFAULTS", "TaskHandle", "TaskOptions", "Workflow"]
@@ -283,5 +283,6 @@ def _check_input(model: type[BaseModel], data: dict[str, Any], workflow: str, ke
         model.model_validate(data)
     except ValidationError as exc:
         raise DefinitionError(
-            f"task {key!r}: the input is not a valid {model.__name__}: {exc}", workflow_id=workflow
+            f"task {key!r}: the input is not a valid {model.__name__}: {validation_problems(exc)}",
+            workflow_id=workflow,
         ) from None
