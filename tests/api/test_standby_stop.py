@@ -15,6 +15,7 @@ import pytest
 
 from tests.waiting import await_until
 from workload_api.lifecycle import Readiness, Service
+from workload_domain.shards import Member
 from workload_engine.clock import SystemClock
 from workload_engine.engine import Engine
 from workload_engine.memory import InMemoryStore
@@ -133,3 +134,38 @@ async def test_a_failed_leader_says_it_owns_no_shard() -> None:
         await await_until(leading, within=10, message="the standby did not take the lock")
         service.fail("lost the lock", RuntimeError("the test's"))
         assert (readiness.leading, readiness.shards_owned) == (False, 0)
+
+
+async def test_a_standby_stopped_while_it_starts_to_lead_does_not_say_it_leads() -> None:
+    # The stop (SIGTERM) comes between the lock and the readiness fields of the new leader.
+    lock = Lock()
+    lock.free = True
+    service, readiness = standby(lock)
+    store = service.store
+    cluster = store.cluster
+
+    async def cluster_then_stop() -> tuple[int, tuple[Member, ...]]:
+        found = await cluster()
+        service.stopping()
+        return found
+
+    store.cluster = cluster_then_stop  # type: ignore[method-assign]
+    async with service.running():
+
+        async def took() -> bool:
+            return lock.epoch is not None
+
+        await await_until(took, within=10, message="the standby did not take the lock")
+        await anyio.sleep(INTERVAL * 10)
+        assert (readiness.leading, readiness.shards_owned) == (False, 0)
+
+
+def test_a_failed_replica_owns_no_shard_whatever_its_leases_say() -> None:
+    readiness = Readiness()
+    readiness.replica_id = "r1"
+    readiness.shards_owned = 5
+    readiness.set(True, "ready")
+    assert readiness.shards_owned == 5
+    readiness.set(False, "failed")
+    readiness.shards_owned = 5  # a renewal publishes after the fail-stop
+    assert readiness.shards_owned == 0

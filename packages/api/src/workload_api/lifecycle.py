@@ -195,10 +195,10 @@ class Service:
         # Seen from outside as the one member of its cluster, owning every shard (SPEC §16).
         total, _ = await self.store.cluster()
         self.readiness.name, self.readiness.since = self.engine.executor_id, self.clock.now()
-        self.readiness.shards_owned, self.readiness.replicas_live = total, 1
+        self.readiness.shards_total, self.readiness.replicas_live = total, 1
         self.engine.standby = False
         await tg.start(self._run_engine)
-        self.readiness.leading = True
+        self.readiness.leading = not self._ending()  # a stop during the awaits: not leading
         try:
             self.recovered = await self.engine.recover(self._page_size)
         except Exception as exc:
@@ -340,8 +340,6 @@ class Service:
             if self.membership is not None:
                 self.membership.stop()
         self.readiness.leading = False
-        if self.membership is None:  # a replica's shards go as it hands each over
-            self.readiness.shards_owned = 0
         self.engine.work_signal.close()
         self.engine.changes.close()
 
@@ -356,7 +354,7 @@ class Service:
             _log.log(level, "fail-stop: %s: %s", reason, error)
         # SPEC §7's order: not ready, stop local execution (interruption), then the body (HTTP).
         self.readiness.set(False, "failed")
-        self.readiness.leading, self.readiness.shards_owned = False, 0  # executes nothing now
+        self.readiness.leading = False
         self.engine.work_signal.close()
         self.engine.changes.close()
         if self._engine_scope is not None:

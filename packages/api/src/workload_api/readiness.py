@@ -34,14 +34,32 @@ class Readiness:
         self.epoch: int | None = None
         self.replica_id: str | None = None
         """Set once this process joined a cluster of replicas (``--replica``)."""
-        self.shards_owned = 0
-        """The shards this process executes: a replica's, or every one while it leads."""
+        self.shards_total = 0
+        """Every shard of the database, once this process leads (SPEC §16)."""
+        self._replica_shards = 0
         self.replicas_live = 0
         """Live members of the cluster (a leader counts itself, alone)."""
         self.name: str | None = None
         """This process's name (its replica id, SPEC §16), once it serves."""
         self.since: datetime | None = None
         """When this process started to lead or joined its cluster."""
+
+    @property
+    def shards_owned(self) -> int:
+        """The shards this process executes: a replica's, every one while it leads; none failed.
+
+        Read with ``leading`` by the no-leader alert: a leader stopping or failed owns none.
+        """
+        if self.reason == "failed":
+            return 0
+        if self.replica_id is not None:
+            return self._replica_shards
+        return self.shards_total if self.leading else 0
+
+    @shards_owned.setter
+    def shards_owned(self, count: int) -> None:
+        """A replica's count, as its membership holds them (a leader's is ``shards_total``)."""
+        self._replica_shards = count
 
     @property
     def role(self) -> str:
