@@ -18,8 +18,23 @@ SECRET = "Pw0rd"
         (f'host=x password=a"{SECRET} port', 'missing "=" after "…"'),
         (f'postgresql://u:{SECRET}@h/db?sslmode=x&a="{SECRET}', 'invalid URI query parameter: "…"'),
         (f"password=!{SECRET}! x", 'missing "=" after "…"'),
+        (f'postgresql://u:%"{SECRET}@h/db', 'invalid percent-encoded token: "…"'),
+        (f'postgresql://u:!"{SECRET}%zz@h/db', 'invalid percent-encoded token: "…"'),
+        (f'host=h password=foo !"{SECRET}=x', 'invalid connection option "…"'),
+        (f'host=h !"{SECRET}', 'missing "=" after "…"'),
     ],
-    ids=["word", "ipv6", "pairs", "quote-in-password", "query", "punctuation"],
+    ids=[
+        "word",
+        "ipv6",
+        "pairs",
+        "quote-in-password",
+        "query",
+        "punctuation",
+        "percent-quote",
+        "punctuation-quote",
+        "option-quote",
+        "pair-quote",
+    ],
 )
 def test_an_unparseable_url_is_refused_without_its_text(url: str, reason: str) -> None:
     with pytest.raises(ValueError, match="not a PostgreSQL connection URL") as refused:

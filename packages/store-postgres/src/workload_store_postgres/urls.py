@@ -25,17 +25,21 @@ def check_database_url(url: str) -> str:
     return url
 
 
+_TEMPLATES = (
+    'missing "=" after ',
+    'end of string reached when looking for matching "]" in IPv6 host address in URI: ',
+)
+"""The beginnings of libpq's messages whose own quotes come before the part of the URL."""
+
+
 def _unquoted(message: str) -> str:
     """The ``message`` of libpq, up to the first part of the URL it quotes (maybe a password).
 
-    Quoted single punctuation (``"="``, ``"]"``) is libpq's own and stays; from the first other
-    quote on, the message is cut: a quote inside the URL would misalign any finer split.
+    Only a message known to quote something of its own first keeps that; any other is cut at
+    its first quote (a quote or punctuation inside the URL would mislead a finer split).
     """
-    parts = message.split('"')
-    kept = [parts[0]]
-    for index in range(1, len(parts), 2):
-        quoted = parts[index]
-        if index + 1 >= len(parts) or len(quoted) != 1 or quoted.isalnum():
-            return '"'.join(kept) + '"…"'
-        kept += [quoted, parts[index + 1]]
-    return '"'.join(kept)
+    for template in _TEMPLATES:
+        if message.startswith(template):
+            return f'{template}"…"'
+    head, quote, _ = message.partition('"')
+    return f'{head}"…"' if quote else message
