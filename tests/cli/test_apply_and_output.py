@@ -23,7 +23,8 @@ from typer.testing import Result
 from tests.cli.conftest import Cli
 from tests.plugins.live_api import VIEWER_TOKEN, LiveApi
 from workload_cli._exit import ExitCode
-from workload_sdk import Client, Run, RunStatus
+from workload_sdk import APIConnectionError, Client, Run, RunStatus
+from workload_sdk._resources import Workflows
 
 ETL: dict[str, Any] = {
     "id": "etl",
@@ -310,6 +311,27 @@ def test_a_refused_workflow_of_a_module_does_not_stop_the_others(
     assert result.stderr.count("not applied") == 2
     assert "/tasks/0/depends_on" in result.stderr
     assert sorted(w.workflow_id for w in operator.workflows.list()) == ["first", "last"]
+
+
+def test_no_answer_stops_apply_and_json_still_says_what_was_applied(
+    cli: Cli, module: Callable[[str], str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    name = module(PIPELINES)
+    real = Workflows.apply
+    calls: list[str] = []
+
+    def apply_once_then_lose_the_server(self: Workflows, definition: Any, **kwargs: Any) -> Any:
+        calls.append(definition["id"])
+        if len(calls) > 1:
+            raise APIConnectionError("connection refused (the test's)")
+        return real(self, definition, **kwargs)
+
+    monkeypatch.setattr(Workflows, "apply", apply_once_then_lose_the_server)
+    result = cli("workflows", "apply", name, "-o", "json")
+    assert result.exit_code == ExitCode.UNREACHABLE, result.output
+    assert calls == ["etl", "nightly"]  # stopped there: nothing after would be answered either
+    assert json.loads(result.stdout) == [{"workflow_id": "etl", "version": 1, "created": True}]
+    assert "nightly): not applied" in result.stderr
 
 
 def test_a_viewer_cannot_apply(cli: Cli, tmp_path: Path) -> None:

@@ -308,3 +308,19 @@ def test_a_bad_url_variable_the_flag_overrides_is_not_read(tmp_path: Path) -> No
         assert "cannot migrate" in done.stderr
         assert _SECRET not in done.stderr
         assert "Traceback" not in done.stderr
+
+
+@pytest.mark.postgres  # the embedded PostgreSQL of `workload serve`
+def test_stored_development_tokens_that_break_a_rule_are_refused_unsaid(tmp_path: Path) -> None:
+    # A hand-edited credentials.json giving two roles one token: exit 2, no token printed.
+    data_dir = tmp_path / "data"
+    data_dir.mkdir()
+    same = f"wl_same_{_SECRET}"
+    tokens = {"operator_token": same, "viewer_token": "wl_view_x", "worker_token": same}
+    (data_dir / "credentials.json").write_text(json.dumps(tokens), encoding="utf-8")
+    done = _serve(tmp_path, "--data-dir", str(data_dir))
+    assert done.returncode == 2, done.stderr[-4000:]
+    assert "a worker token must not also be" in done.stderr
+    assert _SECRET not in done.stderr + done.stdout
+    assert "Traceback" not in done.stderr
+    assert not (data_dir / "postgres" / "postmaster.pid").exists()  # the database stopped too

@@ -135,7 +135,11 @@ def _serve(overrides: dict[str, Any], stops: StopSignals) -> int:
             else:  # printed once, when made: a terminal's scrollback is no place for them
                 say(f"development tokens: in {credentials.path} (mode 0600)")
         # Development mode talks to a person: say where to go (strict mode logs JSON only).
-        settings = Settings(**{**overrides, **updates})
+        try:  # the stored tokens checked too: a hand-edited file may give two roles one token
+            settings = Settings(**{**overrides, **updates})
+        except ValidationError as exc:
+            say(invalid_configuration(exc))
+            return ExitCode.USAGE
         return eventloop.serve(_run(settings, stops, announce=True, serving=serving))
     finally:
         stops.closing()  # the embedded server stops as on a normal stop, whatever arrives

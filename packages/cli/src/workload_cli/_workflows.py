@@ -73,6 +73,8 @@ def apply(s: Session, target: ApplyArgument) -> None:
             continue
         except WorkloadError:  # the server, the network or the token: nothing else would go
             s.out.say(f"{source.label}: not applied", style="red")
+            if s.out.is_json and applied:  # what was applied before, for a deploy step to read
+                s.out.json(applied)
             raise
         applied.append(
             {

@@ -214,8 +214,9 @@ def migrate_up(
 ) -> None:
     """Apply every pending migration (each in its own transaction, under an advisory lock).
 
-    Exit codes: 0 applied or up to date, 2 no database URL, 4 the database holds an unknown or
-    edited migration, 5 the database cannot be reached.
+    Exit codes: 0 applied or up to date, 2 no database URL or a bad setting, 4 the database
+    holds an unknown or edited migration, 5 the database cannot be reached or failed a
+    migration (a lock it waited for too long, too: run it again).
     """
     raise typer.Exit(_server_commands().migrate_up(database_url, _wants_json(ctx, output)))
 
