@@ -392,10 +392,15 @@ class Service:
         return self.stderr_path.read_text(encoding="utf-8", errors="replace")
 
     def stderr_tail(self, lines: int = 40) -> str:
-        """The last lines of stderr, for assertion messages."""
-        text = self.stderr().splitlines()[-lines:]
-        return f"--- stderr of workload serve (pid {self.pid}, last {lines} lines) ---\n" + (
-            "\n".join(text)
+        """The last lines of stderr, for assertion messages, after its first warnings.
+
+        The access log fills the tail of a busy service; what went wrong is in its warnings.
+        """
+        every = self.stderr().splitlines()
+        earlier = [line for line in every[:-lines] if '"level": "info"' not in line][:20]
+        return (
+            f"--- stderr of workload serve (pid {self.pid}: its first {len(earlier)} lines above "
+            f"info before the last {lines}, then those) ---\n" + "\n".join(earlier + every[-lines:])
         )
 
     def log_records(self) -> list[dict[str, Any]]:

@@ -16,9 +16,8 @@ and ``on_fault`` is called so that the body can stop too (the coordinator stops 
 5). The lifecycle never re-takes the lock. A standby (SPEC §14) that cannot reach PostgreSQL
 is no fault: it executes nothing, so it turns not ready (``unavailable``), tells the store
 (``on_unreachable``: requests that need PostgreSQL are refused at once, ADR 0021), keeps
-retrying the lock, and is ready again (or leads) once the database answers. A fail-stop for a
-system fault (the database, the lock, a newer epoch) or a mode conflict is expected behaviour,
-logged as a warning; any other fault is a bug, logged as an error.
+retrying the lock, and is ready again (or leads) once the database answers. A leader renews its
+lease from the moment it takes the lock: a long recovery must not let it run out (ADR 0047).
 
 Errors raised on entry::
 
@@ -104,13 +103,10 @@ class Service:
         self.clock = clock
         self.readiness = readiness
         self.remote = remote
-        self.decisions = decisions
-        """Expires approvals nobody decided in time (with the lease reaper's duty)."""
-        self.drafts = drafts
-        """Generates drafts in the background (and those left generating, at start-up)."""
+        self.decisions = decisions  # expires undecided approvals (with the lease reaper)
+        self.drafts = drafts  # generates drafts (and, at start-up, those left generating)
         self.retention = retention  # a duty: deletes finished runs past their retention
-        self.models = models
-        """The model adapters: their connections close with the store's."""
+        self.models = models  # the model adapters: their connections close with the store's
         self.notifications = notifications
         """What the other replicas announce (SPEC §14); every PostgreSQL-backed process listens."""
         self.standby = standby
@@ -187,10 +183,13 @@ class Service:
     async def _lead(self, tg: anyio.abc.TaskGroup) -> None:
         """Lead: fence this process's writes with its epoch, then execute.
 
-        The engine starts, every unfinished run is recovered, and the leader's duties start.
+        The lease is renewed from now on; the engine starts, every unfinished run is recovered,
+        and the leader's duties start.
         """
         epoch = None if self.lock is None else self.lock.epoch
         self.store.fence(epoch, self._fenced)
+        if self.lock is not None:
+            tg.start_soon(self._guarded, "lost the coordinator lock", self._watch_lock)
         self.readiness.epoch = epoch
         # Seen from outside as the one member of its cluster, owning every shard (SPEC §16).
         total, _ = await self.store.cluster()
@@ -204,8 +203,6 @@ class Service:
         except Exception as exc:
             self.fail("the recovery scan failed", exc)
         await self._start_duties(tg)
-        if self.lock is not None:
-            tg.start_soon(self._guarded, "lost the coordinator lock", self._watch_lock)
         tg.start_soon(self._guarded, "the ownership sweep failed", self._sweep)
 
     async def _start_duties(self, tg: anyio.abc.TaskGroup) -> None:
@@ -395,9 +392,12 @@ class Service:
             self.fail(reason, exc)
 
     async def _watch_lock(self) -> None:
+        """Check and renew every interval from the last check's *start* (a lease counts from it)."""
         assert self.lock is not None
+        started = anyio.current_time()
         while True:
-            await anyio.sleep(self._lock_check_interval)
+            await anyio.sleep(max(0.0, started + self._lock_check_interval - anyio.current_time()))
+            started = anyio.current_time()
             await self.lock.check()
 
     async def _sweep(self) -> None:

@@ -161,8 +161,9 @@ class Membership:
     async def _renew_held(self) -> ClusterPicture:
         """Renew every lease held (the caller holds the session's lock)."""
         assert self.ownership is not None
+        started = anyio.current_time()  # the leases count from the renewal's start, not its end
         picture = await self.leases.renew(self.ownership.held)
-        self._renewed_at = anyio.current_time()
+        self._renewed_at = started
         self._publish(picture)
         return picture
 

@@ -40,11 +40,13 @@ SET started_at = excluded.started_at, last_seen_at = excluded.last_seen_at,
 -- name: renew_membership
 -- One round trip at every lock check: say this replica is alive, extend the leases of the shards
 -- it holds in their epochs, and see the cluster (live replicas, free shards, shards held each).
--- The reads see the cluster as it was before this statement's own updates.
+-- The reads see the cluster as it was before this statement's own updates. Its commit does not
+-- wait for the disk (ADR 0047): leases are worth nothing after a crash of PostgreSQL.
 WITH me AS (
     UPDATE replicas
     SET last_seen_at = now(), lease_expires_at = now() + make_interval(secs => %(lease)s)
     WHERE replica_id = %(replica_id)s AND backend_pid = pg_backend_pid()
+      AND set_config('synchronous_commit', 'off', true) = 'off'
     RETURNING replica_id
 ), renewed AS (
     UPDATE shards s SET lease_expires_at = now() + make_interval(secs => %(lease)s)

@@ -125,9 +125,11 @@ RETURNING epoch
 _RENEW = """
 UPDATE coordinator
 SET lease_expires_at = now() + make_interval(secs => %(lease)s), renewed_at = now()
-WHERE epoch = %(epoch)s
+WHERE epoch = %(epoch)s AND set_config('synchronous_commit', 'off', true) = 'off'
 RETURNING epoch
 """
+"""A renewal's commit does not wait for the disk (ADR 0047): a lease is worth nothing after a
+crash of PostgreSQL, which ends the leader's session (and its lock) anyway."""
 _CURRENT_EPOCH = "SELECT epoch FROM coordinator"
 _REPLICAS_USE_IT = (
     "replicas (`workload serve --replica`) use this database; a coordinator cannot run beside "

@@ -1,0 +1,66 @@
+"""Lease renewals commit without waiting for the disk (ADR 0047).
+
+A leader's or a replica's lease is three check intervals long; a renewal that waited for a slow
+disk to flush its commit could let it run out under a live process, and a standby or another
+replica would take over (found by a red CI on a busy disk). A lease is worth nothing after a crash
+of PostgreSQL — the crash ends every session, and the locks and memberships with them — so its
+renewal need not be durable: each renewal sets ``synchronous_commit`` off for its own transaction.
+Here each statement runs inside an explicit transaction, which shows the setting it leaves.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, LiteralString
+
+import psycopg
+import pytest
+
+from workload_store_postgres._queries import query
+from workload_store_postgres.lock import _RENEW, COORDINATOR_LOCK_KEY
+
+pytestmark = pytest.mark.anyio
+
+
+async def synchronous_commit_inside(
+    conn: psycopg.AsyncConnection[Any], statement: LiteralString, params: Mapping[str, Any]
+) -> tuple[str, bool]:
+    """The ``synchronous_commit`` a statement leaves its transaction with, and if it wrote."""
+    async with conn.transaction(force_rollback=True):
+        cursor = await conn.execute(statement, params)
+        wrote = cursor.rowcount > 0
+        setting = await (await conn.execute("SHOW synchronous_commit")).fetchone()
+    assert setting is not None
+    return str(setting[0]), wrote
+
+
+async def test_a_leaders_lease_renewal_does_not_wait_for_the_disk(database_url: str) -> None:
+    async with await psycopg.AsyncConnection.connect(database_url, autocommit=True) as conn:
+        row = await (await conn.execute("SELECT epoch FROM coordinator")).fetchone()
+        assert row is not None
+        inside, renewed = await synchronous_commit_inside(
+            conn, _RENEW, {"lease": 3.0, "epoch": row[0]}
+        )
+        after = await (await conn.execute("SHOW synchronous_commit")).fetchone()
+    assert (inside, renewed) == ("off", True)
+    assert after == ("on",), "the session's other writes still wait for the disk"
+
+
+async def test_a_replicas_lease_renewal_does_not_wait_for_the_disk(database_url: str) -> None:
+    async with await psycopg.AsyncConnection.connect(database_url, autocommit=True) as conn:
+        joined = await (
+            await conn.execute(query("join_cluster"), {"key": COORDINATOR_LOCK_KEY})
+        ).fetchone()
+        assert joined is not None
+        assert joined[0], "joined the cluster"
+        member = {"replica_id": "r-disk", "lease": 3.0, "backend_start": joined[2]}
+        await conn.execute(query("register_replica"), member)
+        renewal = {**member, "shards": [], "epochs": []}
+        inside, _ = await synchronous_commit_inside(conn, query("renew_membership"), renewal)
+        after = await (await conn.execute("SHOW synchronous_commit")).fetchone()
+        registered = await (await conn.execute(query("renew_membership"), renewal)).fetchone()
+        await conn.execute(query("leave_cluster"), {"key": COORDINATOR_LOCK_KEY})
+    assert inside == "off"
+    assert after == ("on",), "the session's other writes still wait for the disk"
+    assert registered is not None
+    assert registered[0], "the renewal found its replica"
