@@ -68,6 +68,13 @@ def standby(lock: Lock) -> tuple[Service, Readiness]:
     return service, readiness
 
 
+async def leads(readiness: Readiness) -> None:
+    async def leading() -> bool:
+        return readiness.leading
+
+    await await_until(leading, within=10, message="the standby did not take the lock")
+
+
 async def tried_again(lock: Lock, more_than: int) -> None:
     async def check() -> bool:
         return lock.tries > more_than
@@ -112,11 +119,7 @@ async def test_a_stopping_leader_says_it_owns_no_shard() -> None:
     lock.free = True
     service, readiness = standby(lock)
     async with service.running():
-
-        async def leading() -> bool:
-            return readiness.leading
-
-        await await_until(leading, within=10, message="the standby did not take the lock")
+        await leads(readiness)
         assert readiness.shards_owned > 0
         service.stopping()
         assert (readiness.leading, readiness.shards_owned) == (False, 0)
@@ -127,16 +130,14 @@ async def test_a_failed_leader_says_it_owns_no_shard() -> None:
     lock.free = True
     service, readiness = standby(lock)
     async with service.running():
-
-        async def leading() -> bool:
-            return readiness.leading
-
-        await await_until(leading, within=10, message="the standby did not take the lock")
+        await leads(readiness)
         service.fail("lost the lock", RuntimeError("the test's"))
         assert (readiness.leading, readiness.shards_owned) == (False, 0)
 
 
-async def test_a_standby_stopped_while_it_starts_to_lead_does_not_say_it_leads() -> None:
+async def test_a_standby_stopped_while_it_starts_to_lead_does_not_say_it_leads(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     # The stop (SIGTERM) comes between the lock and the readiness fields of the new leader.
     lock = Lock()
     lock.free = True
@@ -149,7 +150,7 @@ async def test_a_standby_stopped_while_it_starts_to_lead_does_not_say_it_leads()
         service.stopping()
         return found
 
-    store.cluster = cluster_then_stop  # type: ignore[method-assign]
+    monkeypatch.setattr(store, "cluster", cluster_then_stop)
     async with service.running():
 
         async def took() -> bool:

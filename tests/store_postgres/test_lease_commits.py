@@ -36,6 +36,7 @@ async def synchronous_commit_inside(
 
 async def test_a_leaders_lease_renewal_does_not_wait_for_the_disk(database_url: str) -> None:
     async with await psycopg.AsyncConnection.connect(database_url, autocommit=True) as conn:
+        before = await (await conn.execute("SHOW synchronous_commit")).fetchone()
         row = await (await conn.execute("SELECT epoch FROM coordinator")).fetchone()
         assert row is not None
         inside, renewed = await synchronous_commit_inside(
@@ -43,11 +44,12 @@ async def test_a_leaders_lease_renewal_does_not_wait_for_the_disk(database_url: 
         )
         after = await (await conn.execute("SHOW synchronous_commit")).fetchone()
     assert (inside, renewed) == ("off", True)
-    assert after == ("on",), "the session's other writes still wait for the disk"
+    assert after == before, "the session's other writes are left as they were"
 
 
 async def test_a_replicas_lease_renewal_does_not_wait_for_the_disk(database_url: str) -> None:
     async with await psycopg.AsyncConnection.connect(database_url, autocommit=True) as conn:
+        before = await (await conn.execute("SHOW synchronous_commit")).fetchone()
         joined = await (
             await conn.execute(query("join_cluster"), {"key": COORDINATOR_LOCK_KEY})
         ).fetchone()
@@ -61,6 +63,6 @@ async def test_a_replicas_lease_renewal_does_not_wait_for_the_disk(database_url:
         registered = await (await conn.execute(query("renew_membership"), renewal)).fetchone()
         await conn.execute(query("leave_cluster"), {"key": COORDINATOR_LOCK_KEY})
     assert inside == "off"
-    assert after == ("on",), "the session's other writes still wait for the disk"
+    assert after == before, "the session's other writes are left as they were"
     assert registered is not None
     assert registered[0], "the renewal found its replica"

@@ -1,14 +1,14 @@
 """The service's one lifecycle, in production and in tests (SPEC §7, §14, §16).
 
 :meth:`Service.running` is an async context manager. Entering it opens the store (which checks
-the schema), takes the coordinator lock when there is one, starts the engine, hands it every
-unfinished run (the recovery scan) and starts the background duties: the lock check, the
-ownership sweep and the purge (idempotency records, workers not seen for 7 days). A replica
-(``--replica``, SPEC §16) joins its cluster instead of taking the lock: its
-:class:`~workload_api.membership.Membership` takes and recovers its share of the shards, and
-the cluster's duties run while it owns shard 0. Readiness turns on; the body runs (uvicorn in
-``workload serve``, a test, a local run). Leaving it hands a replica's shards over, interrupts
-execution (nothing is written as canceled) and closes the lock and the store.
+the schema), takes the coordinator lock when there is one (checked, and its lease renewed, from
+then on: ADR 0047), starts the engine, hands it every unfinished run (the recovery scan) and
+starts the background duties: the ownership sweep and the purge (idempotency records, workers
+not seen for 7 days). A replica (``--replica``, SPEC §16) joins its cluster instead of taking
+the lock: its :class:`~workload_api.membership.Membership` takes and recovers its share of the
+shards, and the cluster's duties run while it owns shard 0. Readiness turns on; the body runs
+(uvicorn in ``workload serve``, a test, a local run). Leaving it hands a replica's shards over,
+interrupts execution (nothing is written as canceled) and closes the lock and the store.
 
 A fault of any background duty or of execution is *fail-stop*: readiness turns off
 (``failed``), execution is interrupted at once, :attr:`Service.fault` records the first fault
@@ -16,8 +16,8 @@ and ``on_fault`` is called so that the body can stop too (the coordinator stops 
 5). The lifecycle never re-takes the lock. A standby (SPEC §14) that cannot reach PostgreSQL
 is no fault: it executes nothing, so it turns not ready (``unavailable``), tells the store
 (``on_unreachable``: requests that need PostgreSQL are refused at once, ADR 0021), keeps
-retrying the lock, and is ready again (or leads) once the database answers. A leader renews its
-lease from the moment it takes the lock: a long recovery must not let it run out (ADR 0047).
+retrying the lock, and is ready again (or leads) once the database answers. A fail-stop for a
+system fault or a mode conflict is expected, logged as a warning; any other is a bug (an error).
 
 Errors raised on entry::
 
