@@ -1,4 +1,5 @@
-"""Lease renewals commit without waiting for the disk (ADR 0047).
+"""Leases a live process keeps (ADR 0047): renewals do not wait for the disk, and a take's lease
+counts from the take, not from the start of the transaction that waited for it.
 
 A leader's or a replica's lease is three check intervals long; a renewal that waited for a slow
 disk to flush its commit could let it run out under a live process, and a standby or another
@@ -11,13 +12,18 @@ Here each statement runs inside an explicit transaction, which shows the setting
 from __future__ import annotations
 
 from collections.abc import Mapping
+from datetime import timedelta
 from typing import Any, LiteralString
 
+import anyio
 import psycopg
 import pytest
 
+from tests.store_postgres.test_shards import joined
+from workload_domain.shards import ShardFence
 from workload_store_postgres._queries import query
 from workload_store_postgres.lock import _RENEW, COORDINATOR_LOCK_KEY
+from workload_store_postgres.shard_leases import PostgresShardLeases
 
 pytestmark = pytest.mark.anyio
 
@@ -66,3 +72,33 @@ async def test_a_replicas_lease_renewal_does_not_wait_for_the_disk(database_url:
     assert after == before, "the session's other writes are left as they were"
     assert registered is not None
     assert registered[0], "the renewal found its replica"
+
+
+async def test_a_taken_shards_lease_counts_from_the_take_not_from_its_waits(
+    database_url: str, leases: list[PostgresShardLeases]
+) -> None:
+    # The take's transaction waits for the shard's row (another replica taking it) and for the
+    # writes of the previous owner; a lease from now(), the transaction's start, began short.
+    (member,) = await joined(database_url, leases, "r-wait")
+    async with await psycopg.AsyncConnection.connect(database_url) as other:
+        await other.execute("SELECT 1 FROM shards WHERE shard = 5 FOR UPDATE")
+        async with anyio.create_task_group() as tg:
+            taken: list[ShardFence | None] = []
+
+            async def take() -> None:
+                taken.append(await member.take(5))
+
+            tg.start_soon(take)
+            await anyio.sleep(0.5)  # the take waits for the row (its lock wait is 1 s)
+            row = await (await other.execute("SELECT clock_timestamp()")).fetchone()
+            assert row is not None
+            released = row[0]
+            await other.commit()
+        row = await (
+            await other.execute("SELECT taken_at, lease_expires_at FROM shards WHERE shard = 5")
+        ).fetchone()
+    assert taken == [ShardFence(5, 1)]
+    assert row is not None
+    taken_at, expires = row
+    assert taken_at >= released, "the lease counts from the take, after the wait"
+    assert expires - taken_at == timedelta(seconds=3)  # the default lease

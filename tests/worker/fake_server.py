@@ -113,6 +113,7 @@ class FakeControlPlane:
     versions: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     """The definitions applied, by workflow id (version n at index n - 1)."""
     _scripts: dict[str, deque[httpx.Response | Exception]] = field(default_factory=dict)
+    _stalls: dict[str, deque[float]] = field(default_factory=dict)
     _work: anyio.Event = field(default_factory=anyio.Event)
 
     @property
@@ -160,6 +161,10 @@ class FakeControlPlane:
         """Answer the next requests of ``route`` (claim, heartbeat, complete, fail) so."""
         self._scripts.setdefault(route, deque()).extend(answers)
 
+    def stall(self, route: str, *seconds: float) -> None:
+        """Hold the next requests of ``route`` so long before handling them (a hung server)."""
+        self._stalls.setdefault(route, deque()).extend(seconds)
+
     # -- what tests read ----------------------------------------------------------------------
 
     def beats_of(self, attempt_id: str) -> list[Beat]:
@@ -183,6 +188,9 @@ class FakeControlPlane:
             return self._scripted(route, request) or self._apply(request, path[1], body)
         if request.headers.get("authorization") != f"Bearer {self.token}":
             return problem(401, "unauthenticated")
+        stalls = self._stalls.get(route)
+        if stalls:
+            await anyio.sleep(stalls.popleft())
         scripted = self._scripted(route, request)
         if scripted is not None:
             return scripted

@@ -127,6 +127,30 @@ async def test_heartbeats_every_third_of_the_lease(
     assert all(b.status == 200 and b.progress is None for b in beats)
 
 
+async def test_a_heartbeat_that_hangs_is_sent_again_while_the_lease_holds(
+    fake: FakeControlPlane, make_worker: MakeWorker
+) -> None:
+    # A heartbeat waited for the client's timeout (30 s) whatever the lease: one that hung (a
+    # half-open connection, a frozen replica) lost a lease of up to 30 s that the next one
+    # would have kept. Each is now bounded by the heartbeat interval (a third of the lease).
+    worker = make_worker()
+
+    def renewed(attempt_id: str) -> int:
+        return sum(b.status == 200 for b in fake.beats_of(attempt_id))
+
+    @worker.action("slow")
+    async def slow(ctx: Context, input: dict[str, Any]) -> dict[str, Any]:
+        await eventually(lambda: renewed(ctx.attempt_id) >= 4, message="4 heartbeats renewed")
+        return {"ok": True}
+
+    attempt = fake.add("slow", heartbeat_timeout=0.9)
+    fake.stall("heartbeat", 60.0)  # the first one hangs
+    async with serving(worker):
+        await eventually(lambda: fake.recorded(attempt.attempt_id) or attempt.status != "running")
+    assert attempt.status == "succeeded"
+    assert renewed(attempt.attempt_id) >= 4
+
+
 @pytest.mark.parametrize("kind", ["async", "sync"])
 async def test_context_heartbeat_sends_progress_soon(
     fake: FakeControlPlane, make_worker: MakeWorker, kind: str

@@ -104,9 +104,12 @@ WHERE l.locktype = 'advisory'
 SELECT pg_advisory_xact_lock(%(fence_key)s::integer, %(shard)s::integer)
 
 -- name: take_shard
+-- The lease counts from this statement, after the waits of its transaction (the row's lock,
+-- the fence): from now(), the transaction's start, it could begin run out (ADR 0047).
 UPDATE shards
 SET epoch = epoch + 1, owner = %(replica_id)s,
-    lease_expires_at = now() + make_interval(secs => %(lease)s), taken_at = now()
+    lease_expires_at = statement_timestamp() + make_interval(secs => %(lease)s),
+    taken_at = statement_timestamp()
 WHERE shard = %(shard)s
 RETURNING epoch
 

@@ -119,9 +119,11 @@ _LEASE_EXPIRED = "SELECT lease_expires_at IS NULL OR lease_expires_at < now() FR
 _BUMP = """
 UPDATE coordinator
 SET epoch = epoch + 1, leader = %(leader)s,
-    lease_expires_at = now() + make_interval(secs => %(lease)s), since = now(), renewed_at = now()
+    lease_expires_at = statement_timestamp() + make_interval(secs => %(lease)s),
+    since = statement_timestamp(), renewed_at = statement_timestamp()
 RETURNING epoch
 """
+"""After the wait on the fence (writes in flight): the lease counts from then (ADR 0047)."""
 _RENEW = """
 UPDATE coordinator
 SET lease_expires_at = now() + make_interval(secs => %(lease)s), renewed_at = now()

@@ -281,9 +281,12 @@ class AttemptRunner:
             progress = self._take_progress()
             last_sent = anyio.current_time()
             try:
-                await self._client.attempts.heartbeat(
-                    self.item.attempt_id, self.item.lease_token, progress
-                )
+                # Bounded by an interval: one that hangs (a half-open connection, a frozen
+                # replica) is tried again while the lease still runs, not after the client's 30 s.
+                with anyio.fail_after(clock.interval):
+                    await self._client.attempts.heartbeat(
+                        self.item.attempt_id, self.item.lease_token, progress
+                    )
             except LeaseLost as exc:
                 self._lease_lost(exc.reason)
                 return
@@ -301,10 +304,13 @@ class AttemptRunner:
                 logger.warning("%s: heartbeat failed (%s); again in %.1f s", self.label, exc, delay)
                 retry_at = anyio.current_time() + delay
                 continue
-            except WorkloadError as exc:
+            except (WorkloadError, TimeoutError) as exc:
                 self._keep_progress(progress)
                 delay = min(backoff.next_delay(), clock.interval)
-                logger.warning("%s: heartbeat failed (%s); again in %.1f s", self.label, exc, delay)
+                why = (
+                    exc if isinstance(exc, WorkloadError) else f"no answer in {clock.interval:g} s"
+                )
+                logger.warning("%s: heartbeat failed (%s); again in %.1f s", self.label, why, delay)
                 retry_at = anyio.current_time() + delay
                 continue
             clock.renewed(last_sent)
