@@ -79,7 +79,7 @@ async def test_a_taken_shards_lease_counts_from_the_take_not_from_its_waits(
 ) -> None:
     # The take's transaction waits for the shard's row (another replica taking it) and for the
     # writes of the previous owner; a lease from now(), the transaction's start, began short.
-    (member,) = await joined(database_url, leases, "r-wait")
+    (member,) = await joined(database_url, leases, "r-wait", check_timeout=10)
     async with await psycopg.AsyncConnection.connect(database_url) as other:
         await other.execute("SELECT 1 FROM shards WHERE shard = 5 FOR UPDATE")
         async with anyio.create_task_group() as tg:
@@ -89,7 +89,7 @@ async def test_a_taken_shards_lease_counts_from_the_take_not_from_its_waits(
                 taken.append(await member.take(5))
 
             tg.start_soon(take)
-            await anyio.sleep(0.5)  # the take waits for the row (its lock wait is 1 s)
+            await anyio.sleep(0.5)  # the take waits for the row (its lock wait is 5 s)
             row = await (await other.execute("SELECT clock_timestamp()")).fetchone()
             assert row is not None
             released = row[0]

@@ -183,6 +183,24 @@ def test_the_lease_clock_counts_durations_not_the_server_clock() -> None:
     assert (clock.expires, clock.renewed_at) == (1042.5, 1012.5)
 
 
+@pytest.mark.parametrize(
+    ("lease", "sent", "give_up"),
+    [
+        (30.0, 10.0, 20.0),  # an interval: a retry still has one before the lease ends
+        (3.0, 1.0, 2.0),  # an interval, which is the least wait (1 s)
+        (1.5, 0.5, 1.5),  # the least wait, but not past the lease's end
+        (0.6, 0.2, 0.6),  # the lease's end, more than an interval away
+        (0.6, 0.5, 0.7),  # the lease's end is less than an interval away: an interval
+        (0.6, 2.0, 2.2),  # past the lease's end (locally): an interval, never at once
+    ],
+)
+def test_a_heartbeat_is_given_up_after_an_interval_never_past_the_lease(
+    lease: float, sent: float, give_up: float
+) -> None:
+    clock = LeaseClock(lease, expires=lease, deadline=1000.0, renewed_at=0.0)
+    assert clock.give_up_at(sent) == pytest.approx(give_up)
+
+
 # -- outcomes -----------------------------------------------------------------------------------
 
 

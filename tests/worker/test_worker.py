@@ -132,7 +132,8 @@ async def test_a_heartbeat_that_hangs_is_sent_again_while_the_lease_holds(
 ) -> None:
     # A heartbeat waited for the client's timeout (30 s) whatever the lease: one that hung (a
     # half-open connection, a frozen replica) lost a lease of up to 30 s that the next one
-    # would have kept. Each is now bounded by the heartbeat interval (a third of the lease).
+    # would have kept. It is given up after an interval (a third of the lease, here 1 s) and
+    # sent again at once, with the rest of the lease to spare.
     worker = make_worker()
 
     def renewed(attempt_id: str) -> int:
@@ -140,15 +141,15 @@ async def test_a_heartbeat_that_hangs_is_sent_again_while_the_lease_holds(
 
     @worker.action("slow")
     async def slow(ctx: Context, input: dict[str, Any]) -> dict[str, Any]:
-        await eventually(lambda: renewed(ctx.attempt_id) >= 4, message="4 heartbeats renewed")
+        await eventually(lambda: renewed(ctx.attempt_id) >= 3, message="3 heartbeats renewed")
         return {"ok": True}
 
-    attempt = fake.add("slow", heartbeat_timeout=0.9)
+    attempt = fake.add("slow", heartbeat_timeout=3.0)
     fake.stall("heartbeat", 60.0)  # the first one hangs
     async with serving(worker):
         await eventually(lambda: fake.recorded(attempt.attempt_id) or attempt.status != "running")
     assert attempt.status == "succeeded"
-    assert renewed(attempt.attempt_id) >= 4
+    assert renewed(attempt.attempt_id) >= 3
 
 
 @pytest.mark.parametrize("kind", ["async", "sync"])

@@ -281,12 +281,16 @@ class AttemptRunner:
             progress = self._take_progress()
             last_sent = anyio.current_time()
             try:
-                # Bounded by an interval: one that hangs (a half-open connection, a frozen
-                # replica) is tried again while the lease still runs, not after the client's 30 s.
-                with anyio.fail_after(clock.interval):
+                with anyio.fail_at(clock.give_up_at(last_sent)):  # not the client's 30 s
                     await self._client.attempts.heartbeat(
                         self.item.attempt_id, self.item.lease_token, progress
                     )
+            except TimeoutError:
+                # Sent again at once: the try that hung already spaced the heartbeats.
+                self._keep_progress(progress)
+                logger.warning("%s: heartbeat unanswered in time; sent again", self.label)
+                retry_at = anyio.current_time()
+                continue
             except LeaseLost as exc:
                 self._lease_lost(exc.reason)
                 return
@@ -304,13 +308,10 @@ class AttemptRunner:
                 logger.warning("%s: heartbeat failed (%s); again in %.1f s", self.label, exc, delay)
                 retry_at = anyio.current_time() + delay
                 continue
-            except (WorkloadError, TimeoutError) as exc:
+            except WorkloadError as exc:
                 self._keep_progress(progress)
                 delay = min(backoff.next_delay(), clock.interval)
-                why = (
-                    exc if isinstance(exc, WorkloadError) else f"no answer in {clock.interval:g} s"
-                )
-                logger.warning("%s: heartbeat failed (%s); again in %.1f s", self.label, why, delay)
+                logger.warning("%s: heartbeat failed (%s); again in %.1f s", self.label, exc, delay)
                 retry_at = anyio.current_time() + delay
                 continue
             clock.renewed(last_sent)

@@ -13,7 +13,10 @@ from datetime import timedelta
 
 from workload_sdk import ClaimedAttempt
 
-__all__ = ["LeaseClock"]
+__all__ = ["MIN_HEARTBEAT_WAIT", "LeaseClock"]
+
+MIN_HEARTBEAT_WAIT = 1.0
+"""The least a heartbeat is waited for, when the lease leaves that long (seconds)."""
 
 
 @dataclass(slots=True)
@@ -45,6 +48,17 @@ class LeaseClock:
     def interval(self) -> float:
         """Seconds between heartbeats: a third of the lease, so two may fail in a row."""
         return self.duration / 3
+
+    def give_up_at(self, sent_at: float) -> float:
+        """When a heartbeat sent at ``sent_at`` is given up (and sent again, on a new connection).
+
+        A hung one (a half-open connection, a frozen replica) must not wait out the client's
+        30 s past a shorter lease, and a slow one must not be cut short: after an interval (at
+        least :data:`MIN_HEARTBEAT_WAIT`) but not past the lease's end — unless that is less
+        than an interval away (or past): then an interval.
+        """
+        patient = sent_at + max(self.interval, MIN_HEARTBEAT_WAIT)
+        return max(sent_at + self.interval, min(patient, self.expires))
 
     def renewed(self, sent_at: float) -> None:
         """A heartbeat sent at ``sent_at`` renewed the lease (counted from the sending)."""
