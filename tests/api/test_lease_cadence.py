@@ -20,7 +20,6 @@ import anyio
 import pytest
 
 from tests.api.test_membership_renewals import (
-    SHARDS,
     EagerPeerLeases,
     NoticeStore,
     SlowRecoveryEngine,
@@ -136,13 +135,7 @@ class SlowLeases(EagerPeerLeases):
         await anyio.sleep(self.slow)
         for fence in held:
             self.expires[fence.shard] = started + LEASE
-        mine = {f.shard for f in held}
-        return ClusterPicture(
-            shards_total=SHARDS,
-            members=(self.replica_id,),
-            free=tuple(s for s in range(SHARDS) if s not in mine),
-            owned={self.replica_id: len(mine)},
-        )
+        return self.picture(held)
 
     async def take(self, shard: int) -> ShardFence | None:
         fence = await super().take(shard)

@@ -52,6 +52,10 @@ class EagerPeerLeases:
             raise ShardsLost(f"lost {lost}: the leases ran out", lost)
         for fence in held:
             self.expires[fence.shard] = now + LEASE
+        return self.picture(held)
+
+    def picture(self, held: Collection[ShardFence]) -> ClusterPicture:
+        """The cluster as this one replica, holding ``held``, sees it."""
         mine = {f.shard for f in held}
         return ClusterPicture(
             shards_total=SHARDS,

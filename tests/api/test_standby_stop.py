@@ -112,7 +112,8 @@ async def test_a_standby_stopped_while_it_takes_the_lock_gives_it_back() -> None
         assert lock.tries == tries + 1
 
 
-async def test_a_stopping_leader_says_it_owns_no_shard() -> None:
+@pytest.mark.parametrize("end", ["stopping", "failed"])
+async def test_a_leader_stopping_or_failed_says_it_owns_no_shard(end: str) -> None:
     # The no-leader alert reads leader and shards owned together: a leader on its way out
     # (or failed) must not look as if it still executed every shard.
     lock = Lock()
@@ -121,17 +122,10 @@ async def test_a_stopping_leader_says_it_owns_no_shard() -> None:
     async with service.running():
         await leads(readiness)
         assert readiness.shards_owned > 0
-        service.stopping()
-        assert (readiness.leading, readiness.shards_owned) == (False, 0)
-
-
-async def test_a_failed_leader_says_it_owns_no_shard() -> None:
-    lock = Lock()
-    lock.free = True
-    service, readiness = standby(lock)
-    async with service.running():
-        await leads(readiness)
-        service.fail("lost the lock", RuntimeError("the test's"))
+        if end == "stopping":
+            service.stopping()
+        else:
+            service.fail("lost the lock", RuntimeError("the test's"))
         assert (readiness.leading, readiness.shards_owned) == (False, 0)
 
 

@@ -24,6 +24,8 @@ import pytest
 from tests.cli.test_serve_embedded import _runtime_env
 from tests.cli.test_serve_errors import _free_port, _workload
 from tests.waiting import wait_until
+from workload_cli import _embedded
+from workload_cli._embedded import _forget_dead_handles
 
 
 def _alive(pid: int) -> bool:
@@ -197,7 +199,6 @@ def _created(pid: int) -> float:
 @pytest.mark.postgres  # the embedded server's packages (pgserver, psutil)
 def test_a_handle_whose_pid_was_reused_or_is_a_zombie_is_forgotten(tmp_path: Path) -> None:
     """After a reboot the handle file's pids may name other processes: not ours to wait for."""
-    from workload_cli._embedded import _forget_dead_handles  # noqa: PLC0415
 
     pgdata = tmp_path / "postgres"
     pgdata.mkdir()
@@ -224,7 +225,6 @@ def test_a_handle_whose_pid_was_reused_or_is_a_zombie_is_forgotten(tmp_path: Pat
 def test_a_handle_written_as_its_process_started_is_kept(tmp_path: Path) -> None:
     """A process's start time is read off by up to a second (the boot time's rounding): a
     serve that takes its handle right after it started is not taken for a reused pid."""
-    from workload_cli._embedded import _forget_dead_handles  # noqa: PLC0415
 
     pgdata = tmp_path / "postgres"
     pgdata.mkdir()
@@ -241,8 +241,6 @@ def test_development_tokens_are_rewritten_whole_or_not_at_all(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A stop in the middle of writing them must not leave a file no later start can read."""
-    from workload_cli import _embedded  # noqa: PLC0415
-
     first = _embedded.dev_credentials(tmp_path)
     first.serving_at("http://127.0.0.1:8080")
     before = first.path.read_bytes()
@@ -268,8 +266,6 @@ def test_development_tokens_are_rewritten_whole_or_not_at_all(
 
 
 def test_unreadable_development_tokens_are_made_anew(tmp_path: Path) -> None:
-    from workload_cli import _embedded  # noqa: PLC0415
-
     (tmp_path / "credentials.json").write_text('{"operator_token": "wl_op_', encoding="utf-8")
     made = _embedded.dev_credentials(tmp_path)
     assert made.created

@@ -88,6 +88,16 @@ def test_the_samplers_are_the_sdks() -> None:
 _SAMPLER = "OTEL_TRACES_SAMPLER"
 _ARG = "OTEL_TRACES_SAMPLER_ARG"
 _PB_RATIO = "parentbased_traceidratio"
+
+
+def _sampler_env(monkeypatch: pytest.MonkeyPatch, env: dict[str, str]) -> None:
+    """The process environment holds the sampler settings of ``env``, and no other."""
+    for key in (_SAMPLER, _ARG):
+        monkeypatch.delenv(key, raising=False)
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+
+
 _pb_ratio = sampling.ParentBasedTraceIdRatio
 
 
@@ -133,10 +143,7 @@ def test_a_sampler_the_sdk_would_replace_is_refused(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     """The SDK would warn and sample every trace instead: refused before it is asked."""
-    for key in (_SAMPLER, _ARG):
-        monkeypatch.delenv(key, raising=False)
-    for key, value in env.items():
-        monkeypatch.setenv(key, value)
+    _sampler_env(monkeypatch, env)
     sampling._get_from_env_or_default()  # what the SDK would have done: fall back, and say so
     assert "sampler" in caplog.text.lower()
     secret = "Authorization=Bearer s3cr3t"
@@ -201,10 +208,7 @@ def test_a_sampler_the_sdk_honours_is_accepted_and_built(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     """Accepted exactly as the SDK, which reads the process environment, builds it."""
-    for key in (_SAMPLER, _ARG):
-        monkeypatch.delenv(key, raising=False)
-    for key, value in env.items():
-        monkeypatch.setenv(key, value)
+    _sampler_env(monkeypatch, env)
     traced = {"OTEL_TRACES_EXPORTER": "console", **env}
     assert tracing_exporters(traced) == ["console"]
     provider = tracer_provider_from_env(traced)
