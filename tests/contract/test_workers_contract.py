@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import itertools
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import timedelta
 from typing import Any
 
@@ -14,15 +14,17 @@ from tests.engine.harness import Harness
 from tests.engine.test_agent import agent, call, guarded, run_until, say, wf
 from tests.engine.test_agent import harness as agent_harness
 from workload_domain.compiler import compile_definition
+from workload_domain.errors import RevisionConflict
 from workload_domain.events import EventType
 from workload_domain.leases import LeaseLostReason, RunPosition, lease_lost, token_digest
 from workload_domain.ports import Store
-from workload_domain.records import EventRecord, RunCommit
+from workload_domain.records import EventRecord, RunCommit, RunSnapshot
 from workload_domain.statuses import AttemptStatus, RunStatus
 from workload_domain.workers import Claim, worker_status
 from workload_engine.cancellation import cancel_commit
 from workload_engine.clock import FakeClock
 from workload_engine.planner import AttemptOutcome, plan
+from workload_engine.remote import deadline_outcome
 from workload_engine.runs import request_cancel
 
 pytestmark = pytest.mark.anyio
@@ -171,6 +173,77 @@ async def test_a_commit_never_writes_a_lease_back(store: Store, clock: FakeClock
     )
     (live,) = (await store.load_run(run_id)).live_attempts
     assert (live.lease_expires_at, live.progress) == (renewed, {"p": 2})
+
+
+LEASED = remote(heartbeat_timeout_seconds=10)
+LEASED_WORKFLOW = compile_definition({"id": "wf", "tasks": [LEASED]})
+
+
+@dataclass(frozen=True)
+class StaleReap:
+    """The lease reaper's commit, decided on a ``read`` that found a 10 s lease run out.
+
+    ``heartbeat`` (the store's arguments) renews the lease as a heartbeat timed half a second
+    before its end does.
+    """
+
+    read: RunSnapshot
+    commit: RunCommit
+    attempt_id: str
+    heartbeat: dict[str, Any]
+
+
+async def stale_reap(store: Store, clock: FakeClock) -> StaleReap:
+    run_id = await queued_run(store, clock, LEASED)
+    request, (token,) = claim()
+    (item,) = await store.claim(request, clock.now())
+    heartbeat_at = clock.now() + timedelta(seconds=9.5)
+    clock.advance(10)
+    stale = await store.load_run(run_id)
+    reaped = reap(stale, clock)
+    heartbeat = {
+        "attempt_id": item.attempt_id,
+        "token_digest": token_digest(token),
+        "now": heartbeat_at,
+        "progress": None,
+    }
+    return StaleReap(stale, reaped, item.attempt_id, heartbeat)
+
+
+def reap(snapshot: RunSnapshot, clock: FakeClock) -> RunCommit:
+    """The commit that ends the run's one attempt for its lease's expiry (its lease ran out)."""
+    (running,) = snapshot.live_attempts
+    ended = deadline_outcome(running, clock.now())
+    assert ended is not None
+    assert ended.status is AttemptStatus.INTERRUPTED
+    reaped = plan(snapshot, LEASED_WORKFLOW, now=clock.now(), outcomes=[ended]).commit
+    assert reaped is not None
+    return reaped
+
+
+async def test_a_lease_renewed_after_the_reapers_read_is_not_ended_by_it(
+    store: Store, clock: FakeClock
+) -> None:
+    # The reaper read the attempt after its lease ran out; a heartbeat that found the lease
+    # held (its time, just before the end) committed after that read, without a revision.
+    # The reaper's commit must not end the attempt its answer keeps (SPEC §10): it conflicts,
+    # and a read of the run again decides nothing.
+    stale = await stale_reap(store, clock)
+    renewed = await store.heartbeat(**stale.heartbeat)
+    assert renewed == stale.heartbeat["now"] + timedelta(seconds=10)
+    with pytest.raises(RevisionConflict):
+        await store.commit(stale.commit)
+    fresh = await store.load_run(stale.read.run.run_id)
+    assert fresh.run.revision == stale.read.run.revision
+    (live,) = fresh.live_attempts
+    assert (live.status, live.lease_expires_at) == (AttemptStatus.RUNNING, renewed)
+    assert deadline_outcome(live, clock.now()) is None
+    # Once the renewed lease runs out, the reaper's read and commit end the attempt.
+    clock.advance(10)
+    await store.commit(reap(fresh, clock))
+    found = await store.find_attempt(stale.attempt_id)
+    assert found is not None
+    assert found.attempt.status is AttemptStatus.INTERRUPTED
 
 
 async def test_an_attempt_is_found_with_its_run_as_a_read_of_the_run_gives(

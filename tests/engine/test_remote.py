@@ -7,6 +7,7 @@ never answered a revision conflict. A settle that meets a newer revision on ever
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 import anyio
@@ -164,6 +165,44 @@ async def test_a_run_stale_on_every_try_is_busy_and_the_reaper_passes_over_it() 
         "lease_expired",
     )
     assert len(remote.locks) == 0
+
+
+class RenewingStore(InMemoryStore):
+    """Renews a lease (a heartbeat timed just before its end) right after the next run read."""
+
+    def __init__(self, clock: FakeClock) -> None:
+        super().__init__(clock)
+        self.renew: tuple[str, str, Any] | None = None  # attempt id, token, heartbeat time
+        self.renewed: Any = None
+
+    async def load_run(self, run_id: str) -> Any:
+        snapshot = await super().load_run(run_id)
+        if self.renew is not None:
+            attempt_id, token, at = self.renew
+            self.renew = None
+            self.renewed = await self.heartbeat(attempt_id, token_digest(token), at, None)
+        return snapshot
+
+
+async def test_the_reaper_leaves_an_attempt_whose_lease_was_renewed_after_its_read() -> None:
+    clock = FakeClock()
+    store = RenewingStore(clock)
+    h = Harness(store=store, clock=clock)
+    remote = RemoteAttempts(store, h.engine)
+    run_id, (item,) = await claimed_run(h, 1)
+    lease = item.heartbeat_timeout_seconds
+    store.renew = (item.attempt_id, "token-0", clock.now() + timedelta(seconds=lease - 0.5))
+    clock.advance(lease)
+    # Read with its lease run out, renewed before the commit: the commit conflicts, the read
+    # again finds the lease held, and nothing ends.
+    assert await remote.expire_due() == 0
+    assert store.renewed is not None
+    (live,) = (await store.load_run(run_id)).live_attempts
+    assert (live.status, live.lease_expires_at) == (AttemptStatus.RUNNING, store.renewed)
+    clock.advance(lease)
+    assert await remote.expire_due() == 1
+    (ended,) = await store.list_attempts(run_id, item.task_key)
+    assert ended.status is AttemptStatus.INTERRUPTED
 
 
 async def test_run_locks_serialize_one_run_and_leave_others_free() -> None:

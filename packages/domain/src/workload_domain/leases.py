@@ -27,6 +27,7 @@ __all__ = [
     "LeasedToolCall",
     "RunPosition",
     "lease_lost",
+    "lease_renewed_since",
     "presents_token",
     "token_digest",
     "tool_call_lease_lost",
@@ -104,6 +105,28 @@ def lease_lost(leased: LeasedAttempt | None, token: str, now: datetime) -> Lease
             return LeaseLostReason.EXPIRED
         return None
     return _ENDED.get(status, LeaseLostReason.FINISHED)
+
+
+def lease_renewed_since(stored: AttemptRecord, ended: AttemptRecord) -> bool:
+    """Whether ``ended``, a lease's expiry decided on an older read, ends a lease renewed since.
+
+    A heartbeat renews a lease without a new revision of its run, so a commit's revision check
+    cannot see it: the lease reaper may read a lease that ran out, a heartbeat that found it
+    held (at its own time, before the end) commit next, and the reaper's commit end what the
+    heartbeat's answer keeps. A store refuses such a commit as a revision conflict, judging by
+    the lease as stored when it writes (``stored``): an attempt it holds ``running`` whose lease
+    runs past the time ``ended`` says it expired. The reaper reads the run again and decides
+    nothing.
+    """
+    return (
+        ended.status is AttemptStatus.INTERRUPTED
+        and ended.error is not None
+        and ended.error.code == LEASE_EXPIRED
+        and stored.status is AttemptStatus.RUNNING
+        and stored.lease_expires_at is not None
+        and ended.finished_at is not None
+        and stored.lease_expires_at > ended.finished_at
+    )
 
 
 _ENDED = {

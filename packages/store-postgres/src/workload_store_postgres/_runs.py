@@ -8,8 +8,11 @@ changes together.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Iterator, Sequence
+from contextlib import contextmanager
 from typing import NoReturn
+
+import psycopg
 
 from workload_domain.agent.journal import StepRecord
 from workload_domain.agent.spec import AGENT_ACTION
@@ -153,22 +156,23 @@ class Runs(StorePart):
                 async with conn.cursor() as cur:
                     await cur.executemany(query("upsert_approval"), approvals)
 
-        if idempotency is not None or extra:
-            result = await self._db.write(work, idempotency)
-            if isinstance(result, Replayed):
-                return result
-            for step, attempt in closed:  # ended by this commit, once (SPEC §12)
-                self._db.telemetry.tool_call_ended(step, closed_by=attempt)
+        with _renewed_lease_refused(commit):
+            if idempotency is not None or extra:
+                result = await self._db.write(work, idempotency)
+                if isinstance(result, Replayed):
+                    return result
+                for step, attempt in closed:  # ended by this commit, once (SPEC §12)
+                    self._db.telemetry.tool_call_ended(step, closed_by=attempt)
+                return None
+            # The common transition, one statement: written with those of other runners ready now.
+            written = await self._commits.commit(uid, params)
+            if written is ALONE:
+                async with self._db.single() as conn:
+                    await work(conn)
+            elif written is None:
+                async with self._db.single() as conn:
+                    await _refused(self._db, conn, commit, params["after_sequence"])
             return None
-        # The common transition, one statement: written with those of other runners ready now.
-        written = await self._commits.commit(uid, params)
-        if written is ALONE:
-            async with self._db.single() as conn:
-                await work(conn)
-        elif written is None:
-            async with self._db.single() as conn:
-                await _refused(self._db, conn, commit, params["after_sequence"])
-        return None
 
     async def list_unfinished_runs(
         self, after: str | None, limit: int, shards: Collection[int] | None = None
@@ -193,6 +197,25 @@ class Runs(StorePart):
             else ("runs_with_running_attempts_in_shards")
         )
         return await self._read(name, params, lambda r: str(r["run_id"]))
+
+
+LEASE_RENEWED = "WL409"
+"""SQLSTATE of ``workload_lease_renewed()`` (migration 0013): a lease was renewed since the read."""
+
+
+@contextmanager
+def _renewed_lease_refused(commit: RunCommit) -> Iterator[None]:
+    """A commit refused because a heartbeat renewed a lease it ends (0013): a revision conflict.
+
+    Nothing was written (the statement failed; its group, if any, was written again without
+    it). Like a newer revision, it asks for the run to be read again (SPEC §10).
+    """
+    try:
+        yield
+    except psycopg.Error as exc:
+        if exc.sqlstate != LEASE_RENEWED:
+            raise
+        raise RevisionConflict(commit.run.run_id, commit.expected_revision) from exc
 
 
 async def _refused(db: Database, conn: Conn, commit: RunCommit, after: int | None) -> NoReturn:

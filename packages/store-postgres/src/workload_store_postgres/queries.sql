@@ -139,6 +139,12 @@ WITH run AS (
         error = excluded.error, report_hash = excluded.report_hash,
         paused_at = excluded.paused_at, paused_seconds = excluded.paused_seconds,
         executed_by = excluded.executed_by
+    -- A lease's expiry decided on a read older than a heartbeat that renewed the lease refuses
+    -- the statement (0013): judged on the row as locked here, a heartbeat's too.
+    WHERE CASE WHEN excluded.status = 'interrupted' AND excluded.error->>'code' = 'lease_expired'
+                    AND attempts.status = 'running'
+                    AND attempts.lease_expires_at > excluded.finished_at
+               THEN workload_lease_renewed() ELSE true END
 ), events AS (
     INSERT INTO state_events (run_id, sequence, type, occurred_at, task_key, attempt, data, epoch)
     SELECT run.run_id, e.*

@@ -13,6 +13,7 @@ import anyio
 
 from workload_domain.errors import RevisionConflict, StoreIntegrityError, VersionNotFound
 from workload_domain.idempotency import IdempotencyRecord, Replayed
+from workload_domain.leases import lease_renewed_since
 from workload_domain.records import NewRun, RunCommit, RunRecord, RunSnapshot, check_sequences
 from workload_domain.shards import shard_of
 from workload_domain.statuses import AttemptStatus
@@ -83,6 +84,9 @@ class MemoryRuns(MemoryState):
         for attempt in commit.attempts:
             if attempt.task_key not in data.tasks:
                 raise StoreIntegrityError(f"attempt of unknown task {attempt.task_key!r}")
+            held = data.attempts.get((attempt.task_key, attempt.attempt))
+            if held is not None and lease_renewed_since(held, attempt):
+                raise RevisionConflict(commit.run.run_id, commit.expected_revision)
         for approval in commit.approvals:
             key = (approval.task_key, approval.attempt)
             if approval.run_id != commit.run.run_id or (

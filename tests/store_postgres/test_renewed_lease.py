@@ -1,0 +1,73 @@
+"""A heartbeat that commits while the lease reaper's commit waits for the attempt's row.
+
+The contract suite (``tests/contract``) shows a store refusing a reaper's commit decided before a
+heartbeat renewed the lease. Here the heartbeat is caught mid-way in PostgreSQL: written, not yet
+committed, when the reaper's statement starts; its snapshot still holds the lease that ran out.
+The statement waits for the row and must judge the lease as the heartbeat left it (migration
+0013), not as its snapshot saw it.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import anyio
+import psycopg
+import pytest
+
+from tests.contract.test_workers_contract import stale_reap
+from workload_domain.errors import RevisionConflict
+from workload_domain.statuses import AttemptStatus
+from workload_engine.clock import FakeClock
+from workload_store_postgres._queries import query
+from workload_store_postgres.store import PostgresStore
+
+pytestmark = pytest.mark.anyio
+
+_WAITING = """
+SELECT count(*) FROM pg_stat_activity
+WHERE datname = current_database() AND wait_event_type = 'Lock'
+"""
+
+
+async def test_a_heartbeat_committed_while_the_reapers_commit_waits_refuses_it(
+    database_url: str,
+) -> None:
+    clock = FakeClock()
+    async with PostgresStore(database_url, max_size=4, clock=clock) as store:
+        stale = await stale_reap(store, clock)
+        params = {**stale.heartbeat, "digest": stale.heartbeat["token_digest"]}
+        outcome: list[Exception | None] = []
+
+        async def reap() -> None:
+            try:
+                await store.commit(stale.commit)
+            except RevisionConflict as exc:
+                outcome.append(exc)
+            else:
+                outcome.append(None)
+
+        async with (
+            await psycopg.AsyncConnection.connect(database_url) as heartbeat,
+            await psycopg.AsyncConnection.connect(database_url, autocommit=True) as watch,
+        ):
+            # The heartbeat's statement, run and not committed: it holds the attempt's row.
+            row = await (await heartbeat.execute(query("heartbeat"), params)).fetchone()
+            assert row is not None
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(reap)
+                for _ in range(2000):  # 20 s at most
+                    if await (await watch.execute(_WAITING)).fetchone() == (1,):
+                        break
+                    await anyio.sleep(0.01)
+                else:
+                    pytest.fail("the reaper's commit never waited for the heartbeat's row")
+                assert outcome == [], "the reaper's commit waits for the heartbeat's row"
+                await heartbeat.commit()
+        assert len(outcome) == 1
+        assert isinstance(outcome[0], RevisionConflict)
+        fresh = await store.load_run(stale.read.run.run_id)
+        assert fresh.run.revision == stale.read.run.revision, "nothing of the commit was written"
+        (live,) = fresh.live_attempts
+        renewed = stale.heartbeat["now"] + timedelta(seconds=10)
+        assert (live.status, live.lease_expires_at) == (AttemptStatus.RUNNING, renewed)
