@@ -13,7 +13,7 @@ import pytest
 from tests.engine.harness import Harness
 from tests.engine.test_agent import agent, call, guarded, run_until, say, wf
 from tests.engine.test_agent import harness as agent_harness
-from workload_domain.compiler import compile_definition
+from workload_domain.compiler import CompiledWorkflow, compile_definition
 from workload_domain.errors import RevisionConflict
 from workload_domain.events import EventType
 from workload_domain.leases import LeaseLostReason, RunPosition, lease_lost, token_digest
@@ -176,7 +176,10 @@ async def test_a_commit_never_writes_a_lease_back(store: Store, clock: FakeClock
 
 
 LEASED = remote(heartbeat_timeout_seconds=10)
-LEASED_WORKFLOW = compile_definition({"id": "wf", "tasks": [LEASED]})
+RETRIED = remote(
+    heartbeat_timeout_seconds=10, retry={"max_attempts": 2, "initial_backoff_seconds": 0}
+)
+"""A leased task whose reap queues its retry in the same commit (a write of several statements)."""
 
 
 @dataclass(frozen=True)
@@ -188,47 +191,49 @@ class StaleReap:
     """
 
     read: RunSnapshot
+    workflow: CompiledWorkflow
     commit: RunCommit
     attempt_id: str
     heartbeat: dict[str, Any]
 
 
-async def stale_reap(store: Store, clock: FakeClock) -> StaleReap:
-    run_id = await queued_run(store, clock, LEASED)
+async def stale_reap(store: Store, clock: FakeClock, task: dict[str, Any] = LEASED) -> StaleReap:
+    run_id = await queued_run(store, clock, task)
     request, (token,) = claim()
     (item,) = await store.claim(request, clock.now())
     heartbeat_at = clock.now() + timedelta(seconds=9.5)
     clock.advance(10)
     stale = await store.load_run(run_id)
-    reaped = reap(stale, clock)
+    workflow = compile_definition({"id": "wf", "tasks": [task]})
     heartbeat = {
         "attempt_id": item.attempt_id,
         "token_digest": token_digest(token),
         "now": heartbeat_at,
         "progress": None,
     }
-    return StaleReap(stale, reaped, item.attempt_id, heartbeat)
+    return StaleReap(stale, workflow, reap(stale, workflow, clock), item.attempt_id, heartbeat)
 
 
-def reap(snapshot: RunSnapshot, clock: FakeClock) -> RunCommit:
+def reap(snapshot: RunSnapshot, workflow: CompiledWorkflow, clock: FakeClock) -> RunCommit:
     """The commit that ends the run's one attempt for its lease's expiry (its lease ran out)."""
     (running,) = snapshot.live_attempts
     ended = deadline_outcome(running, clock.now())
     assert ended is not None
     assert ended.status is AttemptStatus.INTERRUPTED
-    reaped = plan(snapshot, LEASED_WORKFLOW, now=clock.now(), outcomes=[ended]).commit
+    reaped = plan(snapshot, workflow, now=clock.now(), outcomes=[ended]).commit
     assert reaped is not None
     return reaped
 
 
+@pytest.mark.parametrize("task", [LEASED, RETRIED], ids=["last-attempt", "retried"])
 async def test_a_lease_renewed_after_the_reapers_read_is_not_ended_by_it(
-    store: Store, clock: FakeClock
+    store: Store, clock: FakeClock, task: dict[str, Any]
 ) -> None:
     # The reaper read the attempt after its lease ran out; a heartbeat that found the lease
     # held (its time, just before the end) committed after that read, without a revision.
     # The reaper's commit must not end the attempt its answer keeps (SPEC §10): it conflicts,
     # and a read of the run again decides nothing.
-    stale = await stale_reap(store, clock)
+    stale = await stale_reap(store, clock, task)
     renewed = await store.heartbeat(**stale.heartbeat)
     assert renewed == stale.heartbeat["now"] + timedelta(seconds=10)
     with pytest.raises(RevisionConflict):
@@ -240,10 +245,13 @@ async def test_a_lease_renewed_after_the_reapers_read_is_not_ended_by_it(
     assert deadline_outcome(live, clock.now()) is None
     # Once the renewed lease runs out, the reaper's read and commit end the attempt.
     clock.advance(10)
-    await store.commit(reap(fresh, clock))
+    await store.commit(reap(fresh, stale.workflow, clock))
     found = await store.find_attempt(stale.attempt_id)
     assert found is not None
     assert found.attempt.status is AttemptStatus.INTERRUPTED
+    after = await store.load_run(stale.read.run.run_id)
+    retries = [(a.attempt, a.status) for a in after.live_attempts]
+    assert retries == ([(2, AttemptStatus.QUEUED)] if task is RETRIED else [])
 
 
 async def test_an_attempt_is_found_with_its_run_as_a_read_of_the_run_gives(

@@ -168,7 +168,8 @@ async def test_a_run_stale_on_every_try_is_busy_and_the_reaper_passes_over_it() 
 
 
 class RenewingStore(InMemoryStore):
-    """Renews a lease (a heartbeat timed just before its end) right after the next run read."""
+    """Renews a lease (a heartbeat timed just before its end) right after the next read of a
+    run or of an attempt."""
 
     def __init__(self, clock: FakeClock) -> None:
         super().__init__(clock)
@@ -177,11 +178,19 @@ class RenewingStore(InMemoryStore):
 
     async def load_run(self, run_id: str) -> Any:
         snapshot = await super().load_run(run_id)
+        await self._renew()
+        return snapshot
+
+    async def find_attempt(self, attempt_id: str) -> Any:
+        found = await super().find_attempt(attempt_id)
+        await self._renew()
+        return found
+
+    async def _renew(self) -> None:
         if self.renew is not None:
             attempt_id, token, at = self.renew
             self.renew = None
             self.renewed = await self.heartbeat(attempt_id, token_digest(token), at, None)
-        return snapshot
 
 
 async def test_the_reaper_leaves_an_attempt_whose_lease_was_renewed_after_its_read() -> None:

@@ -14,8 +14,9 @@ from datetime import timedelta
 import anyio
 import psycopg
 import pytest
+from psycopg import sql
 
-from tests.contract.test_workers_contract import stale_reap
+from tests.contract.test_workers_contract import StaleReap, stale_reap
 from workload_domain.errors import RevisionConflict
 from workload_domain.statuses import AttemptStatus
 from workload_engine.clock import FakeClock
@@ -30,9 +31,18 @@ WHERE datname = current_database() AND wait_event_type = 'Lock'
 """
 
 
+@pytest.mark.parametrize("default_isolation", ["read committed", "repeatable read"])
 async def test_a_heartbeat_committed_while_the_reapers_commit_waits_refuses_it(
-    database_url: str,
+    database_url: str, default_isolation: str
 ) -> None:
+    # The store's sessions run at READ COMMITTED whatever the database's default: at REPEATABLE
+    # READ the waiting statement would fail as a serialization failure (StoreUnavailable).
+    async with await psycopg.AsyncConnection.connect(database_url, autocommit=True) as admin:
+        await admin.execute(
+            sql.SQL("ALTER DATABASE {} SET default_transaction_isolation = {}").format(
+                sql.Identifier(admin.info.dbname), sql.Literal(default_isolation)
+            )
+        )
     clock = FakeClock()
     async with PostgresStore(database_url, max_size=4, clock=clock) as store:
         stale = await stale_reap(store, clock)
@@ -71,3 +81,38 @@ async def test_a_heartbeat_committed_while_the_reapers_commit_waits_refuses_it(
         (live,) = fresh.live_attempts
         renewed = stale.heartbeat["now"] + timedelta(seconds=10)
         assert (live.status, live.lease_expires_at) == (AttemptStatus.RUNNING, renewed)
+
+
+async def test_in_a_group_commit_only_the_reap_of_a_renewed_lease_is_refused(
+    database_url: str,
+) -> None:
+    # Reaps of several runs committed at once share a group's transaction; the one whose lease
+    # a heartbeat renewed fails the group's statement, the group is written again without it,
+    # and its reaper alone is told to read the run again.
+    clock = FakeClock()
+    async with PostgresStore(database_url, max_size=4, clock=clock) as store:
+        reaps = [await stale_reap(store, clock) for _ in range(6)]
+        renewed = reaps[3]
+        assert await store.heartbeat(**renewed.heartbeat) is not None
+        groups_before = store._commits.groups
+        told: dict[str, Exception | None] = {}
+
+        async def reap(stale: StaleReap) -> None:
+            try:
+                await store.commit(stale.commit)
+            except RevisionConflict as exc:
+                told[stale.attempt_id] = exc
+            else:
+                told[stale.attempt_id] = None
+
+        async with anyio.create_task_group() as tg:
+            for stale in reaps:
+                tg.start_soon(reap, stale)
+        assert store._commits.groups - groups_before < len(reaps), "some were written together"
+        assert isinstance(told.pop(renewed.attempt_id), RevisionConflict)
+        assert told == {stale.attempt_id: None for stale in reaps if stale is not renewed}
+        for stale in reaps:
+            found = await store.find_attempt(stale.attempt_id)
+            assert found is not None
+            ended = AttemptStatus.RUNNING if stale is renewed else AttemptStatus.INTERRUPTED
+            assert found.attempt.status is ended

@@ -184,7 +184,12 @@ class Database:
                 "application_name": "workload-store",
                 # A server that stops answering must not hold a pool worker (or a shutdown).
                 "connect_timeout": max(1, math.ceil(pool_timeout_seconds)),
-                "options": f"-c statement_timeout={int(statement_timeout_ms)} -c TimeZone=UTC",
+                # Every write is judged on the newest row it locks (ADR 0048): READ COMMITTED,
+                # whatever default the database or its role was given.
+                "options": (
+                    f"-c statement_timeout={int(statement_timeout_ms)} -c TimeZone=UTC"
+                    r" -c default_transaction_isolation=read\ committed"
+                ),
                 **traced,
             },
         )

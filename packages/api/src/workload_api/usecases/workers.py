@@ -226,6 +226,11 @@ class WorkerUseCases:
         if repeated is not None:
             return repeated
         reason = lease_lost(leased, token, self._clock.now())
+        if reason is LeaseLostReason.EXPIRED:
+            # A heartbeat that found the lease held (by its own time) may have renewed it after
+            # this read, without a revision: the lease as stored now decides (ADR 0048).
+            leased = await self._store.find_attempt(attempt_id)
+            reason = lease_lost(leased, token, self._clock.now())
         if reason is not None or leased is None:
             raise _lost(reason or LeaseLostReason.UNKNOWN)
         digest = leased.token_digest
