@@ -168,29 +168,35 @@ async def test_a_run_stale_on_every_try_is_busy_and_the_reaper_passes_over_it() 
 
 
 class RenewingStore(InMemoryStore):
-    """Renews a lease (a heartbeat timed just before its end) right after the next read of a
-    run or of an attempt."""
+    """Renews a lease (a heartbeat timed just before its end) right after the next read that
+    ``after`` names: of a run (``load_run``), an attempt or a tool call (``find_*``)."""
 
     def __init__(self, clock: FakeClock) -> None:
         super().__init__(clock)
-        self.renew: tuple[str, str, Any] | None = None  # attempt id, token, heartbeat time
+        self.renew: tuple[str, str, Any] | None = None  # attempt or step id, token, time
+        self.after = "load_run"
         self.renewed: Any = None
 
     async def load_run(self, run_id: str) -> Any:
         snapshot = await super().load_run(run_id)
-        await self._renew()
+        await self._renew("load_run")
         return snapshot
 
     async def find_attempt(self, attempt_id: str) -> Any:
         found = await super().find_attempt(attempt_id)
-        await self._renew()
+        await self._renew("find_attempt")
         return found
 
-    async def _renew(self) -> None:
-        if self.renew is not None:
-            attempt_id, token, at = self.renew
+    async def find_tool_call(self, step_id: str) -> Any:
+        found = await super().find_tool_call(step_id)
+        await self._renew("find_tool_call")
+        return found
+
+    async def _renew(self, read: str) -> None:
+        if self.renew is not None and read == self.after:
+            leased_id, token, at = self.renew
             self.renew = None
-            self.renewed = await self.heartbeat(attempt_id, token_digest(token), at, None)
+            self.renewed = await self.heartbeat(leased_id, token_digest(token), at, None)
 
 
 async def test_the_reaper_leaves_an_attempt_whose_lease_was_renewed_after_its_read() -> None:

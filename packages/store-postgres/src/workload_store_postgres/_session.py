@@ -37,7 +37,10 @@ _UNWIND_SECONDS: Final = 1.0
 _SETTINGS = (
     "SELECT set_config('statement_timeout', %s, false),"
     " set_config('idle_session_timeout', '0', false),"
-    " set_config('idle_in_transaction_session_timeout', '0', false)"
+    " set_config('idle_in_transaction_session_timeout', '0', false),"
+    # As the pool's (ADR 0048): a renewal or a take that meets a concurrent change of its row
+    # acts on the newest one, where a stricter default would fail the session's whole lease.
+    " set_config('default_transaction_isolation', 'read committed', false)"
 )
 
 

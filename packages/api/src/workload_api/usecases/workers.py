@@ -226,10 +226,17 @@ class WorkerUseCases:
         if repeated is not None:
             return repeated
         reason = lease_lost(leased, token, self._clock.now())
-        if reason is LeaseLostReason.EXPIRED:
+        if (
+            reason is LeaseLostReason.EXPIRED
+            and leased is not None
+            and leased.attempt.status is AttemptStatus.RUNNING
+        ):
             # A heartbeat that found the lease held (by its own time) may have renewed it after
             # this read, without a revision: the lease as stored now decides (ADR 0048).
             leased = await self._store.find_attempt(attempt_id)
+            repeated = _repeated(leased, token, report)  # a concurrent duplicate went first
+            if repeated is not None:
+                return repeated
             reason = lease_lost(leased, token, self._clock.now())
         if reason is not None or leased is None:
             raise _lost(reason or LeaseLostReason.UNKNOWN)
@@ -278,7 +285,9 @@ class WorkerUseCases:
         if repeated is not None:
             return repeated
         reason = tool_call_lease_lost(leased, token, self._clock.now())
-        if reason is not None:
+        # An expiry is the store's to judge, on the step as it writes it: a heartbeat may have
+        # renewed the lease after this read, without a revision (ADR 0048).
+        if reason is not None and reason is not LeaseLostReason.EXPIRED:
             raise _lost(reason)
         status, response = ended
         step = replace(
