@@ -82,31 +82,50 @@ async def test_a_report_meeting_a_lease_renewed_after_its_read_is_recorded() -> 
     assert refused.value.reason == "expired"
 
 
-async def test_a_tool_call_report_meeting_a_lease_renewed_after_its_read_is_recorded() -> None:
-    # As for a task attempt: the store judges the lease on the step as it writes it.
+@pytest.mark.parametrize(
+    ("renewed_after", "answered"),
+    [("find_tool_call", "succeeded"), ("finish_step", "expired"), (None, "expired")],
+    ids=["renewed-after-its-read", "renewed-after-its-refusal", "not-renewed"],
+)
+async def test_a_tool_call_report_is_judged_on_its_lease_as_stored(
+    renewed_after: str | None, answered: str
+) -> None:
+    # As for a task attempt: the store judges the lease on the step as it writes it. A renewal
+    # written after the report's read records it; one written only after the store refused it
+    # (or none) leaves it refused as expired, the step running and unchanged.
     clock = FakeClock()
     store = RenewingStore(clock)
-    store.after = "find_tool_call"
     h, _ = agent_harness(store, clock)
     script = [call("search", {"q": "x"}), say("ok")]
     run_id = await h.create(wf(agent(tools=[tool("search", "search")], script=script)))
     workers = WorkerUseCases(
         store, remote=RemoteAttempts(store, h.engine), signal=WorkSignal(), clock=clock
     )
+    refused: LeaseLost | None = None
     async with anyio.create_task_group() as tg:
         tg.start_soon(h.engine.execute, run_id)
         item, token = await worker_claims(store, clock)
         lease = item.heartbeat_timeout_seconds
-        store.renew = (item.attempt_id, token, clock.now() + timedelta(seconds=lease - 0.5))
+        if renewed_after is not None:
+            store.after = renewed_after
+            store.renew = (item.attempt_id, token, clock.now() + timedelta(seconds=lease - 0.5))
         clock.advance(lease)
-        answer = await workers.complete(
-            item.attempt_id, {"lease_token": token, "output": {"hits": 3}}
-        )
+        body = {"lease_token": token, "output": {"hits": 3}}
+        try:
+            answer = await workers.complete(item.attempt_id, body)
+        except LeaseLost as exc:
+            refused = exc
         tg.cancel_scope.cancel()
-    assert store.renewed is not None
+    assert (store.renewed is not None) == (renewed_after is not None)
     found = await store.find_tool_call(item.attempt_id)
     assert found is not None
-    assert (answer["status"], found.step.status) == ("succeeded", StepStatus.SUCCEEDED)
+    if answered == "succeeded":
+        assert refused is None
+        assert (answer["status"], found.step.status) == ("succeeded", StepStatus.SUCCEEDED)
+    else:
+        assert refused is not None
+        assert refused.reason == answered
+        assert (found.step.status, found.step.response) == (StepStatus.RUNNING, None)
 
 
 class StaleReads(InMemoryStore):

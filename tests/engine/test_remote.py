@@ -168,8 +168,9 @@ async def test_a_run_stale_on_every_try_is_busy_and_the_reaper_passes_over_it() 
 
 
 class RenewingStore(InMemoryStore):
-    """Renews a lease (a heartbeat timed just before its end) right after the next read that
-    ``after`` names: of a run (``load_run``), an attempt or a tool call (``find_*``)."""
+    """Renews a lease (a heartbeat timed just before its end) right after the next call that
+    ``after`` names: a read of a run (``load_run``), of an attempt or a tool call (``find_*``),
+    or a tool call's end (``finish_step``)."""
 
     def __init__(self, clock: FakeClock) -> None:
         super().__init__(clock)
@@ -191,6 +192,11 @@ class RenewingStore(InMemoryStore):
         found = await super().find_tool_call(step_id)
         await self._renew("find_tool_call")
         return found
+
+    async def finish_step(self, step: Any, **fence: Any) -> Any:
+        done = await super().finish_step(step, **fence)
+        await self._renew("finish_step")
+        return done
 
     async def _renew(self, read: str) -> None:
         if self.renew is not None and read == self.after:

@@ -207,8 +207,9 @@ LEASE_RENEWED = "WL409"
 def _renewed_lease_refused(commit: RunCommit) -> Iterator[None]:
     """A commit refused because a heartbeat renewed a lease it ends (0013): a revision conflict.
 
-    Nothing was written (the statement failed; its group, if any, was written again without
-    it). Like a newer revision, it asks for the run to be read again (SPEC §10).
+    Nothing was written: the statement failed (in a group, the group rolled back and each of
+    its transitions was written again alone). Like a newer revision, it asks for the run to be
+    read again (SPEC §10).
     """
     try:
         yield

@@ -285,9 +285,10 @@ class WorkerUseCases:
         if repeated is not None:
             return repeated
         reason = tool_call_lease_lost(leased, token, self._clock.now())
-        # An expiry is the store's to judge, on the step as it writes it: a heartbeat may have
-        # renewed the lease after this read, without a revision (ADR 0048).
-        if reason is not None and reason is not LeaseLostReason.EXPIRED:
+        # The expiry of a running call is the store's to judge, on the step as it writes it: a
+        # heartbeat may have renewed the lease after this read, without a revision (ADR 0048).
+        running = leased.step.status is StepStatus.RUNNING
+        if reason is not None and not (reason is LeaseLostReason.EXPIRED and running):
             raise _lost(reason)
         status, response = ended
         step = replace(
@@ -305,6 +306,10 @@ class WorkerUseCases:
         if repeated is not None:
             return repeated
         lost = tool_call_lease_lost(again, token, self._clock.now())
+        if lost is None and again is not None and again.step.status is StepStatus.RUNNING:
+            # Refused on the lease as stored then, renewed since by a heartbeat that read its
+            # clock before the end: the report came after its lease ran out.
+            lost = LeaseLostReason.EXPIRED
         raise _lost(lost or LeaseLostReason.FINISHED)
 
     async def list_workers(self, cursor: str | None, limit: int) -> JsonObject:
