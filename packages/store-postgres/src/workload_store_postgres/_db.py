@@ -177,19 +177,14 @@ class Database:
             timeout=pool_timeout_seconds,
             configure=self._configure,
             kwargs={
-                # A statement outside tx() is its own transaction: a read or a one-statement
-                # write costs one round trip, not three (BEGIN, the statement, COMMIT).
+                # Outside tx() a statement is its own transaction: one round trip, not three.
                 "autocommit": True,
                 "row_factory": dict_row,
                 "application_name": "workload-store",
                 # A server that stops answering must not hold a pool worker (or a shutdown).
                 "connect_timeout": max(1, math.ceil(pool_timeout_seconds)),
-                # Every write is judged on the newest row it locks (ADR 0048): READ COMMITTED,
-                # whatever default the database or its role was given.
-                "options": (
-                    f"-c statement_timeout={int(statement_timeout_ms)} -c TimeZone=UTC"
-                    r" -c default_transaction_isolation=read\ committed"
-                ),
+                "options": f"-c statement_timeout={int(statement_timeout_ms)} -c TimeZone=UTC"
+                r" -c default_transaction_isolation=read\ committed",  # ADR 0048
                 **traced,
             },
         )
