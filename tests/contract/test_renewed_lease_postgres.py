@@ -1,10 +1,11 @@
 """A heartbeat that commits while the lease reaper's commit waits for the attempt's row.
 
-The contract suite (``tests/contract``) shows a store refusing a reaper's commit decided before a
-heartbeat renewed the lease. Here the heartbeat is caught mid-way in PostgreSQL: written, not yet
-committed, when the reaper's statement starts; its snapshot still holds the lease that ran out.
-The statement waits for the row and must judge the lease as the heartbeat left it (migration
-0013), not as its snapshot saw it.
+``test_workers_contract.py`` shows both stores refusing a reaper's commit decided before a
+heartbeat renewed the lease. Here, in PostgreSQL only, the heartbeat is caught mid-way: written,
+not yet committed, when the reaper's statement starts; its snapshot still holds the lease that
+ran out. The statement waits for the row and must judge the lease as the heartbeat left it
+(migration 0013), not as its snapshot saw it. (Here, not in ``tests/store_postgres``: the
+reaper's commit is planned by the engine, which that package's own session does not install.)
 """
 
 from __future__ import annotations
