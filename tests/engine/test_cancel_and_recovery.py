@@ -97,6 +97,33 @@ async def test_cancel_of_a_running_run_converges_to_canceled() -> None:
     assert view.event_types()[-1] == "run.canceled"
 
 
+async def test_a_runner_reads_its_run_again_when_announcements_may_have_been_missed() -> None:
+    h = Harness()
+    run_id = await h.create(CHAIN)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(h.engine.run)
+        await wait_until_idle()
+        h.engine.submit(run_id)
+        await wait_until_idle()
+        with h.engine.work_signal.listen(["default"], ["echo"]) as claim:
+            waiting = claim.waiter()
+            # Canceled through another process while this one's listener reconnected: the
+            # announcement is lost, and the runner, busy with "a", does not know.
+            await request_cancel(h.store, h.clock, run_id)
+            await wait_until_idle()
+            assert (await h.view(run_id)).task_statuses()["a"] == "running"
+            assert not waiting.is_set()
+            h.engine.look_again()  # the listener listens again
+            assert waiting.is_set()  # a waiting claim looks for work again too
+        with anyio.fail_after(5):
+            await h.engine.wait_finished(run_id)
+        tg.cancel_scope.cancel()
+    view = await h.view(run_id)
+    assert view.status == "canceled"
+    assert view.attempt_statuses("a") == ["canceled"]
+    assert no_running_left(view)
+
+
 async def test_cancel_of_a_finished_run_is_refused() -> None:
     h = Harness()
     run_id = await h.create(workflow(mock("x")))

@@ -16,6 +16,7 @@ from tests.waiting import await_until
 from workload_domain.idempotency import IdempotencyClaim, IdempotencyRecord, Outcome
 from workload_domain.ports import NotifyHandlers
 from workload_domain.records import VersionRecord, WorkflowRecord
+from workload_domain.shards import DEFAULT_SHARDS
 from workload_store_postgres.notifications import APPLICATION_NAME, PostgresNotifications
 from workload_store_postgres.store import PostgresStore
 
@@ -38,8 +39,14 @@ class Heard:
         self.runs: list[str] = []
         self._waiting: dict[str, anyio.Event] = {}
 
+        self.listened = 0
+        """How many times the listener said it listens (at each connection)."""
+
     def handlers(self) -> NotifyHandlers:
-        return NotifyHandlers(run=self._run, work=_ignore, step=_ignore)
+        return NotifyHandlers(run=self._run, work=_ignore, step=_ignore, listening=self._listening)
+
+    def _listening(self) -> None:
+        self.listened += 1
 
     def _run(self, run_id: str) -> None:
         self.runs.append(run_id)
@@ -168,6 +175,38 @@ async def test_a_listener_that_reconnects_forgets_the_senders_it_knew(
 
         await await_until(heard_a_new_run, within=10, message="not listening again")
         tg.cancel_scope.cancel()
+
+
+@pytest.mark.parametrize("sharded", [False, True], ids=["coordinator", "replica"])
+async def test_a_listener_says_it_listens_at_each_connection_what_it_missed_is_looked_at(
+    database_url: str, replicas: tuple[PostgresStore, PostgresStore], sharded: bool
+) -> None:
+    _, second = replicas
+    if sharded:
+        second.shard_notices(DEFAULT_SHARDS)  # each run on its shard's channel (SPEC §16)
+    listener = PostgresNotifications(database_url, sharded=sharded, retry_seconds=(0.5,))
+    heard = Heard()
+    created = itertools.count()
+
+    async def heard_a_new_run() -> bool:
+        theirs = await _create(second, f"listening-{next(created)}")
+        with anyio.move_on_after(0.2):
+            await heard.until(theirs)
+        return theirs in heard.runs
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(listener.run, heard.handlers())
+        await listener.hear_shards(range(DEFAULT_SHARDS))
+        with anyio.fail_after(10):
+            await listener.listening.wait()
+        assert heard.listened == 1  # the first connection: nothing was heard before it either
+        await await_until(heard_a_new_run, within=10, message="not listening")
+        assert _terminate(database_url, "application_name = %s", APPLICATION_NAME) == 1
+        # While it reconnects, what is announced is lost: its handlers are told once it is back.
+        await _until(lambda: heard.listened == 2, "not told that it listens again")
+        await await_until(heard_a_new_run, within=10, message="not listening again")
+        tg.cancel_scope.cancel()
+    assert heard.listened == 2
 
 
 async def test_a_plain_leader_starts_announcing_once_it_hears_a_replica(

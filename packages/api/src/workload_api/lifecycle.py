@@ -323,9 +323,8 @@ class Service:
         def step(run_id: str, task_key: str, attempt: int) -> None:
             engine.step_signal.notify((run_id, task_key, attempt))
 
-        await self.notifications.run(
-            NotifyHandlers(run=run, work=engine.work_signal.notify, step=step)
-        )
+        handlers = NotifyHandlers(run, engine.work_signal.notify, step, engine.look_again)
+        await self.notifications.run(handlers)
 
     def stopping(self) -> None:
         """The service is about to stop: not ready; waiting claims answer, streams end, now.

@@ -276,6 +276,17 @@ class Engine:
             self._parked.pop(run_id)
             self._start(run_id, resumed=True)
 
+    def look_again(self) -> None:
+        """Announcements may have been missed (nobody listened): every waiter looks again.
+
+        Each runner reads its run anew — a report settled, a cancel requested or an approval
+        decided through another process while the listener reconnected — and every waiting
+        claim looks for work. A run created meanwhile is the sweep's (``adopt_unowned``).
+        """
+        for runner in list(self._runners.values()):
+            runner.notify()
+        self.work_signal.notify(None)
+
     async def recover(self, page_size: int = 500, shards: Sequence[int] | None = None) -> int:
         """Hand every non-terminal run to the engine, reading them page by page.
 

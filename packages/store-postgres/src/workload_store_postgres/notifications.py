@@ -13,8 +13,10 @@ notification costs at commit) and from the moment it hears another process (``on
 its own, never a pooled one) and hands each notification to its handler, except those its own
 process sent (``senders``: the store, which knows its connections' backend pids), which it has
 already told itself. Notifications are
-wake-ups, not the source of truth: a listener that loses its connection reconnects, and the
-leader's periodic sweep adopts any run a lost notification did not announce.
+wake-ups, not the source of truth: a listener that loses its connection reconnects and, once it
+listens again, tells its handlers (``listening``) that whatever it missed meanwhile must be
+looked at again — the runners read their runs anew; the periodic sweep adopts any new run a
+lost notification did not announce.
 
 A replica (``--replica``, SPEC §16; ``sharded``) hears only what concerns the shards it holds:
 runs and ended tool calls are announced on their shard's channel (``workload_shard_<n>``, payload
@@ -155,6 +157,8 @@ class PostgresNotifications:
                 if self._sharded:
                     self._heard = frozenset()
                     await self._resync(conn)
+                # What was announced before this point was not heard: let it be looked at again.
+                handlers.listening()
                 own = conn.info.backend_pid
                 senders = self._senders
                 while True:

@@ -100,6 +100,10 @@ class NotifyHandlers:
     look again (None: unknown work, every waiting claim looks)."""
     step: Callable[[str, str, int], None]
     """A tool call of ``(run_id, task_key, attempt)`` ended: its agent's loop reads on."""
+    listening: Callable[[], None] = lambda: None
+    """The listener listens (again): at each connection, once its ``LISTEN``s are in place.
+    What was announced before was not heard (while it reconnected, or before it first
+    connected), so whatever waits for an announcement looks again now."""
 
 
 class Notifications(Protocol):
