@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import logging
+import os
+import subprocess
+import sys
 import threading
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -195,3 +199,110 @@ async def test_a_tool_call_s_arguments_from_the_mock_script_reach_the_handler_as
         "depth": 3,
         "fetched_at": "2026-12-01T12:00:00Z",
     }
+
+
+class Lookup(BaseModel):
+    user_id: int = Field(alias="userId")
+    tags: set[str] = Field(default_factory=set)
+
+
+class Found(BaseModel):
+    page_count: int = Field(alias="pageCount")
+    labels: frozenset[str]
+
+
+async def test_models_cross_the_wire_by_alias_as_their_schemas_say(
+    fake: FakeControlPlane, make_worker: MakeWorker
+) -> None:
+    worker = make_worker()
+
+    @worker.action("lookup")
+    def lookup(ctx: Context, input: Lookup) -> Found:
+        """Look a user up."""
+        return Found(pageCount=input.user_id, labels=frozenset(input.tags))
+
+    workflow = Workflow("aliases")
+    # The handler's own model as a task's input: dumped as its schema names it, so the handler
+    # validates what the definition holds.
+    workflow.task("t", lookup, input=Lookup(userId=7, tags={"b", "a"}))
+    workflow.agent("a", model="mock", prompt="p", tools=[lookup], output_type=Found)
+    task, agent = workflow.definition()["tasks"]
+    assert task["input"] == {"userId": 7, "tags": ["a", "b"]}
+    assert "userId" in agent["input"]["tools"][0]["parameters"]["properties"]
+    assert "pageCount" in agent["input"]["output_schema"]["properties"]
+
+    attempt = fake.add("lookup", task["input"])
+    async with serving(worker):
+        await eventually(lambda: fake.recorded(attempt.attempt_id))
+    # What the handler returns is dumped by alias too: what its output schema says.
+    assert attempt.output == {"pageCount": 7, "labels": ["a", "b"]}
+    assert set(attempt.output) == set(Found.model_json_schema()["properties"])
+
+
+SETS_MODULE = """
+from pydantic import BaseModel
+from workload_worker import Context, Worker, Workflow
+
+class Tagged(BaseModel):
+    tags: set[str] = {"alpha", "beta", "gamma", "delta", "epsilon", "zeta"}
+    nested: list[frozenset[int]] = [frozenset({3, 1, 2}), frozenset({30, 10, 20})]
+
+worker = Worker(queues=["etl"])
+
+@worker.action("tag")
+def tag(ctx: Context, input: Tagged) -> dict:
+    return {}
+
+workflow = Workflow("sets")
+workflow.task("t", tag, input=Tagged())
+print(workflow.definition_hash(), workflow.definition()["tasks"][0]["input"])
+"""
+
+
+def test_a_definition_built_from_a_model_with_sets_hashes_alike_in_every_process(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "tagged.py").write_text(SETS_MODULE)
+    printed = {
+        subprocess.run(
+            [sys.executable, "-c", "import tagged"],
+            cwd=tmp_path,
+            env={**os.environ, "PYTHONHASHSEED": str(seed), "PYTHONPATH": str(tmp_path)},
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        for seed in range(1, 6)
+    }
+    assert len(printed) == 1, printed  # one hash, whatever order the process's sets iterate in
+    (line,) = printed
+    assert "['alpha', 'beta', 'delta', 'epsilon', 'gamma', 'zeta']" in line
+    assert "[[1, 2, 3], [10, 20, 30]]" in line
+
+
+def test_an_annotation_that_resolves_later_is_looked_up_again(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    module: dict[str, Any] = {}
+    # A module whose model is defined below a workflow that already used the handler.
+    exec(  # the test's own fixed source
+        "from __future__ import annotations\n"
+        "def later(ctx, input: Later) -> dict:\n"
+        "    return {'got': type(input).__name__}\n",
+        module,
+    )
+    typed = typed_handler(module["later"], "later", is_async=False)
+
+    def resolved() -> type[BaseModel] | None:
+        return typed.input_model  # looked up at each read
+
+    with caplog.at_level(logging.WARNING, logger="workload.worker"):
+        assert resolved() is None
+        assert typed(Context.standalone(), {"url": 3}) == {"got": "dict"}
+        assert resolved() is None
+    assert caplog.text.count("its input annotation 'Later' does not resolve") == 1  # once
+    module["Later"] = FetchIn  # its class statement ran
+    assert resolved() is FetchIn
+    assert typed(Context.standalone(), {"url": "u"}) == {"got": "FetchIn"}
+    with pytest.raises(InvalidInput):
+        typed(Context.standalone(), {"url": 3})

@@ -19,7 +19,7 @@ from pydantic import BaseModel
 
 from workload_worker.errors import DefinitionError
 
-__all__ = ["canonical_hash", "json_copy", "jsonb_value", "normalized_number"]
+__all__ = ["canonical_hash", "json_copy", "jsonb_value", "model_json", "normalized_number"]
 
 
 def json_copy(value: Mapping[str, Any] | BaseModel, what: str) -> dict[str, Any]:
@@ -29,7 +29,7 @@ def json_copy(value: Mapping[str, Any] | BaseModel, what: str) -> dict[str, Any]
         DefinitionError: ``value`` is not a mapping or a model, or holds what JSON cannot.
     """
     if isinstance(value, BaseModel):
-        value = value.model_dump(mode="json")
+        value = model_json(value)
     if not isinstance(value, Mapping):
         raise DefinitionError(f"{what} must be a JSON object (a dict or a pydantic model)")
     try:
@@ -37,6 +37,38 @@ def json_copy(value: Mapping[str, Any] | BaseModel, what: str) -> dict[str, Any]
     except (TypeError, ValueError) as exc:
         raise DefinitionError(f"{what} is not JSON: {exc}") from None
     return copied
+
+
+def model_json(model: BaseModel) -> Any:
+    """A model dumped as JSON the way its JSON Schema names it: by alias, sets in one order.
+
+    ``model_json_schema()`` names a field by its alias, and so does the dump. A set has no order
+    but is dumped as a list in its iteration order, which changes with the process's hash seed
+    (``PYTHONHASHSEED``): its members are sorted by their canonical JSON, so that a definition
+    built from a model hashes the same in every process.
+    """
+    dumped = model.model_dump(mode="json", by_alias=True)
+    return _sets_ordered(model.model_dump(mode="python", by_alias=True), dumped)
+
+
+def _sets_ordered(python: Any, dumped: Any) -> Any:
+    """``dumped`` with each list that was a set in ``python`` (the same dump's Python form) sorted.
+
+    The two forms are walked side by side; where they differ in shape (a serializer for JSON
+    only), the JSON form is kept as it is.
+    """
+    if isinstance(python, set | frozenset) and isinstance(dumped, list):
+        return sorted(dumped, key=_canonical)
+    if isinstance(python, Mapping) and isinstance(dumped, dict) and len(python) == len(dumped):
+        pairs = zip(python.values(), dumped.items(), strict=True)
+        return {key: _sets_ordered(inner, value) for inner, (key, value) in pairs}
+    if isinstance(python, list | tuple) and isinstance(dumped, list) and len(python) == len(dumped):
+        return [_sets_ordered(inner, value) for inner, value in zip(python, dumped, strict=True)]
+    return dumped
+
+
+def _canonical(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
 def normalized_number(value: Any) -> Any:

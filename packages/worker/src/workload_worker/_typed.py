@@ -3,14 +3,16 @@
 A handler whose second parameter is annotated with a pydantic model gets its input validated
 into that model; input that does not validate fails the attempt ``invalid_input``, not
 retryable (:class:`~workload_worker.errors.InvalidInput`). A handler that returns a model has
-it dumped as JSON (``model_dump(mode="json")``). A handler annotated ``dict`` (or not at all)
-gets and returns plain dicts, as before.
+it dumped as JSON, by alias as its JSON Schema names its fields (``model_json``). A handler
+annotated ``dict`` (or not at all) gets and returns plain dicts, as before.
 
 Annotations are resolved on first use, not when the handler is declared: with ``from
 __future__ import annotations`` a model may be defined below its handler. An annotation that
-does not resolve then (a class local to a function, a name imported for type checking only)
-leaves the handler a plain one, with a warning: a handler that worked before models existed
-keeps working.
+does not resolve (a class local to a function, a name imported for type checking only) leaves
+the handler a plain one, with a warning: a handler that worked before models existed keeps
+working. It is looked up again at each use until it resolves: a model defined after a workflow
+that already used the handler still validates the handler's input once it exists (the tool's
+``parameters`` in that workflow stay ``{"type": "object"}``: define models first).
 
 The module also remembers which action each declared handler serves, so that the workflow
 builder can take a handler where the definition names an action (:func:`action_of`).
@@ -28,6 +30,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from workload_worker._context import Context, JsonObject
+from workload_worker._plain import model_json
 from workload_worker.errors import DefinitionError, InvalidInput
 
 __all__ = ["TypedHandler", "action_of", "typed_handler"]
@@ -59,12 +62,32 @@ class TypedHandler:
         self.action = action
         self.is_async = is_async
         self._input: object = _UNRESOLVED
+        self._warned = False
 
     @property
     def input_model(self) -> type[BaseModel] | None:
-        """The pydantic model of the input, or None for a plain-dict handler."""
+        """The pydantic model of the input, or None for a plain-dict handler.
+
+        An annotation that does not resolve is looked up again at the next use (its model may
+        be defined further down its module), and warned about once.
+        """
         if self._input is _UNRESOLVED:
-            self._input = _input_model(self.handler, self.action)
+            try:
+                self._input = _input_model(self.handler)
+            except _Unresolved as unresolved:  # a plain handler, for now
+                if not self._warned:
+                    self._warned = True
+                    cause = unresolved.__cause__
+                    logger.warning(
+                        "action %r: its input annotation %r does not resolve (%s: %s), so its "
+                        "input is passed as a dict; define the model at module level, before "
+                        "a workflow uses the handler, to have it validated",
+                        self.action,
+                        unresolved.annotation,
+                        type(cause).__name__,
+                        cause,
+                    )
+                return None
         model: type[BaseModel] | None = self._input  # type: ignore[assignment]
         return model
 
@@ -154,11 +177,16 @@ def action_of(handler: Callable[..., Any]) -> TypedHandler:
 def _dumped(result: object) -> object:
     """A returned model as JSON; anything else as it is (the worker checks it is a dict)."""
     if isinstance(result, BaseModel):
-        return result.model_dump(mode="json")
+        return model_json(result)
     return result
 
 
-def _input_model(handler: Callable[..., Any], action: str) -> type[BaseModel] | None:
+def _input_model(handler: Callable[..., Any]) -> type[BaseModel] | None:
+    """The model the second parameter is annotated with, if any.
+
+    Raises:
+        _Unresolved: A string annotation's evaluation failed.
+    """
     try:
         parameters = list(inspect.signature(handler).parameters.values())
     except (TypeError, ValueError):  # no signature to read (a builtin): a plain handler
@@ -167,13 +195,13 @@ def _input_model(handler: Callable[..., Any], action: str) -> type[BaseModel] | 
         return None
     annotation = parameters[1].annotation
     if isinstance(annotation, str):
-        annotation = _evaluated(annotation, handler, action)
+        annotation = _evaluated(annotation, handler)
     if isinstance(annotation, type) and issubclass(annotation, BaseModel):
         return annotation
     return None
 
 
-def _evaluated(annotation: str, handler: Callable[..., Any], action: str) -> object:
+def _evaluated(annotation: str, handler: Callable[..., Any]) -> object:
     """A string annotation (``from __future__ import annotations``) in the handler's module."""
     function = inspect.unwrap(handler)
     if not inspect.isfunction(function) and not inspect.ismethod(function):
@@ -183,13 +211,13 @@ def _evaluated(annotation: str, handler: Callable[..., Any], action: str) -> obj
         # What typing.get_type_hints does, for the one annotation that matters here: the others
         # (``ctx: Context`` imported for type checking only) need not resolve.
         return eval(annotation, namespace)  # noqa: S307 - the user's own annotation, as typing does
-    except Exception as exc:  # any error of evaluating it: the handler stays a plain one
-        logger.warning(
-            "action %r: its input annotation %r does not resolve (%s: %s), so its input is "
-            "passed as a dict; define the model at module level to have it validated",
-            action,
-            annotation,
-            type(exc).__name__,
-            exc,
-        )
-        return None
+    except Exception as exc:  # any error of evaluating it
+        raise _Unresolved(annotation) from exc
+
+
+class _Unresolved(Exception):
+    """A handler's input annotation that does not resolve (its cause says why)."""
+
+    def __init__(self, annotation: str) -> None:
+        super().__init__(annotation)
+        self.annotation = annotation
