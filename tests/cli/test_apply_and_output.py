@@ -25,6 +25,7 @@ from tests.plugins.live_api import VIEWER_TOKEN, LiveApi
 from workload_cli._exit import ExitCode
 from workload_sdk import APIConnectionError, Client, Run, RunStatus
 from workload_sdk._resources import Workflows
+from workload_sdk._run_resources import Runs
 
 ETL: dict[str, Any] = {
     "id": "etl",
@@ -235,6 +236,10 @@ BAD_FILES = [
     ("missing", None, "", "cannot read missing.json"),
     ("a-python-file", "etl.py", "x = 1", "is a Python file: name its module instead"),
     ("not-utf8", "etl.json", b"\xff\xfe{", "cannot read etl.json"),
+    # apply names the workflow by its id (PUT /workflows/{id}): without one, nothing to name.
+    ("no-id", "etl.json", '{"tasks": [{"key": "a", "action": "mock"}]}', 'has no "id"'),
+    ("id-not-a-string", "etl.json", '{"id": 7, "tasks": []}', 'has no "id"'),
+    ("empty-id", "etl.json", '{"id": "", "tasks": []}', 'has no "id"'),
 ]
 
 
@@ -323,7 +328,7 @@ def test_no_answer_stops_apply_and_json_still_says_what_was_applied(
     def apply_once_then_lose_the_server(self: Workflows, definition: Any, **kwargs: Any) -> Any:
         calls.append(definition["id"])
         if len(calls) > 1:
-            raise APIConnectionError("connection refused (the test's)")
+            raise APIConnectionError("no answer (the test's)", idempotency_key="key-1")
         return real(self, definition, **kwargs)
 
     monkeypatch.setattr(Workflows, "apply", apply_once_then_lose_the_server)
@@ -332,6 +337,26 @@ def test_no_answer_stops_apply_and_json_still_says_what_was_applied(
     assert calls == ["etl", "nightly"]  # stopped there: nothing after would be answered either
     assert json.loads(result.stdout) == [{"workflow_id": "etl", "version": 1, "created": True}]
     assert "nightly): not applied" in result.stderr
+
+
+def test_a_lost_answer_says_the_key_only_to_a_command_that_takes_one(
+    cli: Cli, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    def lose_the_answer(self: object, *args: Any, **kwargs: Any) -> Any:
+        raise APIConnectionError("no answer (the test's)", idempotency_key="key-2")
+
+    monkeypatch.setattr(Runs, "start", lose_the_answer)
+    monkeypatch.setattr(Workflows, "apply", lose_the_answer)
+    started = cli("runs", "start", "etl", "--version", "1")
+    assert started.exit_code == ExitCode.UNREACHABLE, started.output
+    assert "idempotency key: key-2 (retry with --idempotency-key" in started.stderr
+    path = tmp_path / "etl.json"
+    path.write_text(json.dumps(ETL), encoding="utf-8")
+    applied = cli("workflows", "apply", str(path))
+    assert applied.exit_code == ExitCode.UNREACHABLE, applied.output
+    assert "no answer (the test's)" in applied.stderr
+    # apply has no --idempotency-key to repeat the write with (it is idempotent by content).
+    assert "--idempotency-key" not in applied.stderr
 
 
 def test_a_viewer_cannot_apply(cli: Cli, tmp_path: Path) -> None:

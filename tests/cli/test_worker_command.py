@@ -29,7 +29,16 @@ from tests.sdk.fakes import QUEUE, WORKER, page
 from tests.waiting import wait_until
 from tests.worker.fake_server import BASE_URL, WORKER_TOKEN, FakeControlPlane
 from workload_cli._exit import ExitCode
-from workload_sdk import QueueStats, WorkerInfo, config
+from workload_sdk import (
+    Forbidden,
+    InvalidRequest,
+    ProblemItem,
+    QueueStats,
+    WorkerInfo,
+    WorkloadError,
+    config,
+)
+from workload_worker import WorkflowApplyError
 
 FILE_URL = "http://file.test:7000"
 
@@ -231,6 +240,48 @@ def test_settings_the_worker_refuses_are_usage_errors(
     assert "queue 'Not A Queue' does not match" in result.stderr
     bad_level = offline_cli("worker", mod.target, "--log-level", "LOUD", "--token", "t")
     assert bad_level.exit_code == ExitCode.USAGE
+
+
+REFUSALS = [
+    (
+        "invalid",
+        InvalidRequest(
+            "the definition is invalid",
+            status=400,
+            code="invalid_definition",
+            errors=[ProblemItem(path="/tasks", message="must not be empty")],
+        ),
+        ExitCode.REJECTED,
+        "/tasks: must not be empty",
+    ),
+    ("forbidden", Forbidden("no", status=403, code="forbidden"), ExitCode.UNAUTHORIZED, "403"),
+]
+
+
+@pytest.mark.parametrize(
+    ("cause", "code", "said"), [r[1:] for r in REFUSALS], ids=[r[0] for r in REFUSALS]
+)
+def test_a_workflow_refused_at_start_is_said_with_its_problems_and_its_exit_code(
+    offline_cli: Cli,
+    make_module: Callable[..., WorkerModule],
+    monkeypatch: pytest.MonkeyPatch,
+    cause: WorkloadError,
+    code: ExitCode,
+    said: str,
+) -> None:
+    # SPEC §8: a refusal exits with the problem's code and detail, as `workflows apply` does
+    # (the worker raising it for apply_on_start is tests/worker/test_apply_on_start.py's).
+    mod = make_module()
+
+    def refused() -> None:
+        raise WorkflowApplyError("etl", cause)
+
+    monkeypatch.setattr(mod.module.worker, "run", refused)
+    result = offline_cli("worker", mod.target, "--token", "t")
+    assert result.exit_code == code, result.output
+    assert "workflow 'etl' not applied" in result.stderr
+    assert said in result.stderr
+    assert "--idempotency-key" not in result.stderr
 
 
 # -- workload worker: where it connects --------------------------------------------------------

@@ -40,9 +40,9 @@ def definitions_to_apply(target: str) -> list[Source]:
     """The definitions ``FILE``, ``-``, ``MODULE`` or ``MODULE:ATTRIBUTE`` names, checked.
 
     Raises:
-        UsageError: a file that cannot be read or is not a JSON object; a module that does not
-            import; an attribute that is missing or not a ``Workflow`` (or a list of them); a
-            module without any; two workflows with the same id.
+        UsageError: a file that cannot be read, is not a JSON object or has no ``id``; a module
+            that does not import; an attribute that is missing or not a ``Workflow`` (or a list
+            of them); a module without any; two workflows with the same id.
     """
     path = Path(target)
     if target == "-" or path.is_file():
@@ -51,10 +51,21 @@ def definitions_to_apply(target: str) -> list[Source]:
                 f"{target} is a Python file: name its module instead "
                 f"(workload workflows apply {path.stem} or {path.stem}:ATTRIBUTE)"
             )
-        return [Source(target, read_object_file(target))]
+        return [_from_file(target)]
     if path.suffix.lower() == ".json" or not (":" in target or _MODULE.fullmatch(target)):
-        return [Source(target, read_object_file(target))]  # says why it cannot be read
+        return [_from_file(target)]  # says why it cannot be read
     return _from_module(target)
+
+
+def _from_file(target: str) -> Source:
+    definition = read_object_file(target)
+    workflow_id = definition.get("id")
+    if not isinstance(workflow_id, str) or not workflow_id:
+        raise UsageError(
+            f'{target}: the definition has no "id" (a non-empty string), and apply names '
+            "the workflow by it"
+        )
+    return Source(target, definition)
 
 
 def _from_module(target: str) -> list[Source]:

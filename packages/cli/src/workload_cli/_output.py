@@ -294,8 +294,12 @@ class Output:
         """A message for the human at the terminal (controls escaped)."""
         self.stderr.print(Text(visible(message), style=style), soft_wrap=True)
 
-    def problem(self, error: WorkloadError) -> None:
-        """An SDK error with the problem's ``detail`` and ``request_id``."""
+    def problem(self, error: WorkloadError, *, keyed: bool = True) -> None:
+        """An SDK error with the problem's ``detail`` and ``request_id``.
+
+        ``keyed``: the command takes ``--idempotency-key``, so a write whose answer was lost is
+        said with its key, to repeat it safely (a command without the option says nothing of it).
+        """
         if self.is_json:
             typer.echo(_json_text(_problem(error), None), err=True)
             return
@@ -305,7 +309,7 @@ class Output:
             self.say(f"  {item.path or '/'}: {item.message}")
         if error.request_id:
             self.say(f"request_id: {error.request_id}")
-        if error.idempotency_key and error.status is None:
+        if keyed and error.idempotency_key and error.status is None:
             self.say(
                 f"idempotency key: {error.idempotency_key} (retry with --idempotency-key "
                 "to repeat this write safely)"

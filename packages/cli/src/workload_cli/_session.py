@@ -158,7 +158,7 @@ def session(
     try:
         yield current
     except WorkloadError as exc:
-        out.problem(exc)
+        out.problem(exc, keyed=any(p.name == "idempotency_key" for p in ctx.command.params))
         raise typer.Exit(exit_code_for_error(exc)) from None
     except UsageError as exc:
         out.say(f"error: {exc}", style="red")

@@ -28,7 +28,7 @@ from workload_cli._options import UrlOption, WorkerTokenOption, closest
 from workload_cli._session import UsageError, session
 from workload_cli._stop import Interrupted, StopSignals
 from workload_cli._targets import import_target, resolve, split_target
-from workload_sdk import AsyncClient
+from workload_sdk import AsyncClient, WorkloadError
 from workload_sdk.config import URL_ENV, WORKER_TOKEN_ENV
 
 if TYPE_CHECKING:
@@ -219,7 +219,11 @@ def _run_worker(
     url: str | None,
     token: str | None,
 ) -> None:
-    from workload_worker import McpServerLost, WorkerConfigError  # noqa: PLC0415 - only here
+    from workload_worker import (  # noqa: PLC0415 - only here
+        McpServerLost,
+        WorkerConfigError,
+        WorkflowApplyError,
+    )
 
     with session(ctx) as s:
         servers = [parse_mcp(value) for value in mcp]
@@ -264,6 +268,11 @@ def _run_worker(
                     logging.getLogger("workload.worker").info("stopped")
                 finally:
                     stops.closing()  # the worker has stopped: a signal now stops nothing
+        except WorkflowApplyError as exc:  # apply_on_start: the server refused a workflow
+            s.out.say(f"workflow {exc.workflow_id!r} not applied", style="red")
+            if isinstance(exc.cause, WorkloadError):
+                raise exc.cause from None  # said with every problem, and its exit code (7, 8)
+            raise UsageError(str(exc)) from None
         except WorkerConfigError as exc:
             raise UsageError(str(exc)) from None
     if client is None and found.handlers_left_running:  # the process is the worker's own
