@@ -69,3 +69,6 @@ def test_since_a_duration_or_a_time(cli: Cli, operator: Client, clock: FakeClock
     after = old[0].created_at.isoformat()
     assert runs_of(cli, "--since", after) == [r.run_id for r in (old[1:] + new)[::-1]]
     assert runs_of(cli, "--since", after.replace("+00:00", "Z")) == runs_of(cli, "--since", after)
+    # RFC 3339 (§5.6) allows a lower-case "t" and "z", as the API does.
+    lower = after.replace("+00:00", "z").replace("T", "t")
+    assert runs_of(cli, "--since", lower) == runs_of(cli, "--since", after)

@@ -26,10 +26,12 @@ __all__ = ["RUNS_QUERY", "list_runs", "parse_instant"]
 _WORKFLOW_ID = re.compile(WORKFLOW_ID_PATTERN)
 # RFC 3339 §5.6 date-time, ASCII digits only. A space where the offset's sign belongs is read
 # as "+": that is what an unencoded "+" in a query string decodes to.
+# Any number of fraction digits (RFC 3339's 1*DIGIT) within the parameter's 35 characters.
 _DATE_TIME = re.compile(
-    r"([0-9]{4})-([0-9]{2})-([0-9]{2})[Tt]([0-9]{2}):([0-9]{2}):([0-9]{2})(?:\.([0-9]{1,9}))?"
+    r"([0-9]{4})-([0-9]{2})-([0-9]{2})[Tt]([0-9]{2}):([0-9]{2}):([0-9]{2})(?:\.([0-9]+))?"
     r"(?:([Zz])|([+ -])([0-9]{2}):([0-9]{2}))"
 )
+_TIME_TEXT_MAX = 35
 _LAST = datetime.max.replace(tzinfo=UTC)
 _TIME_RULE = "an RFC 3339 time with an offset, such as 2026-12-01T09:30:00Z"
 
@@ -71,14 +73,16 @@ def parse_instant(text: str, *, round_up: bool = False) -> datetime | None:
 
     Digits past the microsecond are dropped, or (``round_up``) carried up to the next
     microsecond: as an exclusive upper bound that selects exactly the stored times (which have
-    microseconds) below the given one.
+    microseconds) below the given one. A leap second (``23:59:60``) is the instant after the
+    minute's last second, which no stored time falls in. Longer than 35 characters: None.
     """
-    found = _DATE_TIME.fullmatch(text)
+    found = _DATE_TIME.fullmatch(text) if len(text) <= _TIME_TEXT_MAX else None
     if found is None:
         return None
     year, month, day, hour, minute, second = (int(found.group(i)) for i in range(1, 7))
-    fraction = (found.group(7) or "").ljust(9, "0")
-    micros, rest = divmod(int(fraction), 1000)
+    digits = found.group(7) or ""
+    micros, rest = int(digits[:6].ljust(6, "0")), digits[6:].strip("0")
+    leap = 1 if second == 60 else 0
     offset = timedelta(0)
     if found.group(8) is None:
         hours, minutes = int(found.group(10)), int(found.group(11))
@@ -88,8 +92,8 @@ def parse_instant(text: str, *, round_up: bool = False) -> datetime | None:
         if found.group(9) == "-":
             offset = -offset
     try:
-        local = datetime(year, month, day, hour, minute, second, micros, timezone(offset))
-        instant = local.astimezone(UTC)
+        local = datetime(year, month, day, hour, minute, second - leap, micros, timezone(offset))
+        instant = local.astimezone(UTC) + timedelta(seconds=leap)
     except (ValueError, OverflowError):  # day 31 of a 30-day month, year 0, past 9999 in UTC
         return None
     if round_up and rest and instant < _LAST:

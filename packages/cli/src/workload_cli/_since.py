@@ -32,8 +32,9 @@ def since(value: str, now: datetime | None = None) -> datetime:
             raise UsageError(f"--since {value} reaches back before year 1") from None
     try:
         # A time carries a "T" (or a space) between date and clock: a bare date is refused
-        # rather than read as midnight in some zone.
-        instant = datetime.fromisoformat(value) if len(value) > 10 and value.isascii() else None
+        # rather than read as midnight in some zone. RFC 3339 allows "t" and "z" too.
+        text = value.upper()
+        instant = datetime.fromisoformat(text) if len(value) > 10 and value.isascii() else None
     except ValueError:
         instant = None
     if instant is None or instant.utcoffset() is None:
