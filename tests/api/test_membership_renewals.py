@@ -40,6 +40,7 @@ class EagerPeerLeases:
         self.expires: dict[int, float] = {}
         self.epochs: dict[int, int] = {}
         self.renewals: list[float] = []
+        self.departed = False
 
     async def join(self) -> int:
         return SHARDS
@@ -71,6 +72,9 @@ class EagerPeerLeases:
 
     async def give(self, fence: ShardFence) -> None:
         self.expires.pop(fence.shard, None)
+
+    async def depart(self) -> None:
+        self.departed = True
 
     async def leave(self) -> None:
         self.expires.clear()

@@ -1,13 +1,17 @@
-"""A replica whose listener reconnected looks at its runs again (SPEC §16, real processes).
+"""Work reaches its owner (SPEC §16, real processes): after a reconnection, and from a stop.
 
 A worker's report settled through one replica is announced to the run's owner (``NOTIFY`` on
 the run's shard): the owner's runner, idle while a remote attempt runs, starts what became ready.
 An announcement made while the owner's listener reconnects is lost; the owner's runner must
-still continue the run — it reads the run again once its listener listens again.
+still continue the run — it reads the run again once its listener listens again (ADR 0049).
+
+A replica stopping (SIGTERM) hands its shards over one by one, the last once its longest
+attempt has ended: the others take each shard as it is given up, not when it exits.
 """
 
 from __future__ import annotations
 
+import signal
 from typing import Any
 
 import httpx
@@ -19,9 +23,10 @@ from tests.fault.conftest import (
     create_workflow,
     post,
     start_run,
+    wait_for_attempt_running,
     wait_for_run,
 )
-from tests.fault.test_replicas import owners, start_replicas, wait_balanced
+from tests.fault.test_replicas import owners, replica_env, start_replicas, wait_balanced
 from tests.waiting import wait_until
 from workload_domain.shards import DEFAULT_SHARDS, shard_of
 from workload_store_postgres.notifications import APPLICATION_NAME as LISTENER
@@ -99,3 +104,37 @@ def test_a_report_announced_while_the_owner_reconnects_still_continues_the_run(
     assert wait_for_run(owner, run_id, timeout=20)["status"] == "succeeded"
     records = owner.log_records()
     assert any(r.get("message") == "the notification listener listens again" for r in records)
+
+
+def test_a_stopping_replicas_shards_are_taken_as_it_gives_them_not_when_it_exits(
+    services: Services, database_url: str
+) -> None:
+    # SPEC §16: SIGTERM hands the shards over; a run is started by its shard's owner within
+    # 5 s. A stopping replica waits for its longest attempt (up to the hand-off's bound) before
+    # it exits: the shards it gave up meanwhile must not wait for that.
+    staying = services.start(database_url, env=replica_env("staying"))
+    stopping = services.start(
+        database_url, env=replica_env("stopping", WORKLOAD_SHARD_HANDOFF_SECONDS="20")
+    )
+    staying.wait_ready()
+    stopping.wait_ready()
+    wait_balanced([staying, stopping])
+    create_workflow(
+        staying,
+        {"id": "long", "tasks": [{"key": "a", "action": "mock", "input": {"sleep_ms": 60000}}]},
+    )
+    create_workflow(staying, {"id": "quick", "tasks": [{"key": "a", "action": "mock"}]})
+    theirs = {shard for shard, name in owners(staying).items() if name == "stopping"}
+    long_run = start_run(staying, "long")
+    while shard_of(long_run, DEFAULT_SHARDS) not in theirs:
+        long_run = start_run(staying, "long")
+    wait_for_attempt_running(staying, long_run, "a")
+
+    stopping.signal(signal.SIGTERM)  # its hand-off of the long run's shard takes 20 s
+    busy = shard_of(long_run, DEFAULT_SHARDS)
+    probe = start_run(staying, "quick")
+    while shard_of(probe, DEFAULT_SHARDS) not in theirs - {busy}:
+        probe = start_run(staying, "quick")
+    assert wait_for_run(staying, probe, timeout=10)["status"] == "succeeded"
+    assert stopping.process.poll() is None  # still handing its busy shard over
+    assert stopping.wait_exit(60) == 0

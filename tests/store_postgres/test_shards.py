@@ -117,6 +117,31 @@ async def test_replicas_join_take_free_shards_and_see_each_other(
         await a.renew([first])
 
 
+async def test_a_departing_replica_is_no_member_to_share_with_but_keeps_what_it_holds(
+    database_url: str, leases: list[PostgresShardLeases]
+) -> None:
+    a, b = await joined(database_url, leases, "a", "b")
+    one, two = await a.take(1), await a.take(2)
+    assert one is not None
+    assert two is not None
+    assert (await b.renew([])).members == ("a", "b")
+    await a.depart()  # a stop: it hands its shards over from now on
+    picture = await b.renew([])
+    assert picture.members == ("b",)  # b's share is every shard: it takes each one given up
+    assert 1 not in picture.free
+    assert 2 not in picture.free
+    assert picture.owned == {"a": 2}
+    assert await b.take(1) is None  # still a's, and renewed by it
+    assert (await a.renew([one, two])).members == ("a", "b")  # it sees itself, as ever
+    await a.give(one)
+    assert 1 in (await b.renew([])).free
+    assert await b.take(1) == ShardFence(1, 2)
+    await a.leave()
+    again = replica(database_url, leases, "a")
+    await again.join()  # a new incarnation of the id is not leaving
+    assert (await b.renew([ShardFence(1, 2)])).members == ("a", "b")
+
+
 async def test_a_dead_replicas_shards_are_free_at_once_and_its_id_reusable(
     database_url: str, leases: list[PostgresShardLeases]
 ) -> None:

@@ -226,8 +226,14 @@ class Membership:
             await self.leases.give(fence)
 
     async def _leave(self, handoffs: anyio.abc.TaskGroup) -> None:
-        """Hand every shard over (renewing meanwhile), then leave the cluster."""
+        """Hand every shard over (renewing meanwhile), then leave the cluster.
+
+        Said first: the others count this replica out of their shares, so each shard is taken
+        as soon as it is given up, not once the last hand-off (the longest attempt) has ended.
+        """
         assert self.ownership is not None
+        async with self._lock:
+            await self.leases.depart()
         for fence in self.ownership.held:
             if fence.shard not in self._leaving:
                 self._leaving.add(fence.shard)

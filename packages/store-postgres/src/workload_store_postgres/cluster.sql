@@ -35,11 +35,12 @@ VALUES (%(replica_id)s, now(), now(), now() + make_interval(secs => %(lease)s),
 ON CONFLICT (replica_id) DO UPDATE
 SET started_at = excluded.started_at, last_seen_at = excluded.last_seen_at,
     lease_expires_at = excluded.lease_expires_at, backend_pid = excluded.backend_pid,
-    backend_start = excluded.backend_start
+    backend_start = excluded.backend_start, leaving = false
 
 -- name: renew_membership
 -- One round trip at every lock check: say this replica is alive, extend the leases of the shards
 -- it holds in their epochs, and see the cluster (live replicas, free shards, shards held each).
+-- A leaving replica (migration 0014) is no member to share with, but holds what it holds.
 -- The reads see the cluster as it was before this statement's own updates. Its commit does not
 -- wait for the disk (ADR 0047): leases are worth nothing after a crash of PostgreSQL.
 WITH me AS (
@@ -55,7 +56,7 @@ WITH me AS (
       AND EXISTS (SELECT 1 FROM me)
     RETURNING s.shard
 ), live AS (
-    SELECT r.replica_id FROM replicas r
+    SELECT r.replica_id, r.leaving FROM replicas r
     WHERE r.lease_expires_at > now()
       AND EXISTS (SELECT 1 FROM pg_stat_activity a
                   WHERE a.pid = r.backend_pid AND a.backend_start = r.backend_start)
@@ -65,7 +66,8 @@ WITH me AS (
 )
 SELECT EXISTS (SELECT 1 FROM me) AS registered,
        (SELECT coalesce(array_agg(shard), '{}') FROM renewed) AS renewed,
-       (SELECT coalesce(array_agg(replica_id ORDER BY replica_id), '{}') FROM live) AS members,
+       (SELECT coalesce(array_agg(replica_id ORDER BY replica_id), '{}') FROM live
+        WHERE NOT leaving) AS members,
        (SELECT coalesce(array_agg(s.shard ORDER BY s.shard), '{}') FROM shards s
         WHERE s.shard NOT IN (SELECT shard FROM held)) AS free,
        (SELECT coalesce(jsonb_object_agg(owner, n), '{}')
@@ -112,6 +114,11 @@ SET epoch = epoch + 1, owner = %(replica_id)s,
     taken_at = statement_timestamp()
 WHERE shard = %(shard)s
 RETURNING epoch
+
+-- name: depart_cluster
+-- A replica about to hand every shard over: the others count it out of their shares now.
+UPDATE replicas SET leaving = true
+WHERE replica_id = %(replica_id)s AND backend_pid = pg_backend_pid()
 
 -- name: give_shard
 UPDATE shards SET owner = NULL, lease_expires_at = NULL

@@ -17,7 +17,9 @@ coordinator lock does, and for the same reasons: see :mod:`._session`), shown in
   owner still in flight ended (they hold the shard's fence), the fence taken exclusively (it
   waits for every write of the old epoch), the epoch incremented (``workload_shard_fence``
   refuses every later write of an older one).
-- **Giving** a shard back clears its owner; **leaving** frees what is left and deregisters.
+- **Giving** a shard back clears its owner; **departing** (a stop) counts the replica out of
+  the others' shares while it hands its shards over, each taken as soon as it is given;
+  **leaving** frees what is left and deregisters.
 
 Errors: psycopg exceptions never leave this module. Failing to reach the database while joining
 raises ``StoreUnavailable``; any failure afterwards, ``ShardsLost`` (fail-stop).
@@ -187,6 +189,11 @@ class PostgresShardLeases:
         """Release a shard this replica held (see the port)."""
         params = {"shard": fence.shard, "epoch": fence.epoch, "replica_id": self.replica_id}
         await self._run(f"giving shard {fence.shard} back", query("give_shard"), params)
+
+    async def depart(self) -> None:
+        """Say this replica is leaving: no member to share with from now on (see the port)."""
+        params = {"replica_id": self.replica_id}
+        await self._run("saying the replica leaves", query("depart_cluster"), params)
 
     async def leave(self) -> None:
         """Free what is left, deregister, close (idempotent; never raises)."""

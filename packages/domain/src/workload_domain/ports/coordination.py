@@ -72,6 +72,17 @@ class ShardLeases(Protocol):
         """Release a shard this replica held (its runs are no longer executed here)."""
         ...
 
+    async def depart(self) -> None:
+        """Say this replica is leaving (a stop): the others count it out of their shares.
+
+        From their next renewal they take each shard it gives up; it still holds, and renews,
+        the shards it has not given up yet.
+
+        Raises:
+            ShardsLost: the membership's connection failed (fail-stop).
+        """
+        ...
+
     async def leave(self) -> None:
         """Release every shard, deregister and close (idempotent; never raises)."""
         ...
