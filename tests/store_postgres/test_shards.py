@@ -209,6 +209,35 @@ async def test_a_write_of_a_stale_shard_epoch_is_refused(
     assert epochs == {new.epoch}  # the events carry the shard epoch of their writer
 
 
+async def test_a_replica_joining_fences_out_a_coordinator_whose_lock_vanished(
+    database_url: str, leases: list[PostgresShardLeases]
+) -> None:
+    lock = PostgresCoordinatorLock(database_url)
+    told: list[Fenced] = []
+    try:
+        assert await lock.acquire()
+        async with PostgresStore(database_url) as store:
+            store.fence(lock.epoch, told.append)
+            await remote_runs(store, 0)
+            made = new_run(REMOTE)
+            await store.create_run(made)
+            # Its lock's session ends (terminated), and a replica joins before the coordinator's
+            # next lock check would notice: from then on it must write nothing (SPEC §14).
+            with psycopg.connect(database_url, autocommit=True) as conn:
+                ended = conn.execute(
+                    "SELECT pg_terminate_backend(pid, 5000) FROM pg_stat_activity"
+                    " WHERE application_name = 'workload-coordinator-lock'"
+                ).fetchall()
+            assert ended == [(True,)]
+            await joined(database_url, leases, "a")
+            with pytest.raises(Fenced):
+                await store.commit(queue_commit(made, T0))
+            assert [e.shard for e in told] == [None]  # the coordinator epoch refused it
+            assert (await store.load_run(made.run.run_id)).run.revision == 1  # nothing written
+    finally:
+        await lock.release()
+
+
 async def test_taking_a_shard_ends_the_old_owners_writes_in_flight(
     database_url: str, leases: list[PostgresShardLeases]
 ) -> None:

@@ -13,6 +13,26 @@ SELECT pg_try_advisory_lock_shared(%(key)s::bigint) AS joined, pg_backend_pid() 
 -- name: leave_cluster
 SELECT pg_advisory_unlock_shared(%(key)s::bigint)
 
+-- name: end_coordinator_writers
+-- Writes still in flight of a coordinator whose lock vanished (its session ended before its own
+-- lock check noticed): they hold the coordinator's fence ("WKLDFENC", migration 0007) shared and
+-- could never commit once the epoch below moves; they are ended, or it would wait for them.
+SELECT pg_terminate_backend(l.pid, 1000)
+FROM pg_locks l
+WHERE l.locktype = 'advisory'
+  AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+  AND l.classid = %(classid)s::bigint::oid AND l.objid = %(objid)s::bigint::oid
+  AND l.objsubid = 1 AND l.granted AND l.pid <> pg_backend_pid()
+
+-- name: fence_coordinators
+-- After every coordinator write in flight (they hold the fence shared), until the commit.
+SELECT pg_advisory_xact_lock(%(fence_key)s::bigint)
+
+-- name: bump_coordinator_epoch
+-- A replica joins: the coordinator epoch moves on, held by nobody, so a coordinator whose lock
+-- vanished moments ago writes nothing more (SPEC §14, §16) — as a new leader's increment does.
+UPDATE coordinator SET epoch = epoch + 1, leader = NULL, lease_expires_at = NULL
+
 -- name: lock_replica
 -- The row of a replica id, and whether the replica it names is live (its session alive too).
 SELECT r.lease_expires_at > now()

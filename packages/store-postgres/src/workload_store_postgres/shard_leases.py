@@ -6,10 +6,11 @@ coordinator lock does, and for the same reasons: see :mod:`._session`), shown in
 
 - **Joining** takes the coordinator's advisory lock in *shared* mode: replicas hold it together,
   a coordinator (§7, §14) exclusively, so a replica never joins a database a coordinator uses,
-  nor the reverse (``ModeConflict``: exit 3). It registers the replica (``replicas``) with the
-  session's backend pid and start, which make it *live* only while this very session lives: a
-  killed replica's shards are free at once, a frozen or partitioned one's once its lease (3 lock
-  checks) has run out.
+  nor the reverse (``ModeConflict``: exit 3). It moves the coordinator epoch on (after the
+  coordinator writes in flight): a coordinator whose lock vanished just before writes nothing.
+  It registers the replica (``replicas``) with the session's backend pid and start, which make
+  it *live* only while this very session lives: a killed replica's shards are free at once, a
+  frozen or partitioned one's once its lease (3 lock checks) has run out.
 - **Renewing**, every lock check, is one statement: the replica's heartbeat, its shards' leases
   (each in the epoch it took it in: one taken over meanwhile is not renewed, and that is a
   ``ShardsLost``), and the cluster as it stands (live replicas, free shards).
@@ -37,7 +38,7 @@ from workload_domain.errors import ModeConflict, ShardsLost, StoreUnavailable
 from workload_domain.shards import ClusterPicture, ShardFence, check_replica_id
 from workload_store_postgres._queries import query
 from workload_store_postgres._session import Conn, DedicatedSession, describe, fetch_one
-from workload_store_postgres.lock import COORDINATOR_LOCK_KEY
+from workload_store_postgres.lock import COORDINATOR_LOCK_KEY, FENCE_KEY, advisory_lock_ids
 
 __all__ = ["APPLICATION_NAME", "SHARD_FENCE_KEY", "PostgresShardLeases"]
 
@@ -112,6 +113,14 @@ class PostgresShardLeases:
                 mode_in_use="coordinator",
             )
         async with conn.transaction():
+            # No coordinator can take the lock now (it is held shared); one whose lock vanished
+            # before its own check noticed is fenced out (SPEC §14), after its writes in flight.
+            classid, objid = advisory_lock_ids(FENCE_KEY)
+            await conn.execute(
+                query("end_coordinator_writers"), {"classid": classid, "objid": objid}
+            )
+            await conn.execute(query("fence_coordinators"), {"fence_key": FENCE_KEY})
+            await conn.execute(query("bump_coordinator_epoch"))
             found = await fetch_one(conn, query("lock_replica"), {"replica_id": self.replica_id})
             if found is not None and found[0]:
                 raise ModeConflict(
