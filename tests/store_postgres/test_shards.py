@@ -6,6 +6,7 @@ from __future__ import annotations
 import random
 import uuid
 
+import anyio
 import psycopg
 import pytest
 
@@ -236,6 +237,29 @@ async def test_a_replica_joining_fences_out_a_coordinator_whose_lock_vanished(
             assert (await store.load_run(made.run.run_id)).run.revision == 1  # nothing written
     finally:
         await lock.release()
+
+
+async def test_replicas_joining_at_once_all_join(
+    database_url: str, leases: list[PostgresShardLeases]
+) -> None:
+    # Each join takes the coordinator's fence exclusively a moment (ADR 0051): the others wait
+    # for it; none ends another's session as it ends a stale coordinator's writes.
+    members = [replica(database_url, leases, f"r{i}") for i in range(8)]
+    totals: list[int] = []
+
+    async def join(member: PostgresShardLeases) -> None:
+        totals.append(await member.join())
+
+    for _ in range(3):
+        async with anyio.create_task_group() as tg:
+            for member in members:
+                tg.start_soon(join, member)
+        assert totals == [DEFAULT_SHARDS] * len(members)
+        assert (await members[0].renew([])).members == tuple(sorted(m.replica_id for m in members))
+        for member in members:
+            await member.leave()
+        totals.clear()
+        members = [replica(database_url, leases, m.replica_id) for m in members]
 
 
 async def test_taking_a_shard_ends_the_old_owners_writes_in_flight(

@@ -17,12 +17,13 @@ SELECT pg_advisory_unlock_shared(%(key)s::bigint)
 -- Writes still in flight of a coordinator whose lock vanished (its session ended before its own
 -- lock check noticed): they hold the coordinator's fence ("WKLDFENC", migration 0007) shared and
 -- could never commit once the epoch below moves; they are ended, or it would wait for them.
+-- Only shared holders: another replica joining holds it exclusively, and is waited for.
 SELECT pg_terminate_backend(l.pid, 1000)
 FROM pg_locks l
 WHERE l.locktype = 'advisory'
   AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
   AND l.classid = %(classid)s::bigint::oid AND l.objid = %(objid)s::bigint::oid
-  AND l.objsubid = 1 AND l.granted AND l.pid <> pg_backend_pid()
+  AND l.objsubid = 1 AND l.mode = 'ShareLock' AND l.granted AND l.pid <> pg_backend_pid()
 
 -- name: fence_coordinators
 -- After every coordinator write in flight (they hold the fence shared), until the commit.
