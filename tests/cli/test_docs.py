@@ -201,7 +201,7 @@ def test_agents_md_endpoints_example_runs(
     assert "exit code 7" in out
     assert "no model endpoint named 'elsewhere' is configured on this server" in err
     [draft] = [r.json() for r in local_model.chat_requests]
-    assert (draft["model"], draft["temperature"], draft["max_completion_tokens"]) == (
+    assert (draft["model"], draft["temperature"], draft["max_tokens"]) == (
         "llama3.2",
         0.7,
         200,

@@ -169,7 +169,7 @@ def test_two_endpoints_serve_one_workflow_with_settings_and_native_structured_ou
     for request in alpha.chat_requests:
         body = request.json()
         assert body["model"] == "model-a"
-        assert (body["temperature"], body["top_p"], body["max_completion_tokens"]) == (
+        assert (body["temperature"], body["top_p"], body["max_tokens"]) == (
             0.2,
             0.9,
             128,
@@ -179,7 +179,7 @@ def test_two_endpoints_serve_one_workflow_with_settings_and_native_structured_ou
     for request in beta.chat_requests:
         body = request.json()
         assert body["model"] == "model-b"
-        assert not {"temperature", "top_p", "max_completion_tokens"} & set(body)
+        assert not {"temperature", "top_p", "max_tokens", "max_completion_tokens"} & set(body)
         assert body["response_format"] == {
             "type": "json_schema",
             "json_schema": {"name": "output", "schema": VERDICT, "strict": True},

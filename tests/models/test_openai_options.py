@@ -1,7 +1,8 @@
 """Model settings and native structured output in the OpenAI-compatible adapter (ADR 0027).
 
 Over real HTTP to the fake server, asserting on the requests it received: the settings that are
-set, and only those, become ``temperature``, ``top_p`` and ``max_completion_tokens``; an output
+set, and only those, become ``temperature``, ``top_p`` and ``max_tokens`` (``max_completion_tokens``
+on OpenAI's own API); an output
 schema becomes a ``json_schema`` response format, strict only when strict mode takes the schema
 as it is.
 """
@@ -16,7 +17,7 @@ from tests.fakes.openai_server import FakeOpenAI, Reply
 from tests.models.conftest import MODEL
 from workload_domain.agent.llm import Message, ModelRequest, ModelSettings, Role
 from workload_model_openai import OpenAIModels
-from workload_model_openai._options import strict_compatible
+from workload_model_openai._options import sampling, strict_compatible, token_limit_parameter
 
 pytestmark = pytest.mark.anyio
 
@@ -51,8 +52,9 @@ async def test_settings_that_are_set_are_sent(
 ) -> None:
     settings = ModelSettings(temperature=0.25, max_output_tokens=321, top_p=0.5)
     body = await _sent(fake_openai, models, ModelRequest(MODEL, HELLO, settings=settings))
-    assert (body["temperature"], body["top_p"], body["max_completion_tokens"]) == (0.25, 0.5, 321)
-    assert "max_tokens" not in body
+    # The fake is a local server, as Ollama is: the limit is the parameter those read.
+    assert (body["temperature"], body["top_p"], body["max_tokens"]) == (0.25, 0.5, 321)
+    assert "max_completion_tokens" not in body
     assert "response_format" not in body
 
 
@@ -62,9 +64,7 @@ async def test_settings_that_are_set_are_sent(
         pytest.param(ModelSettings(), {}, id="none"),
         pytest.param(ModelSettings(temperature=0), {"temperature": 0}, id="temperature-zero"),
         pytest.param(ModelSettings(top_p=1), {"top_p": 1}, id="top-p-only"),
-        pytest.param(
-            ModelSettings(max_output_tokens=1), {"max_completion_tokens": 1}, id="tokens-only"
-        ),
+        pytest.param(ModelSettings(max_output_tokens=1), {"max_tokens": 1}, id="tokens-only"),
     ],
 )
 async def test_only_the_settings_that_are_set_are_sent(
@@ -73,6 +73,26 @@ async def test_only_the_settings_that_are_set_are_sent(
     body = await _sent(fake_openai, models, ModelRequest(MODEL, HELLO, settings=settings))
     named = ("temperature", "top_p", "max_completion_tokens", "max_tokens")
     assert {k: body[k] for k in named if k in body} == sent
+
+
+@pytest.mark.parametrize(
+    ("base_url", "parameter"),
+    [
+        ("https://api.openai.com/v1", "max_completion_tokens"),
+        ("https://API.OpenAI.com./v1", "max_completion_tokens"),
+        ("https://eu.api.openai.com/v1", "max_completion_tokens"),
+        ("https://mine.openai.azure.com/openai/v1", "max_completion_tokens"),
+        ("http://127.0.0.1:11434/v1", "max_tokens"),  # Ollama
+        ("http://localhost:8000/v1", "max_tokens"),  # vLLM, llama.cpp
+        ("https://notopenai.com/v1", "max_tokens"),
+        ("https://api.openai.com.example.org/v1", "max_tokens"),
+    ],
+)
+def test_the_token_limit_is_the_parameter_its_server_reads(base_url: str, parameter: str) -> None:
+    assert token_limit_parameter(base_url) == parameter
+    assert sampling(ModelSettings(max_output_tokens=7), token_limit_parameter(base_url)) == {
+        parameter: 7
+    }
 
 
 async def test_an_output_schema_is_asked_for_natively_and_strictly_when_it_can_be(

@@ -24,7 +24,7 @@ from workload_domain.agent.adapters import (
 )
 from workload_domain.agent.llm import ModelRequest, ModelResponse
 from workload_domain.jsonvalues import JsonObject
-from workload_model_openai._options import response_format, sampling
+from workload_model_openai._options import response_format, sampling, token_limit_parameter
 from workload_model_openai._settings import (
     DEFAULT_API_KEY,
     DEFAULT_TIMEOUT_SECONDS,
@@ -100,6 +100,7 @@ class OpenAIModel(OneCallModel[openai.AsyncOpenAI]):
     ) -> None:
         settings = OpenAISettings(base_url, api_key, timeout_seconds)
         super().__init__(model_name, settings, _PROVIDER, client=client, make_client=make_client)
+        self._limit = token_limit_parameter(base_url)
 
     def __repr__(self) -> str:
         return f"OpenAIModel({self.model_name!r}, base_url={safe_url(self._settings.base_url)!r})"
@@ -120,7 +121,7 @@ class OpenAIModel(OneCallModel[openai.AsyncOpenAI]):
             messages=wire_messages(request.messages),
             tools=wire_tools(request.tools) if request.tools else openai.omit,
             response_format=openai.omit if answer_format is None else answer_format,
-            **sampling(request.settings),
+            **sampling(request.settings, self._limit),
         )
         return raw.http_response.content
 

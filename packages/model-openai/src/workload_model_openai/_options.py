@@ -2,23 +2,34 @@
 
 Pure functions, no I/O. :func:`sampling` maps the port's
 :class:`~workload_domain.agent.llm.ModelSettings` to Chat Completions parameters (only those set
-are sent; ``max_output_tokens`` is ``max_completion_tokens``, the parameter OpenAI's current
-models require). :func:`response_format` asks for the output schema natively, as a
-``json_schema`` response format, when the schema is an object's (ADR 0027): ``strict`` only when
-the schema is one OpenAI's strict mode accepts as it is (:func:`strict_compatible`), since
-strict mode refuses (HTTP 400) any other; the runtime validates the answer afterwards anyway.
+are sent). ``max_output_tokens`` is ``max_completion_tokens`` on OpenAI's own API, the
+parameter its current (reasoning) models require and the only one they take, and
+``max_tokens`` on any other server (:func:`token_limit_parameter`): Ollama, llama.cpp, vLLM,
+LM Studio read that one, and Ollama drops the other unread. :func:`response_format` asks for
+the output schema natively, as a ``json_schema`` response format, when the schema is an
+object's (ADR 0027): ``strict`` only when the schema is one OpenAI's strict mode accepts as it
+is (:func:`strict_compatible`), since strict mode refuses (HTTP 400) any other; the runtime
+validates the answer afterwards anyway.
 """
 
 from __future__ import annotations
 
-from typing import Any, TypedDict
+from typing import Any, Literal, TypedDict
+from urllib.parse import urlsplit
 
 from openai.types.shared_params import ResponseFormatJSONSchema
 
 from workload_domain.agent.llm import ModelSettings
 from workload_domain.jsonvalues import JsonObject
 
-__all__ = ["SCHEMA_NAME", "Sampling", "response_format", "sampling", "strict_compatible"]
+__all__ = [
+    "SCHEMA_NAME",
+    "Sampling",
+    "response_format",
+    "sampling",
+    "strict_compatible",
+    "token_limit_parameter",
+]
 
 SCHEMA_NAME = "output"
 """The ``json_schema.name`` sent (the API requires one; the task's schema has no name)."""
@@ -41,23 +52,41 @@ _STRICT_KEYWORDS = frozenset(
 """The keywords every strict-mode model accepts; a schema using others is sent not strict."""
 
 
+_OPENAI_HOSTS = ("openai.com", "openai.azure.com")
+"""The hosts (and their subdomains) of OpenAI's own API, Azure's included."""
+
+TokenLimit = Literal["max_completion_tokens", "max_tokens"]
+
+
 class Sampling(TypedDict, total=False):
     """The sampling parameters of a chat completion that a request sets."""
 
     temperature: float
     top_p: float
     max_completion_tokens: int
+    max_tokens: int
 
 
-def sampling(settings: ModelSettings) -> Sampling:
-    """The Chat Completions parameters of ``settings`` (only those that are set)."""
+def token_limit_parameter(base_url: str) -> TokenLimit:
+    """The parameter that limits the answer's tokens on the server at ``base_url``."""
+    host = (urlsplit(base_url).hostname or "").rstrip(".").lower()
+    if any(host == known or host.endswith("." + known) for known in _OPENAI_HOSTS):
+        return "max_completion_tokens"
+    return "max_tokens"
+
+
+def sampling(settings: ModelSettings, limit: TokenLimit = "max_completion_tokens") -> Sampling:
+    """The Chat Completions parameters of ``settings`` (only those that are set).
+
+    ``limit`` names the parameter ``max_output_tokens`` is sent as (:func:`token_limit_parameter`).
+    """
     params: Sampling = {}
     if settings.temperature is not None:
         params["temperature"] = settings.temperature
     if settings.top_p is not None:
         params["top_p"] = settings.top_p
     if settings.max_output_tokens is not None:
-        params["max_completion_tokens"] = settings.max_output_tokens
+        params[limit] = settings.max_output_tokens
     return params
 
 
