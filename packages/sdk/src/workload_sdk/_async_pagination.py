@@ -16,6 +16,7 @@ from typing import Generic, ParamSpec, TypeVar
 from workload_sdk._async_sender import AsyncSender
 from workload_sdk._base_client import AsyncFetch, AsyncPageMethod, ExtraHeaders, RequestTimeout
 from workload_sdk._requests import ApiRequest
+from workload_sdk.errors import APIResponseValidationError
 from workload_sdk.models import Page
 
 __all__ = ["AsyncListing", "AsyncPager", "paged"]
@@ -40,6 +41,7 @@ class AsyncPager(AsyncIterator[T]):
         self._buffer: deque[T] = deque()
         self._cursor: str | None = None
         self._done = False
+        self._followed: set[str] = set()
 
     def __aiter__(self) -> AsyncPager[T]:
         return self
@@ -50,23 +52,42 @@ class AsyncPager(AsyncIterator[T]):
                 raise StopAsyncIteration
             page = await self._fetch(self._cursor)
             self._buffer.extend(page.items)
-            self._cursor = page.next_cursor
+            self._cursor = _next_cursor(page, self._followed)
             self._done = page.next_cursor is None
         return self._buffer.popleft()
 
     async def pages(self) -> AsyncIterator[Page[T]]:
         """A new pass over the listing from its start, one :class:`Page` at a time."""
         cursor: str | None = None
+        followed: set[str] = set()
         while True:
             page = await self._fetch(cursor)
             yield page
             if page.next_cursor is None:
                 return
-            cursor = page.next_cursor
+            cursor = _next_cursor(page, followed)
 
     async def to_list(self) -> list[T]:
         """Every remaining item, in order (fetches every remaining page)."""
         return [item async for item in self]
+
+
+def _next_cursor(page: Page[T], followed: set[str]) -> str | None:
+    """The cursor of the page after ``page``, followed once in a pass.
+
+    A server that hands one out again (a cycle) would be asked for the same pages for ever.
+
+    Raises:
+        APIResponseValidationError: ``next_cursor`` is one this pass has followed already.
+    """
+    cursor = page.next_cursor
+    if cursor is not None:
+        if cursor in followed:
+            raise APIResponseValidationError(
+                "the listing's next_cursor repeats one already followed: the pages would never end"
+            )
+        followed.add(cursor)
+    return cursor
 
 
 def paged(page: AsyncPageMethod[P, T], *args: P.args, **kwargs: P.kwargs) -> AsyncPager[T]:

@@ -278,6 +278,7 @@ class AsyncRuns(AsyncRunTasks):
                 ) as response:
                     decoder = SseDecoder()
                     async for line in response.aiter_lines():
+                        follower.remaining()  # the deadline holds while keep-alives arrive
                         message = decoder.feed(line)
                         item = None if message is None else follower.message(message)
                         if item is END:

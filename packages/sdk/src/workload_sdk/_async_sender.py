@@ -59,11 +59,14 @@ class AsyncSender:
         built = build_request(self._http, self._options, request, call, read_at_most=read_at_most)
         try:
             response = await self._http.send(built, stream=True)
-        except httpx.TransportError as exc:
+        except httpx.RequestError as exc:
             raise transport_error(request, exc) from exc
         try:
             if not response.is_success:
-                await response.aread()
+                try:
+                    await response.aread()
+                except httpx.RequestError as exc:
+                    raise transport_error(request, exc) from exc
                 raise from_response(response)
             yield response
         finally:
@@ -97,7 +100,7 @@ class AsyncSender:
                 span.inject(built.headers)
                 try:
                     response = await self._http.send(built)
-                except httpx.TransportError as exc:
+                except httpx.RequestError as exc:  # a DecodingError too: never raw httpx
                     if retry < self._options.max_retries and retryable_exception(request, exc):
                         await asyncio.sleep(retry_delay(retry))
                         retry += 1

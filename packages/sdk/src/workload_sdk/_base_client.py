@@ -229,7 +229,7 @@ def parse_response(request: ApiRequest[T], response: httpx.Response) -> T:
     request_id = response.headers.get("x-request-id")
     try:
         data = response.json()
-    except ValueError:
+    except (ValueError, RecursionError):  # nested deeper than the parser goes: not the resource
         raise APIResponseValidationError(
             "the response body is not JSON",
             status=response.status_code,
@@ -249,17 +249,29 @@ def parse_response(request: ApiRequest[T], response: httpx.Response) -> T:
         ) from exc
 
 
-def transport_error(request: ApiRequest[Any], exc: httpx.TransportError) -> APIConnectionError:
-    """The SDK error of a request that got no response."""
-    cls = APITimeoutError if isinstance(exc, httpx.TimeoutException) else APIConnectionError
+def transport_error(
+    request: ApiRequest[Any], exc: httpx.RequestError
+) -> APIConnectionError | APIResponseValidationError:
+    """The SDK error of a request that got no (readable) response.
+
+    A body httpx cannot decode (a ``Content-Encoding`` it is not in) came from the server, which
+    may have applied a write: ``APIResponseValidationError``, with the write's key. Anything
+    else (connecting, sending, receiving): ``APIConnectionError`` (``APITimeoutError``).
+    """
     reason = str(exc) or type(exc).__name__
+    if isinstance(exc, httpx.DecodingError):
+        return APIResponseValidationError(
+            f"{request.method} {request.path}: the response body cannot be decoded: {reason}",
+            idempotency_key=request.idempotency_key,
+        )
+    cls = APITimeoutError if isinstance(exc, httpx.TimeoutException) else APIConnectionError
     return cls(
         f"{request.method} {request.path} got no response: {reason}",
         idempotency_key=request.idempotency_key,
     )
 
 
-def retryable_exception(request: ApiRequest[Any], exc: httpx.TransportError) -> bool:
+def retryable_exception(request: ApiRequest[Any], exc: httpx.RequestError) -> bool:
     """Whether a failure without a response may be retried: transient, and safe to repeat.
 
     A write that got no response may have been applied; only its caller can decide to retry

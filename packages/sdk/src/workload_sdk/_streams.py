@@ -18,10 +18,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
+from pydantic import ValidationError
 
 from workload_sdk._base_client import retry_delay, transport_error
 from workload_sdk._requests import ApiRequest
-from workload_sdk.errors import APIConnectionError, APIStatusError, APITimeoutError
+from workload_sdk.errors import (
+    APIConnectionError,
+    APIResponseValidationError,
+    APIStatusError,
+    APITimeoutError,
+)
 from workload_sdk.models import Event
 
 __all__ = ["END", "EventFollower", "ServerSentEvent", "SseDecoder", "resumable"]
@@ -102,7 +108,13 @@ class EventFollower:
             return END
         if message.event != "message" or not message.data:
             return None
-        event = Event.model_validate_json(message.data)
+        try:
+            event = Event.model_validate_json(message.data)
+        except ValidationError as exc:
+            raise APIResponseValidationError(
+                f"an event of run {self.run_id}'s stream is not an event: {exc.error_count()} "
+                "problem(s)"
+            ) from None
         if event.sequence <= self.last:
             return None  # never twice, even from a server that repeats itself
         self.last = event.sequence
@@ -140,6 +152,8 @@ def resumable(follower: EventFollower, request: ApiRequest[Any], exc: Exception)
     """
     if isinstance(exc, httpx.TimeoutException):
         follower.remaining()  # the deadline passed: APITimeoutError
+    if isinstance(exc, httpx.DecodingError):
+        raise transport_error(request, exc) from exc  # a body that cannot be read: not resumed
     if isinstance(exc, httpx.TransportError):
         return transport_error(request, exc)
     if isinstance(exc, APIStatusError) and exc.status in _RESUMABLE_STATUSES:

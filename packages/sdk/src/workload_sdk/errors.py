@@ -51,6 +51,7 @@ answers the original outcome instead of writing twice.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from http import HTTPStatus
 from typing import TYPE_CHECKING, Any
@@ -239,7 +240,9 @@ class TooManyRequests(APIStatusError):
         super().__init__(detail, **fields)
         response = fields.get("response")
         raw = None if response is None else response.headers.get("retry-after", "").strip()
-        self.retry_after: int | None = int(raw) if raw and raw.isdigit() and len(raw) < 7 else None
+        # ASCII digits only: str.isdigit() is true of "²", which int() refuses.
+        digits = raw is not None and re.fullmatch(r"[0-9]{1,6}", raw) is not None
+        self.retry_after: int | None = int(raw) if digits and raw else None
 
 
 class ServerError(APIStatusError):
@@ -338,7 +341,7 @@ def _body(response: httpx.Response) -> tuple[Any, str]:
         return None, ""
     try:
         return response.json(), text
-    except ValueError:
+    except (ValueError, RecursionError):
         return None, text
 
 
