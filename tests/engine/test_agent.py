@@ -682,6 +682,67 @@ async def test_a_rejected_or_expired_call_is_answered_to_the_model(how: str) -> 
     assert "rejected" in model_saw or "expired" in model_saw
 
 
+class LosesTheRefusalsEnd(InMemoryStore):
+    """Fails like a lost database as the end of a refused call's step is written (once)."""
+
+    armed = True
+
+    async def finish_step(self, step: StepRecord, **conditions: Any) -> StepRecord | None:
+        refused = "rejected" in str((step.response or {}).get("error", ""))
+        if self.armed and refused:
+            self.armed = False
+            raise StoreUnavailable("the database went away before the refusal was written")
+        return await super().finish_step(step, **conditions)
+
+
+@pytest.mark.parametrize("action", ["mock", "deploy"], ids=["in-process", "worker-action"])
+async def test_a_rejected_call_begun_before_a_crash_stays_rejected_after_it(action: str) -> None:
+    clock = FakeClock()
+    store = LosesTheRefusalsEnd(clock)
+    h, _ = harness(store, clock)
+    script = [call("deploy", {"output": {"deployed": True}}), say("not deployed")]
+    run_id = await h.create(wf(agent(tools=[guarded(action=action)], script=script)))
+    decisions = ApprovalDecisions(store, h.engine)
+
+    async def first_process() -> None:
+        async with anyio.create_task_group() as tg:
+            await tg.start(h.engine.run)
+            h.engine.submit(run_id)
+            await run_until(h, run_id, "waiting_approval")
+            approval = await only_approval(h, run_id)
+            await decisions.decide(
+                approval.approval_id,
+                Decision.REJECT,
+                approval.arguments_digest,
+                decided_by="operator:abc",
+                comment="no",
+            )
+            await h.engine.wait_finished(run_id)
+
+    with pytest.raises(BaseExceptionGroup) as stopped:
+        await first_process()
+    assert stopped.group_contains(StoreUnavailable)
+    # The refused call's step was begun, its end lost: a restart resumes the attempt.
+    assert [s.status for s in await steps(h, run_id)][-1] is StepStatus.RUNNING
+    ran: list[Any] = []
+
+    class CountingTools(MockExecutor):
+        async def execute(self, request: Any) -> Any:
+            ran.append((request.action, request.input))
+            return await super().execute(request)
+
+    agent2 = AgentExecutor(
+        store, ModelRouter(), clock, tools=CountingTools(clock), poll_seconds=0.05
+    )
+    local = LocalExecutors(MockExecutor(clock), agent2, resumable=frozenset({"agent"}))
+    view = await h.restarted(local, local.resumable).execute(run_id)
+    assert view.status == "succeeded"
+    assert ran == []  # the rejected tool never ran
+    tool_step = (await steps(h, run_id))[1]
+    assert tool_step.status is StepStatus.FAILED
+    assert str((tool_step.response or {})["error"]) == "rejected by operator:abc: no"
+
+
 async def test_cancel_cancels_pending_approvals() -> None:
 
     h, _ = harness()

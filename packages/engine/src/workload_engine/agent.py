@@ -212,7 +212,10 @@ class AgentExecutor:
             if pending.step is None and late is not None:
                 break  # the next decision fails the attempt budget_exceeded
             refusal = pending.refusal
-            if pending.step is None and refusal is None and _needs_approval(pending):
+            # A call begun in process before a restart asks its approval again too: rejected or
+            # expired, it was begun only to be answered so (the refusal is not journaled).
+            begun = pending.step is not None and pending.step.remote
+            if not begun and refusal is None and _needs_approval(pending):
                 verdict = await self._approval(request, key, pending)
                 if verdict.wait is not None:
                     asked.append(verdict.wait)
