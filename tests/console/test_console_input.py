@@ -193,6 +193,23 @@ POST_PAGES = [
 ]
 
 
+@pytest.mark.parametrize("bad", ["%C2%B2", "%D9%A1"], ids=["superscript-two", "arabic-one"])
+def test_a_version_spelled_with_other_digits_is_404(
+    live_api: LiveApi, operator_browser: httpx.Client, run_id: str, bad: str
+) -> None:
+    # Digits to str.isdigit ("²", Arabic-Indic one), never a version: int("²") raised (a 500),
+    # and "١" showed version 1 under a path the API answers 404.
+    page = f"/ui/workflows/quick/versions/{bad}"
+    shown = operator_browser.get(page)
+    assert shown.status_code == 404, shown.text
+    assert shown.headers["content-type"].startswith("text/html")
+    token = csrf_of(operator_browser.get("/ui/runs").text)
+    started = operator_browser.post(f"{page}/runs", data={"csrf": token, "input": "{}"})
+    assert started.status_code == 404, started.text
+    assert started.headers["content-type"].startswith("text/html")
+    assert _runs(live_api) == [run_id], "nothing was started"
+
+
 @pytest.mark.parametrize("bad", _BAD_IDS)
 @pytest.mark.parametrize("page", GET_PAGES)
 def test_a_page_of_something_that_cannot_exist_is_404(

@@ -72,6 +72,7 @@ async def test_tool_calls_round_trip_with_decoded_arguments(
         pytest.param('{"q": "unterminated', '{"q": "unterminated', id="truncated-json"),
         pytest.param("not json at all", "not json at all", id="plain-text"),
         pytest.param("", "", id="empty"),
+        pytest.param("[" * 100_000, "[" * 100_000, id="nested-past-the-parser"),
     ],
 )
 async def test_arguments_that_are_not_an_object_are_kept(

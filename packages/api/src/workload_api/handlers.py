@@ -26,7 +26,7 @@ from workload_api.usecases import Result, UseCases
 from workload_api.usecases.approvals import decider
 from workload_domain.approvals import ApprovalStatus
 from workload_domain.cursors import DEFAULT_PAGE_LIMIT, MAX_PAGE_LIMIT
-from workload_domain.definition import WORKFLOW_ID_PATTERN
+from workload_domain.definition import VERSION_NUMBER_PATTERN, WORKFLOW_ID_PATTERN
 from workload_domain.errors import WorkflowNotFound, quoted
 from workload_domain.idempotency import IdempotencyClaim, request_hash
 from workload_domain.workers import WORKER_ID_PATTERN
@@ -50,7 +50,7 @@ _IDEMPOTENCY_KEY = re.compile(r"^[\x21-\x7e]{1,255}$")
 _WORKFLOW_ID = re.compile(WORKFLOW_ID_PATTERN)
 _WORKER_ID = re.compile(WORKER_ID_PATTERN)
 _DIGITS = re.compile(r"^[0-9]{1,9}$")
-_VERSION = re.compile(r"^[1-9][0-9]{0,8}$")  # one spelling per version: no sign, no leading 0
+_VERSION = re.compile(VERSION_NUMBER_PATTERN)
 # One element of an If-Match list. It compares strongly (RFC 9110 §13.1.1): a weak tag never
 # matches. (Our tags are digits: splitting the list on commas cannot cut one.)
 _ETAG = re.compile(r'^\s*"([0-9]{1,18})"\s*$')

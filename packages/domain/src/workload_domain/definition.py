@@ -29,6 +29,7 @@ __all__ = [
     "QUEUE_PATTERN",
     "STRICT",
     "TASK_KEY_PATTERN",
+    "VERSION_NUMBER_PATTERN",
     "WORKFLOW_ID_PATTERN",
     "RetryPolicy",
     "TaskSpec",
@@ -40,6 +41,9 @@ __all__ = [
 WORKFLOW_ID_PATTERN = r"^[a-z0-9][a-z0-9._-]{0,62}$"
 TASK_KEY_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$"
 QUEUE_PATTERN = r"^[a-z0-9][a-z0-9._-]{0,62}$"
+VERSION_NUMBER_PATTERN = r"^[1-9][0-9]{0,8}$"
+"""A version number as a path spells it: ASCII digits, one spelling per version (no sign, no
+leading 0; ``str.isdigit`` would take "²", which ``int`` refuses)."""
 DEFAULT_QUEUE = "default"
 DEFAULT_HEARTBEAT_TIMEOUT_SECONDS = 30
 MAX_HEARTBEAT_TIMEOUT_SECONDS = 3600

@@ -105,7 +105,7 @@ def _decode_arguments(raw: Any) -> Any:
         return raw
     try:
         return json.loads(raw)
-    except ValueError:
+    except (ValueError, RecursionError):  # nested past the parser: refused to the model
         return raw
 
 

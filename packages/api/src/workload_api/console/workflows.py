@@ -8,6 +8,7 @@ object.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from starlette.responses import RedirectResponse, Response
@@ -18,11 +19,13 @@ from workload_api.console._graph import dag
 from workload_api.console._web import Console, View, query_link
 from workload_api.jsonbody import parse_json_object
 from workload_api.problems import HttpProblem
+from workload_domain.definition import VERSION_NUMBER_PATTERN
 from workload_domain.errors import InvalidArgument, VersionNotFound
 
 __all__ = ["routes"]
 
 PAGE_SIZE = 50
+_VERSION = re.compile(VERSION_NUMBER_PATTERN)
 
 
 def _cursor(view: View) -> str | None:
@@ -80,7 +83,7 @@ async def workflow_page(view: View) -> Response:
 
 def _version_number(view: View) -> int:
     raw = view.path("version")
-    if not raw.isdigit() or raw.startswith("0") or len(raw) > 9:
+    if not _VERSION.fullmatch(raw):
         raise VersionNotFound(view.path("workflow_id"), raw[:40])
     return int(raw)
 
