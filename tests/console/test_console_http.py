@@ -33,6 +33,7 @@ from tests.console.helpers import (
 from tests.plugins.live_api import OPERATOR_TOKEN, VIEWER_TOKEN, WORKER_TOKEN, LiveApi
 from workload_api.auth import Principal, Role
 from workload_api.console import Sessions
+from workload_api.console.signin import SIGN_IN_BODY_BYTES
 
 T = TypeVar("T")
 
@@ -283,6 +284,29 @@ def test_a_sign_in_without_its_csrf_token_is_403(live_api: LiveApi) -> None:
     answer = client.post("/ui/login", data={"token": OPERATOR_TOKEN, "csrf": "forged"})
     assert answer.status_code == 403
     assert "workload_session" not in answer.headers.get("set-cookie", "")
+
+
+@pytest.mark.parametrize("declared", [True, False], ids=["content-length", "chunked"])
+def test_a_sign_in_body_past_8_kib_is_413(live_api: LiveApi, declared: bool) -> None:
+    # Anyone may fetch the form and its cookie: a sign-in holds no more than a sign-in needs.
+    client = live_api.client(None)
+    client.get("/ui/login")
+    body = b"token=" + b"x" * (SIGN_IN_BODY_BYTES + 1)
+    headers = {"content-type": "application/x-www-form-urlencoded"}
+
+    def chunks() -> Iterator[bytes]:
+        yield body
+
+    answer = client.post("/ui/login", content=body if declared else chunks(), headers=headers)
+    assert answer.status_code == 413
+    assert answer.headers["content-type"].startswith("text/html")
+    assert "workload_session" not in answer.headers.get("set-cookie", "")
+    page = client.get("/ui/login")  # a sign-in within the bound still works
+    answer = client.post(
+        "/ui/login",
+        data={"token": OPERATOR_TOKEN, "csrf": csrf_of(page.text), "next": "/ui/runs"},
+    )
+    assert answer.status_code == 303
 
 
 @pytest.mark.real_http

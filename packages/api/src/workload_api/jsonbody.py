@@ -17,17 +17,21 @@ __all__ = ["MAX_BODY_BYTES", "parse_json", "parse_json_object", "read_json_objec
 MAX_BODY_BYTES = 1024 * 1024
 
 
-async def read_limited(request: Request) -> bytes:
-    """The body, refused with 413 beyond :data:`MAX_BODY_BYTES`."""
+async def read_limited(request: Request, limit: int = MAX_BODY_BYTES) -> bytes:
+    """The body, refused with 413 beyond ``limit`` bytes (:data:`MAX_BODY_BYTES`: 1 MiB)."""
     declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > MAX_BODY_BYTES:
-        raise HttpProblem(413, "payload_too_large", "the request body is larger than 1 MiB")
+    size_said = f"{limit // 1024 // 1024} MiB" if limit % (1024 * 1024) == 0 else f"{limit} bytes"
+    too_large = HttpProblem(
+        413, "payload_too_large", f"the request body is larger than {size_said}"
+    )
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        raise too_large
     chunks: list[bytes] = []
     size = 0
     async for chunk in request.stream():
         size += len(chunk)
-        if size > MAX_BODY_BYTES:
-            raise HttpProblem(413, "payload_too_large", "the request body is larger than 1 MiB")
+        if size > limit:
+            raise too_large
         chunks.append(chunk)
     return b"".join(chunks)
 

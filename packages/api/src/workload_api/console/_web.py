@@ -30,7 +30,7 @@ from starlette.routing import Route
 
 from workload_api.auth import Principal, Role
 from workload_api.console._sessions import SESSION_COOKIE, Session, Sessions
-from workload_api.jsonbody import read_limited
+from workload_api.jsonbody import MAX_BODY_BYTES, read_limited
 from workload_api.problems import HttpProblem, problem_for
 from workload_api.usecases import UseCases
 from workload_domain.definition import WORKFLOW_ID_PATTERN
@@ -282,8 +282,8 @@ def _check_path(request: Request) -> None:
         raise WorkflowNotFound(workflow_id)
 
 
-async def read_form(request: Request) -> dict[str, str]:
-    """A urlencoded form (first value of each field); 413 over 1 MiB.
+async def read_form(request: Request, limit: int = MAX_BODY_BYTES) -> dict[str, str]:
+    """A urlencoded form (first value of each field); 413 over ``limit`` bytes (1 MiB).
 
     A body of another type (JSON, multipart, text), or one no browser sends for the console's
     forms (not UTF-8, over 50 fields), is no form of the console's: it has no fields, so no CSRF
@@ -293,7 +293,7 @@ async def read_form(request: Request) -> dict[str, str]:
     content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
     if content_type != _FORM_TYPE:
         return {}
-    body = await read_limited(request)
+    body = await read_limited(request, limit)
     try:
         text = body.decode("utf-8")
         pairs = parse_qsl(text, keep_blank_values=True, max_num_fields=50)

@@ -20,7 +20,11 @@ from workload_api.console._sessions import LOGIN_COOKIE, LOGIN_MAX_AGE, SESSION_
 from workload_api.console._web import Console, View, read_form, safe_next
 from workload_api.problems import HttpProblem
 
-__all__ = ["routes"]
+__all__ = ["SIGN_IN_BODY_BYTES", "routes"]
+
+SIGN_IN_BODY_BYTES = 8 * 1024
+"""The most a sign-in's body may hold (a token, the form's CSRF token, where to go next): 413
+beyond it, before it is read when its ``Content-Length`` says so."""
 
 
 def _cookie(
@@ -70,7 +74,9 @@ def routes(console: Console) -> list[Route]:
                 request, status=403, message="The sign-in form expired; please try again."
             )
         try:
-            form = await read_form(request)
+            # A token, its CSRF and where to go: anyone may send it (a form's cookie is there
+            # for the asking), so it holds no more than this while it is read.
+            form = await read_form(request, SIGN_IN_BODY_BYTES)
         except HttpProblem as problem:
             request.state.error_code = problem.code
             return await console.error(request, problem.status, problem.detail)
