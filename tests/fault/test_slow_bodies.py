@@ -186,3 +186,24 @@ def test_connections_past_the_limit_are_answered_503(
             return client.get("/livez").status_code == 200
 
     wait_until(served, timeout=10, interval=0.05, message="not served after the others closed")
+
+
+def test_a_hostile_tracestate_writes_no_line_of_its_own(
+    services: Services, database_url: str
+) -> None:
+    # OpenTelemetry warned, as plain text, quoting any tracestate member it drops: a line any
+    # client could write into the service's JSON log, once per request, without a token.
+    service = services.start(database_url)
+    service.wait_ready()
+    forged = '{"level": "error", "message": "forged: the operator token is s3cr3t"}'
+    headers = {
+        "traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
+        "tracestate": f"x={forged} " + "Z" * 200,
+    }
+    for path in ("/livez", "/readyz", "/api/v1/workflows"):
+        answer = httpx.get(f"{service.base_url}{path}", headers=headers, verify=shared_tls())
+        assert answer.status_code in (200, 401)
+    wait_until(lambda: len(access_records(service)) >= 3, message="the requests were not logged")
+    written = service.stderr()
+    assert "forged" not in written
+    assert "w3c identifiers" not in written

@@ -71,11 +71,14 @@ class JsonFormatter(logging.Formatter):
 
 
 def configure_logging(level: str = "INFO") -> None:
-    """Send the service's logs (ours, uvicorn's, psycopg's) to stderr as JSON lines.
+    """Send the service's logs (ours, uvicorn's, psycopg's, OpenTelemetry's) to stderr as JSON.
 
-    Idempotent; libraries' warnings keep their level, ours follow ``level``.
+    Idempotent; libraries' warnings keep their level, ours follow ``level``. OpenTelemetry's
+    warnings about a ``tracestate`` it drops (``opentelemetry.trace.span``) quote a header any
+    client writes, once per request: they are not logged.
     """
-    for name in ("workload", "uvicorn", "psycopg"):
+    logging.getLogger("opentelemetry.trace.span").setLevel(logging.ERROR)
+    for name in ("workload", "uvicorn", "psycopg", "opentelemetry"):
         logger = logging.getLogger(name)
         logger.setLevel(
             level.upper() if name == "workload" else max(logging.WARNING, _level(level))
