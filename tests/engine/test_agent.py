@@ -762,6 +762,36 @@ async def test_cancel_cancels_pending_approvals() -> None:
     assert "approval.canceled" in view.event_types()
 
 
+async def test_a_cancel_request_cancels_pending_approvals_before_the_runner_acts() -> None:
+    h, _ = harness()
+    run_id = await h.create(wf(agent(tools=[guarded()], script=[call("deploy"), say("x")])))
+    decisions = ApprovalDecisions(h.store, h.engine)
+    async with anyio.create_task_group() as tg:
+        await tg.start(h.engine.run)
+        h.engine.submit(run_id)
+        await run_until(h, run_id, "waiting_approval")
+        # Requested through another process, whose runner has not acted yet (a failover): the
+        # approval is canceled by the request itself, so nobody can approve it meanwhile.
+        await request_cancel(h.store, h.clock, run_id, local_actions=h.engine.local_actions)
+        approval = await only_approval(h, run_id)
+        assert approval.status is ApprovalStatus.CANCELED
+        with pytest.raises(ApprovalDecided, match="canceled"):
+            await decisions.decide(
+                approval.approval_id,
+                Decision.APPROVE,
+                approval.arguments_digest,
+                decided_by="operator:abc",
+            )
+        h.engine.notify(run_id)
+        await h.engine.wait_finished(run_id)
+        tg.cancel_scope.cancel()
+    view = await h.view(run_id)
+    assert view.status == "canceled"
+    assert (await only_approval(h, run_id)).status is ApprovalStatus.CANCELED
+    assert view.event_types().count("approval.canceled") == 1
+    assert "approval.approved" not in view.event_types()
+
+
 async def test_time_waiting_for_approval_counts_toward_no_timeout() -> None:
 
     h, _ = harness()

@@ -42,7 +42,9 @@ def cancel_commit(
         cancel_everything(working)
     else:
         # Local attempts are the runner's to stop; remote ones end now all the same, so that
-        # their workers' reports and heartbeats are refused (409, reason canceled) at once.
+        # their workers' reports and heartbeats are refused (409, reason canceled) at once,
+        # and pending approvals too: none can be decided between the request and the runner.
+        _cancel_pending_approvals(working)
         remote = [k for k, a in working.live.items() if a.action not in local_actions]
         for key in sorted(remote, key=lambda k: working.positions[k[0]]):
             working.end_attempt(key, AttemptStatus.CANCELED, now)
@@ -56,17 +58,7 @@ def cancel_commit(
 
 def cancel_everything(working: WorkingRun) -> None:
     """Cancel every pending approval, live attempt and open task, then the run (SPEC §4)."""
-    pending = [a for a in working.approvals.values() if a.status is ApprovalStatus.PENDING]
-    for approval in sorted(pending, key=lambda a: (working.positions[a.task_key], a.requested_at)):
-        working.set_approval(
-            replace(approval, status=ApprovalStatus.CANCELED, decided_at=working.now)
-        )
-        working.emit(
-            EventType.APPROVAL_CANCELED,
-            approval.task_key,
-            approval.attempt,
-            {"approval_id": approval.approval_id},
-        )
+    _cancel_pending_approvals(working)
     for key in sorted(working.live, key=lambda k: working.positions[k[0]]):
         working.end_attempt(key, AttemptStatus.CANCELED, working.now)
         working.emit(EventType.ATTEMPT_CANCELED, key[0], key[1])
@@ -78,3 +70,17 @@ def cancel_everything(working: WorkingRun) -> None:
             working.emit(EventType.TASK_CANCELED, task.task_key)
     working.set_run(RunStatus.CANCELED, finished_at=working.now)
     working.emit(EventType.RUN_CANCELED)
+
+
+def _cancel_pending_approvals(working: WorkingRun) -> None:
+    pending = [a for a in working.approvals.values() if a.status is ApprovalStatus.PENDING]
+    for approval in sorted(pending, key=lambda a: (working.positions[a.task_key], a.requested_at)):
+        working.set_approval(
+            replace(approval, status=ApprovalStatus.CANCELED, decided_at=working.now)
+        )
+        working.emit(
+            EventType.APPROVAL_CANCELED,
+            approval.task_key,
+            approval.attempt,
+            {"approval_id": approval.approval_id},
+        )
