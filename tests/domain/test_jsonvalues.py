@@ -13,6 +13,7 @@ from tests.json_values import json_values
 from workload_domain.errors import Problem
 from workload_domain.jsonvalues import (
     MAX_JSON_DEPTH,
+    MAX_PROBLEMS,
     canonical_json,
     json_problems,
     jsonb_value,
@@ -125,6 +126,16 @@ def test_nan_and_infinities() -> None:
         Problem("/a", "numbers must be finite"),
         Problem("/b/1", "numbers must be finite"),
         Problem("/c/d", "numbers must be finite"),
+    ]
+
+
+def test_at_most_max_problems_are_listed() -> None:
+    many = json_problems({"a": [math.nan] * 1000, "b": "\x00"})
+    assert len(many) == MAX_PROBLEMS
+    assert all(p.message == "numbers must be finite" or "U+0000" in p.message for p in many)
+    assert len(json_problems([math.nan] * 5, max_problems=3)) == 3
+    assert json_problems([math.nan] * 5, max_problems=10) == [
+        Problem(f"/{i}", "numbers must be finite") for i in range(5)
     ]
 
 

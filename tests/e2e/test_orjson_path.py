@@ -21,7 +21,13 @@ from tests.plugins.live_api import LiveApi
 from workload_api.jsonbody import parse_json
 from workload_api.jsonresponse import JSONResponse
 from workload_api.problems import HttpProblem
-from workload_domain.jsonvalues import MAX_JSON_DEPTH, DuplicateKey, json_problems, strict_loads
+from workload_domain.jsonvalues import (
+    MAX_JSON_DEPTH,
+    MAX_PROBLEMS,
+    DuplicateKey,
+    json_problems,
+    strict_loads,
+)
 
 V1 = "/api/v1"
 _keys = itertools.count()
@@ -169,6 +175,19 @@ def test_a_hostile_run_input_is_a_400_problem(workflow: LiveApi, body: bytes) ->
     assert response.status_code == 400, response.text
     assert response.headers["content-type"] == "application/problem+json"
     assert response.json()["code"] in {"invalid_json", "invalid_argument"}, response.text
+
+
+@pytest.mark.real_http
+def test_a_run_input_with_a_problem_in_each_string_is_answered_with_100(workflow: LiveApi) -> None:
+    # 800 KB of strings holding U+0000 (JSONB cannot): the answer lists 100 problems, not a
+    # body seven times the request's (5.6 MB before).
+    body = json.dumps({"input": {"a": ["\u0000"] * 80_000}}).encode()
+    response = _create_run(workflow, body)
+    assert response.status_code == 400, response.text[:200]
+    errors = response.json()["errors"]
+    assert len(errors) == MAX_PROBLEMS
+    assert all(e["message"] == "strings must not contain U+0000" for e in errors)
+    assert len(response.content) < 64 * 1024
 
 
 @pytest.mark.real_http

@@ -21,6 +21,7 @@ from workload_domain.errors import Problem, quoted
 
 __all__ = [
     "MAX_JSON_DEPTH",
+    "MAX_PROBLEMS",
     "DuplicateKey",
     "JsonObject",
     "canonical_json",
@@ -37,6 +38,9 @@ JsonObject = dict[str, Any]
 
 MAX_JSON_DEPTH = 64
 """Deepest nesting of objects and arrays accepted inside a user-supplied JSON value."""
+
+MAX_PROBLEMS = 100
+"""The most problems :func:`json_problems` lists for one value (its answer's ``errors``)."""
 
 
 def pointer(parts: Iterable[str | int]) -> str:
@@ -101,17 +105,23 @@ def sha256_tag(data: bytes) -> str:
 
 
 def json_problems(
-    value: Any, path: tuple[str | int, ...] = (), *, max_depth: int = MAX_JSON_DEPTH
+    value: Any,
+    path: tuple[str | int, ...] = (),
+    *,
+    max_depth: int = MAX_JSON_DEPTH,
+    max_problems: int = MAX_PROBLEMS,
 ) -> list[Problem]:
     """List why ``value`` is not a storable JSON value (empty when it is).
 
     Rejects non-JSON types, non-string keys, NaN and infinities, the NUL character in strings and
-    keys, and nesting deeper than ``max_depth``.
+    keys, and nesting deeper than ``max_depth``. At most ``max_problems`` are listed: a value
+    with a problem in each of its million strings is refused with a hundred of them, not an
+    answer seven times its size.
     """
     problems: list[Problem] = []
     # An explicit stack: hostile input must not reach Python's recursion limit.
     stack: list[tuple[Any, tuple[str | int, ...], int]] = [(value, path, 0)]
-    while stack:
+    while stack and len(problems) < max_problems:
         item, where, depth = stack.pop()
         if isinstance(item, bool) or item is None or isinstance(item, int):
             continue
@@ -144,6 +154,7 @@ def json_problems(
                     stack.append((child, (*where, index), depth + 1))
             continue
         problems.append(Problem(pointer(where), f"{type(item).__name__} is not a JSON value"))
+    del problems[max_problems:]
     problems.sort(key=lambda p: p.path)
     return problems
 
