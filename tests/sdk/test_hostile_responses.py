@@ -2,7 +2,8 @@
 
 Every failure of a call is a ``WorkloadError``: a body httpx cannot decode, JSON nested deeper
 than the parser goes, a listing whose cursors go round in a circle, an event that is not an
-event — on both clients — and a follow's deadline holds while keep-alives keep arriving.
+event — on both clients. A follow's deadline holds while keep-alives keep arriving, and a
+wait's while a server stops answering; a wait goes on through a restart of the service.
 """
 
 from __future__ import annotations
@@ -15,14 +16,16 @@ import anyio
 import httpx
 import pytest
 
-from tests.sdk.fakes import RUN_ID, json_response, page
+from tests.sdk.fakes import RUN_ID, json_response, page, run_body
 from workload_sdk import (
+    APIConnectionError,
     APIResponseValidationError,
     APITimeoutError,
     AsyncClient,
     Client,
     ServerError,
     TooManyRequests,
+    WaitTimeout,
     WorkloadError,
     from_response,
 )
@@ -210,3 +213,75 @@ def test_a_retry_after_that_is_not_ascii_seconds_is_none(value: str) -> None:
     plain = from_response(httpx.Response(429, headers={"retry-after": "12"}))
     assert isinstance(plain, TooManyRequests)
     assert plain.retry_after == 12
+
+
+class Polls:
+    """Answers a run's polls from a script (the last answer repeats); records each request."""
+
+    def __init__(self, *answers: httpx.Response | Exception) -> None:
+        self.answers = list(answers)
+        self.requests: list[httpx.Request] = []
+
+    def __call__(self, request: httpx.Request) -> httpx.Response:
+        self.requests.append(request)
+        answer = self.answers.pop(0) if len(self.answers) > 1 else self.answers[0]
+        if isinstance(answer, httpx.TransportError):
+            raise type(answer)(str(answer), request=request)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+
+def running() -> httpx.Response:
+    return json_response(200, run_body("running"))
+
+
+def wait_sync(polls: Polls, **kwargs: Any) -> Any:
+    transport = httpx.MockTransport(polls)
+    with Client(base_url=BASE, max_retries=0, transport=transport) as client:
+        return client.runs.wait(RUN_ID, poll_interval=0.02, **kwargs)
+
+
+def wait_async(polls: Polls, **kwargs: Any) -> Any:
+    async def wait() -> Any:
+        transport = httpx.MockTransport(polls)
+        async with AsyncClient(base_url=BASE, max_retries=0, transport=transport) as client:
+            return await client.runs.wait(RUN_ID, poll_interval=0.02, **kwargs)
+
+    return anyio.run(wait)
+
+
+WAITS = [pytest.param(wait_sync, id="sync"), pytest.param(wait_async, id="async")]
+
+
+@pytest.mark.parametrize("wait", WAITS)
+def test_a_wait_s_polls_wait_no_longer_than_its_deadline(wait: Callable[..., Any]) -> None:
+    # A server that stops answering mid-wait: the wait ends at its deadline (WaitTimeout, with
+    # the run last seen), each poll reading for the time left, not the client's 30 s.
+    polls = Polls(running(), httpx.ReadTimeout("no answer"))
+    with pytest.raises(WaitTimeout) as caught:
+        wait(polls, timeout=0.3)
+    assert caught.value.run.status == "running"
+    assert all(r.extensions["timeout"]["read"] <= 1.0 for r in polls.requests)
+    assert len(polls.requests) > 2  # polled on after the first unanswered one
+
+
+@pytest.mark.parametrize("wait", WAITS)
+def test_a_wait_goes_on_through_a_restart_of_the_service(wait: Callable[..., Any]) -> None:
+    unavailable = httpx.Response(503, json={"code": "unavailable", "detail": "restarting"})
+    polls = Polls(
+        running(),
+        unavailable,
+        httpx.ConnectError("refused"),
+        json_response(200, run_body("succeeded")),
+    )
+    assert wait(polls, timeout=10).status == "succeeded"
+    assert len(polls.requests) == 4
+
+
+@pytest.mark.parametrize("wait", WAITS)
+def test_a_wait_stops_at_a_failure_that_does_not_pass(wait: Callable[..., Any]) -> None:
+    with pytest.raises(ServerError):  # 500: a bug of the service, not a restart
+        wait(Polls(running(), httpx.Response(500, json={"detail": "boom"})), timeout=10)
+    with pytest.raises(APIConnectionError):  # never reached: nothing to wait for
+        wait(Polls(httpx.ConnectError("refused")), timeout=10)

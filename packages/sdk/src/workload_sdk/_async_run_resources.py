@@ -25,6 +25,7 @@ from workload_sdk._async_run_task_resources import AsyncRunTasks
 from workload_sdk._async_sender import AsyncSender
 from workload_sdk._base_client import Deadline, ExtraHeaders, RequestTimeout, run_output
 from workload_sdk._streams import END, EventFollower, SseDecoder, resumable
+from workload_sdk.errors import APIConnectionError, APIStatusError
 from workload_sdk.models import Event, Page, Run, RunStatus
 from workload_sdk.pagination import AsyncPager
 
@@ -306,16 +307,31 @@ class AsyncRuns(AsyncRunTasks):
             poll_interval: Seconds between polls.
             extra_headers: Headers added to each poll's request.
 
+        Each poll waits for its answer no longer than the time left (at least a second); once
+        the run has been seen, a poll that gets no answer, or 502/503/504 (a restarting
+        service), is tried again until the deadline.
+
         Raises:
             WaitTimeout: the run was still not terminal at the deadline (``exc.run`` is the
                 last state seen).
             NotFound: ``run_not_found``.
         """
         deadline = Deadline(timeout, poll_interval)
+        last: Run | None = None
         while True:
-            run = await self.get(run_id, extra_headers=extra_headers)
+            request = _requests.get_run(run_id)
+            try:
+                run = await self._sender.send(
+                    request, None, extra_headers, read_at_most=deadline.read_at_most()
+                )
+            except (APIConnectionError, APIStatusError) as exc:
+                if last is None or not _passing(exc):
+                    raise
+                await asyncio.sleep(deadline.next_sleep(last))  # WaitTimeout at the deadline
+                continue
             if run.is_terminal:
                 return run
+            last = run
             await asyncio.sleep(deadline.next_sleep(run))
 
     async def result(
@@ -347,3 +363,8 @@ class AsyncRuns(AsyncRunTasks):
             run_id, timeout=timeout, poll_interval=poll_interval, extra_headers=extra_headers
         )
         return run_output(run)
+
+
+def _passing(error: APIConnectionError | APIStatusError) -> bool:
+    """Whether a poll's failure may pass while a wait goes on (no answer, or 502/503/504)."""
+    return isinstance(error, APIConnectionError) or error.status in (502, 503, 504)

@@ -77,26 +77,36 @@ class AsyncSender:
         request: ApiRequest[T],
         http_timeout: RequestTimeout = None,
         extra_headers: ExtraHeaders = None,
+        *,
+        read_at_most: float | None = None,
     ) -> T:
         """Send a request with a call's options; return its parsed resource or raise its error."""
-        return (await self.send_with_response(request, http_timeout, extra_headers))[0]
+        sent = await self.send_with_response(
+            request, http_timeout, extra_headers, read_at_most=read_at_most
+        )
+        return sent[0]
 
     async def send_with_response(
         self,
         request: ApiRequest[T],
         http_timeout: RequestTimeout = None,
         extra_headers: ExtraHeaders = None,
+        *,
+        read_at_most: float | None = None,
     ) -> tuple[T, httpx.Response]:
         """Send a request; return its parsed resource and the HTTP response.
 
         Reads are retried up to ``max_retries`` times after a transient transport failure or
         a 502/503/504; writes (POST, and an apply's PUT) are sent exactly once.
+        ``read_at_most`` caps the read timeout (a wait's time left).
         """
         call = CallOptions.of(http_timeout, extra_headers)
         retry = 0
         with request_span(request.method, request.path, self._options.base_url) as span:
             while True:
-                built = build_request(self._http, self._options, request, call)
+                built = build_request(
+                    self._http, self._options, request, call, read_at_most=read_at_most
+                )
                 span.inject(built.headers)
                 try:
                     response = await self._http.send(built)

@@ -305,6 +305,12 @@ class Deadline:
         self._poll = poll_interval
         self._end = math.inf if timeout is None else time.monotonic() + timeout
 
+    def read_at_most(self) -> float | None:
+        """The longest one poll may wait for its answer: the time left, at least a second."""
+        if self._end == math.inf:
+            return None
+        return max(self._end - time.monotonic(), 1.0)
+
     def next_sleep(self, last: Run | Draft) -> float:
         """Seconds to sleep before polling again after seeing ``last`` (not yet settled).
 
