@@ -280,6 +280,39 @@ async def test_timeout_at_cancels_the_handler_without_a_report(
     assert fake.reports_of(attempt.attempt_id) == []
 
 
+async def test_a_sync_handler_that_ignores_its_cancellation_keeps_its_slot(
+    fake: FakeControlPlane, make_worker: MakeWorker
+) -> None:
+    # A thread cannot be cancelled: one whose attempt timed out but which goes on running
+    # holds its slot of `concurrency` until it returns, so threads never pile up.
+    worker = make_worker(concurrency=1, grace_seconds=0.1)
+    lock = threading.Lock()
+    running = peak = 0
+    release = threading.Event()
+
+    @worker.action("deaf")
+    def deaf(ctx: Context, input: dict[str, Any]) -> dict[str, Any]:
+        nonlocal running, peak
+        with lock:
+            running += 1
+            peak = max(peak, running)
+        release.wait(10)  # ignores ctx.cancelled
+        with lock:
+            running -= 1
+        return {}
+
+    first = fake.add("deaf", timeout=0.2, heartbeat_timeout=60)
+    others = [fake.add("deaf", timeout=0.2, heartbeat_timeout=60) for _ in range(3)]
+    async with serving(worker):
+        await eventually(lambda: worker.in_flight == 0, message="the first attempt abandoned")
+        await anyio.sleep(0.5)  # several claim rounds: none may take another attempt
+        assert [a.status for a in others] == ["queued"] * 3
+        release.set()  # the deaf thread returns: its slot is free, the others run
+        await eventually(lambda: all(a.status == "succeeded" for a in others))
+    assert peak == 1
+    assert first.status != "succeeded"
+
+
 # -- outcomes ------------------------------------------------------------------------------------
 
 

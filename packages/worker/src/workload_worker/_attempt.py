@@ -15,7 +15,7 @@ import logging
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import anyio
 import anyio.to_thread
@@ -48,7 +48,13 @@ from workload_worker._outcome import (
 )
 from workload_worker._tracing import HandlerSpan, handler_span
 
-__all__ = ["ABANDON_REPORT_SECONDS", "SYNC_HANDLER_THREADS", "Action", "AttemptRunner"]
+__all__ = [
+    "ABANDON_REPORT_SECONDS",
+    "SYNC_HANDLER_THREADS",
+    "Action",
+    "AttemptRunner",
+    "Threads",
+]
 
 logger = logging.getLogger("workload.worker")
 
@@ -61,6 +67,19 @@ _MIN_BEAT_SPACING = 0.25  # at most this many heartbeats a second asked by Conte
 _TRANSIENT = (APIConnectionError, ServerError, APIResponseValidationError)
 _REVISION_CONFLICT = "revision_conflict"
 _KINDS = frozenset({"task", "tool_call"})
+
+
+class Threads(Protocol):
+    """Where a sync handler's thread, abandoned while it runs, is counted until it returns."""
+
+    def thread_left(self) -> None:
+        """It still runs (called in the loop, as its attempt stops waiting for it)."""
+        ...
+
+    def thread_returned(self) -> None:
+        """It returned (called in that thread)."""
+        ...
+
 
 # Why the worker stopped waiting for a handler (Context.cancel_reason).
 LEASE_LOST = "lease_lost"
@@ -100,8 +119,10 @@ class AttemptRunner:
         backoff: Callable[[], Backoff],
         grace_seconds: float,
         worker_id: str = "",
+        threads: Threads | None = None,
     ) -> None:
         self.item = item
+        self._threads = threads
         self._worker_id = worker_id
         self._client = client
         self._action = action
@@ -213,18 +234,35 @@ class AttemptRunner:
         # A thread cannot be cancelled: on cancellation the worker stops waiting for it and the
         # handler learns it through context.cancelled.
         context = self.context
+        threads = self._threads
+        lock = threading.Lock()
+        state = {"running": False, "abandoned": False}
 
         def in_thread() -> object:
             ident = threading.get_ident()
             SYNC_HANDLER_THREADS.add(ident)
+            with lock:
+                state["running"] = True
             try:
                 return action.handler(context, data)
             finally:
                 SYNC_HANDLER_THREADS.discard(ident)
+                with lock:
+                    state["running"] = False
+                    abandoned = state["abandoned"]
+                if abandoned and threads is not None:
+                    threads.thread_returned()
 
-        return await anyio.to_thread.run_sync(
-            in_thread, abandon_on_cancel=True, limiter=self._limiter
-        )
+        try:
+            return await anyio.to_thread.run_sync(
+                in_thread, abandon_on_cancel=True, limiter=self._limiter
+            )
+        except BaseException:
+            with lock:  # abandoned while it runs: it keeps its slot until it returns
+                state["abandoned"] = state["running"]
+            if state["abandoned"] and threads is not None:
+                threads.thread_left()
+            raise
 
     def _interrupt(self, reason: str) -> None:
         """Stop waiting for the handler (if it still runs) and tell it why."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import signal
+import threading
 
 import anyio
 import anyio.abc
@@ -35,6 +36,30 @@ class Serving:
         self.first_signal: tuple[signal.Signals, float] | None = None
         """The signal that began stopping, and when (the loop's clock)."""
         self._changed = anyio.Event()
+        self._lingering_lock = threading.Lock()
+        self._lingering = 0
+
+    @property
+    def lingering(self) -> int:
+        """Sync handlers still running in their threads after their attempts were abandoned.
+
+        A thread cannot be cancelled: until it returns, it holds its slot of ``concurrency``,
+        so that a handler that ignores ``ctx.cancelled`` never makes the worker run more
+        threads than that.
+        """
+        with self._lingering_lock:
+            return self._lingering
+
+    def thread_left(self) -> None:
+        """An abandoned attempt's handler thread still runs (from the loop)."""
+        with self._lingering_lock:
+            self._lingering += 1
+
+    def thread_returned(self) -> None:
+        """An abandoned attempt's handler thread returned (from that thread): a slot is free."""
+        with self._lingering_lock:
+            self._lingering -= 1
+        self.loop.call(self.changed)
 
     def changed(self) -> None:
         """Something the loops wait on changed (a slot freed, a stop asked)."""

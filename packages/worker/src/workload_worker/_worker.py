@@ -375,7 +375,8 @@ class Worker:
         # A server answering an empty claim at once (not the contract) must not make this spin.
         floor = min(1.0, max(self.wait_seconds, 0.1))
         while not serving.draining.is_set():
-            free = self.concurrency - len(serving.active)
+            # A sync handler abandoned while it runs keeps its slot until its thread returns.
+            free = self.concurrency - len(serving.active) - serving.lingering
             if free <= 0:
                 await serving.wait_change()
                 continue
@@ -409,6 +410,7 @@ class Worker:
                     backoff=self._new_backoff,
                     grace_seconds=self.grace_seconds,
                     worker_id=self.worker_id,
+                    threads=serving,
                 )
                 serving.active.add(runner)
                 attempts.start_soon(self._run_attempt, runner, serving)
