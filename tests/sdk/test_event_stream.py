@@ -23,6 +23,7 @@ from workload_sdk import (
     Client,
     Event,
     NotFound,
+    TooManyRequests,
 )
 from workload_sdk._streams import SseDecoder
 
@@ -172,3 +173,22 @@ def test_events_parse_as_the_model() -> None:
         (only,) = list(client.runs.stream_events(RUN_ID))
     assert isinstance(only, Event)
     assert (only.type, only.data) == ("run.succeeded", {"note": "two\nlines"})
+
+
+@pytest.mark.parametrize("follow", TWINS)
+def test_a_full_stream_limit_is_waited_out_then_resumed(follow: Follow) -> None:
+    # 429 on a reconnection (a stream half-closed by a restart still counted): wait its
+    # Retry-After, then resume after the last event seen.
+    full = problem(429, "too_many_requests", limit="per_principal")
+    full.headers["retry-after"] = "1"
+    script = Script(event(1), full, event(2) + END)
+    assert follow(script, reconnects=3) == [1, 2]
+    assert script.resumed == [None, "1", "1"]
+
+
+@pytest.mark.parametrize("follow", TWINS)
+def test_a_stream_limit_that_stays_full_is_too_many_requests(follow: Follow) -> None:
+    full = problem(429, "too_many_requests", limit="per_principal")
+    full.headers["retry-after"] = "0"
+    with pytest.raises(TooManyRequests):
+        follow(Script(full), reconnects=1)

@@ -27,6 +27,7 @@ from workload_sdk.errors import (
     APIResponseValidationError,
     APIStatusError,
     APITimeoutError,
+    TooManyRequests,
 )
 from workload_sdk.models import Event
 
@@ -130,25 +131,32 @@ class EventFollower:
         """
         self.remaining()
         if self._failures >= self._reconnects:
-            if isinstance(error, APIConnectionError):
+            if isinstance(error, APIConnectionError | TooManyRequests):
                 raise error
             raise APIConnectionError(
                 f"the event stream of run {self.run_id} kept closing before the run ended"
             ) from error
         delay = retry_delay(self._failures)
+        if isinstance(error, TooManyRequests) and error.retry_after is not None:
+            delay = max(delay, min(error.retry_after, _MAX_RETRY_AFTER))  # as the server asks
         self._failures += 1
         left = self.remaining()
         return delay if left is None else min(delay, left)
 
 
-_RESUMABLE_STATUSES = frozenset({502, 503, 504})
+_RESUMABLE_STATUSES = frozenset({429, 502, 503, 504})
+"""A restarting service (502/503/504), or one whose streams are full for now (429: a stream
+half-closed by a restart may still count toward the principal's limit, docs/api.md)."""
+_MAX_RETRY_AFTER = 30.0
+"""The longest a ``Retry-After`` is waited before a stream is opened again."""
 
 
 def resumable(follower: EventFollower, request: ApiRequest[Any], exc: Exception) -> Exception:
     """The failure a stream resumes after; anything else is raised again.
 
-    Transport failures (a refused connection, a dropped stream, silence past the read timeout)
-    and 502/503/504 (a restarting service) are resumed from; the deadline passing is not.
+    Transport failures (a refused connection, a dropped stream, silence past the read timeout),
+    502/503/504 (a restarting service) and 429 (after its ``Retry-After``) are resumed from; the
+    deadline passing is not.
     """
     if isinstance(exc, httpx.TimeoutException):
         follower.remaining()  # the deadline passed: APITimeoutError
