@@ -792,6 +792,39 @@ async def test_a_cancel_request_cancels_pending_approvals_before_the_runner_acts
     assert "approval.approved" not in view.event_types()
 
 
+async def test_a_call_waiting_for_approval_leaves_no_gap_in_the_journal() -> None:
+    # The first call of a turn waits for its approval; the second runs meanwhile: it takes the
+    # next number, and the first the one after once it is approved.
+    h, _ = harness()
+    both = {
+        "tool_calls": [
+            {"name": "deploy", "arguments": {"output": {"deployed": True}}},
+            {"name": "echo", "arguments": {"output": {"x": 1}}},
+        ]
+    }
+    run_id = await h.create(wf(agent(tools=[guarded(), tool("echo")], script=[both, say("ok")])))
+    decisions = ApprovalDecisions(h.store, h.engine)
+    async with anyio.create_task_group() as tg:
+        await tg.start(h.engine.run)
+        h.engine.submit(run_id)
+        await run_until(h, run_id, "waiting_approval")
+        approval = await only_approval(h, run_id)
+        await decisions.decide(
+            approval.approval_id, Decision.APPROVE, approval.arguments_digest, decided_by="op"
+        )
+        await h.engine.wait_finished(run_id)
+        tg.cancel_scope.cancel()
+    assert (await h.view(run_id)).status == "succeeded"
+    journal = await steps(h, run_id)
+    assert [s.sequence for s in journal] == [1, 2, 3, 4]
+    assert [(s.kind, s.request.get("tool")) for s in journal] == [
+        (StepKind.MODEL_CALL, None),
+        (StepKind.TOOL_CALL, "echo"),
+        (StepKind.TOOL_CALL, "deploy"),
+        (StepKind.MODEL_CALL, None),
+    ]
+
+
 async def test_time_waiting_for_approval_counts_toward_no_timeout() -> None:
 
     h, _ = harness()

@@ -207,6 +207,10 @@ class AgentExecutor:
         """
         remote: list[int] = []
         asked: list[ApprovalRecord] = []
+        # Steps are numbered as they are begun: a call that waits for its approval begins none
+        # now, and the calls after it must leave no gap in the journal (it gets the next number
+        # once decided).
+        numbering = next((p.sequence for p in move.calls if p.step is None), 0)
         for pending in move.calls:
             late = out_of_time(spec, self._elapsed(request, started))
             if pending.step is None and late is not None:
@@ -223,7 +227,11 @@ class AgentExecutor:
                 if verdict.canceled:
                     return False  # canceled with its run: the attempt is ending
                 refusal = verdict.refusal
-            step = pending.step or await self._begin_tool(request, key, pending, refusal)
+            step = pending.step
+            if step is None:
+                numbered = replace(pending, sequence=numbering)
+                numbering += 1
+                step = await self._begin_tool(request, key, numbered, refusal)
             if step is None:
                 return False
             if step.remote:
