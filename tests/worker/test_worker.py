@@ -313,6 +313,32 @@ async def test_a_sync_handler_that_ignores_its_cancellation_keeps_its_slot(
     assert first.status != "succeeded"
 
 
+async def test_an_unreadable_claim_item_is_failed_and_the_others_run(
+    fake: FakeControlPlane, make_worker: MakeWorker
+) -> None:
+    # One item out of step with this worker's SDK (upstream null) made the whole answer
+    # unreadable: every attempt in it stayed leased to this worker, run by nobody, until its
+    # lease ran out. The readable ones run; the other is failed at once, retryable.
+    worker = make_worker(concurrency=4)
+
+    @worker.action("echo")
+    async def echo(ctx: Context, input: dict[str, Any]) -> dict[str, Any]:
+        return {"echo": input}
+
+    good = fake.add("echo", {"n": 1})
+    bad = fake.add("echo", {"n": 2})
+    bad.upstream = None  # type: ignore[assignment]
+    async with serving(worker):
+        await eventually(lambda: fake.recorded(good.attempt_id) and fake.recorded(bad.attempt_id))
+    assert good.output == {"echo": {"n": 1}}
+    report = fake.recorded(bad.attempt_id)
+    assert report is not None
+    assert report.route == "fail"
+    error = report.body["error"]
+    assert (error["code"], error["retryable"]) == ("unreadable_claim", True)
+    assert "upstream" in error["message"]
+
+
 # -- outcomes ------------------------------------------------------------------------------------
 
 

@@ -12,7 +12,7 @@ import anyio.abc
 from workload_worker._attempt import AttemptRunner
 from workload_worker._loop import LoopCaller
 
-__all__ = ["SAME_SIGNAL_SECONDS", "SHUTDOWN_REPORT_SECONDS", "Serving"]
+__all__ = ["LINGERING_RECHECK_SECONDS", "SAME_SIGNAL_SECONDS", "SHUTDOWN_REPORT_SECONDS", "Serving"]
 
 logger = logging.getLogger("workload.worker")
 
@@ -20,6 +20,8 @@ SHUTDOWN_REPORT_SECONDS = 10.0
 """After the grace period, how long cancelled attempts get to report ``worker_shutdown``."""
 SAME_SIGNAL_SECONDS = 0.5
 """A repeat of the first stop signal this soon is the same signal delivered twice."""
+LINGERING_RECHECK_SECONDS = 0.2
+"""How often a worker short of slots looks whether an abandoned handler's thread returned."""
 
 
 class Serving:
@@ -56,10 +58,13 @@ class Serving:
             self._lingering += 1
 
     def thread_returned(self) -> None:
-        """An abandoned attempt's handler thread returned (from that thread): a slot is free."""
+        """An abandoned attempt's handler thread returned (from that thread): a slot is free.
+
+        Counted only: the thread never waits for the loop (which may have stopped by then); a
+        claim loop short of slots looks again every :data:`LINGERING_RECHECK_SECONDS`.
+        """
         with self._lingering_lock:
             self._lingering -= 1
-        self.loop.call(self.changed)
 
     def changed(self) -> None:
         """Something the loops wait on changed (a slot freed, a stop asked)."""

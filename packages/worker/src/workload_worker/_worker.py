@@ -19,18 +19,20 @@ import logging
 import os
 import threading
 from collections.abc import Callable, Sequence
+from math import inf
 from typing import Any, TypeVar
 
 import anyio
 import anyio.abc
 
-from workload_sdk import AsyncClient, ClaimedAttempt, WorkloadError
+from workload_sdk import APIResponseValidationError, AsyncClient, ClaimedAttempt, WorkloadError
 from workload_sdk.config import WORKER_TOKEN_ENV
 from workload_worker._apply import ApplyOnStart
 from workload_worker._attempt import SYNC_HANDLER_THREADS, Action, AttemptRunner
 from workload_worker._backoff import Backoff, claim_failed
 from workload_worker._context import Context
-from workload_worker._serving import Serving
+from workload_worker._salvage import fail_unreadable, salvage
+from workload_worker._serving import LINGERING_RECHECK_SECONDS, Serving
 from workload_worker._settings import (
     ACTION,
     BUILT_IN_ACTIONS,
@@ -378,7 +380,8 @@ class Worker:
             # A sync handler abandoned while it runs keeps its slot until its thread returns.
             free = self.concurrency - len(serving.active) - serving.lingering
             if free <= 0:
-                await serving.wait_change()
+                with anyio.move_on_after(LINGERING_RECHECK_SECONDS if serving.lingering else inf):
+                    await serving.wait_change()
                 continue
             started = anyio.current_time()
             claimed: list[ClaimedAttempt] | None = None
@@ -393,6 +396,14 @@ class Worker:
                         max_attempts=min(free, MAX_CLAIM),
                         wait_seconds=self.wait_seconds,
                     )
+                except APIResponseValidationError as exc:
+                    found = salvage(exc)  # its attempts are leased to this worker already
+                    if found is None:
+                        delay = claim_failed(exc, backoff)
+                    else:
+                        claimed = found.attempts
+                        for unreadable in found.unreadable:
+                            attempts.start_soon(fail_unreadable, client, unreadable)
                 except WorkloadError as exc:
                     delay = claim_failed(exc, backoff)
             serving.claim_scope = None
