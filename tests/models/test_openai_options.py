@@ -82,6 +82,8 @@ async def test_only_the_settings_that_are_set_are_sent(
         ("https://API.OpenAI.com./v1", "max_completion_tokens"),
         ("https://eu.api.openai.com/v1", "max_completion_tokens"),
         ("https://mine.openai.azure.com/openai/v1", "max_completion_tokens"),
+        ("https://mine.cognitiveservices.azure.com/openai/v1", "max_completion_tokens"),
+        ("https://mine.services.ai.azure.com/openai/v1", "max_completion_tokens"),
         ("http://127.0.0.1:11434/v1", "max_tokens"),  # Ollama
         ("http://localhost:8000/v1", "max_tokens"),  # vLLM, llama.cpp
         ("https://notopenai.com/v1", "max_tokens"),

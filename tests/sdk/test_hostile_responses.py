@@ -285,3 +285,5 @@ def test_a_wait_stops_at_a_failure_that_does_not_pass(wait: Callable[..., Any]) 
         wait(Polls(running(), httpx.Response(500, json={"detail": "boom"})), timeout=10)
     with pytest.raises(APIConnectionError):  # never reached: nothing to wait for
         wait(Polls(httpx.ConnectError("refused")), timeout=10)
+    with pytest.raises(APIConnectionError):  # no deadline: a failure is not waited out for ever
+        wait(Polls(running(), httpx.ConnectError("refused")), timeout=None)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import signal
 import threading
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -162,3 +163,32 @@ def test_run_outside_the_main_thread_is_stopped_by_stop(
     worker.stop()
     thread.join(10)
     assert not thread.is_alive()
+
+
+def test_stop_now_from_another_thread_cancels_a_running_handler(
+    fake: FakeControlPlane, make_worker: MakeWorker
+) -> None:
+    # Worker.stop runs Serving.stop in the worker's loop: the handler is cancelled at once and
+    # reported worker_shutdown (not left to finish, nor the drain to wait for ever).
+    worker = make_worker(grace_seconds=30)
+    started = threading.Event()
+
+    @worker.action("long")
+    def long(ctx: Context, input: dict[str, Any]) -> dict[str, Any]:
+        started.set()
+        for _ in range(2000):  # 20 s at most, as a sync handler checks its cancellation
+            if ctx.cancelled.is_set():
+                break
+            time.sleep(0.01)
+        return {"finished": True}
+
+    attempt = fake.add("long")
+    thread = threading.Thread(target=worker.run)
+    thread.start()
+    assert started.wait(10)
+    worker.stop(now=True)
+    thread.join(15)
+    assert not thread.is_alive()
+    report = fake.recorded(attempt.attempt_id)
+    assert report is not None
+    assert (report.route, report.body["error"]["code"]) == ("fail", "worker_shutdown")

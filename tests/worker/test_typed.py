@@ -306,3 +306,19 @@ def test_an_annotation_that_resolves_later_is_looked_up_again(
     assert typed(Context.standalone(), {"url": "u"}) == {"got": "FetchIn"}
     with pytest.raises(InvalidInput):
         typed(Context.standalone(), {"url": 3})
+
+
+class Tag(BaseModel, frozen=True):
+    name: str
+
+
+class Tagged(BaseModel):
+    tags: set[Tag]
+
+
+def test_a_set_of_models_is_dumped_as_json_dumps_it() -> None:
+    # A set of (hashable) models cannot be dumped in Python mode (pydantic makes its members
+    # dicts): it is dumped as JSON mode dumps it, never a TypeError.
+    workflow = Workflow("tagged")
+    workflow.task("t", "mock", input=Tagged(tags={Tag(name="a")}))
+    assert workflow.definition()["tasks"][0]["input"] == {"tags": [{"name": "a"}]}

@@ -52,8 +52,13 @@ _STRICT_KEYWORDS = frozenset(
 """The keywords every strict-mode model accepts; a schema using others is sent not strict."""
 
 
-_OPENAI_HOSTS = ("openai.com", "openai.azure.com")
-"""The hosts (and their subdomains) of OpenAI's own API, Azure's included."""
+_OPENAI_HOSTS = (
+    "openai.com",
+    "openai.azure.com",
+    "cognitiveservices.azure.com",
+    "services.ai.azure.com",
+)
+"""The hosts (and their subdomains) of OpenAI's own API and of Azure's OpenAI deployments."""
 
 TokenLimit = Literal["max_completion_tokens", "max_tokens"]
 

@@ -309,7 +309,7 @@ class AsyncRuns(AsyncRunTasks):
 
         Each poll waits for its answer no longer than the time left (at least a second); once
         the run has been seen, a poll that gets no answer, or 502/503/504 (a restarting
-        service), is tried again until the deadline.
+        service), is tried again until the deadline (with ``timeout=None``, raised at once).
 
         Raises:
             WaitTimeout: the run was still not terminal at the deadline (``exc.run`` is the
@@ -325,7 +325,7 @@ class AsyncRuns(AsyncRunTasks):
                     request, None, extra_headers, read_at_most=deadline.read_at_most()
                 )
             except (APIConnectionError, APIStatusError) as exc:
-                if last is None or not _passing(exc):
+                if last is None or timeout is None or not _passing(exc):
                     raise
                 await asyncio.sleep(deadline.next_sleep(last))  # WaitTimeout at the deadline
                 continue

@@ -48,7 +48,11 @@ def model_json(model: BaseModel) -> Any:
     built from a model hashes the same in every process.
     """
     dumped = model.model_dump(mode="json", by_alias=True)
-    return _sets_ordered(model.model_dump(mode="python", by_alias=True), dumped)
+    try:
+        python = model.model_dump(mode="python", by_alias=True)
+    except TypeError:  # a set of models or dataclasses (unhashable once dumped): as dumped
+        return dumped
+    return _sets_ordered(python, dumped)
 
 
 def _sets_ordered(python: Any, dumped: Any) -> Any:

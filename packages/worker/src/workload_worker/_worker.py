@@ -378,9 +378,10 @@ class Worker:
         floor = min(1.0, max(self.wait_seconds, 0.1))
         while not serving.draining.is_set():
             # A sync handler abandoned while it runs keeps its slot until its thread returns.
-            free = self.concurrency - len(serving.active) - serving.lingering
+            lingering = serving.lingering  # read once: a thread may return meanwhile
+            free = self.concurrency - len(serving.active) - lingering
             if free <= 0:
-                with anyio.move_on_after(LINGERING_RECHECK_SECONDS if serving.lingering else inf):
+                with anyio.move_on_after(LINGERING_RECHECK_SECONDS if lingering else inf):
                     await serving.wait_change()
                 continue
             started = anyio.current_time()
