@@ -395,6 +395,29 @@ async def test_a_tool_call_is_claimable_until_its_schedule_deadline(
     assert (item.kind, item.attempt_id) == ("tool_call", later.step_id)
 
 
+async def test_no_tool_call_of_a_run_whose_cancel_was_requested_is_handed_out(
+    store: Store, clock: FakeClock
+) -> None:
+    # The cancel request is recorded while the agent (a local attempt) still runs: until its
+    # runner stops it and closes its steps, its queued tool call must not reach a worker.
+    canceled, other = await agent_run(store, clock), await agent_run(store, clock)
+    assert await store.begin_step(tool_step(canceled, 1, clock)) is not None
+    clock.advance(0.001)
+    kept = await store.begin_step(tool_step(other, 1, clock))
+    assert kept is not None
+    commit, after = cancel_commit(
+        await store.load_run(canceled), now=clock.now(), local_actions=LOCAL
+    )
+    assert after.run.cancel_requested
+    assert after.run.status.value == "running"  # the agent's runner has yet to act
+    await store.commit(commit)
+    clock.advance(1)
+    request, _ = claim(n=2)
+    (item,) = await store.claim(request, clock.now())
+    assert (item.kind, item.attempt_id) == ("tool_call", kept.step_id)
+    assert await store.claim(claim(n=2)[0], clock.now()) == []
+
+
 async def test_a_tasks_steps_page_by_attempt_and_sequence(store: Store, clock: FakeClock) -> None:
     run_id = await agent_run(store, clock)
     for sequence in (1, 2, 3):

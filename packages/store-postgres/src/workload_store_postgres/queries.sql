@@ -394,10 +394,11 @@ SELECT EXISTS (
            WHERE a.status = 'queued' AND a.queue = ANY(%(queues)s) AND a.action = ANY(%(actions)s)
              AND (a.schedule_deadline IS NULL OR a.schedule_deadline > %(now)s))
        OR EXISTS (
-           SELECT 1 FROM agent_steps s
+           SELECT 1 FROM agent_steps s JOIN workflow_runs r ON r.run_id = s.run_id
            WHERE s.status = 'running' AND s.queue IS NOT NULL AND s.worker_id IS NULL
              AND s.queue = ANY(%(queues)s) AND s.action = ANY(%(actions)s) AND s.deadline > %(now)s
-             AND (s.schedule_deadline IS NULL OR s.schedule_deadline > %(now)s)) AS claimable
+             AND (s.schedule_deadline IS NULL OR s.schedule_deadline > %(now)s)
+             AND NOT r.cancel_requested) AS claimable
 
 -- name: claim_attempts
 -- One statement: pick the oldest matching queued work, skipping rows (attempts or their runs,
@@ -408,13 +409,16 @@ SELECT EXISTS (
 -- oldest candidates are locked, then the oldest of both are taken, the n-th getting the n-th
 -- token. Task attempts: one commit per run (revision + 1, one attempt.started per attempt).
 -- Work whose schedule-to-start deadline (or a tool call's attempt deadline) has passed is not
--- handed out: the lease reaper fails it (SPEC §10), and a claim in between must not win.
+-- handed out: the lease reaper fails it (SPEC §10), and a claim in between must not win. Nor
+-- is a tool call of a run whose cancel was requested: its agent is about to stop (a claim that
+-- read the run just before the request committed comes first in any serial order).
 WITH tool_picked AS (
     SELECT s.run_id, s.task_key, s.attempt, s.sequence, s.started_at, s.step_id
-    FROM agent_steps s
+    FROM agent_steps s JOIN workflow_runs r ON r.run_id = s.run_id
     WHERE s.status = 'running' AND s.queue IS NOT NULL AND s.worker_id IS NULL
       AND s.queue = ANY(%(queues)s) AND s.action = ANY(%(actions)s) AND s.deadline > %(now)s
       AND (s.schedule_deadline IS NULL OR s.schedule_deadline > %(now)s)
+      AND NOT r.cancel_requested
     ORDER BY s.started_at, s.step_id
     LIMIT %(limit)s
     FOR UPDATE OF s SKIP LOCKED

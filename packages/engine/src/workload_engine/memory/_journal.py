@@ -164,11 +164,15 @@ class MemoryJournal(MemoryState):
         return copied([step for _, _, step in sorted(due, key=lambda d: d[:2])[:limit]])
 
     def _queued_tool_calls(self, claim: Claim, now: datetime) -> list[tuple[datetime, str]]:
-        """(ready time, step id) of the claimable tool calls matching ``claim``, oldest first."""
+        """(ready time, step id) of the claimable tool calls matching ``claim``, oldest first.
+
+        A run whose cancel was requested hands out none: its agent is about to stop.
+        """
         queues, actions = set(claim.queues), set(claim.actions)
         return sorted(
             (step.started_at, step.step_id)
-            for journal in self._journals.values()
+            for (run_id, _, _), journal in self._journals.items()
+            if not self._runs[run_id].run.cancel_requested
             for step in journal.values()
             if step.queued
             and step.queue in queues
