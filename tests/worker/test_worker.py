@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import itertools
 import logging
 import threading
@@ -311,6 +313,50 @@ async def test_a_sync_handler_that_ignores_its_cancellation_keeps_its_slot(
         await eventually(lambda: all(a.status == "succeeded" for a in others))
     assert peak == 1
     assert first.status != "succeeded"
+
+
+def test_a_heartbeat_while_the_workers_loop_is_stopped_does_not_wait_for_it(
+    fake: FakeControlPlane, make_worker: MakeWorker
+) -> None:
+    # An application that drives the worker's loop itself may stop it (`run_until_complete`
+    # of something else returns) while a sync handler runs: the handler's ctx.heartbeat()
+    # wakes the heartbeat loop for later, and goes on at once rather than wait for the loop.
+    worker = make_worker(concurrency=1)
+    started, release, beaten = threading.Event(), threading.Event(), threading.Event()
+
+    @worker.action("slow")
+    def slow(ctx: Context, input: dict[str, Any]) -> dict[str, Any]:
+        started.set()
+        release.wait(10)
+        ctx.heartbeat({"step": 1})
+        beaten.set()
+        return {"ok": True}
+
+    attempt = fake.add("slow", heartbeat_timeout=60)
+
+    async def serve() -> None:
+        async with serving(worker):
+            await anyio.sleep_forever()
+
+    async def handler_started() -> None:
+        await eventually(started.is_set, message="the handler started")
+
+    async def finish() -> None:
+        await eventually(lambda: attempt.status == "succeeded", message="reported")
+        main.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await main
+
+    loop = asyncio.new_event_loop()
+    try:
+        main = loop.create_task(serve())
+        loop.run_until_complete(handler_started())  # the loop stops, the handler runs on
+        release.set()
+        assert beaten.wait(5), "ctx.heartbeat() waited for a loop that does not run"
+        loop.run_until_complete(finish())  # the loop runs again: the attempt is reported
+    finally:
+        release.set()
+        loop.close()
 
 
 async def test_an_unreadable_claim_item_is_failed_and_the_others_run(

@@ -288,7 +288,7 @@ class AttemptRunner:
             progress = clean_json(progress)  # sendable whatever the handler put in it
             with self._lock:
                 self._progress = progress
-        self._loop.call(self._wake_up)
+        self._loop.call_soon(self._wake_up)
 
     def _wake_up(self) -> None:
         self._wake.set()  # the current event, looked up in the loop (it is replaced per beat)

@@ -31,3 +31,17 @@ class LoopCaller:
         # RuntimeError: the loop is gone (the worker stopped), nobody is left to notify.
         with contextlib.suppress(RuntimeError):
             anyio.from_thread.run_sync(func, token=self._token)
+
+    def call_soon(self, func: Callable[[], None]) -> None:
+        """Have the loop run ``func`` soon, without waiting for it (from any thread).
+
+        For a wake-up: a thread must not wait on a loop its application has stopped (it may
+        run again, or be closed). ``func`` runs with anyio's backend set, as ``call``'s does.
+        """
+        if threading.get_ident() == self._thread:
+            func()
+            return
+        token = self._token
+        # RuntimeError: the loop is closed (anyio's RunFinishedError is one).
+        with contextlib.suppress(RuntimeError):
+            token.backend_class.run_sync_soon(func, (), token.native_token)
