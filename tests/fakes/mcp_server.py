@@ -7,6 +7,7 @@
 
 Tools:
 - ``echo`` ``{"text"}`` → structured ``{"text", "length"}`` (and the same as text content);
+  the text ``"!lie"`` gets structured content that breaks the tool's own output schema;
 - ``fail`` ``{"reason"}`` → an MCP tool error (``isError: true``) whose text is the reason;
 - ``hang`` ``{}`` → the first call (per DIR) never answers (until cancelled or killed); later
   calls answer ``{"released": true}`` at once (the retry of a call whose worker died);
@@ -25,10 +26,13 @@ from typing import Any
 import anyio
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp.types import CallToolResult, TextContent
 from pydantic import BaseModel
 
 TOOLS = ("echo", "fail", "hang", "big")
 """The tools a worker serves (``bad name!`` is left out)."""
+LIE = "!lie"
+"""The text ``echo`` answers with structured content its output schema refuses."""
 
 
 class Echoed(BaseModel):
@@ -86,6 +90,17 @@ def build(record: Path) -> MCPServer:
         called("bad name!", {})
         return "bad"
 
+    answer = server.call_tool
+
+    async def call_tool(name: str, arguments: dict[str, Any], context: Any = None) -> Any:
+        if name == "echo" and arguments.get("text") == LIE:
+            called("echo", arguments)
+            return CallToolResult(
+                content=[TextContent(type="text", text=LIE)], structured_content={"text": 1}
+            )
+        return await answer(name, arguments, context)
+
+    server.call_tool = call_tool  # type: ignore[method-assign]
     return server
 
 

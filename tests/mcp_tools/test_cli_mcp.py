@@ -28,6 +28,7 @@ from tests.waiting import wait_until
 from tests.worker.fake_server import BASE_URL, WORKER_TOKEN, FakeControlPlane
 from workload_cli._exit import ExitCode
 from workload_cli.main import app
+from workload_worker import mcp_tools
 
 ECHO_SCHEMA = {
     "type": "object",
@@ -113,6 +114,17 @@ def test_mcp_tools_with_an_unreachable_url_exits_2() -> None:
     result = run("mcp", "tools", f"gone=http://127.0.0.1:{free_port()}/mcp")
     assert result.exit_code == ExitCode.USAGE, result.output
     assert "did not start" in result.stderr
+
+
+def test_mcp_tools_with_a_server_that_never_answers_exits_2_at_a_deadline(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(mcp_tools, "START_SECONDS", 1.0)
+    mute = shlex.join([sys.executable, "-c", "import time; time.sleep(600)"])
+    result = run("mcp", "tools", f"mute={mute}")
+    assert result.exit_code == ExitCode.USAGE, result.output
+    assert f"MCP server 'mute' ({sys.executable}) did not start within 1 s" in result.stderr
+    assert result.stdout == ""
 
 
 def test_workload_worker_needs_a_module_or_an_mcp_server() -> None:

@@ -18,10 +18,11 @@ from typing import Any
 import anyio
 import pytest
 
+from tests.fakes.mcp_server import LIE
 from tests.mcp_tools.conftest import McpFake, free_port
 from tests.worker.conftest import MakeWorker, eventually, serving
 from tests.worker.fake_server import FakeControlPlane
-from workload_worker import MCP_TOOL_ERROR, McpServerLost, Worker, WorkerConfigError
+from workload_worker import MCP_TOOL_ERROR, McpServerLost, Worker, WorkerConfigError, mcp_tools
 
 pytestmark = pytest.mark.anyio
 
@@ -163,6 +164,28 @@ async def test_a_server_that_dies_fails_its_calls_retryable_and_stops_the_worker
     assert not worker.is_serving
 
 
+async def test_an_answer_the_client_refuses_fails_the_call_and_keeps_the_server(
+    fake: FakeControlPlane, make_worker: MakeWorker, mcp_fake: McpFake
+) -> None:
+    # The server answers, but with structured content its own output schema refuses: the
+    # client raises, the call fails not retryable (another worker would get the same answer),
+    # and the session — still open — serves the next call.
+    worker = make_worker(concurrency=1)
+    worker.mcp("fake", command=mcp_fake.command)
+    lie = fake.add("mcp.fake.echo", {"text": LIE})
+    async with serving(worker):
+        await eventually(lambda: fake.recorded(lie.attempt_id), within=60)
+        after = fake.add("mcp.fake.echo", {"text": "still there"})
+        await eventually(lambda: fake.recorded(after.attempt_id), within=30)
+        assert worker.is_serving
+    assert lie.status == "failed"
+    assert lie.error is not None
+    assert (lie.error["code"], lie.error["retryable"]) == ("mcp_error", False)
+    assert "Invalid structured content returned by tool echo" in lie.error["message"]
+    assert after.status == "succeeded"
+    _check_echo(after.output, "still there")
+
+
 @pytest.mark.parametrize(
     ("name", "options", "message"),
     [
@@ -218,6 +241,45 @@ async def test_a_server_that_does_not_start_stops_the_worker_starting(
     assert "MCP server 'broken'" in str(raised.value)
     assert not worker.is_serving
     assert worker.actions == []
+
+
+HANGS = [sys.executable, "-c", "import time; time.sleep(600)"]
+"""A stdio server that never answers (not even the protocol's initialize)."""
+
+
+async def test_a_server_that_never_answers_stops_the_worker_starting_at_a_deadline(
+    make_worker: MakeWorker, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(mcp_tools, "START_SECONDS", 1.0)
+    worker = make_worker()
+    worker.mcp("mute", command=HANGS)
+    with anyio.fail_after(30), pytest.raises(WorkerConfigError) as raised:
+        await worker.serve()
+    assert str(raised.value) == f"MCP server 'mute' ({sys.executable}) did not start within 1 s"
+    assert not worker.is_serving
+
+
+async def test_a_worker_stopped_while_its_server_starts_returns(
+    fake: FakeControlPlane, make_worker: MakeWorker
+) -> None:
+    # The default deadline (a minute) is not waited for: stopping gives up the start-up, and
+    # serve() returns as after any stop, having claimed nothing.
+    worker = make_worker()
+    worker.mcp("mute", command=HANGS)
+
+    @worker.action("own")
+    async def own(ctx: Any, input: dict[str, Any]) -> dict[str, Any]:
+        return {}
+
+    with anyio.fail_after(30):
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(worker.serve)
+            await eventually(lambda: worker.is_serving, message="serving began")
+            await anyio.sleep(0.5)  # the server is being started
+            worker.stop(now=True)
+    assert not worker.is_serving
+    assert fake.claims == []
+    assert worker.actions == ["own"]
 
 
 async def test_an_unreachable_url_stops_the_worker_starting(make_worker: MakeWorker) -> None:

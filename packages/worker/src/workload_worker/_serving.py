@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import signal
 import threading
+from collections.abc import Callable
 
 import anyio
 import anyio.abc
@@ -35,6 +36,8 @@ class Serving:
         self.hurry = anyio.Event()
         self.deadline = float("inf")
         self.claim_scope: anyio.CancelScope | None = None
+        self.on_stop: Callable[[], None] | None = None
+        """What else stopping ends (the MCP servers' start-up, while they start)."""
         self.first_signal: tuple[signal.Signals, float] | None = None
         """The signal that began stopping, and when (the loop's clock)."""
         self._changed = anyio.Event()
@@ -83,6 +86,8 @@ class Serving:
         if now:
             self.hurry.set()
             self.deadline = anyio.current_time()
+        if self.on_stop is not None:
+            self.on_stop()
         if self.claim_scope is not None:
             # A claim waiting on the server is cut off at once, or an idle worker would take up
             # to wait_seconds to stop. The server hands no attempt to a worker that hung up (it

@@ -46,7 +46,7 @@ from workload_worker._signals import RunSignals
 from workload_worker._typed import typed_handler
 from workload_worker._workflow import Workflow
 from workload_worker.errors import WorkerConfigError
-from workload_worker.mcp_tools import McpServer, McpServerLost, mcp_actions, mcp_server
+from workload_worker.mcp_tools import McpConnections, McpServer, McpServerLost, mcp_server
 
 __all__ = ["Handler", "Worker"]
 
@@ -297,8 +297,13 @@ class Worker:
             async with contextlib.AsyncExitStack() as stack:
                 if self._mcp:  # raised below if refused, out of the sessions' task group
                     lost = functools.partial(self._lost, serving)
-                    served = await mcp_actions(self._mcp, self._actions, stack, lost)
-                if isinstance(served, dict):
+                    connections = McpConnections(self._mcp, lost)
+                    serving.on_stop = connections.abort_start
+                    served = await connections.start(self._actions, stack)
+                    serving.on_stop = None
+                    if serving.draining.is_set():  # stopped while the servers started
+                        served = {}
+                if isinstance(served, dict) and not serving.draining.is_set():
                     self._actions.update(served)
                     await self._serve(await self._client(stack, token), serving, handle_signals)
         finally:

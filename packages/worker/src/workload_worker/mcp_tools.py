@@ -9,8 +9,10 @@ stops. A tool whose action name the API would refuse (a character outside ``A-Z 
 An action's handler calls the tool with the claim's input as its arguments and completes with
 ``{"content": [MCP content blocks, as JSON], "structured": structuredContent or null,
 "is_error": false}``; a tool error (``isError: true``) fails the attempt ``mcp_tool_error``, not
-retryable, with the text of the result's text blocks as the message. A server whose connection
-is lost fails the calls it had ``mcp_unavailable`` (retryable) and stops the worker (ADR 0029).
+retryable, with the text of the result's text blocks as the message; a protocol error, or an
+answer the client refuses (structured content that breaks the tool's output schema), fails it
+``mcp_error``, not retryable. A server whose connection is lost fails the calls it had
+``mcp_unavailable`` (retryable) and stops the worker (ADR 0029).
 
 The ``mcp`` package is imported only here, and only when a server is started: it is the
 ``workload-worker[mcp]`` extra, and it brings the MCP server side's packages along.
@@ -21,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import importlib.util
 import logging
+import math
 import re
 import sys
 from collections.abc import Callable, Mapping, Sequence
@@ -51,7 +54,6 @@ __all__ = [
     "McpServerLost",
     "action_of",
     "list_tools",
-    "mcp_actions",
     "mcp_server",
     "output_of",
     "tool_entry",
@@ -64,13 +66,16 @@ MCP_NAME = re.compile(r"^[A-Za-z0-9_-]{1,32}$")
 MCP_TOOL_ERROR = "mcp_tool_error"
 """The code of a call the tool answered with ``isError: true`` (not retryable)."""
 MCP_ERROR = "mcp_error"
-"""The code of a call the server refused with a protocol error (no such tool, bad arguments)."""
+"""The code of a call the server refused with a protocol error (no such tool, bad arguments),
+or answered with a result the client refuses (structured content its output schema forbids)."""
 MCP_UNAVAILABLE = "mcp_unavailable"
 """The code of a call whose server connection was lost (retryable: another worker may serve)."""
 AGENT_TOOL_NAME = re.compile(r"[^A-Za-z0-9_-]")
 """What an agent tool's name may not hold (its pattern is ``^[A-Za-z0-9_-]{1,64}$``)."""
 _MAX_PAGES = 100
 """A server that pages its tool list forever is read this many pages far."""
+START_SECONDS = 60.0
+"""How long a server gets to start and list its tools (a first ``npx -y`` may download)."""
 _INSTALL = "the mcp package is not installed: pip install 'workload-worker[mcp]'"
 
 
@@ -223,9 +228,10 @@ async def list_tools(server: McpServer) -> list[Tool]:
     """
     started = False
     try:
-        async with server.client() as client:
-            started = True
-            return await _all_tools(client)
+        with anyio.fail_after(START_SECONDS):
+            async with server.client() as client:
+                started = True
+                return await _all_tools(client)
     except Exception as exc:  # OSError (no such program), a closed connection, an HTTP error
         raise _not_started(server, exc, listed=started) from exc
 
@@ -234,6 +240,8 @@ def _not_started(server: McpServer, exc: BaseException, *, listed: bool) -> Work
     while isinstance(exc, BaseExceptionGroup) and exc.exceptions:  # a transport's task group
         exc = exc.exceptions[0]
     what = "did not list its tools" if listed else "did not start"
+    if isinstance(exc, TimeoutError):
+        return WorkerConfigError(f"{server.describe()} {what} within {START_SECONDS:g} s")
     why = server.scrub(str(exc)) or type(exc).__name__
     return WorkerConfigError(f"{server.describe()} {what}: {why}")
 
@@ -245,7 +253,9 @@ def _connection_lost(exc: BaseException) -> bool:
 
     if isinstance(exc, MCPError):
         return exc.error.code == CONNECTION_CLOSED
-    return True  # a closed stream, a refused or broken HTTP connection, an unreadable answer
+    # The client refused what the server answered (structured content that breaks the tool's
+    # output schema, a result of the wrong shape): the server is there, the call failed.
+    return not isinstance(exc, RuntimeError | ValueError)
 
 
 class _Session:
@@ -262,19 +272,31 @@ class _Session:
         self.failed: WorkerConfigError | None = None
         self._on_lost = on_lost
         self._closing = anyio.Event()
+        self._starting = anyio.CancelScope()
+        self.aborted = False
 
     async def hold(self, *, task_status: anyio.abc.TaskStatus[None]) -> None:
-        """Start the server and list its tools, report that, then hold the session."""
+        """Start the server and list its tools, report that, then hold the session.
+
+        Starting gets :data:`START_SECONDS`, and ends at once on :meth:`abort_start`.
+        """
         ready = False
         started = False
         try:
-            async with self.server.client() as client:
-                started = True
-                self.tools = await _all_tools(client)
-                self.client = client
-                ready = True
+            with self._starting as starting:
+                starting.deadline = anyio.current_time() + START_SECONDS
+                async with self.server.client() as client:
+                    started = True
+                    self.tools = await _all_tools(client)
+                    self.client = client
+                    ready = True
+                    starting.deadline = math.inf
+                    task_status.started()
+                    await self._closing.wait()
+            if not ready:  # the deadline passed, or the worker stopped while the server started
+                error = TimeoutError() if not self.aborted else RuntimeError("the worker stopped")
+                self.failed = _not_started(self.server, error, listed=started)
                 task_status.started()
-                await self._closing.wait()
         except Exception as exc:
             if not ready:
                 self.failed = _not_started(self.server, exc, listed=started)
@@ -283,36 +305,15 @@ class _Session:
                 logger.exception("%s: session ended", self.server.describe())
                 self._on_lost(self.server)
 
+    def abort_start(self) -> None:
+        """Give up starting the server (the worker stops); a session already open is kept."""
+        if self.client is None:
+            self.aborted = True
+            self._starting.cancel()
+
     def close(self) -> None:
         """End the session (its task closes the client and stops a stdio server)."""
         self._closing.set()
-
-
-async def mcp_actions(
-    servers: Sequence[McpServer],
-    declared: Mapping[str, Action],
-    stack: contextlib.AsyncExitStack,
-    on_lost: Callable[[McpServer], None],
-) -> dict[str, Action] | WorkerConfigError:
-    """Start ``servers`` (closed with ``stack``): the actions of their tools, or why not.
-
-    Args:
-        servers: The servers to start.
-        declared: The actions the worker declares already (none may be an MCP tool's).
-        stack: What closes the sessions (the worker's, when it stops).
-        on_lost: Called (in the event loop) with a server whose connection was lost.
-    """
-    actions = await McpConnections(servers, on_lost).open(stack)
-    if isinstance(actions, WorkerConfigError):
-        return actions
-    clash = sorted(set(actions) & set(declared))
-    if clash:
-        return WorkerConfigError(f"actions declared twice: {', '.join(clash)}")
-    if len(actions) + len(declared) > MAX_ACTIONS:
-        return WorkerConfigError(f"a worker declares at most {MAX_ACTIONS} actions")
-    if not actions and not declared:
-        return WorkerConfigError("the MCP servers offer no tool an action can carry")
-    return actions
 
 
 class McpConnections:
@@ -329,7 +330,36 @@ class McpConnections:
     def __init__(self, servers: Sequence[McpServer], on_lost: Callable[[McpServer], None]) -> None:
         self._servers = list(servers)
         self._on_lost = on_lost
+        self._sessions: list[_Session] = []
         self.lost: McpServer | None = None
+        self.aborted = False
+
+    def abort_start(self) -> None:
+        """The worker stops: give up starting servers (in the loop; :meth:`open` then fails)."""
+        self.aborted = True
+        for session in self._sessions:
+            session.abort_start()
+
+    async def start(
+        self, declared: Mapping[str, Action], stack: contextlib.AsyncExitStack
+    ) -> dict[str, Action] | WorkerConfigError:
+        """Start the servers (closed with ``stack``): their tools' actions, or why not.
+
+        Args:
+            declared: The actions the worker declares already (none may be an MCP tool's).
+            stack: What closes the sessions (the worker's, when it stops).
+        """
+        actions = await self.open(stack)
+        if isinstance(actions, WorkerConfigError):
+            return actions
+        clash = sorted(set(actions) & set(declared))
+        if clash:
+            return WorkerConfigError(f"actions declared twice: {', '.join(clash)}")
+        if len(actions) + len(declared) > MAX_ACTIONS:
+            return WorkerConfigError(f"a worker declares at most {MAX_ACTIONS} actions")
+        if not actions and not declared:
+            return WorkerConfigError("the MCP servers offer no tool an action can carry")
+        return actions
 
     async def open(self, stack: contextlib.AsyncExitStack) -> dict[str, Action] | WorkerConfigError:
         """Start every server, list its tools: the actions (closed with ``stack``).
@@ -338,7 +368,7 @@ class McpConnections:
         inside the sessions' task group, it would come out in an exception group).
         """
         holders = await stack.enter_async_context(anyio.create_task_group())
-        sessions: list[_Session] = []
+        sessions = self._sessions
 
         def close_all() -> None:
             for session in sessions:
@@ -349,6 +379,8 @@ class McpConnections:
         for server in self._servers:
             session = _Session(server, self._lost)
             sessions.append(session)
+            if self.aborted:
+                session.abort_start()
             await holders.start(session.hold)
             if session.failed is not None:
                 return session.failed
