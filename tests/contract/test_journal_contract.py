@@ -418,6 +418,33 @@ async def test_no_tool_call_of_a_run_whose_cancel_was_requested_is_handed_out(
     assert await store.claim(claim(n=2)[0], clock.now()) == []
 
 
+async def test_a_tool_calls_lease_is_lost_canceled_once_its_runs_cancel_is_requested(
+    store: Store, clock: FakeClock
+) -> None:
+    # SPEC §10: the worker learns of the cancel at its next heartbeat or report (409,
+    # canceled), even while the agent — a local attempt — has yet to be stopped by its runner.
+    run_id = await agent_run(store, clock)
+    begun = await store.begin_step(tool_step(run_id, 1, clock))
+    assert begun is not None
+    request, tokens = claim()
+    (item,) = await store.claim(request, clock.now())
+    digest = token_digest(tokens[0])
+    clock.advance(1)
+    commit, _ = cancel_commit(await store.load_run(run_id), now=clock.now(), local_actions=LOCAL)
+    await store.commit(commit)
+    clock.advance(1)
+    assert await store.heartbeat(item.attempt_id, digest, clock.now(), {"p": 1}) is None
+    found = await store.find_tool_call(begun.step_id)
+    assert found is not None
+    assert found.step.status is StepStatus.RUNNING  # the runner has yet to close it
+    assert found.step.progress is None
+    assert tool_call_lease_lost(found, tokens[0], clock.now()) is LeaseLostReason.CANCELED
+    assert tool_call_lease_lost(found, "forged", clock.now()) is LeaseLostReason.UNKNOWN
+    report = ended(begun, clock, report_hash="h1")
+    assert await store.finish_step(report, token_digest=digest) is None
+    assert (await store.get_run(run_id)).usage == Usage()
+
+
 async def test_a_tasks_steps_page_by_attempt_and_sequence(store: Store, clock: FakeClock) -> None:
     run_id = await agent_run(store, clock)
     for sequence in (1, 2, 3):

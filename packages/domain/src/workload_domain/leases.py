@@ -78,6 +78,8 @@ class LeasedToolCall:
 
     step: StepRecord
     token_digest: str | None
+    cancel_requested: bool = False
+    """Its run's cancel was requested: the call's worker is told ``canceled`` (SPEC §10)."""
 
 
 def token_digest(token: str) -> str:
@@ -143,12 +145,15 @@ def tool_call_lease_lost(
     """Why ``token`` does not hold the lease of a remote tool call at ``now`` (None: it does).
 
     A tool call ends with its worker's report, or without it: its lease or deadline passed,
-    or its agent attempt ended (``lease_end`` says which).
+    or its agent attempt ended (``lease_end`` says which). A running call of a run whose
+    cancel was requested is held no more: its agent is about to stop.
     """
     if leased is None or not presents_token(leased, token):
         return LeaseLostReason.UNKNOWN
     step = leased.step
     if step.status is StepStatus.RUNNING:
+        if leased.cancel_requested:
+            return LeaseLostReason.CANCELED
         if step.timeout_at is not None and step.timeout_at <= now:
             return LeaseLostReason.TIMED_OUT
         if step.lease_expires_at is not None and step.lease_expires_at <= now:

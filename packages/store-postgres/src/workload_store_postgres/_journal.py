@@ -145,7 +145,8 @@ class Journal(StorePart):
             row = await one(conn, "find_tool_call", {"step_id": uid})
         if row is None:
             return None
-        return LeasedToolCall(_rows.step(row), row["lease_token_digest"])
+        canceling = bool(row.pop("cancel_requested"))
+        return LeasedToolCall(_rows.step(row), row["lease_token_digest"], canceling)
 
     async def due_tool_calls(self, now: datetime, limit: int) -> Sequence[StepRecord]:
         """Running remote tool calls whose deadline passed, oldest first."""

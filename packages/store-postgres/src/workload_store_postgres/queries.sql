@@ -535,7 +535,9 @@ WHERE a.attempt_id = %(attempt_id)s
 
 -- name: heartbeat
 -- Renews only a lease that is held now (same token, running, neither expired nor timed out),
--- of a task attempt or of an agent's tool call; zero rows means nothing was written.
+-- of a task attempt or of an agent's tool call (whose run's cancel was not requested: a
+-- canceled run's attempts end in the request's commit, its agent's calls with the agent);
+-- zero rows means nothing was written.
 WITH renewed AS (
     UPDATE attempts
     SET lease_expires_at = %(now)s + make_interval(secs => heartbeat_timeout_seconds),
@@ -549,6 +551,8 @@ WITH renewed AS (
         progress = coalesce(%(progress)s, progress)
     WHERE step_id = %(attempt_id)s AND lease_token_digest = %(digest)s
       AND status = 'running' AND lease_expires_at > %(now)s AND timeout_at > %(now)s
+      AND NOT EXISTS (SELECT 1 FROM workflow_runs r
+                      WHERE r.run_id = agent_steps.run_id AND r.cancel_requested)
     RETURNING worker_id, lease_expires_at
 ), held AS (
     SELECT * FROM renewed UNION ALL SELECT * FROM tool_renewed
@@ -668,8 +672,8 @@ RETURNING run_id, task_key, attempt, sequence, kind, status, request, request_ha
 SELECT 1 FROM workflow_runs WHERE run_id = %(run_id)s FOR NO KEY UPDATE
 
 -- name: finish_step
--- Ends a running step; a worker's report only under its held lease, the reaper only past a
--- deadline. Zero rows: nothing was written.
+-- Ends a running step; a worker's report only under its held lease (and not once its run's
+-- cancel was requested), the reaper only past a deadline. Zero rows: nothing was written.
 UPDATE agent_steps s
 SET status = %(status)s, response = %(response)s, usage = %(usage)s,
     finished_at = %(finished_at)s, report_hash = %(report_hash)s, lease_end = %(lease_end)s
@@ -677,7 +681,9 @@ WHERE s.run_id = %(run_id)s AND s.task_key = %(task_key)s AND s.attempt = %(atte
   AND s.sequence = %(sequence)s AND s.status = 'running'
   AND (%(digest)s::text IS NULL
        OR (s.lease_token_digest = %(digest)s AND s.lease_expires_at > %(finished_at)s
-           AND s.timeout_at > %(finished_at)s))
+           AND s.timeout_at > %(finished_at)s
+           AND NOT EXISTS (SELECT 1 FROM workflow_runs r
+                           WHERE r.run_id = s.run_id AND r.cancel_requested)))
   AND (NOT %(deadline_passed)s
        OR s.lease_expires_at <= %(finished_at)s OR s.timeout_at <= %(finished_at)s
        OR (s.worker_id IS NULL AND s.schedule_deadline <= %(finished_at)s))
@@ -743,8 +749,10 @@ SELECT * FROM closed WHERE kind = 'tool_call' AND queue IS NOT NULL ORDER BY seq
 SELECT run_id, task_key, attempt, sequence, kind, status, request, request_hash, started_at,
        response, usage, tool_call_id, finished_at, action, queue, heartbeat_timeout_seconds,
        deadline, schedule_deadline, worker_id, claimed_at, lease_expires_at, timeout_at,
-       progress, report_hash, lease_end, lease_token_digest
-FROM agent_steps WHERE step_id = %(step_id)s AND queue IS NOT NULL
+       progress, report_hash, lease_end, lease_token_digest,
+       (SELECT r.cancel_requested FROM workflow_runs r WHERE r.run_id = s.run_id)
+           AS cancel_requested
+FROM agent_steps s WHERE step_id = %(step_id)s AND queue IS NOT NULL
 
 -- name: due_tool_calls
 -- Served by agent_steps_lease_due, agent_steps_timeout_due and agent_steps_schedule_due.

@@ -96,6 +96,7 @@ class MemoryJournal(MemoryState):
             and current.lease_expires_at is not None
             and current.lease_expires_at > now
             and (current.timeout_at is None or current.timeout_at > now)
+            and not self._runs[step.run_id].run.cancel_requested
         ):
             return None
         if deadline_passed and not _deadline_passed(current, now):
@@ -150,7 +151,8 @@ class MemoryJournal(MemoryState):
         step = self._journals[key][sequence]
         if not step.remote:
             return None
-        return LeasedToolCall(copied(step), self._step_tokens.get(step_id))
+        canceling = self._runs[step.run_id].run.cancel_requested
+        return LeasedToolCall(copied(step), self._step_tokens.get(step_id), canceling)
 
     async def due_tool_calls(self, now: datetime, limit: int) -> Sequence[StepRecord]:
         """Running remote tool calls whose deadline passed, oldest deadline first."""
@@ -234,6 +236,8 @@ class MemoryJournal(MemoryState):
         key, sequence = found
         step = self._journals[key][sequence]
         if self._step_tokens.get(step_id) != token_digest or step.status is not StepStatus.RUNNING:
+            return None
+        if self._runs[step.run_id].run.cancel_requested:
             return None
         renewal = renew_lease(step, now, progress)
         if renewal is not None:
