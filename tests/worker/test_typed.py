@@ -7,9 +7,10 @@ import os
 import subprocess
 import sys
 import threading
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import pytest
 from pydantic import BaseModel, Field
@@ -159,6 +160,33 @@ async def test_plain_and_unresolvable_annotations_pass_dicts(
     assert seen == [{"url": "u"}, {"x": 1}]
     assert (a.output, b.output) == ({"n": 1}, {"n": 2})
     assert "action 'local': its input annotation 'Local' does not resolve" in caplog.text
+
+
+def _annotated(ctx: Context, input: Annotated[FetchIn, Field(description="what")]) -> JsonObject:
+    return {"url": input.url}
+
+
+def _optional(ctx: Context, input: FetchIn | None) -> JsonObject:
+    assert input is not None
+    return {"url": input.url}
+
+
+def _optional_annotated(ctx: Context, input: Optional[Annotated[FetchIn, "x"]]) -> JsonObject:  # noqa: UP045 - the spelling under test
+    assert input is not None
+    return {"url": input.url}
+
+
+@pytest.mark.parametrize("handler", [_annotated, _optional, _optional_annotated])
+def test_a_model_inside_annotated_or_optional_is_the_input_model(
+    handler: Callable[..., JsonObject],
+) -> None:
+    # SPEC §17: a handler annotated with a pydantic model gets its input validated into it,
+    # and an agent's tool has the model's schema as its parameters — however it is spelled.
+    typed = typed_handler(handler, "fetch", is_async=False)
+    assert typed.input_model is FetchIn
+    assert typed(Context.standalone(), {"url": "u"}) == {"url": "u"}
+    with pytest.raises(InvalidInput, match="not a valid FetchIn"):
+        typed(Context.standalone(), {"nope": 1})
 
 
 async def test_a_tool_call_s_arguments_from_the_mock_script_reach_the_handler_as_its_model(

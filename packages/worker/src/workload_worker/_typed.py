@@ -23,9 +23,10 @@ from __future__ import annotations
 import contextlib
 import inspect
 import logging
+import types
 import weakref
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Annotated, Any, Union, get_args, get_origin
 
 from pydantic import BaseModel, ValidationError
 
@@ -196,6 +197,19 @@ def _input_model(handler: Callable[..., Any]) -> type[BaseModel] | None:
     annotation = parameters[1].annotation
     if isinstance(annotation, str):
         annotation = _evaluated(annotation, handler)
+    return _model_in(annotation)
+
+
+def _model_in(annotation: object) -> type[BaseModel] | None:
+    """The model ``M`` an annotation names: ``M``, ``Annotated[M, …]`` or ``M | None``.
+
+    An input is never None, so ``M | None`` validates into ``M``; anything else is None.
+    """
+    if get_origin(annotation) is Annotated:
+        return _model_in(get_args(annotation)[0])
+    if get_origin(annotation) in (Union, types.UnionType):
+        members = [member for member in get_args(annotation) if member is not type(None)]
+        return _model_in(members[0]) if len(members) == 1 else None
     if isinstance(annotation, type) and issubclass(annotation, BaseModel):
         return annotation
     return None
