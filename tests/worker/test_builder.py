@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import copy
 import inspect
+import math
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -374,6 +376,19 @@ other.action("one")(served_twice)
 other.action("two")(served_twice)
 ELSEWHERE = Workflow("elsewhere").task("x", "mock")
 
+
+class Unbounded(BaseModel):
+    """An output type whose schema holds what JSON cannot (an infinite default)."""
+
+    score: float = math.inf
+
+
+class Unschemable(BaseModel, arbitrary_types_allowed=True):
+    """A model pydantic can validate but cannot write a JSON schema for."""
+
+    when: Callable[[], None]
+
+
 REFUSED: list[tuple[str, Any, type[Exception], str]] = [
     ("unknown-keyword", lambda w: w.task("t", "mock", timeout=3), TypeError, "unknown keyword"),
     (
@@ -458,6 +473,24 @@ REFUSED: list[tuple[str, Any, type[Exception], str]] = [
         lambda w: w.agent("t", model="m", prompt="p", output_type=dict),
         DefinitionError,
         "not a pydantic model",
+    ),
+    (
+        "output-type-schema-not-json",
+        lambda w: w.agent("t", model="m", prompt="p", output_type=Unbounded),
+        DefinitionError,
+        "output_type Unbounded's JSON schema is not JSON",
+    ),
+    (
+        "output-type-without-a-schema",
+        lambda w: w.agent("t", model="m", prompt="p", output_type=Unschemable),
+        DefinitionError,
+        "output_type Unschemable has no JSON schema",
+    ),
+    (
+        "tool-parameters-without-a-schema",
+        lambda w: w.agent("t", model="m", prompt="p", tools=[tool("x", parameters=Unschemable)]),
+        DefinitionError,
+        "parameters Unschemable has no JSON schema",
     ),
     (
         "tool-by-bare-name",

@@ -18,7 +18,7 @@ from typing import Any, TypeAlias
 
 from pydantic import BaseModel
 
-from workload_worker._plain import json_copy
+from workload_worker._plain import json_copy, schema_of
 from workload_worker._typed import action_of
 from workload_worker.errors import DefinitionError
 
@@ -93,7 +93,7 @@ def tool(
         DefinitionError: a handler no worker declares, or one without a name.
     """
     if isinstance(parameters, type) and issubclass(parameters, BaseModel):
-        parameters = parameters.model_json_schema()
+        parameters = schema_of(parameters, "parameters")
     if isinstance(handler, str):
         return Tool(
             name=name or handler,
@@ -164,7 +164,7 @@ def agent(
             raise DefinitionError("give output_type or output_schema, not both")
         if not (isinstance(output_type, type) and issubclass(output_type, BaseModel)):
             raise DefinitionError(f"output_type {output_type!r} is not a pydantic model")
-        spec["output_schema"] = output_type.model_json_schema()
+        spec["output_schema"] = schema_of(output_type, "output_type")
     elif output_schema is not None:
         spec["output_schema"] = json_copy(output_schema, "output_schema")
     if script is not None:

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from decimal import Decimal
 from typing import Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, PydanticUserError
 
 from workload_worker.errors import DefinitionError
 
@@ -37,6 +37,21 @@ def json_copy(value: Mapping[str, Any] | BaseModel, what: str) -> dict[str, Any]
     except (TypeError, ValueError) as exc:
         raise DefinitionError(f"{what} is not JSON: {exc}") from None
     return copied
+
+
+def schema_of(model: type[BaseModel], what: str) -> dict[str, Any]:
+    """``model``'s JSON schema, as it crosses the wire.
+
+    Raises:
+        DefinitionError: pydantic cannot write the schema, or it holds what JSON cannot (an
+            infinite default).
+    """
+    named = f"{what} {model.__name__}"
+    try:
+        schema = model.model_json_schema()
+    except PydanticUserError as exc:  # PydanticInvalidForJsonSchema: a type with no schema
+        raise DefinitionError(f"{named} has no JSON schema: {exc.message}") from None
+    return json_copy(schema, f"{named}'s JSON schema")
 
 
 def model_json(model: BaseModel) -> Any:

@@ -31,7 +31,7 @@ from typing import Annotated, Any, Union, get_args, get_origin
 from pydantic import BaseModel, ValidationError
 
 from workload_worker._context import Context, JsonObject
-from workload_worker._plain import model_json
+from workload_worker._plain import model_json, schema_of
 from workload_worker.errors import DefinitionError, InvalidInput
 
 __all__ = ["TypedHandler", "action_of", "typed_handler"]
@@ -95,7 +95,7 @@ class TypedHandler:
     def input_schema(self) -> JsonObject:
         """The JSON Schema of the input: the model's, else ``{"type": "object"}``."""
         model = self.input_model
-        return {"type": "object"} if model is None else model.model_json_schema()
+        return {"type": "object"} if model is None else schema_of(model, "input model")
 
     def __call__(self, ctx: Context, data: JsonObject) -> Any:
         argument = self._validated(data)
