@@ -133,6 +133,27 @@ async def test_a_schema_that_is_not_an_object_is_wrapped(
     }
 
 
+@pytest.mark.parametrize("key", ["$defs", "definitions"])
+async def test_a_wrapped_schema_keeps_its_definitions_at_the_root(
+    fake_anthropic: FakeAnthropic, models: AnthropicModels, key: str
+) -> None:
+    # A list of models (pydantic's RootModel[list[Sub]]) refers to its members' definitions
+    # from the schema's root: wrapped, they must stay where the references point.
+    schema: JsonObject = {
+        "type": "array",
+        "items": {"$ref": f"#/{key}/Sub"},
+        key: {"Sub": {"type": "object", "properties": {"n": {"type": "integer"}}}},
+    }
+    sent = await sent_for(fake_anthropic, models, output_schema=schema)
+
+    assert sent["tools"][0]["input_schema"] == {
+        "type": "object",
+        "properties": {"answer": {"type": "array", "items": {"$ref": f"#/{key}/Sub"}}},
+        "required": ["answer"],
+        key: {"Sub": {"type": "object", "properties": {"n": {"type": "integer"}}}},
+    }
+
+
 @pytest.mark.parametrize(
     ("schema", "tool_input", "content"),
     [

@@ -66,6 +66,8 @@ DEFAULT_MAX_OUTPUT_TOKENS = 4096
 ANSWER_TOOL = "final_answer"
 """The name of the forced tool that carries a structured answer (suffixed if a tool has it)."""
 _WRAPPED = "answer"
+_DEFINITIONS = ("$defs", "definitions")
+"""Where a JSON schema keeps the definitions its references name (2020-12, and draft 7)."""
 _FINISH = {
     "end_turn": "stop",
     "stop_sequence": "stop",
@@ -106,10 +108,14 @@ class AnswerTool:
     def tool(self) -> ToolParam:
         """The tool as the model sees it."""
         if self.wrapped:
+            # References such as pydantic's ``#/$defs/…`` point from the schema's root: its
+            # definitions move up to the wrapper's root, where they still point.
+            inner = {k: v for k, v in self.schema.items() if k not in _DEFINITIONS}
             schema: JsonObject = {
                 "type": "object",
-                "properties": {_WRAPPED: self.schema},
+                "properties": {_WRAPPED: inner},
                 "required": [_WRAPPED],
+                **{k: v for k, v in self.schema.items() if k in _DEFINITIONS},
             }
             what = f"its `{_WRAPPED}` is your answer"
         else:
