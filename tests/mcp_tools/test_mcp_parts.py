@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -16,6 +17,7 @@ from workload_worker.mcp_tools import (
     _Session,
     action_of,
     output_of,
+    tool_entries,
     tool_entry,
 )
 
@@ -49,6 +51,22 @@ def test_an_entry_name_is_made_an_agent_tool_name(tool: str, name: str, action: 
     entry = tool_entry("docs", _tool(tool, None))
     assert entry is not None
     assert (entry["name"], entry["action"], entry["description"]) == (name, action, "")
+
+
+def test_names_that_become_one_agent_tool_name_are_told_apart() -> None:
+    # A definition refuses a tool name given twice: the entries printed must paste as they are.
+    tools = ["read.file", "read_file", "read:file", "bad name!", "x" * 70, "x" * 64 + ".y"]
+    listed = tool_entries("docs", [_tool(t, None) for t in tools])
+    assert [(tool.name, entry and entry["name"]) for tool, entry in listed] == [
+        ("read.file", "read_file"),
+        ("read_file", "read_file_2"),
+        ("read:file", "read_file_3"),
+        ("bad name!", None),
+        ("x" * 70, "x" * 64),
+        ("x" * 64 + ".y", "x" * 62 + "_2"),
+    ]
+    names = [entry["name"] for _, entry in listed if entry is not None]
+    assert all(re.fullmatch(r"[A-Za-z0-9_-]{1,64}", name) for name in names)
 
 
 @pytest.mark.parametrize("tool", ["bad name!", "a/b", "ü", "t" * 120, "new\nline", "", "x" * 200])

@@ -102,7 +102,7 @@ def tools(
     import anyio  # noqa: PLC0415 - only this command needs them
 
     from workload_worker import WorkerConfigError  # noqa: PLC0415
-    from workload_worker.mcp_tools import list_tools, mcp_server, tool_entry  # noqa: PLC0415
+    from workload_worker.mcp_tools import list_tools, mcp_server, tool_entries  # noqa: PLC0415
 
     with session(ctx) as s:
         spec = parse_mcp(server)
@@ -112,8 +112,7 @@ def tools(
         except WorkerConfigError as exc:
             raise UsageError(str(exc)) from None
         entries = []
-        for tool in listed:
-            entry = tool_entry(spec.name, tool)
+        for tool, entry in tool_entries(spec.name, listed):
             if entry is None:
                 s.out.say(f"left out: tool {tool.name!r} (no action name can carry it)")
             else:

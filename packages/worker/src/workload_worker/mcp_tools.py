@@ -56,6 +56,7 @@ __all__ = [
     "list_tools",
     "mcp_server",
     "output_of",
+    "tool_entries",
     "tool_entry",
 ]
 
@@ -184,6 +185,29 @@ def tool_entry(server: str, tool: Tool) -> dict[str, Any] | None:
         "description": tool.description or "",
         "parameters": tool.input_schema,
     }
+
+
+def tool_entries(server: str, tools: Sequence[Tool]) -> list[tuple[Tool, dict[str, Any] | None]]:
+    """Each tool with its agent ``tools`` entry (None: left out), their names told apart.
+
+    Two tools whose names become the same agent tool name (``read.file`` and ``read_file``)
+    get it once: the later ones are suffixed ``_2``, ``_3``… (in the server's order), since a
+    definition refuses a tool name given twice.
+    """
+    taken: set[str] = set()
+    entries: list[tuple[Tool, dict[str, Any] | None]] = []
+    for tool in tools:
+        entry = tool_entry(server, tool)
+        if entry is not None:
+            name, number = entry["name"], 1
+            while name in taken:
+                number += 1
+                suffix = f"_{number}"
+                name = entry["name"][: 64 - len(suffix)] + suffix
+            entry["name"] = name
+            taken.add(name)
+        entries.append((tool, entry))
+    return entries
 
 
 def output_of(result: CallToolResult) -> dict[str, Any]:
