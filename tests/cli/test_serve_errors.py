@@ -254,6 +254,9 @@ def test_a_configuration_error_never_repeats_a_secret(
         pytest.param((), {"WORKLOAD_DATABASE_URL": " "}, "database_url", id="url-env"),
         pytest.param(("--data-dir", ""), {}, "data_dir", id="dir-flag"),
         pytest.param((), {"WORKLOAD_DATA_DIR": ""}, "data_dir", id="dir-env"),
+        # uvicorn would take an empty host for every interface, development tokens and all.
+        pytest.param(("--host", ""), {}, "host", id="host-flag"),
+        pytest.param((), {"WORKLOAD_HOST": " "}, "host", id="host-env"),
     ],
 )
 def test_an_empty_database_url_or_data_dir_is_refused_not_taken_for_unset(

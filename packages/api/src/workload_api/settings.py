@@ -155,6 +155,16 @@ class Settings(BaseSettings):
             raise ValueError("empty: give a PostgreSQL URL, or leave it unset (embedded mode)")
         return check_database_url(value) if value else value
 
+    @field_validator("host")
+    @classmethod
+    def _named_host(cls, value: str) -> str:
+        if not value.strip():  # uvicorn would listen on every interface
+            raise ValueError(
+                "empty: give the address to listen on, or leave it unset (127.0.0.1); "
+                "0.0.0.0 listens on every interface"
+            )
+        return value
+
     @field_validator("data_dir", mode="before")
     @classmethod
     def _named_dir(cls, value: object) -> object:
