@@ -634,6 +634,14 @@ def test_different_body_id_is_a_mismatch() -> None:
     assert not isinstance(info.value, InvalidDefinition)
 
 
+@pytest.mark.parametrize("body_id", [5, None, ["wf"], {"x": 1}, True])
+def test_a_body_id_that_is_not_a_string_is_an_invalid_definition(body_id: object) -> None:
+    # SPEC §6: wrong types are 400 invalid_definition — not a mismatch with a Python repr.
+    assert problems({"id": body_id, "tasks": [task()]}, workflow_id="wf") == [
+        ("/id", "Input should be a valid string")
+    ]
+
+
 def test_mismatch_is_case_sensitive() -> None:
     with pytest.raises(WorkflowIdMismatch):
         compile_definition({"id": "wf", "tasks": [task()]}, workflow_id="WF")

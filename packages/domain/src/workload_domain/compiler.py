@@ -111,7 +111,7 @@ def compile_definition(
 
     Raises:
         InvalidDefinition: with every problem found, each with a JSON Pointer path.
-        WorkflowIdMismatch: the body's ``id`` differs from ``workflow_id``.
+        WorkflowIdMismatch: the body's ``id``, a string, differs from ``workflow_id``.
     """
     if not isinstance(raw, Mapping):
         raise InvalidDefinition(
@@ -121,7 +121,7 @@ def compile_definition(
     if workflow_id is not None:
         if "id" not in raw:
             raw = {"id": workflow_id, **raw}
-        elif raw["id"] != workflow_id:
+        elif isinstance(raw["id"], str) and raw["id"] != workflow_id:  # else a wrong type
             raise WorkflowIdMismatch(
                 f"the definition's id {quoted(raw['id'])} differs from the path's "
                 f"{quoted(workflow_id)}"
