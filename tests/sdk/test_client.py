@@ -394,6 +394,15 @@ def test_path_segments_are_escaped(client: Client, api: FakeApi) -> None:
     assert api.last.url.raw_path == b"/api/v1/runs/a%2F..%2Fb/tasks/k%3Fx%3D1"
 
 
+@pytest.mark.parametrize(("given", "sent"), [(".", "%2E"), ("..", "%2E%2E"), ("...", "...")])
+def test_a_dot_segment_id_reaches_its_own_route(
+    client: Client, api: FakeApi, given: str, sent: str
+) -> None:
+    # A URL's "." and ".." segments are removed (RFC 3986): `runs.get(".")` asked for the list.
+    client.runs.cancel(given)
+    assert api.last.url.raw_path == f"/api/v1/runs/{sent}/cancel".encode()
+
+
 def test_operations_return_typed_models(client: Client) -> None:
     version = client.workflows.create({"id": "wf", "tasks": []})
     assert isinstance(version, Version)

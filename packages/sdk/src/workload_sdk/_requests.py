@@ -130,8 +130,13 @@ def _write(
 
 
 def _segment(value: str | int) -> str:
-    """A path segment, escaped so that no id can reach another route."""
-    return quote(str(value), safe="")
+    """A path segment, escaped so that no id can reach another route.
+
+    A ``.`` or ``..`` segment would be removed from the URL (RFC 3986's dot segments): its
+    dots are percent-encoded, which the server decodes back into the id.
+    """
+    segment = quote(str(value), safe="")
+    return segment.replace(".", "%2E") if segment in (".", "..") else segment
 
 
 def _listing(
