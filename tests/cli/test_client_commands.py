@@ -777,8 +777,10 @@ def test_status_needs_a_token(cli: Cli) -> None:
         ("runs", "show", "r\udcff"),  # a non-UTF-8 argument, as the shell hands it over
         ("runs", "list", "--workflow", "a\udcff"),
         ("runs", "show", "x", "--token", "tok\u00e9"),  # a header must be ASCII
+        ("runs", "show", "x", "--token", "tok\nen"),  # and holds no line break
+        ("runs", "list", "--token", "tok\x7f"),
     ],
-    ids=["path", "query", "token"],
+    ids=["path", "query", "token", "token-newline", "token-delete"],
 )
 def test_text_that_cannot_be_sent_is_a_usage_error(cli: Cli, args: tuple[str, ...]) -> None:
     # SPEC §8: a usage error (exit 2) with a message, never a traceback (exit 1).

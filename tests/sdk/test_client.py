@@ -32,6 +32,7 @@ from tests.sdk.fakes import (
 from workload_sdk import (
     APIConnectionError,
     APITimeoutError,
+    AsyncClient,
     Attempt,
     AttemptStatus,
     Client,
@@ -86,6 +87,16 @@ def test_arguments_win_over_the_environment(monkeypatch: pytest.MonkeyPatch) -> 
         client.runs.get("r1")
     assert api.last.url.host == "api.test"
     assert api.last.headers["authorization"] == "Bearer arg-token"
+
+
+@pytest.mark.parametrize("token", ["tok\nen", "tok\r\n", "tok\x7f", "tok\u00e9", "\x00"])
+@pytest.mark.parametrize("client_class", [Client, AsyncClient])
+def test_a_token_no_header_can_carry_is_refused_at_once(
+    token: str, client_class: type[Client] | type[AsyncClient]
+) -> None:
+    # Not a connection error at each request (which a read would retry), nor a header forged.
+    with pytest.raises(ValueError, match="the token holds a character an HTTP header cannot"):
+        client_class(base_url=BASE, token=token)
 
 
 def test_defaults_without_environment(monkeypatch: pytest.MonkeyPatch) -> None:

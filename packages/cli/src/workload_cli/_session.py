@@ -88,9 +88,12 @@ class Session:
         """The SDK client (created on first use; commands that need no server never make one)."""
         if self._client is None:
             config = self.config
-            self._client = Client(
-                base_url=config.url, token=config.token, transport=self._transport
-            )
+            try:
+                self._client = Client(
+                    base_url=config.url, token=config.token, transport=self._transport
+                )
+            except ValueError as exc:  # the configuration it was given (a token it cannot send)
+                raise UsageError(f"text that cannot be sent: {exc}") from None
         return self._client
 
     def close(self) -> None:

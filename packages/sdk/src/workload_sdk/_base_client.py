@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 import os
 import random
+import re
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
@@ -112,9 +113,16 @@ class ClientOptions:
         if max_retries < 0:
             raise ValueError("max_retries must be 0 or more")
         url = base_url or env.get(URL_ENV) or DEFAULT_BASE_URL
+        token = token or env.get(TOKEN_ENV) or None
+        if token is not None and not _SENDABLE_TOKEN.fullmatch(token):
+            # Else it fails at each request, as if the server could not be reached.
+            raise ValueError(
+                "the token holds a character an HTTP header cannot carry "
+                "(a line break or another control character, or a non-ASCII letter)"
+            )
         return cls(
             base_url=url.rstrip("/"),
-            token=token or env.get(TOKEN_ENV) or None,
+            token=token,
             timeout=timeout if isinstance(timeout, httpx.Timeout) else httpx.Timeout(timeout),
             max_retries=max_retries,
         )
@@ -131,6 +139,8 @@ class ClientOptions:
 
 
 _RESERVED_HEADERS = frozenset({"idempotency-key"})
+_SENDABLE_TOKEN = re.compile(r"[\t\x20-\x7e]+")
+"""What a header can carry of a token: ASCII, no control character but a tab (no line break)."""
 
 
 @dataclass(frozen=True, slots=True)
