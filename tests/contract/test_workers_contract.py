@@ -466,20 +466,27 @@ async def test_activity_counts_open_runs_and_recent_workers(store: Store, clock:
 async def test_activity_counts_pending_approvals(store: Store, clock: FakeClock) -> None:
     """SPEC §12's workload_approvals_pending and workload status: approvals not yet decided."""
     h, _ = agent_harness(store, clock)
-    assert (await store.activity(clock.now())).approvals_pending == 0
+    idle = await store.activity(clock.now())
+    assert (idle.approvals_pending, idle.oldest_approval_requested_at) == (0, None)
     asks = wf(agent(tools=[guarded()], script=[call("deploy"), say("done")]))
     first, second = await h.create(asks), await h.create(asks)
+    asked_at = []
     async with anyio.create_task_group() as tg:
         await tg.start(h.engine.run)
         for run_id in (first, second):
+            asked_at.append(clock.now())
             h.engine.submit(run_id)
             await run_until(h, run_id, "waiting_approval")
-        assert (await store.activity(clock.now())).approvals_pending == 2
+            clock.advance(60)
+        both = await store.activity(clock.now())
+        # The alert on approvals waiting long reads the oldest one's age (SPEC §12).
+        assert (both.approvals_pending, both.oldest_approval_requested_at) == (2, asked_at[0])
         await request_cancel(h.store, h.clock, first, local_actions=h.engine.local_actions)
         h.engine.notify(first)
         await h.engine.wait_finished(first)
         # A canceled approval is decided for good: one is left waiting.
-        assert (await store.activity(clock.now())).approvals_pending == 1
+        left = await store.activity(clock.now())
+        assert (left.approvals_pending, left.oldest_approval_requested_at) == (1, asked_at[1])
         tg.cancel_scope.cancel()
 
 

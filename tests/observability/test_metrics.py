@@ -53,6 +53,8 @@ SPEC_METRICS = {
     "workload_model_calls": "counter",
     "workload_model_tokens": "counter",
     "workload_approvals_pending": "gauge",
+    # Not named by the SPEC: what its "approvals waiting long" alert reads.
+    "workload_approvals_oldest_pending_age_seconds": "gauge",
     "workload_runs_purged": "counter",  # §5 (amended 2026-12-01), §12
 }
 
@@ -242,10 +244,18 @@ def test_pending_approvals_are_counted_by_the_gauge_and_the_status(live_api: Liv
         status = live_api.viewer.get(f"{V1}/status").json()["approvals_pending"]
         return gauge, status
 
+    def oldest_age() -> float:
+        samples = parse(live_api.viewer.get("/metrics").text)
+        return samples[("workload_approvals_oldest_pending_age_seconds", ())]
+
     assert pending_now() == (0, 0)
+    assert oldest_age() == 0
     create_definition(live_api, deployer())
     asked = [pending_approval(live_api, start_run(live_api, "deployer")) for _ in range(2)]
     assert pending_now() == (2, 2)
+    first = oldest_age()
+    assert first > 0
+    assert wait_until(lambda: oldest_age() > first, timeout=10, message="the oldest one ages")
     decided = live_api.operator.post(
         f"{V1}/approvals/{asked[0]['approval_id']}/decision",
         json={"decision": "approve", "arguments_digest": asked[0]["arguments_digest"]},

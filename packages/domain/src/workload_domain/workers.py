@@ -136,6 +136,8 @@ class Activity:
     """Workers seen within :data:`WORKER_ACTIVE_WINDOW`, or holding work (:func:`worker_status`)."""
     approvals_pending: int
     """Approvals waiting for a decision (SPEC §11)."""
+    oldest_approval_requested_at: datetime | None = None
+    """When the approval waiting longest was asked for (None: none waits)."""
 
 
 def worker_status(worker: WorkerRecord, now: datetime) -> str:

@@ -888,8 +888,8 @@ WHERE draft_id = %(draft_id)s
 
 -- name: activity
 -- Runs not yet terminal from workflow_runs_unfinished; workers seen lately, or holding work
--- now (attempts_leased, agent_steps_leased), as worker_status says; pending approvals from
--- approvals_due (the partial index of the pending ones).
+-- now (attempts_leased, agent_steps_leased), as worker_status says; pending approvals, and
+-- the oldest one's request time, from approvals_due (the partial index of the pending ones).
 SELECT (SELECT count(*) FROM workflow_runs
         WHERE status IN ('pending', 'running', 'waiting_retry', 'waiting_approval'))::int AS runs_active,
        (SELECT count(*) FROM workers w
@@ -899,7 +899,9 @@ SELECT (SELECT count(*) FROM workflow_runs
            OR EXISTS (SELECT 1 FROM agent_steps s
                       WHERE s.status = 'running' AND s.worker_id = w.worker_id))::int
            AS workers_active,
-       (SELECT count(*) FROM approvals WHERE status = 'pending')::int AS approvals_pending
+       (SELECT count(*) FROM approvals WHERE status = 'pending')::int AS approvals_pending,
+       (SELECT min(requested_at) FROM approvals WHERE status = 'pending')
+           AS oldest_approval_requested_at
 
 -- name: fence
 -- Whether ``epoch`` is still the current coordinator epoch (after a fenced write wrote nothing).

@@ -173,6 +173,10 @@ class Metrics:
             "direction",
         )
         self.approvals_pending = gauge("approvals_pending", "Approvals waiting for a decision.")
+        self.approvals_oldest_age = gauge(
+            "approvals_oldest_pending_age_seconds",
+            "Age of the approval waiting longest for a decision (0 when none waits).",
+        )
         self._requests = _Children(self.http_requests)
         self._durations = _Children(self.http_duration)
         self._runs_finished = _Children(self.runs_finished)
@@ -259,6 +263,9 @@ class Metrics:
             self.runs_active.set(activity.runs_active)
             self.workers_active.set(activity.workers_active)
             self.approvals_pending.set(activity.approvals_pending)
+            oldest = activity.oldest_approval_requested_at
+            age = 0.0 if oldest is None else max((now - oldest).total_seconds(), 0.0)
+            self.approvals_oldest_age.set(age)
 
     def _queues(self, queues: Iterable[QueueStats], now: datetime) -> None:
         # Cleared first: a queue that vanished has no series left behind.

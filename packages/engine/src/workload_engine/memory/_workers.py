@@ -285,8 +285,9 @@ class MemoryWorkers(MemoryJournal):
             for w in self._workers.values()
             if w.last_seen_at >= active_since or holding[w.worker_id]
         )
-        pending = sum(1 for a in self._approvals.values() if a.status is ApprovalStatus.PENDING)
-        return Activity(runs, workers, pending)
+        pending = [a for a in self._approvals.values() if a.status is ApprovalStatus.PENDING]
+        oldest = min((a.requested_at for a in pending), default=None)
+        return Activity(runs, workers, len(pending), oldest)
 
     def _in_flight(self) -> defaultdict[str, int]:
         """How many attempts and tool calls each worker holds now."""
