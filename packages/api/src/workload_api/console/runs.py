@@ -22,7 +22,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, Literal
 
 from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
@@ -42,6 +42,8 @@ EVENTS_SHOWN = 100
 """Events a run's page shows (the latest): at load, and kept while it follows the run live
 (console.js drops the oldest rows past it); the history page has all, paged."""
 ATTEMPTS_SHOWN = 500
+TASK_ATTEMPTS_SHOWN = 100
+"""A page of a task's attempts on its own page (every attempt of a run beyond those shown)."""
 STEPS_SHOWN = 100
 """Steps of each agent task on a run's page (the task's steps page has all, paged)."""
 AGENT_TASKS_SHOWN = 20
@@ -269,21 +271,33 @@ async def run_events(view: View) -> Response:
 
 
 async def task_steps(view: View) -> Response:
+    return await _task_page(view, "steps", STEPS_SHOWN)
+
+
+async def task_attempts(view: View) -> Response:
+    return await _task_page(view, "attempts", TASK_ATTEMPTS_SHOWN)
+
+
+async def _task_page(view: View, listing: Literal["steps", "attempts"], size: int) -> Response:
+    """A task's page of its steps or of its attempts (``{listing}.html``), ``size`` a page."""
     run_id, task_key = view.path("run_id"), view.path("task_key")
     cursor = view.request.query_params.get("cursor") or None
-    run, _ = await view.console.usecases.runs.get(run_id)
-    task = await view.console.usecases.runs.get_task(run_id, task_key)
-    page = await view.console.usecases.runs.list_steps(run_id, task_key, cursor, STEPS_SHOWN)
-    link = f"/ui/runs/{run_id}/tasks/{task_key}/steps"
+    runs = view.console.usecases.runs
+    run, _ = await runs.get(run_id)
+    task = await runs.get_task(run_id, task_key)
+    lister = runs.list_steps if listing == "steps" else runs.list_attempts
+    page = await lister(run_id, task_key, cursor, size)
+    link = f"/ui/runs/{run_id}/tasks/{task_key}/{listing}"
     next_link = None
     if page["next_cursor"]:
         next_link = query_link(link, {"cursor": str(page["next_cursor"])})
     return await view.render(
-        "steps.html",
+        f"{listing}.html",
         run=run,
         run_id=run_id,
         task=task,
-        steps=page["items"],
+        items=[item | {"task_key": task_key} for item in page["items"]],
+        page_size=size,
         first_link=link if cursor is not None else None,
         next_link=next_link,
     )
@@ -304,5 +318,6 @@ def routes(console: Console) -> list[Route]:
         console.page("/ui/runs/{run_id}/live", run_live),
         console.page("/ui/runs/{run_id}/events", run_events),
         console.page("/ui/runs/{run_id}/tasks/{task_key}/steps", task_steps),
+        console.page("/ui/runs/{run_id}/tasks/{task_key}/attempts", task_attempts),
         console.page("/ui/runs/{run_id}/cancel", cancel, method="POST", role=Role.OPERATOR),
     ]
