@@ -38,6 +38,7 @@ from workload_domain.records import (
 from workload_domain.run_listing import RunFilter
 from workload_domain.statuses import AttemptStatus, RunStatus, TaskStatus
 from workload_domain.workers import Claim
+from workload_store_postgres import _idempotency
 from workload_store_postgres.store import PostgresStore
 
 pytestmark = pytest.mark.anyio
@@ -281,3 +282,26 @@ async def test_claimers_on_two_pools_never_share_an_attempt(
                     tg.start_soon(claimer, second, f"b{i}")
     assert len(claimed) == len(set(claimed)) == 60
     assert count(database_url, "attempts WHERE status = 'running'") == 60
+
+
+async def test_the_idempotency_purge_deletes_a_backlog_in_bounded_statements(
+    store: PostgresStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A backlog (a day down, then a busy hour) is millions of records: one DELETE of them all
+    # ran past the statement timeout, and the process fail-stopped at each start (exit 5).
+    monkeypatch.setattr(_idempotency, "PURGE_BATCH", 3)
+    for n in range(7):
+        claim = IdempotencyClaim("op", f"purged-{n}", "cancel_run", "h")
+        assert await store.save_outcome(IdempotencyRecord(claim, Outcome(200, {}))) is None
+    batches: list[int] = []
+    purge_batch = store._purge_batch
+
+    async def counted(older_than: datetime, limit: int) -> int:
+        deleted = await purge_batch(older_than, limit)
+        batches.append(deleted)
+        return deleted
+
+    monkeypatch.setattr(store, "_purge_batch", counted)
+    assert await store.purge_outcomes(datetime.now(UTC) + timedelta(hours=1)) == 7
+    assert batches == [3, 3, 1]
+    assert await store.find_outcome(IdempotencyClaim("op", "purged-0", "cancel_run", "h")) is None

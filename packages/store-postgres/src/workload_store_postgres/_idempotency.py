@@ -9,7 +9,11 @@ from workload_store_postgres._db import Conn, stored_outcome
 from workload_store_postgres._part import StorePart
 from workload_store_postgres._queries import query
 
-__all__ = ["Idempotency"]
+__all__ = ["PURGE_BATCH", "Idempotency"]
+
+PURGE_BATCH = 5_000
+"""Records one statement of the purge deletes at most: a backlog of millions (a day down) is
+purged in statements of tens of milliseconds, each its own transaction."""
 
 
 class Idempotency(StorePart):
@@ -30,7 +34,16 @@ class Idempotency(StorePart):
         return result if isinstance(result, Replayed) else None
 
     async def purge_outcomes(self, older_than: datetime) -> int:
-        """Delete records created before ``older_than``."""
+        """Delete records created before ``older_than``, :data:`PURGE_BATCH` a statement."""
+        purged = 0
+        while True:
+            deleted = await self._purge_batch(older_than, PURGE_BATCH)
+            purged += deleted
+            if deleted < PURGE_BATCH:
+                return purged
+
+    async def _purge_batch(self, older_than: datetime, limit: int) -> int:
         async with self._db.tx() as conn:
-            cur = await conn.execute(query("purge_outcomes"), {"older_than": older_than})
+            params = {"older_than": older_than, "limit": limit}
+            cur = await conn.execute(query("purge_outcomes"), params)
             return cur.rowcount

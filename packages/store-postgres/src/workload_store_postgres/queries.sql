@@ -349,7 +349,14 @@ VALUES (%(principal)s, %(key)s, %(operation)s, %(request_hash)s, %(status_code)s
         %(created_at)s)
 
 -- name: purge_outcomes
-DELETE FROM idempotency_records WHERE created_at < %(older_than)s
+-- One bounded batch of the purge (never a long statement, whatever the backlog): the oldest
+-- records past the limit, by idempotency_records_created; repeated until a batch comes short.
+DELETE FROM idempotency_records
+WHERE (principal, idempotency_key) IN (
+    SELECT principal, idempotency_key FROM idempotency_records
+    WHERE created_at < %(older_than)s
+    ORDER BY created_at
+    LIMIT %(limit)s)
 
 -- name: finished_runs_due
 -- Retention (SPEC §5): the oldest finished runs past the limit, served by workflow_runs_finished.
