@@ -10,6 +10,7 @@ tests/api: the API's own session installs no PostgreSQL server.)
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from datetime import timedelta
 
 import anyio
 import psycopg
@@ -21,9 +22,11 @@ from workload_api.container import _retention
 from workload_api.retention import RunRetention
 from workload_api.settings import Settings
 from workload_api.telemetry import Metrics
+from workload_domain.errors import RunNotFound
 from workload_domain.statuses import RunStatus
 from workload_engine.clock import FakeClock
 from workload_engine.memory import InMemoryStore
+from workload_store_postgres import _retention as postgres_retention
 from workload_store_postgres.store import PostgresStore
 
 pytestmark = pytest.mark.anyio
@@ -132,3 +135,29 @@ def test_the_duty_exists_only_when_a_retention_is_set(clock: FakeClock) -> None:
     assert _retention(Settings(), store, clock, metrics) is None
     duty = _retention(Settings(run_retention_days=30), store, clock, metrics)
     assert isinstance(duty, RunRetention)
+
+
+async def test_a_batch_stops_once_its_runs_own_enough_events(
+    store: PostgresStore, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # 500 runs of 1,000 tasks each (1.5M events) in one transaction outlasted the statement
+    # timeout: the purge failed, the process fail-stopped (exit 5), and did at every start.
+    h = Harness(store=store, clock=clock)
+    views = [await h.run(workflow(mock("a"), mock("b", ["a"]))) for _ in range(4)]
+    events = [v.snapshot.last_sequence for v in views]
+    assert all(n > 2 for n in events)
+    # Two runs' events are over the budget, one run's are not.
+    monkeypatch.setattr(postgres_retention, "PURGE_EVENTS", events[0] + 1)
+    clock.advance(10 * 86400)
+    cutoff = clock.now() - timedelta(days=1)
+    assert await store.purge_finished_runs(cutoff, 500) == 1
+    with pytest.raises(RunNotFound):
+        await store.get_run(views[0].snapshot.run.run_id)
+    assert (await store.get_run(views[1].snapshot.run.run_id)).run_id  # left for later
+    # A run larger than the budget goes whole, alone.
+    monkeypatch.setattr(postgres_retention, "PURGE_EVENTS", 1)
+    assert await store.purge_finished_runs(cutoff, 500) == 1
+    # The retention pass goes on while batches come back short of their limit.
+    retention = RunRetention(store, clock, days=1)
+    assert await retention.purge_due() == 2
+    assert await store.purge_finished_runs(cutoff, 500) == 0

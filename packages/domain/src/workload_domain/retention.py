@@ -26,6 +26,7 @@ class RetentionStore(Protocol):
         """Delete up to ``limit`` terminal runs finished before ``finished_before``.
 
         Each run goes with its tasks, attempts, events, agent steps and approvals, in one
-        transaction. Returns how many runs were deleted (fewer than ``limit``: none are left).
+        transaction. Returns how many runs were deleted (0: none are left; a store may delete
+        fewer than ``limit`` when the runs own many rows).
         """
         ...

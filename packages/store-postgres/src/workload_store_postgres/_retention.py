@@ -8,7 +8,12 @@ from workload_store_postgres._db import rows
 from workload_store_postgres._part import StorePart
 from workload_store_postgres._queries import query
 
-__all__ = ["Retention"]
+__all__ = ["PURGE_EVENTS", "Retention"]
+
+PURGE_EVENTS = 50_000
+"""Events a batch deletes at most (but a whole run, however large): a batch of runs is bounded by
+the rows they own, not only by their number — 500 runs of 1,000 tasks each outlasted the
+statement timeout."""
 
 # Children before parents: the foreign keys (agent steps and approvals → attempts → tasks → run;
 # events → run) refuse a parent whose children remain.
@@ -28,7 +33,8 @@ class Retention(StorePart):
         """Delete up to ``limit`` terminal runs finished before ``finished_before``.
 
         One transaction locks only those runs (one locked elsewhere is skipped) and their rows,
-        so run creation and execution never wait for more than one batch.
+        so run creation and execution never wait for more than one batch; the batch stops short
+        of ``limit`` once its runs own :data:`PURGE_EVENTS` events.
         """
         async with self._db.tx() as conn:
             due = await rows(
@@ -36,7 +42,13 @@ class Retention(StorePart):
             )
             if not due:
                 return 0
-            params = {"run_ids": [row["run_id"] for row in due]}
+            run_ids, events = [], 0
+            for row in due:  # oldest first, at least one
+                events += row["last_sequence"]
+                if run_ids and events > PURGE_EVENTS:
+                    break  # the rest stay locked until this commit, and are left for the next
+                run_ids.append(row["run_id"])
+            params = {"run_ids": run_ids}
             for name in _CHILDREN:
                 await conn.execute(query(name), params)
             cur = await conn.execute(query("purge_runs"), params)
