@@ -73,6 +73,16 @@ async def test_tool_calls_round_trip_with_decoded_arguments(
         pytest.param("not json at all", "not json at all", id="plain-text"),
         pytest.param("", "", id="empty"),
         pytest.param("[" * 100_000, "[" * 100_000, id="nested-past-the-parser"),
+        # Not strict JSON: decoded, they would be arguments the model never wrote (a key's
+        # last value, null for NaN), run as if valid. Kept as text, they are refused to it.
+        pytest.param(
+            '{"q": "delete-all", "q": "safe"}',
+            '{"q": "delete-all", "q": "safe"}',
+            id="duplicate-key",
+        ),
+        pytest.param('{"n": NaN}', '{"n": NaN}', id="nan"),
+        pytest.param('{"n": -Infinity}', '{"n": -Infinity}', id="infinity"),
+        pytest.param('{"n": 1e999}', '{"n": 1e999}', id="out-of-range"),
     ],
 )
 async def test_arguments_that_are_not_an_object_are_kept(

@@ -35,6 +35,7 @@ from workload_domain.agent.llm import (
     ToolCall,
     ToolSchema,
 )
+from workload_domain.jsonvalues import strict_loads
 
 __all__ = ["MalformedAnswer", "arguments_text", "parse_answer", "wire_messages", "wire_tools"]
 
@@ -104,8 +105,10 @@ def _decode_arguments(raw: Any) -> Any:
     if not isinstance(raw, str):
         return raw
     try:
-        return json.loads(raw)
-    except (ValueError, RecursionError):  # nested past the parser: refused to the model
+        # Strictly: a key given twice, NaN or 1e999 would otherwise be decoded into arguments
+        # the model never wrote (the last value, null), valid enough to run.
+        return strict_loads(raw)
+    except (ValueError, RecursionError):  # kept as text: refused to the model
         return raw
 
 

@@ -6,13 +6,11 @@ asked for that schema natively (ADR 0027): a provider's promise is not a proof.
 
 from __future__ import annotations
 
-import json
 import re
-from typing import Any
 
 from workload_domain.agent.spec import AgentSpec
 from workload_domain.agent.validation import SchemaError, compile_schema
-from workload_domain.jsonvalues import JsonObject, storable
+from workload_domain.jsonvalues import JsonObject, storable, strict_loads
 from workload_domain.records import TaskError
 from workload_domain.usage import Usage
 
@@ -38,7 +36,7 @@ def final_output(spec: AgentSpec, content: str | None, usage: Usage) -> JsonObje
     if fenced:
         text = fenced.group(1).strip()
     try:
-        structured = json.loads(text, parse_constant=_no_constant)
+        structured = strict_loads(text)  # no key twice, no NaN, no 1e999
     except (ValueError, RecursionError):
         return TaskError(INVALID_MODEL_OUTPUT, "the final answer is not JSON", True)
     try:
@@ -53,7 +51,3 @@ def final_output(spec: AgentSpec, content: str | None, usage: Usage) -> JsonObje
         )
     output["structured"] = storable(structured)
     return output
-
-
-def _no_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON")
