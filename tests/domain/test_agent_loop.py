@@ -9,9 +9,11 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import UTC, datetime
 
+import pytest
+
 from workload_domain.agent.journal import StepKind, StepRecord, StepStatus
 from workload_domain.agent.llm import ModelResponse, ToolCall
-from workload_domain.agent.loop import CallModel, CallTools, Fail, decide, tool_output
+from workload_domain.agent.loop import CallModel, CallTools, Fail, decide, sanitized, tool_output
 from workload_domain.agent.spec import AgentSpec, parse_agent
 
 AT = datetime(2026, 1, 1, tzinfo=UTC)
@@ -103,3 +105,21 @@ def test_a_call_already_begun_is_not_refused_but_the_next_one_is() -> None:
     after = decide(agent, "go", ended, elapsed_seconds=60)
     assert isinstance(after, Fail)
     assert after.error.message == "budget exceeded: max_seconds (10) has passed"
+
+
+@pytest.mark.parametrize(
+    "given",
+    [
+        ["call_3_1", "", "x", "x"],  # the id made for the second is the first's
+        ["", "call_3_0", "call_3_0"],
+        ["a", "a", "a", "call_3_1", "call_3_2"],
+        ["", "", ""],
+    ],
+)
+def test_sanitized_tool_call_ids_are_unique_and_keep_the_good_ones(given: list[str]) -> None:
+    # Each tool message answers exactly one call: two calls with one id would be two answers
+    # to one call (a provider refuses it; a replay cannot tell them apart).
+    calls = tuple(ToolCall(call_id, "t", {}) for call_id in given)
+    ids = [c.id for c in sanitized(ModelResponse(None, calls), 3).tool_calls]
+    assert len(set(ids)) == len(ids)
+    assert ids[0] == given[0] or not given[0]  # a first good id is kept as it is

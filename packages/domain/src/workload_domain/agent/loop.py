@@ -393,15 +393,20 @@ def sanitized(response: ModelResponse, sequence: int) -> ModelResponse:
     """A model's answer made safe to journal and to send back.
 
     Strings JSONB cannot hold are repaired (:func:`storable`); a tool call id that is missing,
-    odd or repeated within the answer is replaced by ``call_<sequence>_<index>``, so that each
-    tool message answers exactly one call.
+    odd or repeated within the answer is replaced by ``call_<sequence>_<index>`` (suffixed
+    ``_2``, ``_3``… if the answer has that id already), so that each tool message answers
+    exactly one call.
     """
     seen: set[str] = set()
     calls = []
     for index, call in enumerate(response.tool_calls):
         call_id = call.id if isinstance(call.id, str) else ""
         if not _TOOL_CALL_ID.fullmatch(call_id) or call_id in seen:
-            call_id = f"call_{sequence}_{index}"
+            made, number = f"call_{sequence}_{index}", 1
+            call_id = made
+            while call_id in seen:
+                number += 1
+                call_id = f"{made}_{number}"
         seen.add(call_id)
         name = storable(call.name)[:1000] if isinstance(call.name, str) else ""
         calls.append(ToolCall(call_id, name, storable(call.arguments)))
