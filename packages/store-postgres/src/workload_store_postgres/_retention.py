@@ -42,7 +42,8 @@ class Retention(StorePart):
             )
             if not due:
                 return 0
-            run_ids, events = [], 0
+            run_ids: list[object] = []
+            events = 0
             for row in due:  # oldest first, at least one
                 events += row["last_sequence"]
                 if run_ids and events > PURGE_EVENTS:
