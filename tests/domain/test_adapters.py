@@ -13,6 +13,7 @@ from workload_domain.agent.adapters import (
     DETAIL_LIMIT,
     MASK,
     MAX_TIMEOUT_SECONDS,
+    MAX_TOKEN_COUNT,
     ClientHolder,
     MalformedAnswer,
     SharedClient,
@@ -93,6 +94,7 @@ def test_an_answer_s_shape_is_checked() -> None:
     assert optional_string("s", "x") == "s"
     assert token_count({}, "input_tokens") == 0
     assert token_count({"input_tokens": 7}, "input_tokens") == 7
+    assert token_count({"n": MAX_TOKEN_COUNT}, "n") == MAX_TOKEN_COUNT
 
 
 @pytest.mark.parametrize(
@@ -105,6 +107,9 @@ def test_an_answer_s_shape_is_checked() -> None:
         (lambda: token_count({"n": -1}, "n"), "usage.n is not a count"),
         (lambda: token_count({"n": 1.5}, "n"), "usage.n is not a count"),
         (lambda: token_count({"n": "7"}, "n"), "usage.n is not a count"),
+        # Summed into bigint columns: 2**63 would fail the store's write, again at each retry.
+        (lambda: token_count({"n": 2**63}, "n"), "usage.n is more than any answer's"),
+        (lambda: token_count({"n": 10**13}, "n"), "usage.n is more than any answer's"),
     ],
 )
 def test_a_malformed_answer_says_what_is_wrong(check: Any, says: str) -> None:

@@ -52,6 +52,7 @@ __all__ = [
     "DETAIL_LIMIT",
     "MASK",
     "MAX_TIMEOUT_SECONDS",
+    "MAX_TOKEN_COUNT",
     "MIN_RUN",
     "NOT_UNICODE",
     "ClientHolder",
@@ -83,6 +84,9 @@ DETAIL_LIMIT = 200
 """The most characters of a server's own message a failure quotes."""
 MAX_TIMEOUT_SECONDS = 3600.0
 """The longest timeout of one model call an adapter accepts."""
+MAX_TOKEN_COUNT = 10**12
+"""The most tokens one answer may count of a kind: more is a provider's error, not an answer (a
+million steps of it still sum within PostgreSQL's bigint)."""
 NOT_UNICODE = "the conversation holds text that is not valid Unicode (a lone surrogate)"
 """Why a request whose body cannot be encoded is rejected (the key is checked to be ASCII)."""
 _FOLD = str.maketrans(string.ascii_uppercase, string.ascii_lowercase)
@@ -174,13 +178,16 @@ def token_count(usage: dict[str, Any], name: str) -> int:
     """``usage[name]`` as a count of tokens (absent: 0).
 
     Raises:
-        MalformedAnswer: present but not a non-negative integer.
+        MalformedAnswer: present but not a non-negative integer, or more than
+            :data:`MAX_TOKEN_COUNT` (no answer is that long; the sums are stored as bigint).
     """
     value = usage.get(name)
     if value is None:
         return 0
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise MalformedAnswer(f"usage.{name} is not a count")
+    if value > MAX_TOKEN_COUNT:
+        raise MalformedAnswer(f"usage.{name} is more than any answer's ({MAX_TOKEN_COUNT})")
     return value
 
 
