@@ -85,8 +85,7 @@ DETAIL_LIMIT = 200
 MAX_TIMEOUT_SECONDS = 3600.0
 """The longest timeout of one model call an adapter accepts."""
 MAX_TOKEN_COUNT = 10**12
-"""The most tokens one answer may count of a kind: more is a provider's error, not an answer (a
-million steps of it still sum within PostgreSQL's bigint)."""
+"""The most tokens of a kind one answer may count: more is a provider's error (sums are bigint)."""
 NOT_UNICODE = "the conversation holds text that is not valid Unicode (a lone surrogate)"
 """Why a request whose body cannot be encoded is rejected (the key is checked to be ASCII)."""
 _FOLD = str.maketrans(string.ascii_uppercase, string.ascii_lowercase)
