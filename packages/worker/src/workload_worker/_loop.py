@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import threading
 from collections.abc import Callable
+from typing import Any
 
 import anyio.from_thread
 import anyio.lowlevel
@@ -36,12 +37,16 @@ class LoopCaller:
         """Have the loop run ``func`` soon, without waiting for it (from any thread).
 
         For a wake-up: a thread must not wait on a loop its application has stopped (it may
-        run again, or be closed). ``func`` runs with anyio's backend set, as ``call``'s does.
+        run again, or be closed). ``func`` must need nothing of anyio's context (setting an
+        ``anyio.Event`` does not): it is handed to the loop itself — asyncio's
+        ``call_soon_threadsafe``, trio's ``run_sync_soon`` — as anyio has no public call for it.
         """
         if threading.get_ident() == self._thread:
             func()
             return
-        token = self._token
-        # RuntimeError: the loop is closed (anyio's RunFinishedError is one).
+        native: Any = self._token.native_token  # an asyncio loop, or a trio token
+        soon = getattr(native, "call_soon_threadsafe", None) or native.run_sync_soon
+        # RuntimeError: the loop is closed (asyncio's "Event loop is closed", trio's
+        # RunFinishedError): nobody is left to wake.
         with contextlib.suppress(RuntimeError):
-            token.backend_class.run_sync_soon(func, (), token.native_token)
+            soon(func)
