@@ -11,6 +11,7 @@ import json
 import os
 import shlex
 import shutil
+import signal
 import subprocess
 import sys
 import textwrap
@@ -216,3 +217,56 @@ def test_a_worker_whose_mcp_server_does_not_start_exits_2_with_its_error(
     assert "MCP server 'broken'" in done.stderr
     assert "did not start" in done.stderr
     assert message in done.stderr  # the command's own error, on the worker's standard error
+
+
+def _running(marker: str) -> list[int]:
+    """The pids of processes whose command line holds ``marker``."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                line = (entry / "cmdline").read_bytes()
+            except OSError:  # gone meanwhile
+                continue
+            if marker.encode() in line:
+                found.append(int(entry.name))
+    return found
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_a_stop_signal_while_an_mcp_server_starts_stops_the_worker_at_once(
+    signum: signal.Signals,
+) -> None:
+    # ADR 0052: a stop gives the start-up up; the signals of `workload worker` are that stop
+    # from its very start, not only once it serves (they waited out the 60 s deadline, exit 2).
+    marker = f"mute-{uuid.uuid4().hex}"
+    mute = shlex.join([sys.executable, "-c", f"import time; time.sleep(600)  # {marker}"])
+    env = {k: v for k, v in os.environ.items() if not k.startswith("WORKLOAD_")}
+    env.update({"WORKLOAD_URL": f"http://127.0.0.1:{free_port()}", "WORKLOAD_WORKER_TOKEN": "t"})
+    worker = subprocess.Popen(
+        [_workload(), "worker", "--mcp", f"mute={mute}"],
+        env=env,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        # The server is the process holding the marker that is not the worker (its arguments
+        # hold it too).
+        server = wait_until(
+            lambda: [p for p in _running(marker) if p != worker.pid],
+            timeout=60,
+            message="the MCP server is starting",
+        )
+        worker.send_signal(signum)
+        _, stderr = worker.communicate(timeout=30)
+    finally:
+        if worker.poll() is None:
+            worker.kill()
+            worker.communicate()
+    assert worker.returncode == 0, stderr
+    assert "did not start" not in stderr
+    wait_until(
+        lambda: not set(server) & set(_running(marker)),
+        timeout=10,
+        message="the MCP server is stopped",
+    )

@@ -89,13 +89,15 @@ def test_arguments_win_over_the_environment(monkeypatch: pytest.MonkeyPatch) -> 
     assert api.last.headers["authorization"] == "Bearer arg-token"
 
 
-@pytest.mark.parametrize("token", ["tok\nen", "tok\r\n", "tok\x7f", "tok\u00e9", "\x00"])
+@pytest.mark.parametrize(
+    "token", ["tok\nen", "tok\r\n", "tok\x7f", "tok\u00e9", "\x00", "tok ", " tok", "tok\t", " "]
+)
 @pytest.mark.parametrize("client_class", [Client, AsyncClient])
 def test_a_token_no_header_can_carry_is_refused_at_once(
     token: str, client_class: type[Client] | type[AsyncClient]
 ) -> None:
     # Not a connection error at each request (which a read would retry), nor a header forged.
-    with pytest.raises(ValueError, match="the token holds a character an HTTP header cannot"):
+    with pytest.raises(ValueError, match="the token holds what an HTTP header cannot carry"):
         client_class(base_url=BASE, token=token)
 
 

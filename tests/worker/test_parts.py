@@ -119,6 +119,12 @@ async def test_serving_needs_an_action_and_a_worker_token(
     with pytest.raises(WorkerConfigError, match="WORKLOAD_WORKER_TOKEN"):
         await worker.serve()
     assert not worker.is_serving
+    # A token no header can carry: a configuration error (workload worker: exit 2), not a
+    # traceback, and before any MCP server is started.
+    monkeypatch.setenv("WORKLOAD_WORKER_TOKEN", "tok\r")
+    with pytest.raises(WorkerConfigError, match="the token holds what an HTTP header cannot"):
+        await worker.serve()
+    assert not worker.is_serving
 
 
 @pytest.mark.anyio

@@ -117,8 +117,8 @@ class ClientOptions:
         if token is not None and not _SENDABLE_TOKEN.fullmatch(token):
             # Else it fails at each request, as if the server could not be reached.
             raise ValueError(
-                "the token holds a character an HTTP header cannot carry "
-                "(a line break or another control character, or a non-ASCII letter)"
+                "the token holds what an HTTP header cannot carry (a line break or another "
+                "control character, a non-ASCII letter, a space or tab at either end)"
             )
         return cls(
             base_url=url.rstrip("/"),
@@ -139,8 +139,9 @@ class ClientOptions:
 
 
 _RESERVED_HEADERS = frozenset({"idempotency-key"})
-_SENDABLE_TOKEN = re.compile(r"[\t\x20-\x7e]+")
-"""What a header can carry of a token: ASCII, no control character but a tab (no line break)."""
+_SENDABLE_TOKEN = re.compile(r"[\x21-\x7e]([\t\x20-\x7e]*[\x21-\x7e])?")
+"""What a header can carry of a token: ASCII, no control character but a tab (no line break),
+and neither begun nor ended by a space or a tab (HTTP trims them: h11 refuses them)."""
 
 
 @dataclass(frozen=True, slots=True)

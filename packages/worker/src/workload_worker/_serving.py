@@ -2,16 +2,21 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import signal
 import threading
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import anyio
 import anyio.abc
 
 from workload_worker._attempt import AttemptRunner
 from workload_worker._loop import LoopCaller
+
+if TYPE_CHECKING:
+    from workload_worker._signals import RunSignals
 
 __all__ = ["LINGERING_RECHECK_SECONDS", "SAME_SIGNAL_SECONDS", "SHUTDOWN_REPORT_SECONDS", "Serving"]
 
@@ -127,6 +132,21 @@ class Serving:
                 while self.active:
                     await self.wait_change()
         attempts.cancel_scope.cancel()
+
+    async def route_signals(
+        self, stack: contextlib.AsyncExitStack, handle_signals: bool, run: RunSignals | None
+    ) -> None:
+        """Take stop signals as :meth:`signalled` until ``stack`` closes, from the very start.
+
+        The MCP servers' start-up included. The signals are its own
+        (``serve(handle_signals=True)``), or those ``Worker.run`` holds (``run``).
+        """
+        if handle_signals:
+            watching = await stack.enter_async_context(anyio.create_task_group())
+            await watching.start(self.watch_signals)
+            stack.callback(watching.cancel_scope.cancel)  # first out: the watcher ends
+        elif run is not None:
+            stack.enter_context(run.serving(self.signalled))
 
     async def watch_signals(self, *, task_status: anyio.abc.TaskStatus[None]) -> None:
         """Take SIGTERM and SIGINT as :meth:`signalled` (``serve(handle_signals=True)``)."""

@@ -295,7 +295,9 @@ class Worker:
         self._mcp_lost = None
         try:
             async with contextlib.AsyncExitStack() as stack:
-                if self._mcp:  # raised below if refused, out of the sessions' task group
+                await serving.route_signals(stack, handle_signals, self._run_signals)
+                client = await self._client(stack, token)
+                if self._mcp and not serving.draining.is_set():  # refused: raised below
                     lost = functools.partial(self._lost, serving)
                     connections = McpConnections(self._mcp, lost)
                     serving.on_stop = connections.abort_start
@@ -305,7 +307,7 @@ class Worker:
                         served = {}
                 if isinstance(served, dict) and not serving.draining.is_set():
                     self._actions.update(served)
-                    await self._serve(await self._client(stack, token), serving, handle_signals)
+                    await self._serve(client, serving)
         finally:
             for action in served if isinstance(served, dict) else ():
                 del self._actions[action]
@@ -321,9 +323,15 @@ class Worker:
         # The worker retries on its own terms: the client sends each call once. Every slot may
         # have a report and a heartbeat in flight, besides the claim: a heartbeat never waits
         # for a connection behind reports.
-        client = AsyncClient(
-            base_url=self.url, token=token, max_retries=0, max_connections=2 * self.concurrency + 1
-        )
+        try:
+            client = AsyncClient(
+                base_url=self.url,
+                token=token,
+                max_retries=0,
+                max_connections=2 * self.concurrency + 1,
+            )
+        except ValueError as exc:  # a token no header can carry
+            raise WorkerConfigError(str(exc)) from None
         return await stack.enter_async_context(client)
 
     def _lost(self, serving: Serving, server: McpServer) -> None:
@@ -341,7 +349,7 @@ class Worker:
         if serving is not None:
             serving.loop.call(functools.partial(serving.stop, now=now))
 
-    async def _serve(self, client: AsyncClient, serving: Serving, handle_signals: bool) -> None:
+    async def _serve(self, client: AsyncClient, serving: Serving) -> None:
         logger.info(
             "worker %s: serving %s from queue(s) %s at %s, %d at a time",
             self.worker_id,
@@ -351,19 +359,11 @@ class Worker:
             self.concurrency,
         )
         limiter = anyio.CapacityLimiter(self.concurrency)
-        async with anyio.create_task_group() as outer:
-            routed: contextlib.AbstractContextManager[None] = contextlib.nullcontext()
-            if handle_signals:
-                await outer.start(serving.watch_signals)
-            elif self._run_signals is not None:
-                routed = self._run_signals.serving(serving.signalled)
-            with routed:
-                refused = await self._apply.run(self.url, serving, self._new_backoff())
-                async with anyio.create_task_group() as attempts:
-                    if refused is None:
-                        await self._claim_loop(client, serving, attempts, limiter)
-                    await serving.drain(attempts, self.worker_id)
-            outer.cancel_scope.cancel()
+        refused = await self._apply.run(self.url, serving, self._new_backoff())
+        async with anyio.create_task_group() as attempts:
+            if refused is None:
+                await self._claim_loop(client, serving, attempts, limiter)
+            await serving.drain(attempts, self.worker_id)
         if refused is not None:
             raise refused  # out here: inside the task groups it would become an ExceptionGroup
         logger.info("worker %s: stopped", self.worker_id)
