@@ -147,7 +147,7 @@ async def test_a_batch_stops_once_its_runs_own_enough_events(
     events = [v.snapshot.last_sequence for v in views]
     assert all(n > 2 for n in events)
     # Two runs' events are over the budget, one run's are not.
-    monkeypatch.setattr(postgres_retention, "PURGE_EVENTS", events[0] + 1)
+    monkeypatch.setattr(postgres_retention, "PURGE_ROWS", events[0] + 1)
     clock.advance(10 * 86400)
     cutoff = clock.now() - timedelta(days=1)
     assert await store.purge_finished_runs(cutoff, 500) == 1
@@ -155,9 +155,27 @@ async def test_a_batch_stops_once_its_runs_own_enough_events(
         await store.get_run(views[0].snapshot.run.run_id)
     assert (await store.get_run(views[1].snapshot.run.run_id)).run_id  # left for later
     # A run larger than the budget goes whole, alone.
-    monkeypatch.setattr(postgres_retention, "PURGE_EVENTS", 1)
+    monkeypatch.setattr(postgres_retention, "PURGE_ROWS", 1)
     assert await store.purge_finished_runs(cutoff, 500) == 1
     # The retention pass goes on while batches come back short of their limit.
     retention = RunRetention(store, clock, days=1)
     assert await retention.purge_due() == 2
     assert await store.purge_finished_runs(cutoff, 500) == 0
+
+
+async def test_an_agents_steps_count_toward_a_batchs_rows(
+    store: PostgresStore, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # An agent may make 10,000 model and 10,000 tool calls in a run of a few events: its steps
+    # are rows the batch deletes too.
+    plain = (await Harness(store=store, clock=clock).run(workflow(mock("a")))).snapshot
+    clock.advance(1)
+    agent, _ = await canceled_agent_run(store, clock)  # finished after plain, with a step
+    chatty = await store.load_run(agent)
+    assert chatty.run.usage.model_calls >= 1
+    events = plain.last_sequence + chatty.last_sequence
+    monkeypatch.setattr(postgres_retention, "PURGE_ROWS", events)  # both runs' events, no more
+    clock.advance(10 * 86400)
+    cutoff = clock.now() - timedelta(days=1)
+    assert await store.purge_finished_runs(cutoff, 500) == 1  # the agent's step is over it
+    assert await store.purge_finished_runs(cutoff, 500) == 1

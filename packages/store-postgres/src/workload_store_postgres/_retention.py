@@ -8,12 +8,12 @@ from workload_store_postgres._db import rows
 from workload_store_postgres._part import StorePart
 from workload_store_postgres._queries import query
 
-__all__ = ["PURGE_EVENTS", "Retention"]
+__all__ = ["PURGE_ROWS", "Retention"]
 
-PURGE_EVENTS = 50_000
-"""Events a batch deletes at most (but a whole run, however large): a batch of runs is bounded by
-the rows they own, not only by their number — 500 runs of 1,000 tasks each outlasted the
-statement timeout."""
+PURGE_ROWS = 50_000
+"""Events and agent steps a batch deletes at most (but a whole run, however large): a batch of
+runs is bounded by the rows they own, not only by their number — 500 runs of 1,000 tasks each
+outlasted the statement timeout."""
 
 # Children before parents: the foreign keys (agent steps and approvals → attempts → tasks → run;
 # events → run) refuse a parent whose children remain.
@@ -34,7 +34,7 @@ class Retention(StorePart):
 
         One transaction locks only those runs (one locked elsewhere is skipped) and their rows,
         so run creation and execution never wait for more than one batch; the batch stops short
-        of ``limit`` once its runs own :data:`PURGE_EVENTS` events.
+        of ``limit`` once its runs own :data:`PURGE_ROWS` events and agent steps.
         """
         async with self._db.tx() as conn:
             due = await rows(
@@ -43,10 +43,10 @@ class Retention(StorePart):
             if not due:
                 return 0
             run_ids: list[object] = []
-            events = 0
+            owned = 0
             for row in due:  # oldest first, at least one
-                events += row["last_sequence"]
-                if run_ids and events > PURGE_EVENTS:
+                owned += row["owned"]
+                if run_ids and owned > PURGE_ROWS:
                     break  # the rest stay locked until this commit, and are left for the next
                 run_ids.append(row["run_id"])
             params = {"run_ids": run_ids}

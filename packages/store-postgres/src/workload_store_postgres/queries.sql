@@ -361,8 +361,8 @@ WHERE (principal, idempotency_key) IN (
 -- name: finished_runs_due
 -- Retention (SPEC §5): the oldest finished runs past the limit, served by workflow_runs_finished.
 -- A run another transaction holds is left for the next batch rather than waited for. Its
--- last_sequence (its events) measures how many rows it owns.
-SELECT run_id, last_sequence FROM workflow_runs
+-- events and its agents' steps (model and tool calls) measure how many rows it owns.
+SELECT run_id, last_sequence + model_calls + tool_calls AS owned FROM workflow_runs
 WHERE finished_at < %(finished_before)s AND status IN ('succeeded', 'failed', 'canceled')
 ORDER BY finished_at
 LIMIT %(limit)s
