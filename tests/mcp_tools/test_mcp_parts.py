@@ -55,11 +55,12 @@ def test_an_entry_name_is_made_an_agent_tool_name(tool: str, name: str, action: 
 
 def test_names_that_become_one_agent_tool_name_are_told_apart() -> None:
     # A definition refuses a tool name given twice: the entries printed must paste as they are.
+    # A tool already named as an agent tool keeps its name, wherever the server lists it.
     tools = ["read.file", "read_file", "read:file", "bad name!", "x" * 70, "x" * 64 + ".y"]
     listed = tool_entries("docs", [_tool(t, None) for t in tools])
     assert [(tool.name, entry and entry["name"]) for tool, entry in listed] == [
-        ("read.file", "read_file"),
-        ("read_file", "read_file_2"),
+        ("read.file", "read_file_2"),
+        ("read_file", "read_file"),
         ("read:file", "read_file_3"),
         ("bad name!", None),
         ("x" * 70, "x" * 64),

@@ -67,22 +67,25 @@ def tool_entries(server: str, tools: Sequence[Tool]) -> list[tuple[Tool, dict[st
     """Each tool with its agent ``tools`` entry (None: left out), their names told apart.
 
     Two tools whose names become the same agent tool name (``read.file`` and ``read_file``)
-    get it once: the later ones are suffixed ``_2``, ``_3``… (in the server's order), since a
-    definition refuses a tool name given twice.
+    get it once, since a definition refuses a tool name given twice: a tool already named so
+    keeps it, the others are suffixed ``_2``, ``_3``… (in the server's order).
     """
-    taken: set[str] = set()
-    entries: list[tuple[Tool, dict[str, Any] | None]] = []
-    for tool in tools:
-        entry = tool_entry(server, tool)
+    entries = [(tool, tool_entry(server, tool)) for tool in tools]
+    # Names that need no change are kept first (the first of a name given twice).
+    taken = {e["name"] for t, e in entries if e is not None and e["name"] == t.name}
+    kept: set[str] = set()
+    for tool, entry in entries:
         if entry is not None:
             name, number = entry["name"], 1
+            if name == tool.name and name not in kept:
+                kept.add(name)
+                continue
             while name in taken:
                 number += 1
                 suffix = f"_{number}"
                 name = entry["name"][: 64 - len(suffix)] + suffix
             entry["name"] = name
             taken.add(name)
-        entries.append((tool, entry))
     return entries
 
 

@@ -394,17 +394,21 @@ def sanitized(response: ModelResponse, sequence: int) -> ModelResponse:
 
     Strings JSONB cannot hold are repaired (:func:`storable`); a tool call id that is missing,
     odd or repeated within the answer is replaced by ``call_<sequence>_<index>`` (suffixed
-    ``_2``, ``_3``… if the answer has that id already), so that each tool message answers
-    exactly one call.
+    ``_2``, ``_3``… if a call of the answer has that id), so that each tool message answers
+    exactly one call and every good id is kept (the first of a repeated one).
     """
+    given = [
+        c.id if isinstance(c.id, str) and _TOOL_CALL_ID.fullmatch(c.id) else ""
+        for c in response.tool_calls
+    ]
     seen: set[str] = set()
     calls = []
     for index, call in enumerate(response.tool_calls):
-        call_id = call.id if isinstance(call.id, str) else ""
-        if not _TOOL_CALL_ID.fullmatch(call_id) or call_id in seen:
+        call_id = given[index]
+        if not call_id or call_id in seen:
             made, number = f"call_{sequence}_{index}", 1
             call_id = made
-            while call_id in seen:
+            while call_id in seen or call_id in given:  # nor a later call's own id
                 number += 1
                 call_id = f"{made}_{number}"
         seen.add(call_id)
