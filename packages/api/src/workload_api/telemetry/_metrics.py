@@ -263,9 +263,7 @@ class Metrics:
             self.runs_active.set(activity.runs_active)
             self.workers_active.set(activity.workers_active)
             self.approvals_pending.set(activity.approvals_pending)
-            oldest = activity.oldest_approval_requested_at
-            age = 0.0 if oldest is None else max((now - oldest).total_seconds(), 0.0)
-            self.approvals_oldest_age.set(age)
+            self.approvals_oldest_age.set(_age(activity.oldest_approval_requested_at, now))
 
     def _queues(self, queues: Iterable[QueueStats], now: datetime) -> None:
         # Cleared first: a queue that vanished has no series left behind.
@@ -273,10 +271,13 @@ class Metrics:
         self.queue_oldest_age.clear()
         for q in queues:
             self.queue_depth.labels(q.queue).set(q.queued)
-            oldest = q.oldest_queued_at
-            age = 0.0 if oldest is None else max((now - oldest).total_seconds(), 0.0)
-            self.queue_oldest_age.labels(q.queue).set(age)
+            self.queue_oldest_age.labels(q.queue).set(_age(q.oldest_queued_at, now))
 
     def exposition(self) -> bytes:
         """The registry in the Prometheus text format."""
         return generate_latest(self.registry)
+
+
+def _age(since: datetime | None, now: datetime) -> float:
+    """Seconds from ``since`` to ``now`` (0 for none, never negative: clocks differ)."""
+    return 0.0 if since is None else max((now - since).total_seconds(), 0.0)
