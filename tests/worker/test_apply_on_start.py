@@ -19,6 +19,7 @@ from tests.worker.fake_server import (
 )
 from workload_sdk import TOKEN_ENV, AsyncClient, Forbidden, InvalidRequest, Unauthenticated
 from workload_worker import Context, Worker, WorkerConfigError, Workflow, WorkflowApplyError
+from workload_worker import _apply as apply_module
 
 pytestmark = pytest.mark.anyio
 
@@ -196,3 +197,28 @@ def test_workflows_must_be_workflows() -> None:
         Worker(workflows=[{"id": "etl"}])  # type: ignore[list-item]
     with pytest.raises(WorkerConfigError, match="etl given twice"):
         Worker(workflows=[pipeline(), pipeline()])
+
+
+async def test_a_worker_given_a_client_applies_to_that_clients_server(
+    fake: FakeControlPlane, make_worker: MakeWorker, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # No url= but client=: the operator token's writes go where the worker's client goes, not
+    # to WORKLOAD_URL or 127.0.0.1:8080.
+    monkeypatch.setenv(TOKEN_ENV, OPERATOR_TOKEN)
+    monkeypatch.setenv("WORKLOAD_URL", "http://elsewhere.invalid:1")
+    made: list[str | None] = []
+
+    def operator_client(*, base_url: str | None, token: str, max_retries: int) -> AsyncClient:
+        made.append(base_url)
+        return AsyncClient(
+            base_url=base_url, token=token, transport=fake.transport, max_retries=max_retries
+        )
+
+    monkeypatch.setattr(apply_module, "AsyncClient", operator_client)
+    worker = make_worker(workflows=[pipeline()], apply_on_start=True)
+    assert worker.url is None
+    serve_fetch(worker)
+    async with serving(worker):
+        await eventually(lambda: fake.claims, message="it claims after applying")
+    assert made == [BASE_URL]
+    assert [r.url.host for r in puts(fake)] == [httpx.URL(BASE_URL).host]

@@ -359,7 +359,7 @@ class Worker:
             self.concurrency,
         )
         limiter = anyio.CapacityLimiter(self.concurrency)
-        refused = await self._apply.run(self.url, serving, self._new_backoff())
+        refused = await self._apply.run(self.url or client.base_url, serving, self._new_backoff())
         async with anyio.create_task_group() as attempts:
             if refused is None:
                 await self._claim_loop(client, serving, attempts, limiter)
