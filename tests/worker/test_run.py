@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import threading
@@ -192,3 +193,26 @@ def test_stop_now_from_another_thread_cancels_a_running_handler(
     report = fake.recorded(attempt.attempt_id)
     assert report is not None
     assert (report.route, report.body["error"]["code"]) == ("fail", "worker_shutdown")
+
+
+@pytest.mark.usefixtures("safe_signals")
+def test_serve_with_handle_signals_stops_on_sigterm_after_its_handler(
+    fake: FakeControlPlane, make_worker: MakeWorker, caplog: pytest.LogCaptureFixture
+) -> None:
+    # `await worker.serve(handle_signals=True)` in an application's own loop: its own signal
+    # receiver, from serve()'s start until it returns.
+    worker = make_worker(grace_seconds=30)
+    started = threading.Event()
+
+    @worker.action("hold")
+    def hold(ctx: Context, input: dict[str, Any]) -> dict[str, Any]:
+        started.set()
+        wait_until(lambda: "SIGTERM: stopping" in caplog.text, message="stopping")
+        return {"done": True}
+
+    attempt = fake.add("hold")
+    sender = _send_when(started.is_set, signal.SIGTERM)
+    asyncio.run(worker.serve(handle_signals=True))  # returns once the handler finished
+    sender.join(5)
+    assert attempt.output == {"done": True}
+    assert not worker.is_serving
